@@ -1,0 +1,151 @@
+//! The library's error type. Every variant is a user-facing condition with exit code 2
+//! (bad input, refused environment, internal error); a failed guardrail is not an error.
+
+use crate::ingress::{FieldDiff, PackError};
+use crate::release::ExitCode;
+use miette::Diagnostic;
+use std::path::PathBuf;
+
+/// Result with the library's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can stop a sparsegate command before it reaches a verdict.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+#[non_exhaustive]
+pub enum Error {
+    /// A pack failed to load; carries every located problem.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Pack(#[from] Box<PackError>),
+
+    /// A file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    #[diagnostic(code(sparsegate::io), help("check that the path exists and is readable"))]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+
+    /// A file could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    #[diagnostic(code(sparsegate::io), help("check that the directory exists and is writable"))]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+
+    /// A JSON file of ours is malformed.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    #[diagnostic(code(sparsegate::json), help("{hint}"))]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        message: String,
+        /// What to do about it.
+        hint: String,
+    },
+
+    /// A slice's golden baseline does not exist.
+    #[error("no golden baseline for slice `{slice}` of pack `{pack}` (expected {})", path.display())]
+    #[diagnostic(code(sparsegate::missing_baseline), help("record one with `sparsegate bless {pack_path}`, review it, and commit it"))]
+    MissingBaseline {
+        /// The pack name.
+        pack: String,
+        /// The slice id.
+        slice: String,
+        /// Where the baseline was expected.
+        path: PathBuf,
+        /// The pack file, for the hint.
+        pack_path: String,
+    },
+
+    /// A baseline's content does not match its recorded digest, or its format is unknown.
+    #[error("golden baseline {} is not trustworthy: {reason}", path.display())]
+    #[diagnostic(code(sparsegate::corrupt_baseline), help("baselines are written only by `sparsegate bless`; restore it from git or bless again"))]
+    CorruptBaseline {
+        /// The baseline file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// The environment differs from a baseline's in locked fields.
+    #[error("environment does not match the golden baseline {}:\n{}", baseline.display(), describe_drift(fields))]
+    #[diagnostic(code(sparsegate::env_drift), help("timings are only comparable under the same lock: bless a baseline on this machine, or pass --allow-env-drift to compare anyway (the memo will say so)"))]
+    EnvironmentDrift {
+        /// The baseline file.
+        baseline: PathBuf,
+        /// Every differing lock field.
+        fields: Vec<FieldDiff>,
+    },
+
+    /// The pack requires a clean git work tree and it is not.
+    #[error("pack `{pack}` requires a clean git work tree (lock.require_clean_git), but it has uncommitted changes")]
+    #[diagnostic(code(sparsegate::dirty_tree), help("commit or stash your changes, or set lock.require_clean_git: false"))]
+    DirtyWorkTree {
+        /// The pack name.
+        pack: String,
+    },
+
+    /// Two packs (or a pack and merged evidence) disagree in a way that makes the request
+    /// meaningless.
+    #[error("{message}")]
+    #[diagnostic(code(sparsegate::usage), help("{hint}"))]
+    Usage {
+        /// What is wrong.
+        message: String,
+        /// What to do about it.
+        hint: String,
+    },
+
+    /// A memo template failed to render (a bug in a template).
+    #[error("cannot render {template}: {message}")]
+    #[diagnostic(code(sparsegate::render))]
+    Render {
+        /// The template name.
+        template: String,
+        /// The renderer's message.
+        message: String,
+    },
+}
+
+fn describe_drift(fields: &[FieldDiff]) -> String {
+    fields
+        .iter()
+        .map(|d| format!("  {}: baseline `{}`, now `{}`", d.field, d.baseline, d.current))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Error {
+    /// The exit status this error maps to: always 2.
+    pub fn exit_code(&self) -> ExitCode {
+        ExitCode::Error
+    }
+
+    /// A [`Error::Json`] from a serde_json error in `path`.
+    pub fn json(path: impl Into<PathBuf>, err: &serde_json::Error, hint: &str) -> Error {
+        Error::Json {
+            path: path.into(),
+            line: err.line(),
+            column: err.column(),
+            message: err.to_string(),
+            hint: hint.to_owned(),
+        }
+    }
+}
+
+impl From<PackError> for Error {
+    fn from(e: PackError) -> Self {
+        Error::Pack(Box::new(e))
+    }
+}

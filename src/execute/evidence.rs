@@ -1,0 +1,98 @@
+//! Evidence: what was measured, raw, with the environment it was measured under.
+//! Never only summaries: every sample is kept, with the run it came from.
+
+use crate::ingress::{Environment, Precision};
+use crate::lower::Plan;
+use crate::stage::Stage;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the `evidence.json` format.
+pub const EVIDENCE_SCHEMA_VERSION: u32 = 1;
+
+/// Everything one `run` produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Format version.
+    pub schema_version: u32,
+    /// The environment all slices ran under.
+    pub environment: Environment,
+    /// The packs that were run.
+    pub packs: Vec<PackRecord>,
+    /// One entry per slice, in pack order.
+    pub slices: Vec<SliceEvidence>,
+}
+
+/// Which pack (and which exact version of it) evidence came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackRecord {
+    /// The pack's name.
+    pub name: String,
+    /// The path it was loaded from.
+    pub path: String,
+    /// `sha256:<hex>` of the pack file.
+    pub digest: String,
+}
+
+/// The measurements of one slice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SliceEvidence {
+    /// The pack's name.
+    pub pack: String,
+    /// The slice id.
+    pub slice: String,
+    /// The sparsity under test, as written in packs (`2:4`).
+    pub sparsity: String,
+    /// The precision under test.
+    pub precision: Precision,
+    /// Kernel choice per op.
+    pub plan: Plan,
+    /// Samples per metric name (`latency`, `effective_speedup`, …).
+    pub metrics: BTreeMap<String, MetricSamples>,
+    /// The dense comparator's own timings, interleaved with the slice's.
+    pub comparator: Option<MetricSamples>,
+    /// Counters that are properties of the run, not samples (`fallback_rate`,
+    /// `metadata_overhead`, `value_bytes`, `metadata_bytes`, `dense_flops`).
+    pub counters: BTreeMap<String, f64>,
+    /// Warm-up iterations run before timing started.
+    pub warmup_iterations: u32,
+    /// Wall time spent on this slice, warm-up included, in seconds.
+    pub wall_time_s: f64,
+    /// Set when the slice could not be measured.
+    pub failure: Option<SliceFailure>,
+}
+
+/// Raw samples of one metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricSamples {
+    /// Unit of every value.
+    pub unit: String,
+    /// The values, in the order they were taken.
+    pub samples: Vec<f64>,
+    /// The run (process) each sample came from; same length as `samples`.
+    pub runs: Vec<u32>,
+}
+
+impl MetricSamples {
+    /// Samples all taken in run 0.
+    pub fn single_run(unit: &str, samples: Vec<f64>) -> Self {
+        let runs = vec![0; samples.len()];
+        MetricSamples { unit: unit.to_owned(), samples, runs }
+    }
+}
+
+/// Why a slice produced no (or partial) evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliceFailure {
+    /// The stage that failed.
+    pub stage: Stage,
+    /// What happened.
+    pub message: String,
+}
+
+impl Evidence {
+    /// The evidence of one slice, by pack and slice id.
+    pub fn slice(&self, pack: &str, slice: &str) -> Option<&SliceEvidence> {
+        self.slices.iter().find(|s| s.pack == pack && s.slice == slice)
+    }
+}

@@ -1,0 +1,1 @@
+//! The built-in CPU kernels: the dense comparator and the sparse kernels under test.

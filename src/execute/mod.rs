@@ -1,0 +1,7 @@
+//! Stage 4, tensor execution: runs each slice interleaved with its dense comparator and
+//! produces [`Evidence`]. It measures; it never judges.
+
+mod evidence;
+pub mod kernels;
+
+pub use evidence::{Evidence, MetricSamples, PackRecord, SliceEvidence, SliceFailure, EVIDENCE_SCHEMA_VERSION};

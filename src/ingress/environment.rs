@@ -1,0 +1,191 @@
+//! The environment evidence is taken under, and the *lock*: the part of it that must match
+//! for two measurements to be comparable (DESIGN.md §2).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Where and with what a measurement was taken.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Environment {
+    /// sparsegate's version (the built-in kernels are part of it).
+    pub tool_version: String,
+    /// The compiler that built this binary.
+    pub rustc: String,
+    /// Versions of the kernel libraries linked in (e.g. `gemm`).
+    pub kernel_libs: BTreeMap<String, String>,
+    /// CPU model name.
+    pub cpu_model: String,
+    /// SIMD features the kernels may dispatch on, as detected at run time.
+    pub cpu_features: Vec<String>,
+    /// Logical CPUs visible to the process.
+    pub logical_cpus: usize,
+    /// Worker threads the kernels use.
+    pub threads: usize,
+    /// Operating system and architecture, e.g. `linux-x86_64`.
+    pub os: String,
+    /// Kernel release, where known.
+    pub os_release: String,
+    /// Git state of the working directory, when it is a repository.
+    pub git: Option<GitInfo>,
+}
+
+/// Git state, recorded (not locked): the commit under test differs on every PR.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitInfo {
+    /// HEAD commit id, or `unborn` in a repository without commits.
+    pub commit: String,
+    /// Branch name, when HEAD is on one.
+    pub branch: Option<String>,
+    /// Whether tracked or untracked files differ from HEAD.
+    pub dirty: bool,
+}
+
+/// One lock field that differs between two environments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldDiff {
+    /// The lock field, e.g. `cpu_model`.
+    pub field: String,
+    /// Value in the baseline.
+    pub baseline: String,
+    /// Value now.
+    pub current: String,
+}
+
+impl Environment {
+    /// Capture the environment of this process, with `threads` kernel workers, looking for a
+    /// git repository at or above `dir`. Never fails: unknown parts are recorded as such.
+    pub fn capture(threads: usize, dir: &Path) -> Environment {
+        Environment {
+            tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+            rustc: env!("SPARSEGATE_RUSTC_VERSION").to_owned(),
+            kernel_libs: kernel_libs(),
+            cpu_model: cpu_model(),
+            cpu_features: cpu_features(),
+            logical_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads,
+            os: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
+            os_release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_else(|_| "unknown".to_owned()),
+            git: git_info(dir),
+        }
+    }
+
+    /// The fields that must match for timings to be comparable, by name.
+    pub fn lock(&self) -> BTreeMap<&'static str, String> {
+        BTreeMap::from([
+            ("tool_version", self.tool_version.clone()),
+            (
+                "kernel_libs",
+                self.kernel_libs.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "),
+            ),
+            ("cpu_model", self.cpu_model.clone()),
+            ("cpu_features", self.cpu_features.join(",")),
+            ("logical_cpus", self.logical_cpus.to_string()),
+            ("threads", self.threads.to_string()),
+            ("os", self.os.clone()),
+        ])
+    }
+
+    /// Every lock field that differs from `baseline`, in field order.
+    pub fn lock_diff(&self, baseline: &Environment) -> Vec<FieldDiff> {
+        let now = self.lock();
+        baseline
+            .lock()
+            .into_iter()
+            .filter_map(|(field, before)| {
+                let current = now.get(field).cloned().unwrap_or_default();
+                (current != before).then(|| FieldDiff { field: field.to_owned(), baseline: before, current })
+            })
+            .collect()
+    }
+}
+
+fn kernel_libs() -> BTreeMap<String, String> {
+    env!("SPARSEGATE_KERNEL_LIBS")
+        .split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned())
+}
+
+fn cpu_features() -> Vec<String> {
+    #[allow(unused_mut)]
+    let mut found: Vec<String> = Vec::new();
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    {
+        macro_rules! probe {
+            ($($f:tt),*) => {$(
+                if std::is_x86_feature_detected!($f) { found.push($f.to_owned()); }
+            )*};
+        }
+        probe!("sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vnni", "avx512bf16");
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        macro_rules! probe {
+            ($($f:tt),*) => {$(
+                if std::arch::is_aarch64_feature_detected!($f) { found.push($f.to_owned()); }
+            )*};
+        }
+        probe!("neon", "fp16", "sve", "sve2", "bf16", "i8mm");
+    }
+    found
+}
+
+fn git_info(dir: &Path) -> Option<GitInfo> {
+    let repo = git2::Repository::discover(dir).ok()?;
+    let head = repo.head().ok();
+    let commit = head
+        .as_ref()
+        .and_then(|h| h.peel_to_commit().ok())
+        .map_or_else(|| "unborn".to_owned(), |c| c.id().to_string());
+    let branch = head.as_ref().filter(|h| h.is_branch()).and_then(|h| h.shorthand().ok().map(str::to_owned));
+    let mut opts = git2::StatusOptions::new();
+    opts.include_untracked(true).include_ignored(false).exclude_submodules(true);
+    let dirty = repo.statuses(Some(&mut opts)).map(|s| !s.is_empty()).unwrap_or(true);
+    Some(GitInfo { commit, branch, dirty })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_outside_a_repository_records_no_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Environment::capture(2, dir.path());
+        assert!(env.git.is_none());
+        assert_eq!(env.threads, 2);
+        assert!(!env.tool_version.is_empty());
+        assert!(env.kernel_libs.contains_key("gemm"), "{:?}", env.kernel_libs);
+    }
+
+    #[test]
+    fn lock_diff_names_each_differing_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Environment::capture(2, dir.path());
+        let mut b = a.clone();
+        assert!(a.lock_diff(&b).is_empty());
+        b.cpu_model = "Other CPU".into();
+        b.threads = 7;
+        b.git = Some(GitInfo { commit: "abc".into(), branch: None, dirty: true });
+        let diff = a.lock_diff(&b);
+        let fields: Vec<_> = diff.iter().map(|d| d.field.as_str()).collect();
+        assert_eq!(fields, ["cpu_model", "threads"]);
+        assert_eq!(diff[0].baseline, "Other CPU");
+    }
+}

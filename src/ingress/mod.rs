@@ -1,0 +1,205 @@
+//! Stage 1, request ingress: YAML packs in, validated and expanded slices out, plus the
+//! environment they will run under. Nothing here executes a workload.
+//!
+//! Loading is multi-pass so every error surfaces early and located (see `load.rs`):
+//! YAML → JSON value (anchors and merge keys expanded, duplicate keys refused) → JSON Schema
+//! (every error, mapped back to `file:line:col`) → typed [`PackFile`] → semantic checks →
+//! matrix expansion into [`Slice`]s.
+
+pub mod environment;
+pub mod pack;
+
+mod diagnostic;
+// mod expand;
+// mod load;
+// mod semantic;
+// mod span;
+
+pub use diagnostic::{Location, PackDiagnostic, PackError};
+pub use environment::{Environment, FieldDiff, GitInfo};
+// pub use load::{load_pack, pack_schema, PACK_SCHEMA_JSON};
+pub use pack::{Backend, PackFile, Precision, Severity};
+
+use crate::metric::Metric;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::PathBuf;
+
+/// Largest total operand memory (bytes) a single op may ask for. A pack asking for more is
+/// refused at ingress, before anything is allocated.
+pub const MEMORY_BUDGET_BYTES: u64 = 4 << 30;
+
+/// A pack that passed every check, with its slices expanded.
+#[derive(Debug, Clone)]
+pub struct LoadedPack {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// Its exact text, kept for diagnostics that point into it.
+    pub source: String,
+    /// `sha256:<hex>` of the file bytes: recorded in evidence, baselines and the memo.
+    pub digest: String,
+    /// The typed pack.
+    pub file: PackFile,
+    /// One entry per workload × sparsity × precision × backend, in pack order.
+    pub slices: Vec<Slice>,
+}
+
+/// One workload cell after matrix expansion: what to run and what must hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slice {
+    /// The pack's name.
+    pub pack: String,
+    /// Stable id: `<spec id>-<sparsity tag>-<precision>`, e.g. `bert-qkv-2of4-fp32`.
+    pub id: String,
+    /// The operators, in order.
+    pub ops: Vec<GemmOp>,
+    /// The weight sparsity under test.
+    pub sparsity: Sparsity,
+    /// The precision under test.
+    pub precision: Precision,
+    /// Where it runs.
+    pub backend: Backend,
+    /// Pack-level guardrails followed by the slice's own.
+    pub guardrails: Vec<GuardrailSpec>,
+    /// Sampling budget.
+    pub samples: pack::SamplePolicy,
+    /// Seed for this slice's inputs and resampling: derived from the pack seed and the id,
+    /// so adding a slice never changes another's data.
+    pub seed: u64,
+    /// Worker threads for the CPU kernels.
+    pub threads: usize,
+}
+
+/// One GEMM of a workload, in the research-table convention (M tokens, N out, K in).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GemmOp {
+    /// Layer name for the memo.
+    pub name: String,
+    /// Tokens.
+    pub m: usize,
+    /// Output features.
+    pub n: usize,
+    /// Input (reduction) features.
+    pub k: usize,
+}
+
+impl GemmOp {
+    /// Dense-equivalent floating-point operations: 2·M·N·K.
+    pub fn dense_flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64
+    }
+}
+
+/// A weight sparsity pattern, parsed from the pack's string form.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Sparsity {
+    /// Every weight kept.
+    Dense,
+    /// N of every M consecutive weights along K kept (N < M).
+    NOfM {
+        /// Kept per group.
+        n: u32,
+        /// Group size.
+        m: u32,
+    },
+    /// A fraction `density` of weights kept, anywhere.
+    Unstructured {
+        /// Kept fraction in (0, 1].
+        density: f64,
+    },
+    /// Blocks of `rows × cols` weights kept or dropped together.
+    Block {
+        /// Block height.
+        rows: u32,
+        /// Block width.
+        cols: u32,
+        /// Kept fraction of blocks in (0, 1].
+        density: f64,
+    },
+}
+
+impl Sparsity {
+    /// Fraction of weights kept.
+    pub fn density(&self) -> f64 {
+        match *self {
+            Sparsity::Dense => 1.0,
+            Sparsity::NOfM { n, m } => f64::from(n) / f64::from(m),
+            Sparsity::Unstructured { density } | Sparsity::Block { density, .. } => density,
+        }
+    }
+
+    /// A file-name-safe tag used in slice ids: `dense`, `2of4`, `u0.1`, `b16x16-0.1`.
+    pub fn tag(&self) -> String {
+        match *self {
+            Sparsity::Dense => "dense".into(),
+            Sparsity::NOfM { n, m } => format!("{n}of{m}"),
+            Sparsity::Unstructured { density } => format!("u{density}"),
+            Sparsity::Block { rows, cols, density } => format!("b{rows}x{cols}-{density}"),
+        }
+    }
+}
+
+impl fmt::Display for Sparsity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Sparsity::Dense => f.write_str("dense"),
+            Sparsity::NOfM { n, m } => write!(f, "{n}:{m}"),
+            Sparsity::Unstructured { density } => write!(f, "unstructured:{density}"),
+            Sparsity::Block { rows, cols, density } => write!(f, "block:{rows}x{cols}:{density}"),
+        }
+    }
+}
+
+/// A guardrail after parsing, with where it was declared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardrailSpec {
+    /// The metric it constrains.
+    pub metric: Metric,
+    /// The rule.
+    pub rule: Rule,
+    /// Interval confidence, in (0.5, 1).
+    pub confidence: f64,
+    /// Block or warn.
+    pub severity: Severity,
+    /// Where the guardrail is declared (its `metric:` key), for annotations.
+    pub location: Option<Location>,
+}
+
+/// What a guardrail demands of its metric.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Rule {
+    /// The metric must not exceed this value.
+    AtMost {
+        /// The bound.
+        bound: f64,
+    },
+    /// The metric must not fall below this value.
+    AtLeast {
+        /// The bound.
+        bound: f64,
+    },
+    /// The metric must not get worse than the golden baseline by more than this fraction.
+    RegressAtMost {
+        /// Tolerated regression, e.g. 0.05 for `5%`.
+        margin: f64,
+    },
+}
+
+impl Rule {
+    /// Whether the rule needs a golden baseline.
+    pub fn needs_baseline(&self) -> bool {
+        matches!(self, Rule::RegressAtMost { .. })
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Rule::AtMost { bound } => write!(f, "at_most {bound}"),
+            Rule::AtLeast { bound } => write!(f, "at_least {bound}"),
+            Rule::RegressAtMost { margin } => write!(f, "regress_at_most {}%", margin * 100.0),
+        }
+    }
+}

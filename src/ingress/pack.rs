@@ -1,0 +1,295 @@
+//! The scenario-pack file format: the serde types *are* the contract.
+//!
+//! The JSON Schema under `schemas/scenario-pack.schema.json` is derived from these types
+//! (schemars) and drift-checked by a test, so the schema and the loader can never disagree.
+//! Fields that need a value check beyond their type (a sparsity string, a percentage) stay
+//! strings here and are parsed by the semantic checks, which can then point at the exact
+//! line and column of the offending value.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Version of the pack format this build understands.
+pub const PACK_SCHEMA_VERSION: u32 = 1;
+
+/// One YAML scenario pack: who owns it, what it measures, and what must hold.
+///
+/// Top-level keys starting with `x-` (and the `anchors` key) are reserved for YAML anchors
+/// and shared blocks; the loader ignores them after merge keys are expanded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PackFile {
+    /// Pack format version; must be 1.
+    pub schema_version: u32,
+    /// Stable pack name: used in slice ids and golden baseline paths.
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = 64))]
+    pub name: String,
+    /// Free text for the memo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// People accountable for the verdict, each with a role; at least one.
+    pub owners: Vec<Owner>,
+    /// What triggers a rollback and what to do then; the memo quotes it.
+    pub rollback: Rollback,
+    /// Metadata that must match for evidence to be comparable.
+    #[serde(default)]
+    pub lock: LockPolicy,
+    /// How many samples to take, and how long to spend.
+    #[serde(default)]
+    pub samples: SamplePolicy,
+    /// Seed for every random choice (input data, bootstrap resampling).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Guardrails applied to every slice, in addition to each slice's own.
+    #[serde(default)]
+    pub guardrails: Vec<Guardrail>,
+    /// The workload slices; a slice listing several sparsities or precisions expands into
+    /// one slice per combination.
+    pub slices: Vec<SliceSpec>,
+    /// A home for YAML anchors (`anchors: {shape: &shape {...}}`); ignored by the runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchors: Option<serde_json::Value>,
+}
+
+fn default_seed() -> u64 {
+    0x5eed
+}
+
+/// An accountable person and their role in sign-off.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Owner {
+    /// Display name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Contact, also the identity used for signatures.
+    #[schemars(length(min = 3))]
+    pub email: String,
+    /// Role in sign-off, e.g. `owner`, `release-manager`, `reviewer`.
+    #[schemars(length(min = 1))]
+    pub role: String,
+}
+
+/// When to roll back and how; a gate without a rollback plan is refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rollback {
+    /// The condition that triggers a rollback, in words a release manager can act on.
+    #[schemars(length(min = 1))]
+    pub trigger: String,
+    /// What to do when it fires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+}
+
+/// Which parts of the environment must match a golden baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LockPolicy {
+    /// Refuse to gate from a dirty git work tree.
+    #[serde(default)]
+    pub require_clean_git: bool,
+    /// Worker threads for the CPU kernels; defaults to the machine's available parallelism.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub threads: Option<u32>,
+}
+
+impl Default for LockPolicy {
+    fn default() -> Self {
+        Self { require_clean_git: false, threads: None }
+    }
+}
+
+/// Sampling budget for each slice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SamplePolicy {
+    /// Minimum warm-up iterations before timing; warm-up continues until timings settle.
+    #[serde(default = "default_warmup")]
+    #[schemars(range(min = 0, max = 10000))]
+    pub warmup: u32,
+    /// Samples (paired slice/comparator iterations) to take at least.
+    #[serde(default = "default_min_samples")]
+    #[schemars(range(min = 3, max = 100000))]
+    pub min: u32,
+    /// Samples to take at most.
+    #[serde(default = "default_max_samples")]
+    #[schemars(range(min = 3, max = 100000))]
+    pub max: u32,
+    /// Wall-clock budget per slice, in seconds; sampling stops at `min` samples or the
+    /// budget, whichever comes later, and never past `max`.
+    #[serde(default = "default_time_budget")]
+    #[schemars(range(min = 0.001, max = 86400.0))]
+    pub time_budget_s: f64,
+}
+
+fn default_warmup() -> u32 {
+    3
+}
+fn default_min_samples() -> u32 {
+    10
+}
+fn default_max_samples() -> u32 {
+    50
+}
+fn default_time_budget() -> f64 {
+    5.0
+}
+
+impl Default for SamplePolicy {
+    fn default() -> Self {
+        Self {
+            warmup: default_warmup(),
+            min: default_min_samples(),
+            max: default_max_samples(),
+            time_budget_s: default_time_budget(),
+        }
+    }
+}
+
+/// Where a slice runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// The built-in CPU kernels, timed on this machine.
+    Cpu,
+}
+
+/// Numeric precision of a slice's operands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// IEEE binary32 storage and arithmetic.
+    Fp32,
+    /// IEEE binary16 storage, f32 accumulation.
+    Fp16,
+    /// bfloat16 storage, f32 accumulation.
+    Bf16,
+    /// int8 × int8 → i32.
+    Int8,
+}
+
+impl Precision {
+    /// The lowercase name used in packs and slice ids.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Fp16 => "fp16",
+            Precision::Bf16 => "bf16",
+            Precision::Int8 => "int8",
+        }
+    }
+}
+
+/// One workload cell before matrix expansion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SliceSpec {
+    /// Stable id; expanded slices get `<id>-<sparsity>-<precision>`.
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = 64))]
+    pub id: String,
+    /// Free text for the memo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// What to compute.
+    pub workload: Workload,
+    /// Weight sparsity patterns to test: `dense`, `N:M` (e.g. `2:4`), `unstructured:D` or
+    /// `block:RxC:D` where D is the density (fraction of weights kept) in (0, 1].
+    #[schemars(length(min = 1))]
+    pub sparsity: Vec<String>,
+    /// Precisions to test.
+    #[serde(default = "default_precisions")]
+    #[schemars(length(min = 1))]
+    pub precision: Vec<Precision>,
+    /// Where it runs.
+    #[serde(default = "default_backend")]
+    pub backend: Backend,
+    /// Guardrails for this slice (added to the pack-level ones).
+    #[serde(default)]
+    pub guardrails: Vec<Guardrail>,
+}
+
+fn default_precisions() -> Vec<Precision> {
+    vec![Precision::Fp32]
+}
+fn default_backend() -> Backend {
+    Backend::Cpu
+}
+
+/// A sequence of operators, timed together as one sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// The operators, in execution order.
+    #[schemars(length(min = 1))]
+    pub ops: Vec<OpSpec>,
+}
+
+/// One operator of a workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "lowercase")]
+pub enum OpSpec {
+    /// A linear layer `Y[M×N] = X[M×K] · Wᵀ` with the weight `W[N×K]` (out × in features)
+    /// carrying the sparsity; M is tokens (batch × sequence).
+    Gemm(GemmSpec),
+}
+
+/// A GEMM shape in the convention of the research tables: M tokens, N output features,
+/// K input (reduction) features.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GemmSpec {
+    /// Name for the memo's layer matrix, e.g. `qkv`.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Tokens (rows of X and Y).
+    #[schemars(range(min = 1))]
+    pub m: u64,
+    /// Output features (rows of W).
+    #[schemars(range(min = 1))]
+    pub n: u64,
+    /// Input features: the reduction dimension, along which N:M sparsity is applied.
+    #[schemars(range(min = 1))]
+    pub k: u64,
+}
+
+/// A rule over a metric. Exactly one of `at_most`, `at_least`, `regress_at_most` is set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Guardrail {
+    /// A metric name from DESIGN.md §2, e.g. `latency`, `effective_speedup`.
+    pub metric: String,
+    /// Absolute upper bound on the metric (its median, with interval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_most: Option<f64>,
+    /// Absolute lower bound on the metric (its median, with interval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_least: Option<f64>,
+    /// Largest tolerated regression against the golden baseline, as a percentage string
+    /// such as `5%`; the direction of "worse" follows the metric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regress_at_most: Option<String>,
+    /// Confidence of the interval the verdict is read from, in (0.5, 1).
+    #[serde(default = "default_confidence")]
+    #[schemars(range(min = 0.5, max = 0.9999))]
+    pub confidence: f64,
+    /// `block` (default) fails the gate; `warn` only reports.
+    #[serde(default)]
+    pub severity: Severity,
+}
+
+fn default_confidence() -> f64 {
+    0.95
+}
+
+/// Whether a failing guardrail blocks the release.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// A failure fails the gate (exit 1).
+    #[default]
+    Block,
+    /// A failure is reported as a warning (exit 0).
+    Warn,
+}

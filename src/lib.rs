@@ -1,0 +1,27 @@
+//! sparsegate: a release gate for sparse and mixed-precision tensor compute.
+//!
+//! The library follows the six pipeline stages of `DESIGN.md`; data flows one way:
+//!
+//! ```text
+//! pack.yaml ─► ingress ─► lower ─► schedule ─► execute ─► validate ─► release
+//!             (Pack)     (Plan)   (blocking)  (Evidence) (Assessment) (Decision)
+//! ```
+//!
+//! [`app`] strings the stages together into the commands; it has no CLI knowledge, so the
+//! binary only parses arguments and renders errors.
+
+#![warn(missing_docs)]
+
+pub mod app;
+pub mod error;
+pub mod execute;
+pub mod ingress;
+pub mod lower;
+pub mod metric;
+pub mod release;
+pub mod schedule;
+pub mod stage;
+pub mod validate;
+pub mod verdict;
+
+pub use error::{Error, Result};

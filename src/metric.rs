@@ -1,0 +1,113 @@
+//! The metric vocabulary (DESIGN.md §2): names are stable because packs, baselines and
+//! reports all use them.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Which way is "better" for a metric; decides what a regression is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Better {
+    /// Smaller is better (latency, energy, bytes).
+    Lower,
+    /// Larger is better (throughput, speedup, accuracy).
+    Higher,
+}
+
+macro_rules! metrics {
+    ($($variant:ident => $name:literal, $unit:literal, $better:ident, $doc:literal;)*) => {
+        /// A metric known to sparsegate.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Metric {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl Metric {
+            /// Every metric, in declaration order.
+            pub const ALL: &'static [Metric] = &[$(Metric::$variant,)*];
+
+            /// The stable name used in packs, baselines and reports.
+            pub fn name(self) -> &'static str {
+                match self { $(Metric::$variant => $name,)* }
+            }
+
+            /// The unit its values are expressed in.
+            pub fn unit(self) -> &'static str {
+                match self { $(Metric::$variant => $unit,)* }
+            }
+
+            /// Which direction is an improvement.
+            pub fn better(self) -> Better {
+                match self { $(Metric::$variant => Better::$better,)* }
+            }
+        }
+    };
+}
+
+metrics! {
+    Latency => "latency", "s", Lower, "Wall time of one workload iteration.";
+    LatencyP50 => "latency_p50", "s", Lower, "Median latency.";
+    LatencyP95 => "latency_p95", "s", Lower, "95th percentile latency.";
+    LatencyP99 => "latency_p99", "s", Lower, "99th percentile latency.";
+    ThroughputGflops => "throughput_gflops", "GFLOP/s", Higher, "Dense-equivalent GFLOP per second.";
+    EffectiveSpeedup => "effective_speedup", "x", Higher, "Comparator time / slice time, paired within one run.";
+    QualityDelta => "quality_delta", "fraction", Higher, "Quality of the slice minus its dense reference.";
+    Accuracy => "accuracy", "fraction", Higher, "Classifier accuracy.";
+    EnergyJ => "energy_j", "J", Lower, "Energy per iteration.";
+    EnergyDelta => "energy_delta", "fraction", Lower, "Relative energy change vs the comparator.";
+    TcOccupancy => "tc_occupancy", "fraction", Higher, "Tensor-core occupancy.";
+    FallbackRate => "fallback_rate", "fraction", Lower, "Share of ops that fell back to the dense path.";
+    MetadataOverhead => "metadata_overhead", "fraction", Lower, "Sparse metadata bytes / value bytes.";
+    DramBytes => "dram_bytes", "B", Lower, "DRAM traffic per iteration.";
+    Cycles => "cycles", "cycles", Lower, "Simulated cycles per iteration.";
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The name is not one of [`Metric::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown metric `{0}`")]
+pub struct UnknownMetric(pub String);
+
+impl FromStr for Metric {
+    type Err = UnknownMetric;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Metric::ALL
+            .iter()
+            .copied()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| UnknownMetric(s.to_owned()))
+    }
+}
+
+impl Serialize for Metric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Metric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for m in Metric::ALL {
+            assert_eq!(m.name().parse::<Metric>().unwrap(), *m);
+        }
+        assert!("latency_p42".parse::<Metric>().is_err());
+    }
+}

@@ -1,0 +1,54 @@
+//! Stable exit codes (DESIGN.md §3): CI pipelines branch on these.
+
+use crate::verdict::Verdict;
+use serde::{Deserialize, Serialize};
+
+/// The process exit status of a sparsegate command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "i32", try_from = "i32")]
+pub enum ExitCode {
+    /// Every blocking guardrail passed (warnings allowed).
+    Pass = 0,
+    /// A blocking guardrail failed.
+    Fail = 1,
+    /// Bad input, refused environment, or an internal error.
+    Error = 2,
+    /// Not enough evidence to decide.
+    Inconclusive = 3,
+}
+
+impl ExitCode {
+    /// The exit status for an overall gate verdict.
+    pub fn for_verdict(verdict: Verdict) -> ExitCode {
+        match verdict {
+            Verdict::Pass | Verdict::Warn => ExitCode::Pass,
+            Verdict::Fail => ExitCode::Fail,
+            Verdict::Inconclusive => ExitCode::Inconclusive,
+        }
+    }
+
+    /// The numeric status.
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+}
+
+impl From<ExitCode> for i32 {
+    fn from(c: ExitCode) -> i32 {
+        c.code()
+    }
+}
+
+impl TryFrom<i32> for ExitCode {
+    type Error = String;
+
+    fn try_from(v: i32) -> Result<Self, String> {
+        match v {
+            0 => Ok(ExitCode::Pass),
+            1 => Ok(ExitCode::Fail),
+            2 => Ok(ExitCode::Error),
+            3 => Ok(ExitCode::Inconclusive),
+            other => Err(format!("exit code {other} is not one of 0, 1, 2, 3")),
+        }
+    }
+}

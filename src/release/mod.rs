@@ -1,0 +1,6 @@
+//! Stage 6, release decision: the gate verdict, exit code, memo, JUnit. It never
+//! re-measures.
+
+mod exit;
+
+pub use exit::ExitCode;

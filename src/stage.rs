@@ -1,0 +1,42 @@
+//! The six pipeline stages (DESIGN.md §1), as the memo names them.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A stage of the pipeline; the memo's *first failing stage* is one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// Loading, validating and expanding packs; capturing the environment.
+    Ingress,
+    /// Choosing sparse kernel or dense fallback per op.
+    Lowering,
+    /// Tiling, blocking and placement.
+    Scheduling,
+    /// Running kernels and collecting samples.
+    Execution,
+    /// Statistics against baselines and guardrail verdicts.
+    Validation,
+    /// The gate decision and its outputs.
+    Release,
+}
+
+impl Stage {
+    /// The lowercase name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Ingress => "ingress",
+            Stage::Lowering => "lowering",
+            Stage::Scheduling => "scheduling",
+            Stage::Execution => "execution",
+            Stage::Validation => "validation",
+            Stage::Release => "release",
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

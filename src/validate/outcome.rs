@@ -1,0 +1,55 @@
+//! What validation concludes, per guardrail: the rows of the memo's validation matrix.
+
+use crate::ingress::{Location, Rule, Severity};
+use crate::metric::Metric;
+use crate::stage::Stage;
+use crate::verdict::{Bottleneck, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// The verdict on one guardrail of one slice, with the numbers behind it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardrailOutcome {
+    /// The pack's name.
+    pub pack: String,
+    /// The slice id.
+    pub slice: String,
+    /// The metric judged.
+    pub metric: Metric,
+    /// The rule, e.g. `at_least 1.2`.
+    pub rule: Rule,
+    /// pass, warn, fail or inconclusive.
+    pub verdict: Verdict,
+    /// Whether a failure blocks.
+    pub severity: Severity,
+    /// The measured value (median for sampled metrics).
+    pub value: Option<f64>,
+    /// The golden baseline's value, for baseline-relative rules.
+    pub baseline: Option<f64>,
+    /// Lower end of the interval the verdict was read from (for baseline rules: of the
+    /// ratio candidate/baseline).
+    pub ci_low: Option<f64>,
+    /// Upper end of that interval.
+    pub ci_high: Option<f64>,
+    /// p-value of the test behind the verdict, where there is one.
+    pub p_value: Option<f64>,
+    /// Interval confidence.
+    pub confidence: f64,
+    /// Samples the verdict used.
+    pub samples: usize,
+    /// Where the slice spends its time.
+    pub bottleneck: Option<Bottleneck>,
+    /// The stage a failure is attributed to (lowering for speed lost to fallbacks,
+    /// execution for a slice that did not run, validation otherwise).
+    pub stage: Stage,
+    /// One sentence a release manager can read.
+    pub detail: String,
+    /// Where the guardrail is declared.
+    pub location: Option<Location>,
+}
+
+/// Everything validation concluded for one gate run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Assessment {
+    /// One row per slice × guardrail, in pack and slice order.
+    pub outcomes: Vec<GuardrailOutcome>,
+}

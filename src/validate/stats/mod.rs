@@ -1,0 +1,1 @@
+//! The statistics engine: pure functions over samples, checked against scipy.
