@@ -1,10 +1,13 @@
 //! Golden baselines: stored evidence under `golden/<pack>/<slice>.json`, written only by
 //! `bless`, atomically, with an integrity digest so a hand edit is detected.
 
-use crate::execute::MetricSamples;
+use crate::error::{Error, Result};
+use crate::execute::{MetricSamples, SliceEvidence};
 use crate::ingress::Environment;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 /// Version of the baseline file format.
 pub const BASELINE_SCHEMA_VERSION: u32 = 1;
@@ -36,3 +39,281 @@ pub struct Baseline {
 
 /// Baselines by (pack name, slice id).
 pub type Baselines = BTreeMap<(String, String), Baseline>;
+
+impl Baseline {
+    /// A baseline from fresh evidence; the digest is computed here.
+    pub fn new(
+        evidence: &SliceEvidence,
+        environment: &Environment,
+        pack_digest: &str,
+        blessed_at: String,
+        blessed_by: String,
+    ) -> Baseline {
+        let mut baseline = Baseline {
+            schema_version: BASELINE_SCHEMA_VERSION,
+            pack: evidence.pack.clone(),
+            slice: evidence.slice.clone(),
+            pack_digest: pack_digest.to_owned(),
+            blessed_at,
+            blessed_by,
+            environment: environment.clone(),
+            metrics: evidence.metrics.clone(),
+            counters: evidence.counters.clone(),
+            digest: String::new(),
+        };
+        baseline.digest = baseline.compute_digest();
+        baseline
+    }
+
+    /// `sha256:<hex>` over the canonical JSON (sorted keys) of every field but `digest`.
+    pub fn compute_digest(&self) -> String {
+        let mut unsigned = self.clone();
+        unsigned.digest = String::new();
+        let value = serde_json::to_value(&unsigned).expect("baselines serialize to JSON");
+        sha256_hex(value.to_string().as_bytes())
+    }
+
+    /// The median of a metric's samples, if recorded.
+    pub fn median(&self, metric: &str) -> Option<f64> {
+        self.metrics.get(metric).and_then(|m| median_of(&m.samples))
+    }
+}
+
+/// `sha256:<hex>` of some bytes: the digest format used in every sparsegate file.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let hash = Sha256::digest(bytes);
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for b in hash {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+fn median_of(xs: &[f64]) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 })
+}
+
+/// Where the baseline of `slice` in `pack` lives under `golden_dir`.
+pub fn baseline_path(golden_dir: &Path, pack: &str, slice: &str) -> PathBuf {
+    golden_dir.join(pack).join(format!("{slice}.json"))
+}
+
+/// Read and verify a baseline: `Ok(None)` when the file does not exist; an error when it
+/// exists but is unreadable, malformed, of an unknown version, or fails its digest.
+pub fn load_baseline(path: &Path) -> Result<Option<Baseline>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(Error::Read { path: path.to_owned(), source }),
+    };
+    let version: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::json(path, &e, "baselines are JSON written by `sparsegate bless`"))?;
+    match version.get("schema_version").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == u64::from(BASELINE_SCHEMA_VERSION) => {}
+        other => {
+            return Err(Error::CorruptBaseline {
+                path: path.to_owned(),
+                reason: format!(
+                    "schema_version is {}, this build reads {BASELINE_SCHEMA_VERSION}",
+                    other.map_or_else(|| "missing".to_owned(), |v| v.to_string())
+                ),
+            });
+        }
+    }
+    let baseline: Baseline = serde_json::from_value(version).map_err(|e| Error::CorruptBaseline {
+        path: path.to_owned(),
+        reason: format!("unexpected content: {e}"),
+    })?;
+    let actual = baseline.compute_digest();
+    if actual != baseline.digest {
+        return Err(Error::CorruptBaseline {
+            path: path.to_owned(),
+            reason: format!("its content digest is {actual} but it records {}: it was edited by hand", baseline.digest),
+        });
+    }
+    Ok(Some(baseline))
+}
+
+/// Write `bytes` to `path` so that readers see either the old file or the new one, never a
+/// mix: write a temporary file in the same directory, fsync it, rename it over `path`, and
+/// fsync the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, |file| file.write_all(bytes))
+}
+
+/// [`write_atomic`] with a caller-supplied writer; if `write` fails, the old file (if any)
+/// is untouched and the temporary file is removed.
+pub fn write_atomic_with(path: &Path, write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>) -> Result<()> {
+    let werr = |source| Error::Write { path: path.to_owned(), source };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(werr)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".sparsegate-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(werr)?;
+    write(tmp.as_file_mut()).map_err(werr)?;
+    tmp.as_file().sync_all().map_err(werr)?;
+    tmp.persist(path).map_err(|e| werr(e.error))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        // Directory fsync makes the rename durable; some filesystems refuse it, harmlessly.
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// How one metric's median moved between the old and the new baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricChange {
+    /// The metric name.
+    pub metric: String,
+    /// Median in the old baseline, if there was one.
+    pub old: Option<f64>,
+    /// Median in the new baseline.
+    pub new: Option<f64>,
+}
+
+impl MetricChange {
+    /// Relative change new/old − 1, when both exist and old is non-zero.
+    pub fn relative(&self) -> Option<f64> {
+        match (self.old, self.new) {
+            (Some(o), Some(n)) if o != 0.0 => Some(n / o - 1.0),
+            _ => None,
+        }
+    }
+}
+
+/// What `bless` did to one slice's baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlessChange {
+    /// The pack name.
+    pub pack: String,
+    /// The slice id.
+    pub slice: String,
+    /// The baseline file.
+    pub path: PathBuf,
+    /// Whether a baseline existed before.
+    pub replaced: bool,
+    /// Per metric, old and new medians.
+    pub metrics: Vec<MetricChange>,
+}
+
+/// Compare a new baseline with the one it replaces, metric by metric.
+pub fn describe_change(path: &Path, old: Option<&Baseline>, new: &Baseline) -> BlessChange {
+    let mut names: Vec<&String> = new.metrics.keys().collect();
+    if let Some(old) = old {
+        names.extend(old.metrics.keys().filter(|k| !new.metrics.contains_key(*k)));
+    }
+    names.sort();
+    BlessChange {
+        pack: new.pack.clone(),
+        slice: new.slice.clone(),
+        path: path.to_owned(),
+        replaced: old.is_some(),
+        metrics: names
+            .into_iter()
+            .map(|name| MetricChange {
+                metric: name.clone(),
+                old: old.and_then(|o| o.median(name)),
+                new: new.median(name),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingress::Precision;
+    use crate::lower::Plan;
+
+    fn evidence(latency: Vec<f64>) -> SliceEvidence {
+        SliceEvidence {
+            pack: "p".into(),
+            slice: "s".into(),
+            sparsity: "2:4".into(),
+            precision: Precision::Fp32,
+            plan: Plan { ops: vec![] },
+            metrics: BTreeMap::from([("latency".into(), MetricSamples::single_run("s", latency))]),
+            comparator: None,
+            counters: BTreeMap::from([("fallback_rate".into(), 0.0)]),
+            warmup_iterations: 3,
+            wall_time_s: 0.1,
+            failure: None,
+        }
+    }
+
+    fn baseline(latency: Vec<f64>) -> Baseline {
+        let env = Environment::capture(1, Path::new("/"));
+        Baseline::new(&evidence(latency), &env, "sha256:00", "2026-11-29T00:00:00Z".into(), "t".into())
+    }
+
+    #[test]
+    fn round_trip_verifies_its_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = baseline_path(dir.path(), "p", "s");
+        let b = baseline(vec![1.0, 2.0, 3.0]);
+        write_atomic(&path, serde_json::to_string_pretty(&b).unwrap().as_bytes()).unwrap();
+        assert_eq!(load_baseline(&path).unwrap(), Some(b));
+    }
+
+    #[test]
+    fn a_hand_edited_baseline_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = baseline_path(dir.path(), "p", "s");
+        let text = serde_json::to_string_pretty(&baseline(vec![1.0, 2.0, 3.0])).unwrap();
+        write_atomic(&path, text.replacen("2.0", "2.5", 1).as_bytes()).unwrap();
+        let err = load_baseline(&path).unwrap_err();
+        assert!(matches!(err, Error::CorruptBaseline { .. }), "{err}");
+        assert!(err.to_string().contains("edited by hand"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_baseline_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(load_baseline(&dir.path().join("nope.json")).unwrap(), None);
+    }
+
+    /// Issue 2: bless is atomic; an interrupted write leaves the old baseline intact and no
+    /// temporary file behind.
+    #[test]
+    fn issue_2_interrupted_write_keeps_the_old_baseline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = baseline_path(dir.path(), "p", "s");
+        let old = serde_json::to_string_pretty(&baseline(vec![1.0, 2.0, 3.0])).unwrap();
+        write_atomic(&path, old.as_bytes()).unwrap();
+        let result = write_atomic_with(&path, |f| {
+            f.write_all(b"{\"schema_version\": 1, \"pack\": \"p\", \"sli")?;
+            Err(std::io::Error::other("simulated crash mid-write"))
+        });
+        assert!(result.is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), old);
+        let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(leftovers, ["s.json"]);
+        assert!(load_baseline(&path).unwrap().is_some());
+    }
+
+    #[test]
+    fn describe_change_lists_old_and_new_medians() {
+        let old = baseline(vec![1.0, 2.0, 3.0]);
+        let new = baseline(vec![2.0, 4.0, 6.0]);
+        let change = describe_change(Path::new("x"), Some(&old), &new);
+        assert!(change.replaced);
+        assert_eq!(change.metrics[0].metric, "latency");
+        assert_eq!(change.metrics[0].relative(), Some(1.0));
+    }
+}
