@@ -1,0 +1,129 @@
+//! Each subcommand: call the library, print its result for people or as JSON.
+
+use crate::cli::{Cli, Command, RunArgs};
+use sparsegate::app::{self, Options, Progress};
+use sparsegate::release::{render_summary, ExitCode};
+use sparsegate::{Error, Result};
+
+pub fn dispatch(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Validate { packs, json } => validate(&packs, json),
+        Command::Run { run, out, json } => {
+            let packs = app::load_packs(&run.packs)?;
+            let evidence = app::run(&packs, &options(&run, false), &mut progress(run.quiet))?;
+            let path = app::write_evidence(&evidence, &out)?;
+            if json {
+                print!("{}", app::to_json(&evidence.slices.iter().map(slice_summary).collect::<Vec<_>>()));
+            } else {
+                println!("wrote {}", path.display());
+            }
+            Ok(ExitCode::Pass)
+        }
+        Command::Gate { run, out, allow_env_drift, json } => {
+            let report = app::gate(&run.packs, &out, &options(&run, allow_env_drift), &mut progress(run.quiet))?;
+            if json {
+                print!("{}", app::to_json(&report.decision));
+            } else {
+                print!("{}", render_summary(&report.decision));
+                for file in &report.files {
+                    println!("wrote {}", file.display());
+                }
+            }
+            Ok(report.decision.exit_code)
+        }
+        Command::Bless { run, slices, json } => {
+            let changes = app::bless(&run.packs, &slices, &options(&run, false), &mut progress(run.quiet))?;
+            if json {
+                print!("{}", app::to_json(&changes));
+            } else {
+                for c in &changes {
+                    println!("{} {}", if c.replaced { "updated" } else { "created" }, c.path.display());
+                    for m in &c.metrics {
+                        let fmt = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.6}"));
+                        let change = m.relative().map_or_else(String::new, |r| format!(" ({:+.1}%)", r * 100.0));
+                        println!("  {:<18} {} -> {}{change}", m.metric, fmt(m.old), fmt(m.new));
+                    }
+                }
+            }
+            Ok(ExitCode::Pass)
+        }
+    }
+}
+
+fn validate(paths: &[std::path::PathBuf], json: bool) -> Result<ExitCode> {
+    let results = app::validate_packs(paths);
+    let mut ok = true;
+    let mut report = Vec::new();
+    for (path, result) in results {
+        match result {
+            Ok(pack) => {
+                if !json {
+                    println!("ok {} ({} slices)", path.display(), pack.slices.len());
+                }
+                report.push(serde_json::json!({
+                    "path": path, "valid": true,
+                    "slices": pack.slices.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
+                    "errors": [],
+                }));
+            }
+            Err(err) => {
+                ok = false;
+                report.push(serde_json::json!({
+                    "path": path, "valid": false, "slices": [],
+                    "errors": err.diagnostics.iter().map(|d| serde_json::json!({
+                        "location": d.location.to_string(), "pointer": d.pointer,
+                        "message": d.message, "hint": d.hint,
+                    })).collect::<Vec<_>>(),
+                }));
+                eprintln!("{:?}", miette::Report::new(Error::from(err)));
+            }
+        }
+    }
+    if json {
+        print!("{}", app::to_json(&report));
+    }
+    Ok(if ok { ExitCode::Pass } else { ExitCode::Error })
+}
+
+fn options(run: &RunArgs, allow_env_drift: bool) -> Options {
+    Options {
+        golden_dir: run.golden.clone(),
+        allow_env_drift,
+        work_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+    }
+}
+
+fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
+    move |event| {
+        if quiet {
+            return;
+        }
+        match event {
+            Progress::SliceStarted { slice, index, total } => eprint!("[{index}/{total}] {}/{} ", slice.pack, slice.id),
+            Progress::SliceFinished { evidence } => match &evidence.failure {
+                Some(f) => eprintln!("failed at {}: {}", f.stage, f.message),
+                None => eprintln!(
+                    "{} samples in {:.2} s",
+                    evidence.metrics.get("latency").map_or(0, |m| m.samples.len()),
+                    evidence.wall_time_s
+                ),
+            },
+        }
+    }
+}
+
+fn slice_summary(s: &sparsegate::execute::SliceEvidence) -> serde_json::Value {
+    let median = |name: &str| {
+        s.metrics.get(name).map(|m| {
+            let mut v = m.samples.clone();
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied()
+        })
+    };
+    serde_json::json!({
+        "pack": s.pack, "slice": s.slice, "sparsity": s.sparsity,
+        "samples": s.metrics.get("latency").map_or(0, |m| m.samples.len()),
+        "latency_median_s": median("latency"), "effective_speedup_median": median("effective_speedup"),
+        "fallback_rate": s.plan.fallback_rate(), "failure": s.failure,
+    })
+}

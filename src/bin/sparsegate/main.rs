@@ -1,0 +1,19 @@
+//! The `sparsegate` binary: parse arguments, call the library, render errors, exit with the
+//! documented code (0 pass, 1 fail, 2 bad input or error, 3 inconclusive).
+
+mod cli;
+mod commands;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = cli::Cli::parse();
+    match commands::dispatch(cli) {
+        Ok(code) => std::process::ExitCode::from(code.code() as u8),
+        Err(err) => {
+            let code = err.exit_code();
+            eprintln!("{:?}", miette::Report::new(err));
+            std::process::ExitCode::from(code.code() as u8)
+        }
+    }
+}

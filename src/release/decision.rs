@@ -1,0 +1,155 @@
+//! The gate decision: one verdict and one exit code from every guardrail outcome.
+
+use super::ExitCode;
+use crate::ingress::{FieldDiff, Severity};
+use crate::stage::Stage;
+use crate::validate::{Assessment, GuardrailOutcome};
+use crate::verdict::Verdict;
+use serde::{Deserialize, Serialize};
+
+/// Version of the `verdict.json` format.
+pub const VERDICT_SCHEMA_VERSION: u32 = 1;
+
+/// What the gate decided, as written to `verdict.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Format version.
+    pub schema_version: u32,
+    /// The overall verdict.
+    pub verdict: Verdict,
+    /// The process exit status that goes with it.
+    pub exit_code: ExitCode,
+    /// The earliest pipeline stage with a failing blocking guardrail.
+    pub first_failing_stage: Option<Stage>,
+    /// Guardrails per verdict.
+    pub counts: VerdictCounts,
+    /// Every guardrail outcome, in pack and slice order.
+    pub guardrails: Vec<GuardrailOutcome>,
+    /// Lock fields that differed from a baseline and were allowed with `--allow-env-drift`.
+    pub environment_drift: Vec<DriftNote>,
+}
+
+/// How many guardrails ended in each verdict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerdictCounts {
+    /// Passed.
+    pub pass: usize,
+    /// Advisory guardrails that did not pass.
+    pub warn: usize,
+    /// Undecided blocking guardrails.
+    pub inconclusive: usize,
+    /// Failed blocking guardrails.
+    pub fail: usize,
+}
+
+/// An allowed environment mismatch against one baseline: the memo calls it out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriftNote {
+    /// The pack name.
+    pub pack: String,
+    /// The slice id.
+    pub slice: String,
+    /// The differing lock fields.
+    pub fields: Vec<FieldDiff>,
+}
+
+/// Decide the gate: fail if any blocking guardrail failed, else inconclusive if any blocking
+/// guardrail is undecided, else warn if any advisory one did not pass, else pass.
+pub fn decide(assessment: &Assessment, environment_drift: Vec<DriftNote>) -> Decision {
+    let mut counts = VerdictCounts::default();
+    for o in &assessment.outcomes {
+        match o.verdict {
+            Verdict::Pass => counts.pass += 1,
+            Verdict::Warn => counts.warn += 1,
+            Verdict::Inconclusive => counts.inconclusive += 1,
+            Verdict::Fail => counts.fail += 1,
+        }
+    }
+    let blocking = |v: Verdict| {
+        assessment.outcomes.iter().filter(move |o| o.severity == Severity::Block && o.verdict == v)
+    };
+    let verdict = if blocking(Verdict::Fail).next().is_some() {
+        Verdict::Fail
+    } else if blocking(Verdict::Inconclusive).next().is_some() {
+        Verdict::Inconclusive
+    } else if counts.warn > 0 {
+        Verdict::Warn
+    } else {
+        Verdict::Pass
+    };
+    Decision {
+        schema_version: VERDICT_SCHEMA_VERSION,
+        verdict,
+        exit_code: ExitCode::for_verdict(verdict),
+        first_failing_stage: blocking(Verdict::Fail).map(|o| o.stage).min(),
+        counts,
+        guardrails: assessment.outcomes.clone(),
+        environment_drift,
+    }
+}
+
+impl Decision {
+    /// The blocking guardrails that failed, for summaries.
+    pub fn failures(&self) -> impl Iterator<Item = &GuardrailOutcome> {
+        self.guardrails.iter().filter(|o| o.severity == Severity::Block && o.verdict == Verdict::Fail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingress::Rule;
+    use crate::metric::Metric;
+
+    fn outcome(verdict: Verdict, severity: Severity, stage: Stage) -> GuardrailOutcome {
+        GuardrailOutcome {
+            pack: "p".into(),
+            slice: "s".into(),
+            metric: Metric::EffectiveSpeedup,
+            rule: Rule::AtLeast { bound: 1.2 },
+            verdict,
+            severity,
+            value: Some(1.0),
+            baseline: None,
+            ci_low: None,
+            ci_high: None,
+            p_value: None,
+            confidence: 0.95,
+            samples: 10,
+            bottleneck: None,
+            stage,
+            detail: String::new(),
+            location: None,
+        }
+    }
+
+    fn decide_on(outcomes: Vec<GuardrailOutcome>) -> Decision {
+        decide(&Assessment { outcomes }, vec![])
+    }
+
+    #[test]
+    fn verdict_precedence_and_exit_codes() {
+        use Severity::*;
+        use Verdict::*;
+        let v = Stage::Validation;
+        assert_eq!(decide_on(vec![outcome(Pass, Block, v)]).exit_code, ExitCode::Pass);
+        let warn = decide_on(vec![outcome(Pass, Block, v), outcome(Warn, Warn, v)]);
+        assert_eq!((warn.verdict, warn.exit_code), (Verdict::Warn, ExitCode::Pass));
+        let inc = decide_on(vec![outcome(Inconclusive, Block, v), outcome(Warn, Warn, v)]);
+        assert_eq!(inc.exit_code, ExitCode::Inconclusive);
+        let fail = decide_on(vec![outcome(Inconclusive, Block, v), outcome(Fail, Block, v)]);
+        assert_eq!((fail.verdict, fail.exit_code), (Verdict::Fail, ExitCode::Fail));
+        assert_eq!(fail.counts, VerdictCounts { pass: 0, warn: 0, inconclusive: 1, fail: 1 });
+    }
+
+    #[test]
+    fn first_failing_stage_is_the_earliest_in_the_pipeline() {
+        use Verdict::Fail;
+        let d = decide_on(vec![
+            outcome(Fail, Severity::Block, Stage::Validation),
+            outcome(Fail, Severity::Block, Stage::Lowering),
+        ]);
+        assert_eq!(d.first_failing_stage, Some(Stage::Lowering));
+        assert_eq!(decide_on(vec![outcome(Verdict::Pass, Severity::Block, Stage::Validation)]).first_failing_stage, None);
+    }
+}

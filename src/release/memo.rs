@@ -1,0 +1,250 @@
+//! The closure memo: a JSON model built from the decision and its evidence, rendered to
+//! Markdown and HTML by minijinja templates embedded in the binary (so the binary version
+//! fully determines the rendering, and the same evidence always renders the same bytes).
+
+use super::{Decision, DriftNote, ExitCode, VerdictCounts};
+use crate::error::{Error, Result};
+use crate::execute::{Evidence, SliceEvidence};
+use crate::ingress::pack::{Owner, Rollback};
+use crate::ingress::{Environment, LoadedPack};
+use crate::lower::KernelPath;
+use crate::stage::Stage;
+use crate::validate::golden::Baselines;
+use crate::validate::GuardrailOutcome;
+use crate::verdict::{Bottleneck, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// Version of the memo model.
+pub const MEMO_SCHEMA_VERSION: u32 = 1;
+
+const MARKDOWN_TEMPLATE: &str = include_str!("../../templates/memo.md.j2");
+const HTML_TEMPLATE: &str = include_str!("../../templates/memo.html.j2");
+
+/// Everything the memo says, as data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Memo {
+    /// Model version.
+    pub schema_version: u32,
+    /// The overall verdict.
+    pub verdict: Verdict,
+    /// Its exit status.
+    pub exit_code: ExitCode,
+    /// The earliest stage with a blocking failure.
+    pub first_failing_stage: Option<Stage>,
+    /// Guardrails per verdict.
+    pub counts: VerdictCounts,
+    /// Where the evidence was taken.
+    pub environment: Environment,
+    /// The packs gated, with owners and rollback plans.
+    pub packs: Vec<MemoPack>,
+    /// Per slice: what ran and how.
+    pub slices: Vec<MemoSlice>,
+    /// The validation matrix.
+    pub guardrails: Vec<GuardrailOutcome>,
+    /// Allowed environment mismatches: called out prominently.
+    pub environment_drift: Vec<DriftNote>,
+    /// The baselines compared against, with their digests.
+    pub baselines: Vec<MemoBaseline>,
+    /// Wall time of all slices, in seconds.
+    pub measured_s: f64,
+}
+
+/// A gated pack, as the memo shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoPack {
+    /// Pack name.
+    pub name: String,
+    /// File path.
+    pub path: String,
+    /// `sha256:<hex>` of the file.
+    pub digest: String,
+    /// The pack's description.
+    pub description: Option<String>,
+    /// Owners and roles.
+    pub owners: Vec<Owner>,
+    /// The rollback plan.
+    pub rollback: Rollback,
+}
+
+/// A slice, as the memo shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoSlice {
+    /// Pack name.
+    pub pack: String,
+    /// Slice id.
+    pub slice: String,
+    /// Sparsity pattern.
+    pub sparsity: String,
+    /// Precision.
+    pub precision: String,
+    /// Timed samples.
+    pub samples: usize,
+    /// Median latency of the slice's workload, seconds.
+    pub latency_s: Option<f64>,
+    /// Median of the per-pair speedups over the dense comparator.
+    pub speedup: Option<f64>,
+    /// Share of ops that fell back to dense.
+    pub fallback_rate: f64,
+    /// Metadata bytes per value byte.
+    pub metadata_overhead: f64,
+    /// Where the time goes, as validation classified it.
+    pub bottleneck: Option<Bottleneck>,
+    /// The supported layer matrix: every op, its path and why.
+    pub ops: Vec<MemoOp>,
+    /// Why the slice did not run, if it did not.
+    pub failure: Option<String>,
+}
+
+/// One op in the supported layer matrix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoOp {
+    /// Layer name.
+    pub name: String,
+    /// `MxNxK`.
+    pub shape: String,
+    /// `sparse`, `dense` or `dense_fallback`.
+    pub path: KernelPath,
+    /// Why.
+    pub reason: String,
+}
+
+/// A baseline the run was compared against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoBaseline {
+    /// Pack name.
+    pub pack: String,
+    /// Slice id.
+    pub slice: String,
+    /// When it was blessed.
+    pub blessed_at: String,
+    /// Who blessed it.
+    pub blessed_by: String,
+    /// Its integrity digest.
+    pub digest: String,
+}
+
+impl Memo {
+    /// Assemble the memo model from what the earlier stages produced.
+    pub fn new(packs: &[LoadedPack], evidence: &Evidence, baselines: &Baselines, decision: &Decision) -> Memo {
+        Memo {
+            schema_version: MEMO_SCHEMA_VERSION,
+            verdict: decision.verdict,
+            exit_code: decision.exit_code,
+            first_failing_stage: decision.first_failing_stage,
+            counts: decision.counts,
+            environment: evidence.environment.clone(),
+            packs: packs
+                .iter()
+                .map(|p| MemoPack {
+                    name: p.file.name.clone(),
+                    path: p.path.display().to_string(),
+                    digest: p.digest.clone(),
+                    description: p.file.description.clone(),
+                    owners: p.file.owners.clone(),
+                    rollback: p.file.rollback.clone(),
+                })
+                .collect(),
+            slices: evidence.slices.iter().map(|s| memo_slice(s, decision)).collect(),
+            guardrails: decision.guardrails.clone(),
+            environment_drift: decision.environment_drift.clone(),
+            baselines: baselines
+                .values()
+                .map(|b| MemoBaseline {
+                    pack: b.pack.clone(),
+                    slice: b.slice.clone(),
+                    blessed_at: b.blessed_at.clone(),
+                    blessed_by: b.blessed_by.clone(),
+                    digest: b.digest.clone(),
+                })
+                .collect(),
+            measured_s: evidence.slices.iter().map(|s| s.wall_time_s).sum(),
+        }
+    }
+
+    /// The memo as Markdown (`memo.md`).
+    pub fn render_markdown(&self) -> Result<String> {
+        self.render("memo.md", MARKDOWN_TEMPLATE)
+    }
+
+    /// The memo as self-contained HTML (`memo.html`), every pack string escaped.
+    pub fn render_html(&self) -> Result<String> {
+        self.render("memo.html", HTML_TEMPLATE)
+    }
+
+    fn render(&self, name: &str, source: &str) -> Result<String> {
+        let render_error = |e: minijinja::Error| Error::Render { template: name.to_owned(), message: format!("{e:#}") };
+        let mut env = minijinja::Environment::new();
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        env.set_keep_trailing_newline(true);
+        env.add_filter("num", format_number);
+        env.add_template(name, source).map_err(render_error)?;
+        let template = env.get_template(name).map_err(render_error)?;
+        template.render(minijinja::context! { memo => minijinja::Value::from_serialize(self) }).map_err(render_error)
+    }
+}
+
+fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
+    let median = |name: &str| s.metrics.get(name).and_then(|m| crate::validate::stats::median(&m.samples).ok());
+    MemoSlice {
+        pack: s.pack.clone(),
+        slice: s.slice.clone(),
+        sparsity: s.sparsity.clone(),
+        precision: s.precision.as_str().to_owned(),
+        samples: s.metrics.get("latency").map_or(0, |m| m.samples.len()),
+        latency_s: median("latency"),
+        speedup: median("effective_speedup"),
+        fallback_rate: s.plan.fallback_rate(),
+        metadata_overhead: s.counters.get("metadata_overhead").copied().unwrap_or(0.0),
+        bottleneck: decision
+            .guardrails
+            .iter()
+            .find(|o| o.pack == s.pack && o.slice == s.slice)
+            .and_then(|o| o.bottleneck),
+        ops: s
+            .plan
+            .ops
+            .iter()
+            .map(|o| MemoOp {
+                name: o.op.name.clone(),
+                shape: format!("{}x{}x{}", o.op.m, o.op.n, o.op.k),
+                path: o.path,
+                reason: o.reason.clone(),
+            })
+            .collect(),
+        failure: s.failure.as_ref().map(|f| format!("{}: {}", f.stage, f.message)),
+    }
+}
+
+/// Format a number for people: 4 significant digits, scientific outside [1e-3, 1e6).
+fn format_number(value: minijinja::Value) -> String {
+    let Ok(x) = f64::try_from(value.clone()) else {
+        return if value.is_none() || value.is_undefined() { "–".to_owned() } else { value.to_string() };
+    };
+    if x == 0.0 {
+        return "0".to_owned();
+    }
+    let a = x.abs();
+    if !(1e-3..1e6).contains(&a) {
+        return format!("{x:.3e}");
+    }
+    let decimals = (3 - a.log10().floor() as i32).max(0) as usize;
+    let s = format!("{x:.decimals$}");
+    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_owned() } else { s }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        let f = |x: f64| format_number(minijinja::Value::from(x));
+        assert_eq!(f(1.23456), "1.235");
+        assert_eq!(f(0.0012345), "0.001235");
+        assert_eq!(f(1234.5), "1234.5");
+        assert_eq!(f(2.0), "2");
+        assert_eq!(f(1.5e-6), "1.500e-6");
+        assert_eq!(f(0.0), "0");
+        assert_eq!(format_number(minijinja::Value::from(())), "–");
+    }
+}

@@ -1,0 +1,33 @@
+//! A short plain-text summary of a decision for terminals and CI logs.
+
+use super::Decision;
+use crate::verdict::Verdict;
+use std::fmt::Write;
+
+/// One line per guardrail plus the verdict line, aligned for reading in a log.
+pub fn render_summary(decision: &Decision) -> String {
+    let mut out = String::new();
+    let width = decision.guardrails.iter().map(|g| g.pack.len() + g.slice.len() + 1).max().unwrap_or(0);
+    for g in &decision.guardrails {
+        let name = format!("{}/{}", g.pack, g.slice);
+        let _ = writeln!(out, "{:<13} {name:<width$}  {} {}: {}", format!("[{}]", g.verdict), g.metric, g.rule, g.detail);
+    }
+    let c = decision.counts;
+    let _ = write!(
+        out,
+        "\ngate {}: {} passed, {} warned, {} inconclusive, {} failed",
+        decision.verdict.as_str().to_uppercase(),
+        c.pass,
+        c.warn,
+        c.inconclusive,
+        c.fail
+    );
+    if let Some(stage) = decision.first_failing_stage {
+        let _ = write!(out, "; first failing stage: {stage}");
+    }
+    if decision.verdict == Verdict::Inconclusive {
+        out.push_str("; take more samples (samples.max, samples.time_budget_s) to decide");
+    }
+    out.push('\n');
+    out
+}
