@@ -3,10 +3,10 @@
 //! callback so the binary decides how (and whether) to show it.
 
 use crate::error::{Error, Result};
-use crate::execute::{execute_slice, Evidence, PackRecord, SliceEvidence, EVIDENCE_SCHEMA_VERSION};
-use crate::ingress::{load_pack, Environment, LoadedPack, PackError, Slice};
+use crate::execute::{EVIDENCE_SCHEMA_VERSION, Evidence, PackRecord, SliceEvidence, execute_slice};
+use crate::ingress::{Environment, LoadedPack, PackError, Slice, load_pack};
 use crate::lower::lower;
-use crate::release::{decide, render_junit, Decision, DriftNote, Memo};
+use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
 use crate::validate::assess;
 use crate::validate::golden::{self, Baseline, Baselines, BlessChange};
 use std::path::{Path, PathBuf};
@@ -49,7 +49,10 @@ pub fn validate_packs(paths: &[PathBuf]) -> Vec<(PathBuf, std::result::Result<Lo
 /// Load every pack, stopping at the first that is invalid, and refuse packs that cannot be
 /// run together.
 pub fn load_packs(paths: &[PathBuf]) -> Result<Vec<LoadedPack>> {
-    let packs = paths.iter().map(|p| load_pack(p).map_err(Error::from)).collect::<Result<Vec<_>>>()?;
+    let packs = paths
+        .iter()
+        .map(|p| load_pack(p).map_err(Error::from))
+        .collect::<Result<Vec<_>>>()?;
     for (i, a) in packs.iter().enumerate() {
         if let Some(b) = packs[..i].iter().find(|b| b.file.name == a.file.name) {
             return Err(Error::Usage {
@@ -83,23 +86,37 @@ fn capture_environment(packs: &[LoadedPack], options: &Options) -> Result<Enviro
     let environment = Environment::capture(first, &options.work_dir);
     for pack in packs.iter().filter(|p| p.file.lock.require_clean_git) {
         if environment.git.as_ref().is_none_or(|g| g.dirty) {
-            return Err(Error::DirtyWorkTree { pack: pack.file.name.clone() });
+            return Err(Error::DirtyWorkTree {
+                pack: pack.file.name.clone(),
+            });
         }
     }
     Ok(environment)
 }
 
 /// Run every slice of `packs` (the `run` command): lower, execute, collect evidence.
-pub fn run(packs: &[LoadedPack], options: &Options, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Evidence> {
+pub fn run(
+    packs: &[LoadedPack],
+    options: &Options,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<Evidence> {
     let environment = capture_environment(packs, options)?;
     Ok(run_under(packs, environment, progress))
 }
 
-fn run_under(packs: &[LoadedPack], environment: Environment, progress: &mut dyn FnMut(Progress<'_>)) -> Evidence {
+fn run_under(
+    packs: &[LoadedPack],
+    environment: Environment,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Evidence {
     let total = all_slices(packs).count();
     let mut slices = Vec::with_capacity(total);
     for (i, slice) in all_slices(packs).enumerate() {
-        progress(Progress::SliceStarted { slice, index: i + 1, total });
+        progress(Progress::SliceStarted {
+            slice,
+            index: i + 1,
+            total,
+        });
         let plan = lower(slice);
         let evidence = execute_slice(slice, &plan);
         progress(Progress::SliceFinished { evidence: &evidence });
@@ -130,7 +147,11 @@ fn load_required_baselines(
     let mut baselines = Baselines::new();
     let mut drift = Vec::new();
     for pack in packs {
-        for slice in pack.slices.iter().filter(|s| s.guardrails.iter().any(|g| g.rule.needs_baseline())) {
+        for slice in pack
+            .slices
+            .iter()
+            .filter(|s| s.guardrails.iter().any(|g| g.rule.needs_baseline()))
+        {
             let path = golden::baseline_path(&options.golden_dir, &slice.pack, &slice.id);
             let baseline = golden::load_baseline(&path)?.ok_or_else(|| Error::MissingBaseline {
                 pack: slice.pack.clone(),
@@ -141,9 +162,16 @@ fn load_required_baselines(
             let fields = environment.lock_diff(&baseline.environment);
             if !fields.is_empty() {
                 if !options.allow_env_drift {
-                    return Err(Error::EnvironmentDrift { baseline: path, fields });
+                    return Err(Error::EnvironmentDrift {
+                        baseline: path,
+                        fields,
+                    });
                 }
-                drift.push(DriftNote { pack: slice.pack.clone(), slice: slice.id.clone(), fields });
+                drift.push(DriftNote {
+                    pack: slice.pack.clone(),
+                    slice: slice.id.clone(),
+                    fields,
+                });
             }
             baselines.insert((slice.pack.clone(), slice.id.clone()), baseline);
         }
@@ -197,7 +225,12 @@ pub fn gate(
         golden::write_atomic(&path, text.as_bytes())?;
         files.push(path);
     }
-    Ok(GateReport { decision, evidence, memo, files })
+    Ok(GateReport {
+        decision,
+        evidence,
+        memo,
+        files,
+    })
 }
 
 /// Write the evidence of a `run` to `out_dir/evidence.json`.
@@ -221,7 +254,10 @@ pub fn bless(
             message: format!("no slice `{unknown}` in the given packs"),
             hint: format!(
                 "slice ids are: {}",
-                all_slices(&packs).map(|s| s.id.as_str()).collect::<Vec<_>>().join(", ")
+                all_slices(&packs)
+                    .map(|s| s.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         });
     }
@@ -239,14 +275,23 @@ pub fn bless(
     }
     let evidence = run_under(&packs, environment, progress);
     if let Some(failed) = evidence.slices.iter().find(|s| s.failure.is_some()) {
-        let failure = failed.failure.as_ref().map(|f| f.message.as_str()).unwrap_or_default();
+        let failure = failed
+            .failure
+            .as_ref()
+            .map(|f| f.message.as_str())
+            .unwrap_or_default();
         return Err(Error::Usage {
-            message: format!("slice `{}` did not run ({failure}); no baseline was written", failed.slice),
+            message: format!(
+                "slice `{}` did not run ({failure}); no baseline was written",
+                failed.slice
+            ),
             hint: "fix the slice, then bless again".into(),
         });
     }
     let (blessed_at, blessed_by) = (now_rfc3339(), blesser(&options.work_dir));
-    let digests = packs.iter().flat_map(|p| p.slices.iter().map(move |_| p.digest.as_str()));
+    let digests = packs
+        .iter()
+        .flat_map(|p| p.slices.iter().map(move |_| p.digest.as_str()));
     let mut changes = Vec::new();
     for ((slice_evidence, (old, path)), pack_digest) in evidence.slices.iter().zip(old).zip(digests) {
         let baseline = Baseline::new(
@@ -282,7 +327,9 @@ fn blesser(work_dir: &Path) -> String {
                 Err(_) => name,
             })
         });
-    from_git.or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "unknown".to_owned())
+    from_git
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// The current time in RFC 3339 (UTC, seconds), or `SOURCE_DATE_EPOCH` when set, so
@@ -311,7 +358,12 @@ fn rfc3339(secs: i64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 #[cfg(test)]

@@ -66,7 +66,10 @@ pub fn decide(assessment: &Assessment, environment_drift: Vec<DriftNote>) -> Dec
         }
     }
     let blocking = |v: Verdict| {
-        assessment.outcomes.iter().filter(move |o| o.severity == Severity::Block && o.verdict == v)
+        assessment
+            .outcomes
+            .iter()
+            .filter(move |o| o.severity == Severity::Block && o.verdict == v)
     };
     let verdict = if blocking(Verdict::Fail).next().is_some() {
         Verdict::Fail
@@ -91,7 +94,9 @@ pub fn decide(assessment: &Assessment, environment_drift: Vec<DriftNote>) -> Dec
 impl Decision {
     /// The blocking guardrails that failed, for summaries.
     pub fn failures(&self) -> impl Iterator<Item = &GuardrailOutcome> {
-        self.guardrails.iter().filter(|o| o.severity == Severity::Block && o.verdict == Verdict::Fail)
+        self.guardrails
+            .iter()
+            .filter(|o| o.severity == Severity::Block && o.verdict == Verdict::Fail)
     }
 }
 
@@ -139,7 +144,15 @@ mod tests {
         assert_eq!(inc.exit_code, ExitCode::Inconclusive);
         let fail = decide_on(vec![outcome(Inconclusive, Block, v), outcome(Fail, Block, v)]);
         assert_eq!((fail.verdict, fail.exit_code), (Verdict::Fail, ExitCode::Fail));
-        assert_eq!(fail.counts, VerdictCounts { pass: 0, warn: 0, inconclusive: 1, fail: 1 });
+        assert_eq!(
+            fail.counts,
+            VerdictCounts {
+                pass: 0,
+                warn: 0,
+                inconclusive: 1,
+                fail: 1
+            }
+        );
     }
 
     #[test]
@@ -150,6 +163,9 @@ mod tests {
             outcome(Fail, Severity::Block, Stage::Lowering),
         ]);
         assert_eq!(d.first_failing_stage, Some(Stage::Lowering));
-        assert_eq!(decide_on(vec![outcome(Verdict::Pass, Severity::Block, Stage::Validation)]).first_failing_stage, None);
+        assert_eq!(
+            decide_on(vec![outcome(Verdict::Pass, Severity::Block, Stage::Validation)]).first_failing_stage,
+            None
+        );
     }
 }

@@ -37,7 +37,10 @@ pub fn render_junit(decision: &Decision) -> String {
         let mut case = TestCase::new(format!("{} {} {}", g.slice, g.metric, g.rule), status);
         case.set_classname(format!("{}.{}", g.pack, g.slice));
         case.set_system_out(g.detail.clone());
-        suites.entry(g.pack.as_str()).or_insert_with(|| TestSuite::new(g.pack.clone())).add_test_case(case);
+        suites
+            .entry(g.pack.as_str())
+            .or_insert_with(|| TestSuite::new(g.pack.clone()))
+            .add_test_case(case);
     }
     let mut report = Report::new("sparsegate");
     report.add_test_suites(suites.into_values());

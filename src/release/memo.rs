@@ -9,8 +9,8 @@ use crate::ingress::pack::{Owner, Rollback};
 use crate::ingress::{Environment, LoadedPack};
 use crate::lower::KernelPath;
 use crate::stage::Stage;
-use crate::validate::golden::Baselines;
 use crate::validate::GuardrailOutcome;
+use crate::validate::golden::Baselines;
 use crate::verdict::{Bottleneck, Verdict};
 use serde::{Deserialize, Serialize};
 
@@ -125,7 +125,12 @@ pub struct MemoBaseline {
 
 impl Memo {
     /// Assemble the memo model from what the earlier stages produced.
-    pub fn new(packs: &[LoadedPack], evidence: &Evidence, baselines: &Baselines, decision: &Decision) -> Memo {
+    pub fn new(
+        packs: &[LoadedPack],
+        evidence: &Evidence,
+        baselines: &Baselines,
+        decision: &Decision,
+    ) -> Memo {
         Memo {
             schema_version: MEMO_SCHEMA_VERSION,
             verdict: decision.verdict,
@@ -172,19 +177,28 @@ impl Memo {
     }
 
     fn render(&self, name: &str, source: &str) -> Result<String> {
-        let render_error = |e: minijinja::Error| Error::Render { template: name.to_owned(), message: format!("{e:#}") };
+        let render_error = |e: minijinja::Error| Error::Render {
+            template: name.to_owned(),
+            message: format!("{e:#}"),
+        };
         let mut env = minijinja::Environment::new();
         env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
         env.set_keep_trailing_newline(true);
         env.add_filter("num", format_number);
         env.add_template(name, source).map_err(render_error)?;
         let template = env.get_template(name).map_err(render_error)?;
-        template.render(minijinja::context! { memo => minijinja::Value::from_serialize(self) }).map_err(render_error)
+        template
+            .render(minijinja::context! { memo => minijinja::Value::from_serialize(self) })
+            .map_err(render_error)
     }
 }
 
 fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
-    let median = |name: &str| s.metrics.get(name).and_then(|m| crate::validate::stats::median(&m.samples).ok());
+    let median = |name: &str| {
+        s.metrics
+            .get(name)
+            .and_then(|m| crate::validate::stats::median(&m.samples).ok())
+    };
     MemoSlice {
         pack: s.pack.clone(),
         slice: s.slice.clone(),
@@ -218,7 +232,11 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
 /// Format a number for people: 4 significant digits, scientific outside [1e-3, 1e6).
 fn format_number(value: minijinja::Value) -> String {
     let Ok(x) = f64::try_from(value.clone()) else {
-        return if value.is_none() || value.is_undefined() { "–".to_owned() } else { value.to_string() };
+        return if value.is_none() || value.is_undefined() {
+            "–".to_owned()
+        } else {
+            value.to_string()
+        };
     };
     if x == 0.0 {
         return "0".to_owned();
@@ -229,12 +247,151 @@ fn format_number(value: minijinja::Value) -> String {
     }
     let decimals = (3 - a.log10().floor() as i32).max(0) as usize;
     let s = format!("{x:.decimals$}");
-    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_owned() } else { s }
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        s
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingress::{GitInfo, Location, Rule, Severity};
+    use crate::metric::Metric;
+    use std::collections::BTreeMap;
+
+    /// A memo with fixed evidence, so its rendering can be snapshotted byte for byte.
+    fn fixed_memo(trigger: &str) -> Memo {
+        let environment = Environment {
+            tool_version: "0.1.0".into(),
+            rustc: "rustc 1.95.0".into(),
+            kernel_libs: BTreeMap::from([("gemm".into(), "0.19.0".into())]),
+            cpu_model: "AMD EPYC (test)".into(),
+            cpu_features: vec!["avx2".into(), "fma".into()],
+            logical_cpus: 2,
+            threads: 2,
+            os: "linux-x86_64".into(),
+            os_release: "6.1".into(),
+            git: Some(GitInfo {
+                commit: "0123abcd".into(),
+                branch: Some("main".into()),
+                dirty: false,
+            }),
+        };
+        let outcome = |metric, rule, verdict, value, ci: (f64, f64), stage| GuardrailOutcome {
+            pack: "quickstart".into(),
+            slice: "bert-qkv-2of4-fp32".into(),
+            metric,
+            rule,
+            verdict,
+            severity: Severity::Block,
+            value: Some(value),
+            baseline: None,
+            ci_low: Some(ci.0),
+            ci_high: Some(ci.1),
+            p_value: None,
+            confidence: 0.95,
+            samples: 40,
+            bottleneck: Some(Bottleneck::Compute),
+            stage,
+            detail: format!("median {value} ({metric})"),
+            location: Some(Location {
+                file: "scenarios/quickstart.yaml".into(),
+                line: 9,
+                col: 5,
+            }),
+        };
+        Memo {
+            schema_version: MEMO_SCHEMA_VERSION,
+            verdict: Verdict::Fail,
+            exit_code: ExitCode::Fail,
+            first_failing_stage: Some(Stage::Validation),
+            counts: VerdictCounts {
+                pass: 1,
+                warn: 0,
+                inconclusive: 0,
+                fail: 1,
+            },
+            environment,
+            packs: vec![MemoPack {
+                name: "quickstart".into(),
+                path: "scenarios/quickstart.yaml".into(),
+                digest: "sha256:feed".into(),
+                description: Some("BERT-base layers".into()),
+                owners: vec![Owner {
+                    name: "Ada".into(),
+                    email: "ada@example.com".into(),
+                    role: "owner".into(),
+                }],
+                rollback: Rollback {
+                    trigger: trigger.into(),
+                    action: Some("ship dense".into()),
+                },
+            }],
+            slices: vec![MemoSlice {
+                pack: "quickstart".into(),
+                slice: "bert-qkv-2of4-fp32".into(),
+                sparsity: "2:4".into(),
+                precision: "fp32".into(),
+                samples: 40,
+                latency_s: Some(0.00123),
+                speedup: Some(1.61),
+                fallback_rate: 0.0,
+                metadata_overhead: 0.0625,
+                bottleneck: Some(Bottleneck::Compute),
+                ops: vec![MemoOp {
+                    name: "qkv".into(),
+                    shape: "128x2304x768".into(),
+                    path: KernelPath::Sparse,
+                    reason: "2:4 structured kernel".into(),
+                }],
+                failure: None,
+            }],
+            guardrails: vec![
+                outcome(
+                    Metric::FallbackRate,
+                    Rule::AtMost { bound: 0.0 },
+                    Verdict::Pass,
+                    0.0,
+                    (0.0, 0.0),
+                    Stage::Validation,
+                ),
+                outcome(
+                    Metric::EffectiveSpeedup,
+                    Rule::AtLeast { bound: 2.5 },
+                    Verdict::Fail,
+                    1.61,
+                    (1.58, 1.64),
+                    Stage::Validation,
+                ),
+            ],
+            environment_drift: vec![],
+            baselines: vec![],
+            measured_s: 1.5,
+        }
+    }
+
+    #[test]
+    fn markdown_rendering_is_byte_stable() {
+        let memo = fixed_memo("speedup below 1.2x");
+        let first = memo.render_markdown().unwrap();
+        assert_eq!(first, memo.render_markdown().unwrap());
+        insta::assert_snapshot!("memo_md", first);
+    }
+
+    #[test]
+    fn html_rendering_is_byte_stable() {
+        let memo = fixed_memo("speedup below 1.2x");
+        insta::assert_snapshot!("memo_html", memo.render_html().unwrap());
+    }
+
+    #[test]
+    fn html_escapes_pack_strings() {
+        let html = fixed_memo("<script>alert(1)</script>").render_html().unwrap();
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(html.contains("&lt;script&gt;"));
+    }
 
     #[test]
     fn numbers_read_well() {

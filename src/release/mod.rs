@@ -7,8 +7,8 @@ mod junit;
 mod memo;
 mod summary;
 
-pub use decision::{decide, Decision, DriftNote, VerdictCounts, VERDICT_SCHEMA_VERSION};
+pub use decision::{Decision, DriftNote, VERDICT_SCHEMA_VERSION, VerdictCounts, decide};
 pub use exit::ExitCode;
 pub use junit::render_junit;
-pub use memo::{Memo, MemoPack, MEMO_SCHEMA_VERSION};
+pub use memo::{MEMO_SCHEMA_VERSION, Memo, MemoPack};
 pub use summary::render_summary;

@@ -7,10 +7,22 @@ use std::fmt::Write;
 /// One line per guardrail plus the verdict line, aligned for reading in a log.
 pub fn render_summary(decision: &Decision) -> String {
     let mut out = String::new();
-    let width = decision.guardrails.iter().map(|g| g.pack.len() + g.slice.len() + 1).max().unwrap_or(0);
+    let width = decision
+        .guardrails
+        .iter()
+        .map(|g| g.pack.len() + g.slice.len() + 1)
+        .max()
+        .unwrap_or(0);
     for g in &decision.guardrails {
         let name = format!("{}/{}", g.pack, g.slice);
-        let _ = writeln!(out, "{:<13} {name:<width$}  {} {}: {}", format!("[{}]", g.verdict), g.metric, g.rule, g.detail);
+        let _ = writeln!(
+            out,
+            "{:<13} {name:<width$}  {} {}: {}",
+            format!("[{}]", g.verdict),
+            g.metric,
+            g.rule,
+            g.detail
+        );
     }
     let c = decision.counts;
     let _ = write!(

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 pub const BASELINE_SCHEMA_VERSION: u32 = 1;
 
 /// The recorded evidence of one slice that later runs are compared with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Baseline {
     /// Format version.
     pub schema_version: u32,
@@ -98,7 +98,11 @@ fn median_of(xs: &[f64]) -> Option<f64> {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     let mid = v.len() / 2;
-    Some(if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 })
+    Some(if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    })
 }
 
 /// Where the baseline of `slice` in `pack` lives under `golden_dir`.
@@ -112,7 +116,12 @@ pub fn load_baseline(path: &Path) -> Result<Option<Baseline>> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(Error::Read { path: path.to_owned(), source }),
+        Err(source) => {
+            return Err(Error::Read {
+                path: path.to_owned(),
+                source,
+            });
+        }
     };
     let version: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::json(path, &e, "baselines are JSON written by `sparsegate bless`"))?;
@@ -136,7 +145,10 @@ pub fn load_baseline(path: &Path) -> Result<Option<Baseline>> {
     if actual != baseline.digest {
         return Err(Error::CorruptBaseline {
             path: path.to_owned(),
-            reason: format!("its content digest is {actual} but it records {}: it was edited by hand", baseline.digest),
+            reason: format!(
+                "its content digest is {actual} but it records {}: it was edited by hand",
+                baseline.digest
+            ),
         });
     }
     Ok(Some(baseline))
@@ -151,8 +163,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// [`write_atomic`] with a caller-supplied writer; if `write` fails, the old file (if any)
 /// is untouched and the temporary file is removed.
-pub fn write_atomic_with(path: &Path, write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>) -> Result<()> {
-    let werr = |source| Error::Write { path: path.to_owned(), source };
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<()> {
+    let werr = |source| Error::Write {
+        path: path.to_owned(),
+        source,
+    };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -256,7 +274,13 @@ mod tests {
 
     fn baseline(latency: Vec<f64>) -> Baseline {
         let env = Environment::capture(1, Path::new("/"));
-        Baseline::new(&evidence(latency), &env, "sha256:00", "2026-11-29T00:00:00Z".into(), "t".into())
+        Baseline::new(
+            &evidence(latency),
+            &env,
+            "sha256:00",
+            "2026-11-29T00:00:00Z".into(),
+            "t".into(),
+        )
     }
 
     #[test]

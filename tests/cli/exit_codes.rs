@@ -1,6 +1,6 @@
 //! Exit codes 0/1/2/3 exactly as DESIGN.md §3 defines them, and the files each run leaves.
 
-use crate::support::{stderr, stdout, tiny_pack, Sandbox};
+use crate::support::{Sandbox, stderr, stdout, tiny_pack};
 
 const FAST: &str = "{warmup: 1, min: 8, max: 12, time_budget_s: 0.05}";
 
@@ -15,20 +15,53 @@ fn pass_exits_0_and_writes_every_output() {
             "      - {metric: fallback_rate, at_most: 0}\n      - {metric: effective_speedup, at_least: 0.01}",
         ),
     );
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out", "-q"]).output().unwrap();
+    let out = sb
+        .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
-    assert_eq!(sb.files_under("out"), ["evidence.json", "junit.xml", "memo.html", "memo.md", "verdict.json"]);
+    assert_eq!(
+        sb.files_under("out"),
+        [
+            "evidence.json",
+            "junit.xml",
+            "memo.html",
+            "memo.md",
+            "verdict.json"
+        ]
+    );
     let verdict: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/verdict.json")).unwrap()).unwrap();
     assert_eq!(verdict["verdict"], "pass");
     assert_eq!(verdict["exit_code"], 0);
     assert_eq!(verdict["schema_version"], 1);
     assert!(verdict["first_failing_stage"].is_null());
-    for key in ["pack", "slice", "metric", "verdict", "value", "baseline", "ci_low", "ci_high", "p_value", "severity", "bottleneck"] {
-        assert!(verdict["guardrails"][0].get(key).is_some(), "verdict.json guardrail lacks `{key}`");
+    for key in [
+        "pack",
+        "slice",
+        "metric",
+        "verdict",
+        "value",
+        "baseline",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "severity",
+        "bottleneck",
+    ] {
+        assert!(
+            verdict["guardrails"][0].get(key).is_some(),
+            "verdict.json guardrail lacks `{key}`"
+        );
     }
     let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
-    for needle in ["Closure memo: PASS", "Test Owner", "test trigger", "Validation matrix", "effective_speedup"] {
+    for needle in [
+        "Closure memo: PASS",
+        "Test Owner",
+        "test trigger",
+        "Validation matrix",
+        "effective_speedup",
+    ] {
         assert!(memo.contains(needle), "memo.md lacks {needle:?}:\n{memo}");
     }
 }
@@ -36,11 +69,24 @@ fn pass_exits_0_and_writes_every_output() {
 #[test]
 fn planted_regression_exits_1_and_names_guardrail_and_stage() {
     let sb = Sandbox::new();
-    sb.write("pack.yaml", &tiny_pack("planted", FAST, "      - {metric: effective_speedup, at_least: 100}"));
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out", "-q"]).output().unwrap();
+    sb.write(
+        "pack.yaml",
+        &tiny_pack(
+            "planted",
+            FAST,
+            "      - {metric: effective_speedup, at_least: 100}",
+        ),
+    );
+    let out = sb
+        .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("[fail]") && text.contains("planted/tiny-2of4-fp32"), "{text}");
+    assert!(
+        text.contains("[fail]") && text.contains("planted/tiny-2of4-fp32"),
+        "{text}"
+    );
     assert!(text.contains("effective_speedup at_least 100"), "{text}");
     assert!(text.contains("first failing stage: validation"), "{text}");
     let verdict: serde_json::Value =
@@ -54,16 +100,26 @@ fn fallback_failure_is_attributed_to_lowering() {
     let sb = Sandbox::new();
     sb.write(
         "pack.yaml",
-        &tiny_pack("fallback", FAST, "      - {metric: effective_speedup, at_least: 100}")
-            .replace("k: 64}", "k: 62}"),
+        &tiny_pack(
+            "fallback",
+            FAST,
+            "      - {metric: effective_speedup, at_least: 100}",
+        )
+        .replace("k: 64}", "k: 62}"),
     );
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out", "--json", "-q"]).output().unwrap();
+    let out = sb
+        .cmd(&["gate", "pack.yaml", "--out", "out", "--json", "-q"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
     let verdict: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(verdict["first_failing_stage"], "lowering");
     assert_eq!(verdict["guardrails"][0]["bottleneck"], "fallback");
     let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
-    assert!(memo.contains("dense_fallback") && memo.contains("not a multiple"), "{memo}");
+    assert!(
+        memo.contains("dense_fallback") && memo.contains("not a multiple"),
+        "{memo}"
+    );
 }
 
 #[test]
@@ -78,7 +134,10 @@ fn too_few_samples_to_decide_exits_3() {
             "      - {metric: effective_speedup, at_least: 0.01}",
         ),
     );
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out", "-q"]).output().unwrap();
+    let out = sb
+        .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(3), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("gate INCONCLUSIVE"), "{}", stdout(&out));
 }
@@ -88,9 +147,16 @@ fn warn_severity_never_blocks() {
     let sb = Sandbox::new();
     sb.write(
         "pack.yaml",
-        &tiny_pack("advisory", FAST, "      - {metric: effective_speedup, at_least: 100, severity: warn}"),
+        &tiny_pack(
+            "advisory",
+            FAST,
+            "      - {metric: effective_speedup, at_least: 100, severity: warn}",
+        ),
     );
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out", "-q"]).output().unwrap();
+    let out = sb
+        .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("gate WARN"), "{}", stdout(&out));
 }
@@ -98,7 +164,13 @@ fn warn_severity_never_blocks() {
 #[test]
 fn every_command_has_help() {
     let sb = Sandbox::new();
-    for cmd in [vec!["--help"], vec!["validate", "--help"], vec!["run", "--help"], vec!["gate", "--help"], vec!["bless", "--help"]] {
+    for cmd in [
+        vec!["--help"],
+        vec!["validate", "--help"],
+        vec!["run", "--help"],
+        vec!["gate", "--help"],
+        vec!["bless", "--help"],
+    ] {
         let out = sb.cmd(&cmd).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{cmd:?}");
         assert!(stdout(&out).contains("Usage"), "{cmd:?}: {}", stdout(&out));
@@ -108,16 +180,28 @@ fn every_command_has_help() {
 #[test]
 fn run_writes_evidence_with_raw_samples() {
     let sb = Sandbox::new();
-    sb.write("pack.yaml", &tiny_pack("evidence", FAST, "      - {metric: fallback_rate, at_most: 0}"));
-    let out = sb.cmd(&["run", "pack.yaml", "--out", "ev", "--json", "-q"]).output().unwrap();
+    sb.write(
+        "pack.yaml",
+        &tiny_pack("evidence", FAST, "      - {metric: fallback_rate, at_most: 0}"),
+    );
+    let out = sb
+        .cmd(&["run", "pack.yaml", "--out", "ev", "--json", "-q"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let evidence: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(sb.path().join("ev/evidence.json")).unwrap()).unwrap();
     let slice = &evidence["slices"][0];
     let latency = slice["metrics"]["latency"]["samples"].as_array().unwrap();
     assert!(latency.len() >= 8, "{latency:?}");
-    assert_eq!(slice["metrics"]["latency"]["runs"].as_array().unwrap().len(), latency.len());
-    assert_eq!(slice["comparator"]["samples"].as_array().unwrap().len(), latency.len());
+    assert_eq!(
+        slice["metrics"]["latency"]["runs"].as_array().unwrap().len(),
+        latency.len()
+    );
+    assert_eq!(
+        slice["comparator"]["samples"].as_array().unwrap().len(),
+        latency.len()
+    );
     assert_eq!(slice["plan"]["ops"][0]["path"], "sparse");
     assert!(evidence["environment"]["cpu_model"].is_string());
     let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -143,5 +227,8 @@ fn shipped_scenarios_validate() {
     let out = sb.cmd(&args).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert!(report.as_array().unwrap().iter().all(|r| r["valid"] == true), "{report}");
+    assert!(
+        report.as_array().unwrap().iter().all(|r| r["valid"] == true),
+        "{report}"
+    );
 }

@@ -2,7 +2,7 @@
 //! The corpus lives in `tests/packs/invalid/`; each file's header says what to expect:
 //! `# expect: <message fragment>` and `# at: <line>:<col>`.
 
-use crate::support::{stderr, Sandbox};
+use crate::support::{Sandbox, stderr};
 use std::path::PathBuf;
 
 struct Case {
@@ -22,7 +22,11 @@ fn corpus() -> Vec<Case> {
             let text = std::fs::read_to_string(&path).unwrap_or_default();
             let header = |key: &str| {
                 text.lines()
-                    .find_map(|l| l.strip_prefix(&format!("# {key}: ")).map(str::trim).map(str::to_owned))
+                    .find_map(|l| {
+                        l.strip_prefix(&format!("# {key}: "))
+                            .map(str::trim)
+                            .map(str::to_owned)
+                    })
                     .unwrap_or_else(|| panic!("{} lacks a `# {key}:` header", path.display()))
             };
             // The empty-file case cannot carry a header; its expectations are fixed here.
@@ -40,7 +44,10 @@ fn corpus() -> Vec<Case> {
 
 #[test]
 fn issue_2_corpus_is_large_enough() {
-    assert!(corpus().len() >= 15, "the malformed-pack corpus must hold at least 15 packs");
+    assert!(
+        corpus().len() >= 15,
+        "the malformed-pack corpus must hold at least 15 packs"
+    );
 }
 
 #[test]
@@ -48,15 +55,30 @@ fn issue_2_every_malformed_pack_exits_2_located_and_writes_nothing() {
     for case in corpus() {
         let sb = Sandbox::new();
         let pack = case.path.display().to_string();
-        for args in [vec!["validate", pack.as_str()], vec!["gate", pack.as_str(), "--out", "out"], vec!["bless", pack.as_str()]] {
+        for args in [
+            vec!["validate", pack.as_str()],
+            vec!["gate", pack.as_str(), "--out", "out"],
+            vec!["bless", pack.as_str()],
+        ] {
             let out = sb.cmd(&args).output().unwrap();
             let err = stderr(&out);
             assert_eq!(out.status.code(), Some(2), "{args:?} on {pack}:\n{err}");
             let located = format!("{pack}:{}", case.at);
-            assert!(err.contains(&located), "{args:?}: expected `{located}` in:\n{err}");
-            assert!(err.contains(&case.expect), "{args:?}: expected {:?} in:\n{err}", case.expect);
+            assert!(
+                err.contains(&located),
+                "{args:?}: expected `{located}` in:\n{err}"
+            );
+            assert!(
+                err.contains(&case.expect),
+                "{args:?}: expected {:?} in:\n{err}",
+                case.expect
+            );
             assert!(!err.contains("panicked"), "{err}");
-            assert!(sb.files_under(".").is_empty(), "{args:?} on {pack} wrote {:?}", sb.files_under("."));
+            assert!(
+                sb.files_under(".").is_empty(),
+                "{args:?} on {pack} wrote {:?}",
+                sb.files_under(".")
+            );
         }
     }
 }

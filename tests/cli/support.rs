@@ -10,7 +10,9 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn new() -> Sandbox {
-        Sandbox { dir: tempfile::tempdir().expect("temp dir") }
+        Sandbox {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -40,7 +42,9 @@ impl Sandbox {
         let mut out = Vec::new();
         let mut stack = vec![root.clone()];
         while let Some(d) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&d) else { continue };
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
             for e in entries.flatten() {
                 let p = e.path();
                 if p.is_dir() {
@@ -62,7 +66,11 @@ fn dedent(text: &str) -> String {
         .map(|l| l.len() - l.trim_start().len())
         .min()
         .unwrap_or(0);
-    text.lines().map(|l| l.get(indent..).unwrap_or("").trim_end()).collect::<Vec<_>>().join("\n") + "\n"
+    text.lines()
+        .map(|l| l.get(indent..).unwrap_or("").trim_end())
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 /// A small, fast pack: one 2:4 slice of a tiny GEMM, with the given guardrails (YAML list

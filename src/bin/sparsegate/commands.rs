@@ -2,7 +2,7 @@
 
 use crate::cli::{Cli, Command, RunArgs};
 use sparsegate::app::{self, Options, Progress};
-use sparsegate::release::{render_summary, ExitCode};
+use sparsegate::release::{ExitCode, render_summary};
 use sparsegate::{Error, Result};
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
@@ -13,14 +13,27 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let evidence = app::run(&packs, &options(&run, false), &mut progress(run.quiet))?;
             let path = app::write_evidence(&evidence, &out)?;
             if json {
-                print!("{}", app::to_json(&evidence.slices.iter().map(slice_summary).collect::<Vec<_>>()));
+                print!(
+                    "{}",
+                    app::to_json(&evidence.slices.iter().map(slice_summary).collect::<Vec<_>>())
+                );
             } else {
                 println!("wrote {}", path.display());
             }
             Ok(ExitCode::Pass)
         }
-        Command::Gate { run, out, allow_env_drift, json } => {
-            let report = app::gate(&run.packs, &out, &options(&run, allow_env_drift), &mut progress(run.quiet))?;
+        Command::Gate {
+            run,
+            out,
+            allow_env_drift,
+            json,
+        } => {
+            let report = app::gate(
+                &run.packs,
+                &out,
+                &options(&run, allow_env_drift),
+                &mut progress(run.quiet),
+            )?;
             if json {
                 print!("{}", app::to_json(&report.decision));
             } else {
@@ -32,15 +45,26 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(report.decision.exit_code)
         }
         Command::Bless { run, slices, json } => {
-            let changes = app::bless(&run.packs, &slices, &options(&run, false), &mut progress(run.quiet))?;
+            let changes = app::bless(
+                &run.packs,
+                &slices,
+                &options(&run, false),
+                &mut progress(run.quiet),
+            )?;
             if json {
                 print!("{}", app::to_json(&changes));
             } else {
                 for c in &changes {
-                    println!("{} {}", if c.replaced { "updated" } else { "created" }, c.path.display());
+                    println!(
+                        "{} {}",
+                        if c.replaced { "updated" } else { "created" },
+                        c.path.display()
+                    );
                     for m in &c.metrics {
                         let fmt = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.6}"));
-                        let change = m.relative().map_or_else(String::new, |r| format!(" ({:+.1}%)", r * 100.0));
+                        let change = m
+                            .relative()
+                            .map_or_else(String::new, |r| format!(" ({:+.1}%)", r * 100.0));
                         println!("  {:<18} {} -> {}{change}", m.metric, fmt(m.old), fmt(m.new));
                     }
                 }
@@ -99,7 +123,9 @@ fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
             return;
         }
         match event {
-            Progress::SliceStarted { slice, index, total } => eprint!("[{index}/{total}] {}/{} ", slice.pack, slice.id),
+            Progress::SliceStarted { slice, index, total } => {
+                eprint!("[{index}/{total}] {}/{} ", slice.pack, slice.id)
+            }
             Progress::SliceFinished { evidence } => match &evidence.failure {
                 Some(f) => eprintln!("failed at {}: {}", f.stage, f.message),
                 None => eprintln!(
