@@ -168,3 +168,113 @@ fn quickstart_expands_in_pack_order() {
     // Seeds differ per slice and do not depend on the slice's position.
     assert_ne!(pack.slices[1].seed, pack.slices[2].seed);
 }
+
+fn refused(text: &str) -> sparsegate::ingress::PackError {
+    match parse_pack(Path::new("edge.yaml"), text.to_owned()) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => {
+            for d in &e.diagnostics {
+                assert!(d.location.line >= 1 && d.location.col >= 1, "{e}");
+                assert!(d.span.0 + d.span.1 <= text.len(), "{e}");
+            }
+            e
+        }
+    }
+}
+
+const MINIMAL: &str = "schema_version: 1\nname: edge\nowners: [{name: A, email: a@b.c, role: owner}]\n\
+                       rollback: {trigger: t}\nslices:\n  - id: s\n    workload: {ops: [{gemm: {name: g, m: 8, n: 8, k: 8}}]}\n    \
+                       sparsity: [\"2:4\"]\n";
+
+#[test]
+fn pathological_yaml_is_refused_quickly() {
+    // Billion laughs.
+    let mut bomb = String::from(
+        "a: &a [\"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\"]\n",
+    );
+    for i in 1..12 {
+        let prev = (b'a' + i - 1) as char;
+        let cur = (b'a' + i) as char;
+        bomb.push_str(&format!("{cur}: &{cur} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+    }
+    let start = std::time::Instant::now();
+    refused(&bomb);
+    // Deep nesting.
+    refused(&format!("{}1{}", "[".repeat(5000), "]".repeat(5000)));
+    refused(&format!(
+        "x-deep: {}1{}\n{MINIMAL}",
+        "[".repeat(100),
+        "]".repeat(100)
+    ));
+    assert!(start.elapsed().as_secs() < 10, "took {:?}", start.elapsed());
+}
+
+#[test]
+fn odd_documents_are_refused_with_locations() {
+    let e = refused(&format!("{MINIMAL}---\n{MINIMAL}"));
+    assert!(e.diagnostics[0].location.line > 1, "{e}");
+    refused("\t- a\n");
+    refused("just a string\n");
+    refused("# only a comment\n");
+    refused("   \n\n");
+    refused("[1, 2");
+    refused("a: 'unterminated\n");
+    refused(&MINIMAL.replace("name: edge", "name: \"\""));
+    refused(&MINIMAL.replace("m: 8", "m: 1e30"));
+    refused(&MINIMAL.replace("schema_version: 1", "schema_version: 99999999999"));
+    refused(&MINIMAL.replace("m: 8", "m: .nan"));
+    refused(&MINIMAL.replace("m: 8", "m: ~"));
+    refused(&MINIMAL.replace("name: g", "name: [g]"));
+    let e = refused(&MINIMAL.replace(
+        "rollback: {trigger: t}",
+        "rollback: {trigger: t, action: 5}\nseed: -1",
+    ));
+    assert_eq!(e.diagnostics.len(), 2, "{e}");
+}
+
+#[test]
+fn integral_floats_and_unicode_are_fine() {
+    let text = MINIMAL
+        .replace("m: 8", "m: 8.0")
+        .replace("name: A,", "name: Zoë Ünïcode,");
+    let pack = parse_pack(Path::new("edge.yaml"), text).expect("loads");
+    assert_eq!(pack.slices[0].ops[0].m, 8);
+    // Columns count characters, not bytes.
+    let text = MINIMAL
+        .replace("name: A,", "name: Zoë,")
+        .replace("role: owner", "role: owner, extra: 1");
+    let e = refused(&text);
+    let d = &e.diagnostics[0];
+    let line = text.lines().nth(d.location.line as usize - 1).unwrap();
+    let col = line.chars().take_while(|_| true).collect::<Vec<_>>();
+    let found: String = col[d.location.col as usize - 1..].iter().take(5).collect();
+    assert_eq!(found, "extra", "{e}");
+    assert_eq!(&text[d.span.0..d.span.0 + d.span.1], "extra");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+    /// Arbitrary edits of a valid pack never panic, and every diagnostic stays inside the text.
+    #[test]
+    fn mutated_packs_never_panic(pos in 0usize..2000, len in 0usize..8, insert in "[ -~\n\t:\\-\\[\\]{}&*<!|>]{0,8}") {
+        let base = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/packs/valid/quickstart.yaml"),
+        ).expect("read");
+        let mut cut = pos.min(base.len());
+        while !base.is_char_boundary(cut) { cut -= 1; }
+        let mut end = (cut + len).min(base.len());
+        while !base.is_char_boundary(end) { end -= 1; }
+        let text = format!("{}{}{}", &base[..cut], insert, &base[end..]);
+        if let Err(e) = parse_pack(Path::new("m.yaml"), text.clone()) {
+            proptest::prop_assert!(!e.diagnostics.is_empty());
+            for d in &e.diagnostics {
+                proptest::prop_assert!(d.location.line >= 1 && d.location.col >= 1);
+                proptest::prop_assert!(d.span.0 + d.span.1 <= text.len());
+                proptest::prop_assert!(text.is_char_boundary(d.span.0));
+                let located = format!("m.yaml:{}:{}", d.location.line, d.location.col);
+                proptest::prop_assert!(e.to_string().contains(&located));
+            }
+        }
+    }
+}

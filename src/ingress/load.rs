@@ -9,6 +9,7 @@ use super::span::{Locator, Pos, SpanIndex, escape_segment};
 use super::{LoadedPack, expand, semantic};
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, ValidationError, Validator};
+use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::{Budget, MessageFormatter, Options, UserMessageFormatter};
 use sha2::{Digest, Sha256};
@@ -166,16 +167,65 @@ fn check_text(file: &str, text: &str) -> Result<(PackFile, Vec<super::Slice>), V
         return Err(diags);
     }
 
-    let pack: PackFile = serde_json::from_value(value).map_err(|e| {
-        vec![loc.at_value(
-            "",
-            format!("pack does not fit the pack model: {e}"),
-            Some(MINIMAL_KEYS.into()),
-        )]
-    })?;
+    integral_floats_to_integers(&mut value);
+    let pack: PackFile = match PackFile::deserialize(&value) {
+        Ok(p) => p,
+        Err(e) => {
+            // Schema-clean but not representable: a number beyond its field's range. serde_json
+            // quotes the value; find it to point there.
+            let message = e.to_string();
+            let pointer = message
+                .split('`')
+                .nth(1)
+                .and_then(|quoted| find_number(&value, quoted, String::new()))
+                .unwrap_or_default();
+            return Err(vec![loc.at_value(
+                &pointer,
+                format!("value out of range: {message}"),
+                Some(
+                    "use a smaller number; see the field's range in schemas/scenario-pack.schema.json".into(),
+                ),
+            )]);
+        }
+    };
     let checked = semantic::check(&pack, &loc)?;
     let slices = expand::expand(&pack, &checked);
     Ok((pack, slices))
+}
+
+/// The pointer of the first number in `value` that prints as `text`.
+fn find_number(value: &Value, text: &str, pointer: String) -> Option<String> {
+    match value {
+        Value::Number(n) if n.to_string() == text => Some(pointer),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| find_number(v, text, format!("{pointer}/{i}"))),
+        Value::Object(map) => map
+            .iter()
+            .find_map(|(k, v)| find_number(v, text, format!("{pointer}/{}", escape_segment(k)))),
+        _ => None,
+    }
+}
+
+/// JSON Schema counts `128.0` as an integer; let the typed model agree by storing such
+/// numbers as integers (floats fields accept integers, so nothing else changes).
+fn integral_floats_to_integers(value: &mut Value) {
+    const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0) {
+                if (0.0..TWO_POW_64).contains(&f) {
+                    *value = Value::from(f as u64);
+                } else if (i64::MIN as f64..0.0).contains(&f) {
+                    *value = Value::from(f as i64);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_to_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_floats_to_integers),
+        _ => {}
+    }
 }
 
 const BUG_HINT: &str = "this is a bug in sparsegate; please report it";
@@ -230,6 +280,7 @@ fn parse_yaml(file: &str, text: &str) -> Result<Value, Vec<PackDiagnostic>> {
     budget.max_merge_keys = 10_000;
     let mut options = Options::default();
     options.budget = Some(budget);
+    options.alias_limits.max_total_replayed_events = 200_000;
     options.with_snippet = false;
     serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| {
         let message = UserMessageFormatter
@@ -249,6 +300,18 @@ fn parse_yaml(file: &str, text: &str) -> Result<Value, Vec<PackDiagnostic>> {
                 message,
                 "each key may appear once per mapping: remove or rename one of them",
             )
+        } else if message.contains("Documents") {
+            (
+                "a pack is a single YAML document".to_owned(),
+                "remove the second `---` document, or split it into its own pack file",
+            )
+        } else if message.contains("limits breached") || message.contains("recursion limit") {
+            (
+                format!("pack is too large or too deeply nested to load ({message})"),
+                "packs are small, hand-written files: look for runaway aliases (`*name`) or deep nesting",
+            )
+        } else if message.contains("finite") {
+            (message, "use a finite number")
         } else {
             (
                 format!("YAML syntax: {message}"),

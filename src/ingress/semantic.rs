@@ -417,6 +417,14 @@ fn guardrails(
             }
         };
 
+        if g.confidence <= 0.5 || g.confidence >= 1.0 {
+            diags.push(loc.at_value(
+                &format!("{pointer}/confidence"),
+                format!("confidence {} is outside (0.5, 1)", g.confidence),
+                Some("use a confidence such as 0.9, 0.95 or 0.99".into()),
+            ));
+        }
+
         if let (Some(metric), Some(rule)) = (metric, rule) {
             out.push(GuardrailSpec {
                 metric,

@@ -7,7 +7,7 @@
 
 use super::diagnostic::{Location, PackDiagnostic};
 use serde_saphyr::granit_parser::{Event, Marker, Parser, Span};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// A resolved source position: 1-based line and column (in characters) plus a byte range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,7 +34,7 @@ pub(crate) struct Entry {
 /// JSON pointer (escaped as in RFC 6901) → source positions.
 #[derive(Debug, Default)]
 pub(crate) struct SpanIndex {
-    entries: HashMap<String, Entry>,
+    entries: BTreeMap<String, Entry>,
 }
 
 /// Maps parser markers to byte offsets, for sources where the parser reports only characters.
@@ -244,8 +244,8 @@ impl SpanIndex {
         let prefix = format!("{source}/");
         let copies: Vec<(String, Entry)> = self
             .entries
-            .iter()
-            .filter(|(p, _)| p.starts_with(&prefix) && p.len() > prefix.len())
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
             .map(|(p, e)| (format!("{target}/{}", &p[prefix.len()..]), *e))
             .collect();
         for (pointer, entry) in copies {
