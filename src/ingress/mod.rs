@@ -10,15 +10,16 @@ pub mod environment;
 pub mod pack;
 
 mod diagnostic;
-// mod expand;
-// mod load;
-// mod semantic;
-// mod span;
+mod expand;
+mod load;
+mod semantic;
+mod span;
 
 pub use diagnostic::{Location, PackDiagnostic, PackError};
 pub use environment::{Environment, FieldDiff, GitInfo};
-// pub use load::{load_pack, pack_schema, PACK_SCHEMA_JSON};
+pub use load::{PACK_SCHEMA_JSON, load_pack, pack_schema, parse_pack};
 pub use pack::{Backend, PackFile, Precision, Severity};
+pub use semantic::SparsityError;
 
 use crate::metric::Metric;
 use serde::{Deserialize, Serialize};

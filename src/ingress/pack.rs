@@ -6,6 +6,7 @@
 //! strings here and are parsed by the semantic checks, which can then point at the exact
 //! line and column of the offending value.
 
+use crate::metric::Metric;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +19,7 @@ pub const PACK_SCHEMA_VERSION: u32 = 1;
 /// and shared blocks; the loader ignores them after merge keys are expanded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("patternProperties" = { "^x-": {} }))]
 pub struct PackFile {
     /// Pack format version; must be 1.
     pub schema_version: u32,
@@ -28,6 +30,7 @@ pub struct PackFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// People accountable for the verdict, each with a role; at least one.
+    #[schemars(length(min = 1))]
     pub owners: Vec<Owner>,
     /// What triggers a rollback and what to do then; the memo quotes it.
     pub rollback: Rollback,
@@ -45,6 +48,7 @@ pub struct PackFile {
     pub guardrails: Vec<Guardrail>,
     /// The workload slices; a slice listing several sparsities or precisions expands into
     /// one slice per combination.
+    #[schemars(length(min = 1))]
     pub slices: Vec<SliceSpec>,
     /// A home for YAML anchors (`anchors: {shape: &shape {...}}`); ignored by the runner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,6 +154,49 @@ pub enum Backend {
     Cpu,
 }
 
+impl Backend {
+    /// The lowercase name used in packs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+        }
+    }
+
+    /// Whether this backend produces values for `metric`; a guardrail over a metric the
+    /// slice's backend does not measure is refused at ingress.
+    pub fn measures(self, metric: Metric) -> bool {
+        match self {
+            Backend::Cpu => matches!(
+                metric,
+                Metric::Latency
+                    | Metric::LatencyP50
+                    | Metric::LatencyP95
+                    | Metric::LatencyP99
+                    | Metric::ThroughputGflops
+                    | Metric::EffectiveSpeedup
+                    | Metric::FallbackRate
+                    | Metric::MetadataOverhead
+            ),
+        }
+    }
+
+    /// The metrics this backend measures, in vocabulary order.
+    pub fn measured_metrics(self) -> Vec<Metric> {
+        Metric::ALL
+            .iter()
+            .copied()
+            .filter(|&m| self.measures(m))
+            .collect()
+    }
+
+    /// The precisions this backend runs in this version.
+    pub fn supports_precision(self, precision: Precision) -> bool {
+        match self {
+            Backend::Cpu => precision == Precision::Fp32,
+        }
+    }
+}
+
 /// Numeric precision of a slice's operands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -172,6 +219,15 @@ impl Precision {
             Precision::Fp16 => "fp16",
             Precision::Bf16 => "bf16",
             Precision::Int8 => "int8",
+        }
+    }
+
+    /// Bytes per stored element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Precision::Fp32 => 4,
+            Precision::Fp16 | Precision::Bf16 => 2,
+            Precision::Int8 => 1,
         }
     }
 }

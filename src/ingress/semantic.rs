@@ -1,0 +1,547 @@
+//! Semantic checks: what the JSON Schema cannot say. Every check is located at the offending
+//! value and carries a hint; all problems are collected, not just the first.
+
+use super::expand::slice_id;
+use super::pack::{Backend, Guardrail, OpSpec, PACK_SCHEMA_VERSION, PackFile, Precision};
+use super::span::{Locator, escape_segment};
+use super::{GuardrailSpec, MEMORY_BUDGET_BYTES, PackDiagnostic, Rule, Sparsity};
+use crate::metric::Metric;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+
+/// Largest N:M group size accepted.
+const MAX_GROUP: u32 = 32;
+
+/// A sparsity string that does not parse; says what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SparsityError {
+    /// What is wrong.
+    pub message: String,
+    /// What would be accepted instead.
+    pub hint: String,
+}
+
+impl fmt::Display for SparsityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.hint)
+    }
+}
+
+impl std::error::Error for SparsityError {}
+
+const SPARSITY_FORMS: &str = "write `dense`, `N:M` (e.g. `2:4`), `unstructured:D` (e.g. `unstructured:0.1`) or `block:RxC:D` \
+     (e.g. `block:16x16:0.25`), where D is the kept fraction in (0, 1]";
+
+impl FromStr for Sparsity {
+    type Err = SparsityError;
+
+    /// Parse the pack form: `dense`, `N:M` with 0 < N < M ≤ 32, `unstructured:D` or
+    /// `block:RxC:D` with density D in (0, 1] and R, C ≥ 1.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let err = |message: String| SparsityError {
+            message,
+            hint: SPARSITY_FORMS.to_owned(),
+        };
+        if s == "dense" {
+            return Ok(Sparsity::Dense);
+        }
+        if let Some(d) = s.strip_prefix("unstructured:") {
+            let density = parse_density(d).map_err(|m| err(format!("in sparsity `{s}`: {m}")))?;
+            return Ok(Sparsity::Unstructured { density });
+        }
+        if let Some(rest) = s.strip_prefix("block:") {
+            let Some((shape, d)) = rest.split_once(':') else {
+                return Err(err(format!(
+                    "block sparsity `{s}` needs a block shape and a density"
+                )));
+            };
+            let Some((r, c)) = shape.split_once('x') else {
+                return Err(err(format!(
+                    "block shape `{shape}` in `{s}` is not of the form RxC"
+                )));
+            };
+            let dim = |v: &str| v.parse::<u32>().ok().filter(|&v| v >= 1);
+            let (Some(rows), Some(cols)) = (dim(r), dim(c)) else {
+                return Err(err(format!(
+                    "block shape `{shape}` in `{s}` needs whole numbers ≥ 1"
+                )));
+            };
+            let density = parse_density(d).map_err(|m| err(format!("in sparsity `{s}`: {m}")))?;
+            return Ok(Sparsity::Block { rows, cols, density });
+        }
+        if let Some((n, m)) = s.split_once(':') {
+            let (Ok(n), Ok(m)) = (n.trim().parse::<u32>(), m.trim().parse::<u32>()) else {
+                return Err(err(format!("unknown sparsity `{s}`")));
+            };
+            let nm = |message: String| SparsityError {
+                message,
+                hint: format!(
+                    "N:M keeps N of every M weights: 0 < N < M ≤ {MAX_GROUP} (e.g. `2:4`); \
+                     use `dense` to keep every weight"
+                ),
+            };
+            if m == 0 || m > MAX_GROUP {
+                return Err(nm(format!(
+                    "group size M = {m} in `{s}` is outside 1..={MAX_GROUP}"
+                )));
+            }
+            if n == 0 {
+                return Err(nm(format!("`{s}` keeps no weights (N must be at least 1)")));
+            }
+            if n >= m {
+                return Err(nm(format!("`{s}` is not sparse: N must be less than M")));
+            }
+            return Ok(Sparsity::NOfM { n, m });
+        }
+        Err(err(format!("unknown sparsity `{s}`")))
+    }
+}
+
+fn parse_density(d: &str) -> Result<f64, String> {
+    let v: f64 = d
+        .trim()
+        .parse()
+        .map_err(|_| format!("density `{d}` is not a number"))?;
+    if !(v.is_finite() && v > 0.0 && v <= 1.0) {
+        return Err(format!("density {d} is outside (0, 1]"));
+    }
+    Ok(v)
+}
+
+/// Parse a percentage string such as `5%` or `2.5%` in (0, 100) into a fraction (`0.05`).
+pub(crate) fn parse_percentage(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let Some(number) = t.strip_suffix('%') else {
+        return Err(format!("expected a percentage such as `5%`, found \"{s}\""));
+    };
+    let v: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a percentage such as `5%`, found \"{s}\""))?;
+    if !(v.is_finite() && v > 0.0 && v < 100.0) {
+        return Err(format!("{t} is outside the range (0%, 100%)"));
+    }
+    Ok(v / 100.0)
+}
+
+/// What the semantic pass parsed, ready for expansion.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    /// Parsed sparsities per slice spec, in pack order.
+    pub sparsities: Vec<Vec<Sparsity>>,
+    /// The pack-level guardrails.
+    pub pack_guardrails: Vec<GuardrailSpec>,
+    /// Each slice spec's own guardrails.
+    pub slice_guardrails: Vec<Vec<GuardrailSpec>>,
+}
+
+/// Run every semantic check; `Err` carries all problems found.
+pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackDiagnostic>> {
+    let mut diags = Vec::new();
+
+    if pack.schema_version != PACK_SCHEMA_VERSION {
+        diags.push(loc.at_value(
+            "/schema_version",
+            format!("unsupported schema_version {}", pack.schema_version),
+            Some(format!(
+                "this build of sparsegate reads pack format {PACK_SCHEMA_VERSION}"
+            )),
+        ));
+    }
+
+    if pack.owners.is_empty() {
+        diags.push(loc.at_key(
+            "/owners",
+            "a pack needs at least one owner",
+            Some("add `owners: [{name: ..., email: ..., role: owner}]`".into()),
+        ));
+    }
+    for (i, owner) in pack.owners.iter().enumerate() {
+        if owner.role.trim().is_empty() {
+            diags.push(loc.at_value(
+                &format!("/owners/{i}/role"),
+                format!("owner `{}` has an empty role", owner.name),
+                Some("give a role in sign-off, e.g. `owner`, `release-manager` or `reviewer`".into()),
+            ));
+        }
+    }
+    if pack.rollback.trigger.trim().is_empty() {
+        diags.push(loc.at_value(
+            "/rollback/trigger",
+            "the rollback trigger is empty",
+            Some("say what triggers a rollback, e.g. \"2:4 speedup below 1.1x on any layer\"".into()),
+        ));
+    }
+    if pack.samples.min > pack.samples.max {
+        diags.push(loc.at_value(
+            "/samples/max",
+            format!(
+                "samples.max ({}) is less than samples.min ({})",
+                pack.samples.max, pack.samples.min
+            ),
+            Some("raise `max` or lower `min` so that min ≤ max".into()),
+        ));
+    }
+
+    let backends: Vec<Backend> = {
+        let mut b: Vec<Backend> = pack.slices.iter().map(|s| s.backend).collect();
+        b.sort();
+        b.dedup();
+        b
+    };
+    let pack_guardrails = guardrails(&pack.guardrails, "/guardrails", &backends, loc, &mut diags);
+
+    let mut sparsities = Vec::with_capacity(pack.slices.len());
+    let mut slice_guardrails = Vec::with_capacity(pack.slices.len());
+    // Expanded id → pointer of the spec id that first produced it.
+    let mut ids: HashMap<String, usize> = HashMap::new();
+    for (i, spec) in pack.slices.iter().enumerate() {
+        let base = format!("/slices/{i}");
+
+        let mut parsed: Vec<Sparsity> = Vec::new();
+        let mut seen_tags: HashSet<String> = HashSet::new();
+        for (j, s) in spec.sparsity.iter().enumerate() {
+            let pointer = format!("{base}/sparsity/{j}");
+            match s.parse::<Sparsity>() {
+                Ok(sp) => {
+                    if seen_tags.insert(sp.tag()) {
+                        parsed.push(sp);
+                    } else {
+                        diags.push(loc.at_value(
+                            &pointer,
+                            format!("sparsity `{s}` is listed twice in slice `{}`", spec.id),
+                            Some("remove the duplicate entry".into()),
+                        ));
+                    }
+                }
+                Err(e) => diags.push(loc.at_value(&pointer, e.message, Some(e.hint))),
+            }
+        }
+
+        let mut seen_precisions = HashSet::new();
+        for (j, &p) in spec.precision.iter().enumerate() {
+            let pointer = format!("{base}/precision/{j}");
+            if !seen_precisions.insert(p) {
+                diags.push(loc.at_value(
+                    &pointer,
+                    format!(
+                        "precision `{}` is listed twice in slice `{}`",
+                        p.as_str(),
+                        spec.id
+                    ),
+                    Some("remove the duplicate entry".into()),
+                ));
+            } else if !spec.backend.supports_precision(p) {
+                diags.push(loc.at_value(
+                    &pointer,
+                    format!(
+                        "precision `{}` is not supported by the `{}` backend",
+                        p.as_str(),
+                        spec.backend.as_str()
+                    ),
+                    Some("the CPU backend measures fp32 in this version; use `precision: [fp32]`".into()),
+                ));
+            }
+        }
+
+        let widest = spec
+            .precision
+            .iter()
+            .map(|p| p.bytes())
+            .max()
+            .unwrap_or(Precision::Fp32.bytes());
+        let mut op_names: HashSet<&str> = HashSet::new();
+        for (j, op) in spec.workload.ops.iter().enumerate() {
+            let OpSpec::Gemm(g) = op;
+            let pointer = format!("{base}/workload/ops/{j}/gemm");
+            if !op_names.insert(g.name.as_str()) {
+                diags.push(loc.at_value(
+                    &format!("{pointer}/name"),
+                    format!("op name `{}` is used twice in slice `{}`", g.name, spec.id),
+                    Some("give every op of a workload its own name".into()),
+                ));
+            }
+            let bytes = operand_bytes(g.m, g.n, g.k, widest);
+            if bytes > u128::from(MEMORY_BUDGET_BYTES) {
+                diags.push(
+                    loc.at_key(
+                        &pointer,
+                        format!(
+                            "op `{}` ({}x{}x{}) needs {:.1} GiB of operand memory, over the {} GiB budget",
+                            g.name,
+                            g.m,
+                            g.n,
+                            g.k,
+                            bytes as f64 / GIB,
+                            MEMORY_BUDGET_BYTES as f64 / GIB
+                        ),
+                        Some(
+                            "X, W and Y plus the dense comparator's copy must fit; shrink m, n or k \
+                         (e.g. measure one layer at a realistic token count)"
+                                .into(),
+                        ),
+                    ),
+                );
+            }
+        }
+
+        slice_guardrails.push(guardrails(
+            &spec.guardrails,
+            &format!("{base}/guardrails"),
+            &[spec.backend],
+            loc,
+            &mut diags,
+        ));
+
+        for sp in &parsed {
+            for &p in &spec.precision {
+                let id = slice_id(&spec.id, sp, p);
+                match ids.get(&id) {
+                    Some(&first) => diags.push(loc.at_value(
+                        &format!("{base}/id"),
+                        format!("slice id `{id}` is produced twice (also by slices[{first}])"),
+                        Some("give every slice a distinct `id`".into()),
+                    )),
+                    None => {
+                        ids.insert(id, i);
+                    }
+                }
+            }
+        }
+        sparsities.push(parsed);
+    }
+
+    if diags.is_empty() {
+        Ok(Checked {
+            sparsities,
+            pack_guardrails,
+            slice_guardrails,
+        })
+    } else {
+        Err(diags)
+    }
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Operand bytes of one GEMM and its dense comparator: `2 × bytes × (N·K + K·M + N·M)`.
+pub(crate) fn operand_bytes(m: u64, n: u64, k: u64, element_bytes: u64) -> u128 {
+    let (m, n, k) = (u128::from(m), u128::from(n), u128::from(k));
+    let elements = n
+        .saturating_mul(k)
+        .saturating_add(k.saturating_mul(m))
+        .saturating_add(n.saturating_mul(m));
+    elements
+        .saturating_mul(u128::from(element_bytes))
+        .saturating_mul(2)
+}
+
+fn guardrails(
+    list: &[Guardrail],
+    base: &str,
+    backends: &[Backend],
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
+) -> Vec<GuardrailSpec> {
+    let mut out = Vec::with_capacity(list.len());
+    for (i, g) in list.iter().enumerate() {
+        let pointer = format!("{base}/{i}");
+        let metric_ptr = format!("{pointer}/metric");
+        let metric = match g.metric.parse::<Metric>() {
+            Ok(m) => Some(m),
+            Err(_) => {
+                let known: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+                diags.push(loc.at_value(
+                    &metric_ptr,
+                    format!("unknown metric `{}`", g.metric),
+                    Some(format!("known metrics: {}", known.join(", "))),
+                ));
+                None
+            }
+        };
+        if let Some(m) = metric {
+            for b in backends {
+                if !b.measures(m) {
+                    let measured: Vec<&str> = b.measured_metrics().iter().map(|m| m.name()).collect();
+                    diags.push(loc.at_value(
+                        &metric_ptr,
+                        format!("the `{}` backend does not measure `{}`", b.as_str(), m.name()),
+                        Some(format!("it measures: {}", measured.join(", "))),
+                    ));
+                }
+            }
+        }
+
+        let set: Vec<&str> = [
+            g.at_most.map(|_| "at_most"),
+            g.at_least.map(|_| "at_least"),
+            g.regress_at_most.as_ref().map(|_| "regress_at_most"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let rule_hint = || Some("set exactly one of `at_most`, `at_least` or `regress_at_most`".to_owned());
+        let rule = match set.as_slice() {
+            [] => {
+                diags.push(loc.at_key(&metric_ptr, "guardrail has no rule", rule_hint()));
+                None
+            }
+            [_] => match (g.at_most, g.at_least, &g.regress_at_most) {
+                (Some(bound), _, _) => Some(Rule::AtMost { bound }),
+                (_, Some(bound), _) => Some(Rule::AtLeast { bound }),
+                (_, _, Some(p)) => match parse_percentage(p) {
+                    Ok(margin) => Some(Rule::RegressAtMost { margin }),
+                    Err(message) => {
+                        diags.push(loc.at_value(
+                            &format!("{pointer}/regress_at_most"),
+                            message,
+                            Some("write the tolerated regression as a percentage, e.g. `regress_at_most: 5%`".into()),
+                        ));
+                        None
+                    }
+                },
+                _ => None,
+            },
+            [_, second, ..] => {
+                diags.push(loc.at_key(
+                    &format!("{pointer}/{}", escape_segment(second)),
+                    format!(
+                        "guardrail sets {}; a guardrail has exactly one rule",
+                        quote_all(&set)
+                    ),
+                    Some("split it into one guardrail per rule".into()),
+                ));
+                None
+            }
+        };
+
+        if g.confidence <= 0.5 || g.confidence >= 1.0 {
+            diags.push(loc.at_value(
+                &format!("{pointer}/confidence"),
+                format!("confidence {} is outside (0.5, 1)", g.confidence),
+                Some("use a confidence such as 0.9, 0.95 or 0.99".into()),
+            ));
+        }
+
+        if let (Some(metric), Some(rule)) = (metric, rule) {
+            out.push(GuardrailSpec {
+                metric,
+                rule,
+                confidence: g.confidence,
+                severity: g.severity,
+                location: loc.index.key_pos(&metric_ptr).map(|p| loc.location(p)),
+            });
+        }
+    }
+    out
+}
+
+fn quote_all(names: &[&str]) -> String {
+    let q: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    match q.as_slice() {
+        [a, b] => format!("both {a} and {b}"),
+        _ => q.join(", "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparsity_forms() {
+        assert_eq!("dense".parse::<Sparsity>().unwrap(), Sparsity::Dense);
+        assert_eq!("2:4".parse::<Sparsity>().unwrap(), Sparsity::NOfM { n: 2, m: 4 });
+        assert_eq!(
+            "1:32".parse::<Sparsity>().unwrap(),
+            Sparsity::NOfM { n: 1, m: 32 }
+        );
+        assert_eq!(
+            "unstructured:0.1".parse::<Sparsity>().unwrap(),
+            Sparsity::Unstructured { density: 0.1 }
+        );
+        assert_eq!(
+            "unstructured:1".parse::<Sparsity>().unwrap(),
+            Sparsity::Unstructured { density: 1.0 }
+        );
+        assert_eq!(
+            "block:16x8:0.25".parse::<Sparsity>().unwrap(),
+            Sparsity::Block {
+                rows: 16,
+                cols: 8,
+                density: 0.25
+            }
+        );
+    }
+
+    #[test]
+    fn sparsity_refusals() {
+        for bad in [
+            "4:4",
+            "0:4",
+            "5:4",
+            "1:33",
+            "2:0",
+            "a:b",
+            "",
+            "sparse",
+            "unstructured:0",
+            "unstructured:1.5",
+            "unstructured:-0.1",
+            "unstructured:nan",
+            "unstructured:inf",
+            "block:0x4:0.5",
+            "block:4x4:0",
+            "block:4:0.5",
+            "block:4x4",
+            "2:4:8",
+        ] {
+            assert!(bad.parse::<Sparsity>().is_err(), "{bad:?} should be refused");
+        }
+        let e = "4:4".parse::<Sparsity>().unwrap_err();
+        assert!(e.message.contains("N must be less than M"), "{e}");
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in ["dense", "2:4", "unstructured:0.1", "block:16x16:0.25"] {
+            let sp: Sparsity = s.parse().unwrap();
+            assert_eq!(sp.to_string(), s);
+            assert_eq!(sp.to_string().parse::<Sparsity>().unwrap(), sp);
+        }
+    }
+
+    #[test]
+    fn percentages() {
+        assert_eq!(parse_percentage("5%").unwrap(), 0.05);
+        assert!((parse_percentage("2.5%").unwrap() - 0.025).abs() < 1e-15);
+        assert!((parse_percentage(" 10 %").unwrap() - 0.10).abs() < 1e-15);
+        for bad in ["five", "5", "0%", "100%", "-1%", "%", "nan%", "inf%", "150%"] {
+            assert!(parse_percentage(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn memory_budget() {
+        // BERT-base QKV at 128 tokens: tiny.
+        assert!(operand_bytes(128, 2304, 768, 4) < u128::from(MEMORY_BUDGET_BYTES));
+        // 2 × 4 × 3·(1e5)² = 240 GB.
+        assert_eq!(operand_bytes(100_000, 100_000, 100_000, 4), 240_000_000_000);
+        // No overflow at the extremes.
+        assert_eq!(operand_bytes(u64::MAX, u64::MAX, u64::MAX, 4), u128::MAX);
+        // 8192³ fp32: 2·4·3·2^26 = 1.5 GiB, inside the 4 GiB budget; 16384³ is 6 GiB, outside.
+        assert!(operand_bytes(8192, 8192, 8192, 4) <= u128::from(MEMORY_BUDGET_BYTES));
+        assert!(operand_bytes(16384, 16384, 16384, 4) > u128::from(MEMORY_BUDGET_BYTES));
+    }
+
+    #[test]
+    fn cpu_backend_metrics() {
+        assert!(Backend::Cpu.measures(Metric::Latency));
+        assert!(Backend::Cpu.measures(Metric::EffectiveSpeedup));
+        assert!(!Backend::Cpu.measures(Metric::EnergyJ));
+        assert!(!Backend::Cpu.measures(Metric::TcOccupancy));
+        assert_eq!(Backend::Cpu.measured_metrics().len(), 8);
+    }
+}
