@@ -83,7 +83,7 @@ pub struct Rollback {
 }
 
 /// Which parts of the environment must match a golden baseline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LockPolicy {
     /// Refuse to gate from a dirty git work tree.
@@ -93,12 +93,6 @@ pub struct LockPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1024))]
     pub threads: Option<u32>,
-}
-
-impl Default for LockPolicy {
-    fn default() -> Self {
-        Self { require_clean_git: false, threads: None }
-    }
 }
 
 /// Sampling budget for each slice.
@@ -284,7 +278,9 @@ fn default_confidence() -> f64 {
 }
 
 /// Whether a failing guardrail blocks the release.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// A failure fails the gate (exit 1).
