@@ -18,7 +18,7 @@ use statrs::distribution::{ContinuousCDF, Normal};
 pub const EXACT_CI_MAX_PAIRS: usize = 2_500;
 
 /// Largest `n₁·n₂` accepted: the differences are materialised (8 bytes each).
-pub const MAX_PAIRS: usize = 20_000_000;
+pub const MAX_PAIRS: usize = 10_000_000;
 
 /// A shift estimate with its interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -77,7 +77,7 @@ fn critical_rank(n1: usize, n2: usize, confidence: f64, exact: bool) -> Option<u
     let alpha_half = (1.0 - confidence) / 2.0;
     let pairs = n1 * n2;
     let k = if exact {
-        let dist = UDistribution::new(n1, n2);
+        let dist = UDistribution::new(n1, n2, pairs / 2);
         // Largest c with cdf(c) ≤ α/2, then k = c + 1.
         let mut c = -1i64;
         while dist.cdf(c + 1) <= alpha_half {

@@ -6,14 +6,21 @@
 //!   at most 8 values and there are no ties; the **normal approximation** otherwise.
 //! - The normal approximation uses the tie-corrected variance
 //!   `n₁n₂/12 · ((n+1) − Σ(t³ − t)/(n(n−1)))` and a continuity correction of ½.
+//! - One deliberate difference: when the exact distribution would take more than
+//!   [`EXACT_MAX_WORK`] additions (e.g. 8 values against tens of thousands), the normal
+//!   approximation is used instead and `method` says so; scipy would grind for minutes, and
+//!   at those sizes the two agree closely.
 //! - One-sided p-values: `greater` (the first sample tends to be larger) is `P(U ≥ U₁)`,
 //!   `less` is `P(U ≥ U₂)`; two-sided is `2·P(U ≥ max(U₁, U₂))`, clipped to 1.
 
 use super::error::{StatsError, check_sample};
 use super::ranks::midranks;
-use super::u_distribution::UDistribution;
+use super::u_distribution::{UDistribution, exact_work};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
+
+/// Budget (in additions, ~0.5 s) for building the exact U distribution.
+pub const EXACT_MAX_WORK: f64 = 5e8;
 
 /// How the p-values are computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,14 +67,19 @@ pub fn mann_whitney_u(x: &[f64], y: &[f64], method: MwuMethod) -> Result<MannWhi
     let u1 = r1 - n1f * (n1f + 1.0) / 2.0;
     let u2 = n1f * n2f - u1;
     let ties = groups.iter().any(|&g| g > 1);
+    // Every p-value needs P(U ≥ u) for u ∈ {U₁, U₂, max}: the shorter tail reaches min(U₁, U₂).
+    let max_u = u1.min(u2).max(0.0).trunc() as usize;
     let method = match method {
         MwuMethod::Auto if (n1 > 8 && n2 > 8) || ties => MwuMethod::Asymptotic,
+        MwuMethod::Auto | MwuMethod::Exact if exact_work(n1, n2, max_u) > EXACT_MAX_WORK => {
+            MwuMethod::Asymptotic
+        }
         MwuMethod::Auto => MwuMethod::Exact,
         m => m,
     };
     let sf: Box<dyn Fn(f64) -> f64> = match method {
         MwuMethod::Exact => {
-            let dist = UDistribution::new(n1, n2);
+            let dist = UDistribution::new(n1, n2, max_u);
             // scipy casts U to int64 (truncation) before the exact lookup.
             Box::new(move |u: f64| dist.sf(u.trunc() as i64))
         }
@@ -119,6 +131,17 @@ mod tests {
     fn one_value_overall_gives_p_one() {
         let r = mann_whitney_u(&[2.0, 2.0], &[2.0, 2.0, 2.0], MwuMethod::Auto).unwrap();
         assert_eq!((r.p_two_sided, r.p_less, r.p_greater), (1.0, 1.0, 1.0));
+    }
+
+    #[test]
+    fn huge_unbalanced_samples_stay_fast() {
+        let x: Vec<f64> = (0..8).map(|i| f64::from(i) * 0.5 + 0.25).collect();
+        let y: Vec<f64> = (0..50_000).map(|i| f64::from(i) * 1e-4 + 3e-8).collect();
+        let r = mann_whitney_u(&x, &y, MwuMethod::Auto).unwrap();
+        assert_eq!(r.method, MwuMethod::Asymptotic);
+        let y: Vec<f64> = (0..2_000).map(|i| f64::from(i) * 1e-3 + 1e-7).collect();
+        let r = mann_whitney_u(&x, &y, MwuMethod::Auto).unwrap();
+        assert_eq!(r.method, MwuMethod::Exact);
     }
 
     #[test]

@@ -16,6 +16,6 @@ mod welch;
 pub use bootstrap::{Bootstrap, BootstrapCi, DEFAULT_RESAMPLES};
 pub use error::StatsError;
 pub use hodges_lehmann::{EXACT_CI_MAX_PAIRS, HodgesLehmann, MAX_PAIRS, hodges_lehmann};
-pub use mann_whitney::{MannWhitney, MwuMethod, mann_whitney_u};
+pub use mann_whitney::{EXACT_MAX_WORK, MannWhitney, MwuMethod, mann_whitney_u};
 pub use quantile::{median, quantile, quantile_ci, quantile_ci_ranks};
 pub use welch::{Welch, welch_t};
