@@ -131,6 +131,7 @@ fn judge(
         return row(j, failure.stage, bottleneck);
     }
     let plan_fallback = ev.plan.fallback_rate();
+    let had_fallbacks = plan_fallback > 0.0 || ev.counters.get("fallback_rate").is_some_and(|&r| r > 0.0);
     let j = match observe(g.metric, &ev.metrics, &ev.counters, Some(plan_fallback)) {
         Err(why) => Judgement::inconclusive(format!("{why}: inconclusive")),
         Ok(obs) => match g.rule {
@@ -152,7 +153,7 @@ fn judge(
             },
         },
     };
-    let stage = if j.verdict == Verdict::Fail && is_speed(g.metric) && plan_fallback > 0.0 {
+    let stage = if j.verdict == Verdict::Fail && is_speed(g.metric) && had_fallbacks {
         Stage::Lowering
     } else {
         Stage::Validation

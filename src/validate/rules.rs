@@ -188,10 +188,10 @@ pub(crate) fn regression(
                 samples: nc,
                 ..j
             };
-            let min_n = (1..=10_000).find(|&n| quantile_ci_ranks(n, *q, confidence).is_some());
             if quantile_ci_ranks(nc, *q, confidence).is_none()
                 || quantile_ci_ranks(nb, *q, confidence).is_none()
             {
+                let min_n = (1..=100_000).find(|&n| quantile_ci_ranks(n, *q, confidence).is_some());
                 return numbers(Judgement::inconclusive(format!(
                     "{nc} candidate and {nb} baseline samples: a {} interval of the {stat} needs at least {} \
                      per side: inconclusive",
