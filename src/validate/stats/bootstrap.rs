@@ -11,7 +11,7 @@
 //! a noisy machine (DESIGN.md §6); with a single run it is the ordinary bootstrap.
 
 use super::error::{StatsError, check_probability, check_sample, sorted};
-use super::quantile::quantile_sorted;
+use super::quantile::{lerp, quantile_sorted};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -227,11 +227,7 @@ fn select_quantile(buf: &mut [f64], q: f64) -> f64 {
         return a;
     }
     let b = rest.iter().copied().min_by(f64::total_cmp).unwrap_or(a);
-    if frac >= 0.5 {
-        b - (b - a) * (1.0 - frac)
-    } else {
-        a + (b - a) * frac
-    }
+    lerp(a, b, frac)
 }
 
 #[cfg(test)]

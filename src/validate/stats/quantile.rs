@@ -37,10 +37,16 @@ pub(crate) fn quantile_sorted(s: &[f64], q: f64) -> f64 {
     if i + 1 >= n {
         return s[n - 1];
     }
-    let frac = h - lo;
-    // numpy's `_lerp`: a + (b − a)·t, switched to b − (b − a)·(1 − t) for t ≥ ½ so that
-    // the result is exact at both ends and bit-identical to numpy.
-    let (a, b) = (s[i], s[i + 1]);
+    lerp(s[i], s[i + 1], h - lo)
+}
+
+/// numpy's `_lerp`: `a + (b − a)·t`, switched to `b − (b − a)·(1 − t)` for `t ≥ ½` so that
+/// the result is exact at both ends and bit-identical to numpy. Infinite neighbours (only
+/// bootstrap replicates of a ratio can be infinite) give the nearer one instead of NaN.
+pub(crate) fn lerp(a: f64, b: f64, frac: f64) -> f64 {
+    if !(a.is_finite() && b.is_finite()) {
+        return if frac < 0.5 { a } else { b };
+    }
     let diff = b - a;
     if frac >= 0.5 {
         b - diff * (1.0 - frac)
