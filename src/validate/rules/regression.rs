@@ -33,7 +33,9 @@ impl Limit {
 /// the metric's "worse" direction: fail when the whole interval is beyond the limit, pass
 /// when it is wholly within (non-inferiority shown), inconclusive otherwise. The one-sided
 /// Mann–Whitney p-value (candidate worse) and the Hodges–Lehmann shift are reported
-/// alongside; the verdict is the interval's.
+/// alongside; the verdict is the interval's. The detail also gives the interval's
+/// half-width: the smallest change this evidence can resolve (DESIGN.md §6), which tells a
+/// reader whether an inconclusive verdict needs more runs or a wider margin.
 pub(crate) fn regression(
     metric: Metric,
     candidate: &Observed,
@@ -179,13 +181,14 @@ fn sampled(
         ci: Some(ci),
         p_value: p,
         detail: format!(
-            "{stat} {} vs baseline {}: ratio {} ({} CI {}, bootstrap ×{}, n = {nc}/{nb}), allowed {}: \
-             {verdict}{hl_s}{p_s}",
+            "{stat} {} vs baseline {}: ratio {} ({} CI {}, half-width {}%, bootstrap ×{}, n = {nc}/{nb}), \
+             allowed {}: {verdict}{hl_s}{p_s}",
             show(value),
             show(base),
             num(ratio.estimate),
             percent(confidence),
             range(ratio.low, ratio.high),
+            num((ratio.high - ratio.low) / 2.0 * 100.0),
             ratio.resamples,
             limit.describe(),
         ),

@@ -24,12 +24,14 @@ pub fn median(xs: &[f64]) -> Result<f64, StatsError> {
     quantile(xs, 0.5)
 }
 
-/// Type-7 quantile of an already sorted, non-empty, finite slice. Internal fast path for
-/// resampling loops, where validation has been done once up front.
+/// Type-7 quantile of an already sorted, finite slice (NaN when empty). Internal fast path
+/// for resampling loops, where validation has been done once up front.
 pub(crate) fn quantile_sorted(s: &[f64], q: f64) -> f64 {
     let n = s.len();
-    if n == 1 {
-        return s[0];
+    match n {
+        0 => return f64::NAN,
+        1 => return s[0],
+        _ => {}
     }
     let h = (n - 1) as f64 * q;
     let lo = h.floor();
