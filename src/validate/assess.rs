@@ -33,6 +33,20 @@ impl Default for AssessOptions {
 /// Judge every guardrail of every slice, in slice and guardrail order, with the default
 /// options. Pure: the same inputs always give the same assessment (bootstraps are seeded
 /// from each slice's seed).
+///
+/// Per guardrail:
+/// - no evidence for the slice, or a recorded failure: `fail` (attributed to the failure's
+///   stage, execution when the slice is missing);
+/// - `at_most` / `at_least` on a sampled metric: the distribution-free order-statistic
+///   interval of its median (or p50/p95/p99 of `latency`) at the guardrail's confidence —
+///   pass when the whole interval satisfies the bound, fail when it wholly violates it,
+///   inconclusive otherwise or when there are too few samples for any interval; on a
+///   counter (`fallback_rate`, `metadata_overhead`): a direct comparison;
+/// - `regress_at_most`: see the ratio rule in `rules/regression.rs` (bootstrap interval of
+///   candidate/baseline against `1 ± margin`, Mann–Whitney p and Hodges–Lehmann shift
+///   reported); no baseline gives inconclusive;
+/// - `severity: warn` turns any non-pass verdict into `warn`, keeping the numbers;
+/// - a failed speed guardrail in a slice with dense fallbacks is attributed to lowering.
 pub fn assess(slices: &[Slice], evidence: &Evidence, baselines: &Baselines) -> Assessment {
     assess_with(slices, evidence, baselines, &AssessOptions::default())
 }
