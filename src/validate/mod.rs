@@ -1,9 +1,17 @@
 //! Stage 5, result assembly and validation: statistics against golden baselines and
 //! same-run comparators, guardrail verdicts, bottleneck class. It judges; it never renders.
 
+pub mod bottleneck;
 pub mod golden;
 pub mod stats;
 
+mod assess;
+mod describe;
+mod observe;
 mod outcome;
+mod rules;
+#[cfg(test)]
+mod tests;
 
+pub use assess::{AssessOptions, assess, assess_with};
 pub use outcome::{Assessment, GuardrailOutcome};

@@ -1,0 +1,507 @@
+//! Unit tests of the assessment on synthetic evidence: one per rule and verdict path.
+
+mod calibration;
+
+use super::golden::{BASELINE_SCHEMA_VERSION, Baseline, Baselines};
+use super::{AssessOptions, Assessment, assess, assess_with};
+use crate::execute::{EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, SliceEvidence, SliceFailure};
+use crate::ingress::pack::SamplePolicy;
+use crate::ingress::{
+    Backend, Environment, GemmOp, GuardrailSpec, Precision, Rule, Severity, Slice, Sparsity,
+};
+use crate::lower::{KernelPath, OpPlan, Plan};
+use crate::metric::Metric;
+use crate::stage::Stage;
+use crate::verdict::{Bottleneck, Verdict};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+
+pub(super) fn env() -> Environment {
+    Environment {
+        tool_version: "0".into(),
+        rustc: "rustc".into(),
+        kernel_libs: BTreeMap::new(),
+        cpu_model: "cpu".into(),
+        cpu_features: vec![],
+        logical_cpus: 1,
+        threads: 1,
+        os: "linux-x86_64".into(),
+        os_release: "6".into(),
+        git: None,
+    }
+}
+
+pub(super) fn op(m: usize, n: usize, k: usize) -> GemmOp {
+    GemmOp {
+        name: format!("g{m}x{n}x{k}"),
+        m,
+        n,
+        k,
+    }
+}
+
+pub(super) fn guard(metric: Metric, rule: Rule, severity: Severity) -> GuardrailSpec {
+    GuardrailSpec {
+        metric,
+        rule,
+        confidence: 0.95,
+        severity,
+        location: None,
+    }
+}
+
+pub(super) fn slice(id: &str, guardrails: Vec<GuardrailSpec>) -> Slice {
+    Slice {
+        pack: "p".into(),
+        id: id.into(),
+        ops: vec![op(512, 512, 512)],
+        sparsity: Sparsity::NOfM { n: 2, m: 4 },
+        precision: Precision::Fp32,
+        backend: Backend::Cpu,
+        guardrails,
+        samples: SamplePolicy::default(),
+        seed: 42,
+        threads: 1,
+    }
+}
+
+pub(super) fn plan(ops: Vec<GemmOp>, path: KernelPath) -> Plan {
+    Plan {
+        ops: ops
+            .into_iter()
+            .map(|op| OpPlan {
+                op,
+                path,
+                reason: "test".into(),
+            })
+            .collect(),
+    }
+}
+
+/// `n` lognormal values with median `median` and log-sd `sigma`, seeded.
+pub(super) fn lognormal(n: usize, median: f64, sigma: f64, seed: u64) -> Vec<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| {
+            let (u1, u2): (f64, f64) = (rng.random::<f64>().max(f64::MIN_POSITIVE), rng.random());
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            median * (sigma * z).exp()
+        })
+        .collect()
+}
+
+pub(super) fn slice_ev(
+    id: &str,
+    metrics: Vec<(&str, Vec<f64>)>,
+    counters: Vec<(&str, f64)>,
+    plan: Plan,
+) -> SliceEvidence {
+    SliceEvidence {
+        pack: "p".into(),
+        slice: id.into(),
+        sparsity: "2:4".into(),
+        precision: Precision::Fp32,
+        plan,
+        metrics: metrics
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), MetricSamples::single_run("u", v)))
+            .collect(),
+        comparator: None,
+        counters: counters.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        warmup_iterations: 3,
+        wall_time_s: 1.0,
+        failure: None,
+    }
+}
+
+pub(super) fn evidence(slices: Vec<SliceEvidence>) -> Evidence {
+    Evidence {
+        schema_version: EVIDENCE_SCHEMA_VERSION,
+        environment: env(),
+        packs: vec![],
+        slices,
+    }
+}
+
+pub(super) fn baseline(id: &str, metrics: Vec<(&str, Vec<f64>)>) -> Baselines {
+    let b = Baseline {
+        schema_version: BASELINE_SCHEMA_VERSION,
+        pack: "p".into(),
+        slice: id.into(),
+        pack_digest: "sha256:0".into(),
+        blessed_at: "2026-01-01T00:00:00Z".into(),
+        blessed_by: "test".into(),
+        environment: env(),
+        metrics: metrics
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), MetricSamples::single_run("s", v)))
+            .collect(),
+        counters: BTreeMap::new(),
+        digest: "sha256:0".into(),
+    };
+    BTreeMap::from([(("p".to_owned(), id.to_owned()), b)])
+}
+
+pub(super) fn sparse_plan() -> Plan {
+    plan(vec![op(512, 512, 512)], KernelPath::Sparse)
+}
+
+/// One slice, one guardrail, evidence with `metrics`: the single outcome.
+fn one(
+    g: GuardrailSpec,
+    metrics: Vec<(&str, Vec<f64>)>,
+    plan: Plan,
+    baselines: &Baselines,
+) -> super::GuardrailOutcome {
+    let a: Assessment = assess_with(
+        &[slice("s", vec![g])],
+        &evidence(vec![slice_ev("s", metrics, vec![], plan)]),
+        baselines,
+        &AssessOptions { resamples: 500 },
+    );
+    assert_eq!(a.outcomes.len(), 1);
+    a.outcomes.into_iter().next().unwrap()
+}
+
+#[test]
+fn speedup_clearly_above_bound_passes() {
+    let g = guard(
+        Metric::EffectiveSpeedup,
+        Rule::AtLeast { bound: 1.2 },
+        Severity::Block,
+    );
+    let o = one(
+        g,
+        vec![("effective_speedup", lognormal(30, 1.5, 0.02, 1))],
+        sparse_plan(),
+        &Baselines::new(),
+    );
+    assert_eq!(o.verdict, Verdict::Pass, "{}", o.detail);
+    assert_eq!(o.stage, Stage::Validation);
+    assert_eq!(o.samples, 30);
+    assert!(o.ci_low.unwrap() >= 1.2 && o.ci_low <= o.value && o.value <= o.ci_high);
+    assert!(
+        o.detail.starts_with("median 1.") && o.detail.ends_with("≥ 1.2x: pass"),
+        "{}",
+        o.detail
+    );
+    assert_eq!(o.bottleneck, Some(Bottleneck::Compute));
+}
+
+#[test]
+fn speedup_clearly_below_bound_fails() {
+    let g = guard(
+        Metric::EffectiveSpeedup,
+        Rule::AtLeast { bound: 1.2 },
+        Severity::Block,
+    );
+    let o = one(
+        g,
+        vec![("effective_speedup", lognormal(30, 1.0, 0.02, 2))],
+        sparse_plan(),
+        &Baselines::new(),
+    );
+    assert_eq!(o.verdict, Verdict::Fail, "{}", o.detail);
+    assert!(o.detail.contains("< 1.2x: fail"), "{}", o.detail);
+    assert_eq!(o.stage, Stage::Validation);
+}
+
+#[test]
+fn interval_straddling_the_bound_is_inconclusive() {
+    let g = guard(
+        Metric::EffectiveSpeedup,
+        Rule::AtLeast { bound: 1.2 },
+        Severity::Block,
+    );
+    let o = one(
+        g,
+        vec![("effective_speedup", lognormal(30, 1.2, 0.1, 3))],
+        sparse_plan(),
+        &Baselines::new(),
+    );
+    assert_eq!(o.verdict, Verdict::Inconclusive, "{}", o.detail);
+    assert!(o.detail.contains("straddles"), "{}", o.detail);
+}
+
+#[test]
+fn too_few_samples_are_inconclusive_not_a_guess() {
+    let g = guard(Metric::Latency, Rule::AtMost { bound: 1.0 }, Severity::Block);
+    let o = one(
+        g,
+        vec![("latency", vec![0.1, 0.1, 0.1, 0.1])],
+        sparse_plan(),
+        &Baselines::new(),
+    );
+    assert_eq!(o.verdict, Verdict::Inconclusive, "{}", o.detail);
+    assert_eq!(o.value, Some(0.1));
+    // A p99 needs far more than 30 samples.
+    let g = guard(Metric::LatencyP99, Rule::AtMost { bound: 1.0 }, Severity::Block);
+    let o = one(
+        g,
+        vec![("latency", lognormal(30, 0.1, 0.05, 4))],
+        sparse_plan(),
+        &Baselines::new(),
+    );
+    assert_eq!(o.verdict, Verdict::Inconclusive, "{}", o.detail);
+    assert!(o.detail.contains("p99"), "{}", o.detail);
+}
+
+#[test]
+fn tail_latency_uses_the_quantile_of_latency_samples() {
+    let g = guard(Metric::LatencyP95, Rule::AtMost { bound: 0.2 }, Severity::Block);
+    let o = one(
+        g,
+        vec![("latency", lognormal(200, 0.1, 0.05, 5))],
+        sparse_plan(),
+        &Baselines::new(),
+    );
+    assert_eq!(o.verdict, Verdict::Pass, "{}", o.detail);
+    assert!(
+        o.value.unwrap() > 0.1 && o.detail.starts_with("p95"),
+        "{}",
+        o.detail
+    );
+}
+
+#[test]
+fn warn_severity_turns_a_failure_into_a_warning_and_keeps_the_numbers() {
+    let g = guard(
+        Metric::EffectiveSpeedup,
+        Rule::AtLeast { bound: 1.2 },
+        Severity::Warn,
+    );
+    let o = one(
+        g,
+        vec![("effective_speedup", lognormal(30, 1.0, 0.02, 2))],
+        sparse_plan(),
+        &Baselines::new(),
+    );
+    assert_eq!(o.verdict, Verdict::Warn);
+    assert!(o.value.is_some() && o.ci_low.is_some());
+    assert!(o.detail.contains("fail"), "{}", o.detail);
+}
+
+#[test]
+fn missing_or_failed_evidence_fails_in_execution() {
+    let g = guard(Metric::Latency, Rule::AtMost { bound: 1.0 }, Severity::Block);
+    let w = guard(Metric::Latency, Rule::AtMost { bound: 1.0 }, Severity::Warn);
+    let a = assess(
+        &[slice("gone", vec![g.clone(), w])],
+        &evidence(vec![]),
+        &Baselines::new(),
+    );
+    assert_eq!(a.outcomes[0].verdict, Verdict::Fail);
+    assert_eq!(a.outcomes[0].stage, Stage::Execution);
+    assert!(a.outcomes[0].detail.contains("no evidence"));
+    assert_eq!(a.outcomes[1].verdict, Verdict::Warn);
+
+    let mut ev = slice_ev("s", vec![], vec![], sparse_plan());
+    ev.failure = Some(SliceFailure {
+        stage: Stage::Execution,
+        message: "kernel panicked".into(),
+    });
+    let a = assess(&[slice("s", vec![g])], &evidence(vec![ev]), &Baselines::new());
+    assert_eq!(a.outcomes[0].verdict, Verdict::Fail);
+    assert_eq!(a.outcomes[0].stage, Stage::Execution);
+    assert!(a.outcomes[0].detail.contains("kernel panicked"));
+}
+
+#[test]
+fn missing_metric_is_inconclusive() {
+    let g = guard(
+        Metric::ThroughputGflops,
+        Rule::AtLeast { bound: 1.0 },
+        Severity::Block,
+    );
+    let o = one(
+        g,
+        vec![("latency", vec![1.0; 10])],
+        sparse_plan(),
+        &Baselines::new(),
+    );
+    assert_eq!(o.verdict, Verdict::Inconclusive, "{}", o.detail);
+    let g = guard(Metric::Latency, Rule::AtMost { bound: 1.0 }, Severity::Block);
+    let o = one(
+        g,
+        vec![("latency", vec![1.0, f64::NAN, 1.0, 1.0, 1.0, 1.0])],
+        sparse_plan(),
+        &Baselines::new(),
+    );
+    assert_eq!(o.verdict, Verdict::Inconclusive, "{}", o.detail);
+}
+
+#[test]
+fn speed_lost_to_fallbacks_is_attributed_to_lowering() {
+    let g = guard(
+        Metric::EffectiveSpeedup,
+        Rule::AtLeast { bound: 1.2 },
+        Severity::Block,
+    );
+    let fallback = plan(
+        vec![op(512, 512, 512), op(512, 512, 510)],
+        KernelPath::DenseFallback,
+    );
+    let o = one(
+        g,
+        vec![("effective_speedup", lognormal(30, 1.0, 0.02, 6))],
+        fallback,
+        &Baselines::new(),
+    );
+    assert_eq!(o.verdict, Verdict::Fail);
+    assert_eq!(o.stage, Stage::Lowering);
+    assert_eq!(o.bottleneck, Some(Bottleneck::Fallback));
+}
+
+#[test]
+fn counters_are_points() {
+    let slices = [slice(
+        "s",
+        vec![
+            guard(Metric::FallbackRate, Rule::AtMost { bound: 0.0 }, Severity::Block),
+            guard(
+                Metric::MetadataOverhead,
+                Rule::AtMost { bound: 0.1 },
+                Severity::Block,
+            ),
+        ],
+    )];
+    let ev = slice_ev("s", vec![], vec![("metadata_overhead", 0.3)], sparse_plan());
+    let a = assess(&slices, &evidence(vec![ev]), &Baselines::new());
+    assert_eq!(a.outcomes[0].verdict, Verdict::Pass, "{}", a.outcomes[0].detail);
+    assert_eq!(
+        (a.outcomes[0].ci_low, a.outcomes[0].ci_high),
+        (Some(0.0), Some(0.0))
+    );
+    assert_eq!(a.outcomes[1].verdict, Verdict::Fail, "{}", a.outcomes[1].detail);
+    assert_eq!(a.outcomes[1].bottleneck, Some(Bottleneck::Metadata));
+}
+
+#[test]
+fn a_twenty_percent_slowdown_against_the_baseline_fails() {
+    let g = guard(
+        Metric::Latency,
+        Rule::RegressAtMost { margin: 0.05 },
+        Severity::Block,
+    );
+    let base = baseline("s", vec![("latency", lognormal(30, 1e-3, 0.05, 7))]);
+    let o = one(
+        g,
+        vec![("latency", lognormal(30, 1.2e-3, 0.05, 8))],
+        sparse_plan(),
+        &base,
+    );
+    assert_eq!(o.verdict, Verdict::Fail, "{}", o.detail);
+    assert!(o.ci_low.unwrap() > 1.05);
+    assert!(o.p_value.unwrap() < 1e-6, "{:?}", o.p_value);
+    assert!(o.baseline.unwrap() < o.value.unwrap());
+    assert!(
+        o.detail.contains("Hodges–Lehmann") && o.detail.contains("Mann–Whitney"),
+        "{}",
+        o.detail
+    );
+}
+
+#[test]
+fn an_identical_tight_distribution_passes() {
+    let g = guard(
+        Metric::Latency,
+        Rule::RegressAtMost { margin: 0.05 },
+        Severity::Block,
+    );
+    let base = baseline("s", vec![("latency", lognormal(30, 1e-3, 0.01, 9))]);
+    let o = one(
+        g,
+        vec![("latency", lognormal(30, 1e-3, 0.01, 10))],
+        sparse_plan(),
+        &base,
+    );
+    assert_eq!(o.verdict, Verdict::Pass, "{}", o.detail);
+    assert!(o.ci_high.unwrap() <= 1.05);
+}
+
+#[test]
+fn higher_is_better_metrics_regress_downwards() {
+    let g = guard(
+        Metric::ThroughputGflops,
+        Rule::RegressAtMost { margin: 0.05 },
+        Severity::Block,
+    );
+    let base = baseline("s", vec![("throughput_gflops", lognormal(30, 100.0, 0.02, 11))]);
+    let o = one(
+        g.clone(),
+        vec![("throughput_gflops", lognormal(30, 80.0, 0.02, 12))],
+        sparse_plan(),
+        &base,
+    );
+    assert_eq!(o.verdict, Verdict::Fail, "{}", o.detail);
+    // Faster than the baseline is never a regression.
+    let o = one(
+        g,
+        vec![("throughput_gflops", lognormal(30, 130.0, 0.02, 13))],
+        sparse_plan(),
+        &base,
+    );
+    assert_eq!(o.verdict, Verdict::Pass, "{}", o.detail);
+}
+
+#[test]
+fn missing_baseline_is_inconclusive() {
+    let g = guard(
+        Metric::Latency,
+        Rule::RegressAtMost { margin: 0.05 },
+        Severity::Block,
+    );
+    let o = one(
+        g,
+        vec![("latency", lognormal(30, 1e-3, 0.01, 14))],
+        sparse_plan(),
+        &Baselines::new(),
+    );
+    assert_eq!(o.verdict, Verdict::Inconclusive);
+    assert!(o.detail.contains("no baseline"));
+}
+
+#[test]
+fn the_assessment_is_deterministic() {
+    let g = guard(
+        Metric::Latency,
+        Rule::RegressAtMost { margin: 0.05 },
+        Severity::Block,
+    );
+    let base = baseline("s", vec![("latency", lognormal(30, 1e-3, 0.07, 15))]);
+    let a = one(
+        g.clone(),
+        vec![("latency", lognormal(30, 1.05e-3, 0.07, 16))],
+        sparse_plan(),
+        &base,
+    );
+    let b = one(
+        g,
+        vec![("latency", lognormal(30, 1.05e-3, 0.07, 16))],
+        sparse_plan(),
+        &base,
+    );
+    assert_eq!(a, b);
+}
+
+#[test]
+fn bottleneck_follows_arithmetic_intensity() {
+    use super::bottleneck::classify;
+    let big = slice_ev(
+        "s",
+        vec![],
+        vec![],
+        plan(vec![op(1024, 1024, 1024)], KernelPath::Sparse),
+    );
+    assert_eq!(classify(&big), Some(Bottleneck::Compute));
+    let gemv = slice_ev(
+        "s",
+        vec![],
+        vec![],
+        plan(vec![op(1, 4096, 4096)], KernelPath::Sparse),
+    );
+    assert_eq!(classify(&gemv), Some(Bottleneck::MemoryBandwidth));
+    let empty = slice_ev("s", vec![], vec![], plan(vec![], KernelPath::Sparse));
+    assert_eq!(classify(&empty), None);
+}
