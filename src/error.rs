@@ -56,7 +56,10 @@ pub enum Error {
 
     /// A slice's golden baseline does not exist.
     #[error("no golden baseline for slice `{slice}` of pack `{pack}` (expected {})", path.display())]
-    #[diagnostic(code(sparsegate::missing_baseline), help("record one with `sparsegate bless {pack_path}`, review it, and commit it"))]
+    #[diagnostic(
+        code(sparsegate::missing_baseline),
+        help("record one with `sparsegate bless {pack_path}`, review it, and commit it")
+    )]
     MissingBaseline {
         /// The pack name.
         pack: String,
@@ -70,7 +73,10 @@ pub enum Error {
 
     /// A baseline's content does not match its recorded digest, or its format is unknown.
     #[error("golden baseline {} is not trustworthy: {reason}", path.display())]
-    #[diagnostic(code(sparsegate::corrupt_baseline), help("baselines are written only by `sparsegate bless`; restore it from git or bless again"))]
+    #[diagnostic(
+        code(sparsegate::corrupt_baseline),
+        help("baselines are written only by `sparsegate bless`; restore it from git or bless again")
+    )]
     CorruptBaseline {
         /// The baseline file.
         path: PathBuf,
@@ -80,7 +86,12 @@ pub enum Error {
 
     /// The environment differs from a baseline's in locked fields.
     #[error("environment does not match the golden baseline {}:\n{}", baseline.display(), describe_drift(fields))]
-    #[diagnostic(code(sparsegate::env_drift), help("timings are only comparable under the same lock: bless a baseline on this machine, or pass --allow-env-drift to compare anyway (the memo will say so)"))]
+    #[diagnostic(
+        code(sparsegate::env_drift),
+        help(
+            "timings are only comparable under the same lock: bless a baseline on this machine, or pass --allow-env-drift to compare anyway (the memo will say so)"
+        )
+    )]
     EnvironmentDrift {
         /// The baseline file.
         baseline: PathBuf,
@@ -89,8 +100,13 @@ pub enum Error {
     },
 
     /// The pack requires a clean git work tree and it is not.
-    #[error("pack `{pack}` requires a clean git work tree (lock.require_clean_git), but it has uncommitted changes")]
-    #[diagnostic(code(sparsegate::dirty_tree), help("commit or stash your changes, or set lock.require_clean_git: false"))]
+    #[error(
+        "pack `{pack}` requires a clean git work tree (lock.require_clean_git), but it has uncommitted changes"
+    )]
+    #[diagnostic(
+        code(sparsegate::dirty_tree),
+        help("commit or stash your changes, or set lock.require_clean_git: false")
+    )]
     DirtyWorkTree {
         /// The pack name.
         pack: String,

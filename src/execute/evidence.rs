@@ -77,7 +77,11 @@ impl MetricSamples {
     /// Samples all taken in run 0.
     pub fn single_run(unit: &str, samples: Vec<f64>) -> Self {
         let runs = vec![0; samples.len()];
-        MetricSamples { unit: unit.to_owned(), samples, runs }
+        MetricSamples {
+            unit: unit.to_owned(),
+            samples,
+            runs,
+        }
     }
 }
 

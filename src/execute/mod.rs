@@ -4,4 +4,6 @@
 mod evidence;
 pub mod kernels;
 
-pub use evidence::{Evidence, MetricSamples, PackRecord, SliceEvidence, SliceFailure, EVIDENCE_SCHEMA_VERSION};
+pub use evidence::{
+    EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, PackRecord, SliceEvidence, SliceFailure,
+};

@@ -83,7 +83,11 @@ impl Diagnostic for PackError {
     }
 
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
-        if self.source_text.is_empty() { None } else { Some(&self.source_text) }
+        if self.source_text.is_empty() {
+            None
+        } else {
+            Some(&self.source_text)
+        }
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {

@@ -78,7 +78,11 @@ impl Environment {
             ("tool_version", self.tool_version.clone()),
             (
                 "kernel_libs",
-                self.kernel_libs.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "),
+                self.kernel_libs
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
             ),
             ("cpu_model", self.cpu_model.clone()),
             ("cpu_features", self.cpu_features.join(",")),
@@ -96,7 +100,11 @@ impl Environment {
             .into_iter()
             .filter_map(|(field, before)| {
                 let current = now.get(field).cloned().unwrap_or_default();
-                (current != before).then(|| FieldDiff { field: field.to_owned(), baseline: before, current })
+                (current != before).then(|| FieldDiff {
+                    field: field.to_owned(),
+                    baseline: before,
+                    current,
+                })
             })
             .collect()
     }
@@ -132,7 +140,17 @@ fn cpu_features() -> Vec<String> {
                 if std::is_x86_feature_detected!($f) { found.push($f.to_owned()); }
             )*};
         }
-        probe!("sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vnni", "avx512bf16");
+        probe!(
+            "sse4.2",
+            "avx",
+            "avx2",
+            "fma",
+            "f16c",
+            "avx512f",
+            "avx512bw",
+            "avx512vnni",
+            "avx512bf16"
+        );
     }
     #[cfg(target_arch = "aarch64")]
     {
@@ -153,11 +171,23 @@ fn git_info(dir: &Path) -> Option<GitInfo> {
         .as_ref()
         .and_then(|h| h.peel_to_commit().ok())
         .map_or_else(|| "unborn".to_owned(), |c| c.id().to_string());
-    let branch = head.as_ref().filter(|h| h.is_branch()).and_then(|h| h.shorthand().ok().map(str::to_owned));
+    let branch = head
+        .as_ref()
+        .filter(|h| h.is_branch())
+        .and_then(|h| h.shorthand().ok().map(str::to_owned));
     let mut opts = git2::StatusOptions::new();
-    opts.include_untracked(true).include_ignored(false).exclude_submodules(true);
-    let dirty = repo.statuses(Some(&mut opts)).map(|s| !s.is_empty()).unwrap_or(true);
-    Some(GitInfo { commit, branch, dirty })
+    opts.include_untracked(true)
+        .include_ignored(false)
+        .exclude_submodules(true);
+    let dirty = repo
+        .statuses(Some(&mut opts))
+        .map(|s| !s.is_empty())
+        .unwrap_or(true);
+    Some(GitInfo {
+        commit,
+        branch,
+        dirty,
+    })
 }
 
 #[cfg(test)]
@@ -182,7 +212,11 @@ mod tests {
         assert!(a.lock_diff(&b).is_empty());
         b.cpu_model = "Other CPU".into();
         b.threads = 7;
-        b.git = Some(GitInfo { commit: "abc".into(), branch: None, dirty: true });
+        b.git = Some(GitInfo {
+            commit: "abc".into(),
+            branch: None,
+            dirty: true,
+        });
         let diff = a.lock_diff(&b);
         let fields: Vec<_> = diff.iter().map(|d| d.field.as_str()).collect();
         assert_eq!(fields, ["cpu_model", "threads"]);

@@ -97,7 +97,10 @@ pub struct LockPolicy {
 
 impl Default for LockPolicy {
     fn default() -> Self {
-        Self { require_clean_git: false, threads: None }
+        Self {
+            require_clean_git: false,
+            threads: None,
+        }
     }
 }
 
@@ -284,7 +287,9 @@ fn default_confidence() -> f64 {
 }
 
 /// Whether a failing guardrail blocks the release.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// A failure fails the gate (exit 1).

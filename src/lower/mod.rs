@@ -42,7 +42,11 @@ impl Plan {
         if self.ops.is_empty() {
             return 0.0;
         }
-        let fallbacks = self.ops.iter().filter(|o| o.path == KernelPath::DenseFallback).count();
+        let fallbacks = self
+            .ops
+            .iter()
+            .filter(|o| o.path == KernelPath::DenseFallback)
+            .count();
         fallbacks as f64 / self.ops.len() as f64
     }
 }
@@ -55,7 +59,11 @@ pub fn lower(slice: &Slice) -> Plan {
             .iter()
             .map(|op| {
                 let (path, reason) = select(slice.backend, slice.precision, slice.sparsity, op);
-                OpPlan { op: op.clone(), path, reason }
+                OpPlan {
+                    op: op.clone(),
+                    path,
+                    reason,
+                }
             })
             .collect(),
     }
@@ -67,19 +75,27 @@ fn select(backend: Backend, precision: Precision, sparsity: Sparsity, op: &GemmO
         Sparsity::Dense => (KernelPath::Dense, "dense slice: dense f32 GEMM".into()),
         _ if precision != Precision::Fp32 => (
             KernelPath::DenseFallback,
-            format!("no {} sparse CPU kernel; sparse kernels support fp32", precision.as_str()),
+            format!(
+                "no {} sparse CPU kernel; sparse kernels support fp32",
+                precision.as_str()
+            ),
         ),
         Sparsity::NOfM { n, m } if op.k % m as usize != 0 => (
             KernelPath::DenseFallback,
             format!("K = {} is not a multiple of the {n}:{m} group size {m}", op.k),
         ),
-        Sparsity::NOfM { n, m } => {
-            (KernelPath::Sparse, format!("{n}:{m} structured kernel (compressed values, packed indices)"))
-        }
-        Sparsity::Unstructured { .. } => {
-            (KernelPath::DenseFallback, "no unstructured (CSR) CPU kernel in this build".into())
-        }
-        Sparsity::Block { .. } => (KernelPath::DenseFallback, "no block-sparse (BSR) CPU kernel in this build".into()),
+        Sparsity::NOfM { n, m } => (
+            KernelPath::Sparse,
+            format!("{n}:{m} structured kernel (compressed values, packed indices)"),
+        ),
+        Sparsity::Unstructured { .. } => (
+            KernelPath::DenseFallback,
+            "no unstructured (CSR) CPU kernel in this build".into(),
+        ),
+        Sparsity::Block { .. } => (
+            KernelPath::DenseFallback,
+            "no block-sparse (BSR) CPU kernel in this build".into(),
+        ),
     }
 }
 
@@ -92,7 +108,15 @@ mod tests {
         Slice {
             pack: "p".into(),
             id: "s".into(),
-            ops: ks.iter().map(|&k| GemmOp { name: format!("k{k}"), m: 8, n: 8, k }).collect(),
+            ops: ks
+                .iter()
+                .map(|&k| GemmOp {
+                    name: format!("k{k}"),
+                    m: 8,
+                    n: 8,
+                    k,
+                })
+                .collect(),
             sparsity,
             precision,
             backend: Backend::Cpu,
@@ -108,7 +132,11 @@ mod tests {
         let plan = lower(&slice(Sparsity::NOfM { n: 2, m: 4 }, Precision::Fp32, &[16, 18]));
         assert_eq!(plan.ops[0].path, KernelPath::Sparse);
         assert_eq!(plan.ops[1].path, KernelPath::DenseFallback);
-        assert!(plan.ops[1].reason.contains("not a multiple"), "{}", plan.ops[1].reason);
+        assert!(
+            plan.ops[1].reason.contains("not a multiple"),
+            "{}",
+            plan.ops[1].reason
+        );
         assert_eq!(plan.fallback_rate(), 0.5);
     }
 

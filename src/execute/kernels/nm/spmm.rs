@@ -1,0 +1,86 @@
+//! The N:M sparse × dense product, driven by a [`CpuSchedule`].
+//!
+//! Loop nest, outermost first: tasks of `rows_per_task` output rows (in parallel) → token
+//! strips of `strip_width` → K blocks of whole groups → rows of the task → the microkernel.
+//! The activation tile `x[K block, strip]` is reused from L1 by every row of the task; each
+//! row's indices are decoded once per K block and strip into activation offsets.
+
+use super::NmMatrix;
+use super::microkernel::{Isa, Offsets, row_strip};
+use crate::execute::kernels::error::{KernelError, check_len};
+use crate::ingress::GemmOp;
+use crate::schedule::{CpuSchedule, schedule_cpu};
+use rayon::prelude::*;
+
+impl NmMatrix {
+    /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`] for `threads` workers of
+    /// the current rayon pool.
+    pub fn spmm(&self, threads: usize, x: &[f32], y: &mut [f32], cols: usize) -> Result<(), KernelError> {
+        let op = GemmOp {
+            name: String::new(),
+            m: cols,
+            n: self.rows,
+            k: self.k,
+        };
+        self.spmm_scheduled(&schedule_cpu(&op, threads), x, y, cols)
+    }
+
+    /// `y = W · x` with an explicit schedule, so the execution stage can schedule once per op
+    /// and callers can study blockings.
+    pub fn spmm_scheduled(
+        &self,
+        schedule: &CpuSchedule,
+        x: &[f32],
+        y: &mut [f32],
+        cols: usize,
+    ) -> Result<(), KernelError> {
+        check_len("x", x.len(), self.k, cols)?;
+        check_len("y", y.len(), self.rows, cols)?;
+        if self.rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        if self.k == 0 {
+            y.fill(0.0);
+            return Ok(());
+        }
+        let isa = Isa::detect();
+        let chunk = schedule.rows_per_task.max(1) * cols;
+        let task = |(t, y_rows): (usize, &mut [f32])| {
+            self.rows_task(isa, schedule, t * schedule.rows_per_task.max(1), x, y_rows, cols)
+        };
+        if schedule.threads <= 1 {
+            y.chunks_mut(chunk).enumerate().for_each(task);
+        } else {
+            y.par_chunks_mut(chunk).enumerate().for_each(task);
+        }
+        Ok(())
+    }
+
+    /// One task: output rows `row0 ..` (as many as `y` holds).
+    fn rows_task(&self, isa: Isa, s: &CpuSchedule, row0: usize, x: &[f32], y: &mut [f32], cols: usize) {
+        let (n, m) = (self.n, self.m);
+        let kept = self.kept_per_row();
+        let strip = s.strip_width.max(1);
+        let k_block = (s.k_block / m).max(1) * m;
+        let mut offsets = Offsets::with_capacity(k_block / m * n);
+        for c0 in (0..cols).step_by(strip) {
+            let width = strip.min(cols - c0);
+            for kb0 in (0..self.k).step_by(k_block) {
+                let (g0, g1) = (kb0 / m, (kb0 + k_block).min(self.k) / m);
+                for (r, y_row) in y.chunks_exact_mut(cols).enumerate() {
+                    let row = row0 + r;
+                    let idx = &self.indices[row * self.row_bytes..][..self.row_bytes];
+                    offsets.clear();
+                    for g in g0..g1 {
+                        for e in g * n..(g + 1) * n {
+                            let col = g * m + super::indices::get(idx, e, self.bits);
+                            offsets.push(col * cols);
+                        }
+                    }
+                    let values = &self.values[row * kept + g0 * n..row * kept + g1 * n];
+                    row_strip(isa, values, &offsets, x, c0, &mut y_row[c0..c0 + width], kb0 > 0);
+                }
+            }
+        }
+    }
+}
