@@ -5,10 +5,18 @@
 //! broadcast, a contiguous load and an FMA per 8 tokens, no gathers. The strip is held in
 //! registers for the whole K block (up to 8 ymm accumulators = 64 tokens), so the output is
 //! loaded and stored once per block, and 8 independent FMA chains cover the FMA latency.
+//!
+//! Where AVX-512 is present the same loop runs on zmm registers (up to 128 tokens per block):
+//! on cores with full-width 512-bit FMA units (Zen 5, Intel server parts) that doubles the
+//! FMA rate, and the dense comparator (`gemm`) uses it too, so the sparse kernel must as well
+//! for the comparison to be fair.
 
 /// Which instruction set the microkernel runs with; detected once per call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Isa {
+    /// AVX-512F, 512-bit registers (tails of fewer than 16 tokens use AVX2).
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
     /// AVX2 + FMA, 256-bit registers.
     #[cfg(target_arch = "x86_64")]
     Avx2Fma,
@@ -18,6 +26,13 @@ pub(crate) enum Isa {
 
 impl Isa {
     pub(crate) fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Isa::Avx512;
+        }
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
             return Isa::Avx2Fma;
@@ -76,6 +91,10 @@ pub(crate) fn row_strip(
     let offsets = offsets.offsets.as_slice();
     match isa {
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx512` is only constructed after runtime detection of AVX-512F, AVX2
+        // and FMA; the bounds of every load were checked above.
+        Isa::Avx512 => unsafe { avx512::row_strip(values, offsets, x, c0, y, accumulate) },
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2Fma` is only constructed after runtime detection of AVX2 and FMA;
         // the bounds of every load were checked above.
         Isa::Avx2Fma => unsafe { avx2::row_strip(values, offsets, x, c0, y, accumulate) },
@@ -111,7 +130,7 @@ mod avx2 {
     /// # Safety
     /// The CPU must support AVX2 and FMA, and `offsets[j] + c0 + y.len() <= x.len()` for all j.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn row_strip(
+    pub(crate) unsafe fn row_strip(
         values: &[f32],
         offsets: &[usize],
         x: &[f32],
@@ -178,6 +197,86 @@ mod avx2 {
         for (v, a) in acc.iter().enumerate() {
             // SAFETY: `y[8v..8v+8]` is inside the caller's strip.
             unsafe { _mm256_storeu_ps(y.add(8 * v), *a) };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// # Safety
+    /// The CPU must support AVX-512F, AVX2 and FMA, and `offsets[j] + c0 + y.len() <= x.len()`
+    /// for all j.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn row_strip(
+        values: &[f32],
+        offsets: &[usize],
+        x: &[f32],
+        c0: usize,
+        y: &mut [f32],
+        accumulate: bool,
+    ) {
+        let mut col = 0;
+        let width = y.len();
+        // SAFETY (all blocks below): each block reads `x[off + c0 + col ..][..16·V]` with
+        // `col + 16·V <= width`, inside `x` by the caller's bound, and writes `y[col..][..16·V]`.
+        while width - col >= 128 {
+            unsafe { block::<8>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
+            col += 128;
+        }
+        if width - col >= 64 {
+            unsafe { block::<4>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
+            col += 64;
+        }
+        if width - col >= 32 {
+            unsafe { block::<2>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
+            col += 32;
+        }
+        if width - col >= 16 {
+            unsafe { block::<1>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
+            col += 16;
+        }
+        if col < width {
+            // SAFETY: AVX2 and FMA were detected with AVX-512F; the tail is inside the bound.
+            unsafe { super::avx2::row_strip(values, offsets, x, c0 + col, &mut y[col..], accumulate) };
+        }
+    }
+
+    /// `V` zmm accumulators (16·V tokens) held in registers over all kept weights.
+    ///
+    /// # Safety
+    /// AVX-512F; `x[off + c0 ..][..16·V]` in bounds for every offset; `y[..16·V]` writable.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn block<const V: usize>(
+        values: &[f32],
+        offsets: &[usize],
+        x: &[f32],
+        c0: usize,
+        y: *mut f32,
+        accumulate: bool,
+    ) {
+        let mut acc = [_mm512_setzero_ps(); V];
+        if accumulate {
+            for (v, a) in acc.iter_mut().enumerate() {
+                // SAFETY: `y[16v..16v+16]` is inside the caller's 16·V-wide strip.
+                *a = unsafe { _mm512_loadu_ps(y.add(16 * v)) };
+            }
+        }
+        let xb = x.as_ptr();
+        for (&w, &off) in values.iter().zip(offsets) {
+            let wb = _mm512_set1_ps(w);
+            // SAFETY: `off + c0 + 16·V <= x.len()` by the caller's bound.
+            let xp = unsafe { xb.add(off + c0) };
+            for (v, a) in acc.iter_mut().enumerate() {
+                // SAFETY: as above, `v < V`.
+                *a = _mm512_fmadd_ps(wb, unsafe { _mm512_loadu_ps(xp.add(16 * v)) }, *a);
+            }
+        }
+        for (v, a) in acc.iter().enumerate() {
+            // SAFETY: `y[16v..16v+16]` is inside the caller's strip.
+            unsafe { _mm512_storeu_ps(y.add(16 * v), *a) };
         }
     }
 }
