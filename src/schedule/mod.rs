@@ -92,7 +92,7 @@ mod tests {
     fn activation_tile_fits_the_l1_budget() {
         for m in [1, 7, 64, 128, 3136] {
             let s = schedule_cpu(&op(m, 768, 768), 2);
-            assert!(s.strip_width % 8 == 0 && s.strip_width <= MAX_STRIP);
+            assert!(s.strip_width.is_multiple_of(8) && s.strip_width <= MAX_STRIP);
             assert!(s.k_block * s.strip_width * 4 <= L1_TILE_BUDGET, "{s:?}");
         }
     }

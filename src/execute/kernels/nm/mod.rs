@@ -39,7 +39,7 @@ impl NmMatrix {
         if n == 0 || n >= m || m > 256 {
             return Err(KernelError::Pattern { n, m });
         }
-        if k % m != 0 {
+        if !k.is_multiple_of(m) {
             return Err(KernelError::GroupSize { k, m });
         }
         check_len("w", w.len(), rows, k)?;
