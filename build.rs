@@ -21,10 +21,10 @@ fn main() {
     for line in lock.lines() {
         if let Some(v) = line.strip_prefix("name = ") {
             name = Some(v.trim_matches('"').to_owned());
-        } else if let (Some(v), Some(n)) = (line.strip_prefix("version = "), name.take()) {
-            if wanted.contains(&n.as_str()) {
-                libs.push(format!("{n}={}", v.trim_matches('"')));
-            }
+        } else if let (Some(v), Some(n)) = (line.strip_prefix("version = "), name.take())
+            && wanted.contains(&n.as_str())
+        {
+            libs.push(format!("{n}={}", v.trim_matches('"')));
         }
     }
     println!("cargo:rustc-env=SPARSEGATE_KERNEL_LIBS={}", libs.join(","));

@@ -95,6 +95,7 @@ pub struct LockPolicy {
     pub threads: Option<u32>,
 }
 
+#[allow(clippy::derivable_impls)]
 impl Default for LockPolicy {
     fn default() -> Self {
         Self {

@@ -80,7 +80,7 @@ fn select(backend: Backend, precision: Precision, sparsity: Sparsity, op: &GemmO
                 precision.as_str()
             ),
         ),
-        Sparsity::NOfM { n, m } if op.k % m as usize != 0 => (
+        Sparsity::NOfM { n, m } if !op.k.is_multiple_of(m as usize) => (
             KernelPath::DenseFallback,
             format!("K = {} is not a multiple of the {n}:{m} group size {m}", op.k),
         ),
