@@ -16,6 +16,12 @@ pub const L1_TILE_BUDGET: usize = 32 << 10;
 /// L2 bytes a task's weights may use, so they are re-read from L2 (not DRAM) for every strip.
 pub const L2_WEIGHT_BUDGET: usize = 512 << 10;
 
+/// L1 bytes the task's output tile may use: the rows of a task revisit their strip of `y`
+/// once per K block, so the tile should stay in L1 beside the activation tile. It also bounds
+/// the rows whose weights are streamed concurrently, which the hardware prefetchers follow
+/// only for a few dozen streams.
+pub const L1_OUTPUT_BUDGET: usize = 8 << 10;
+
 /// Widest token strip: 128 f32 is two 64-wide register blocks, enough to amortise decoding
 /// the sparse indices while still leaving a useful K block in L1.
 pub const MAX_STRIP: usize = 128;
@@ -39,7 +45,8 @@ pub struct CpuSchedule {
     pub k_block: usize,
     /// Output rows per parallel task.
     pub rows_per_task: usize,
-    /// Bytes one task keeps hot: the activation tile plus its rows' dense-equivalent weights.
+    /// Bytes one task keeps hot: the activation tile, its output tile and its rows'
+    /// dense-equivalent weights.
     pub working_set_bytes: usize,
 }
 
@@ -56,8 +63,10 @@ pub fn schedule_cpu(op: &GemmOp, threads: usize) -> CpuSchedule {
     };
     let balanced = rows.div_ceil(tasks);
     let fits_l2 = (L2_WEIGHT_BUDGET / (op.k.max(1) * 4)).max(1);
-    let rows_per_task = balanced.min(fits_l2).max(1);
-    let working_set_bytes = k_block.min(op.k.max(1)) * strip_width * 4 + rows_per_task * op.k * 4;
+    let fits_l1 = (L1_OUTPUT_BUDGET / (strip_width * 4)).max(1);
+    let rows_per_task = balanced.min(fits_l2).min(fits_l1).max(1);
+    let working_set_bytes =
+        (k_block.min(op.k.max(1)) * strip_width + rows_per_task * strip_width + rows_per_task * op.k) * 4;
     CpuSchedule {
         threads,
         strip_width,
@@ -112,11 +121,19 @@ mod tests {
 
     #[test]
     fn rows_split_into_several_tasks_per_thread() {
-        let s = schedule_cpu(&op(128, 768, 768), 2);
+        // Few tokens: the output tile is small, so load balance sets the task size.
+        let s = schedule_cpu(&op(8, 768, 768), 2);
         assert_eq!(s.rows_per_task, 96);
-        // One thread runs one task, but still in L2-sized row blocks.
-        let one = schedule_cpu(&op(128, 768, 768), 1);
+        // One thread runs one task's worth of rows, but still in L2-sized row blocks.
+        let one = schedule_cpu(&op(8, 768, 768), 1);
         assert_eq!(one.rows_per_task, L2_WEIGHT_BUDGET / (768 * 4));
+    }
+
+    #[test]
+    fn output_tile_fits_the_l1_budget() {
+        let s = schedule_cpu(&op(128, 3072, 768), 2);
+        assert_eq!(s.rows_per_task, 16);
+        assert!(s.rows_per_task * s.strip_width * 4 <= L1_OUTPUT_BUDGET);
     }
 
     #[test]

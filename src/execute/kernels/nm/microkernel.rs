@@ -6,10 +6,9 @@
 //! registers for the whole K block (up to 8 ymm accumulators = 64 tokens), so the output is
 //! loaded and stored once per block, and 8 independent FMA chains cover the FMA latency.
 //!
-//! Where AVX-512 is present the same loop runs on zmm registers (up to 128 tokens per block):
-//! on cores with full-width 512-bit FMA units (Zen 5, Intel server parts) that doubles the
-//! FMA rate, and the dense comparator (`gemm`) uses it too, so the sparse kernel must as well
-//! for the comparison to be fair.
+//! Where AVX-512 is present the same loop runs on zmm registers (up to 128 tokens per block),
+//! which halves the instructions per FLOP; on cores with full-width 512-bit FMA units it also
+//! doubles the FMA rate. 2:4 has its own loop that decodes indices inline (`two_of_four.rs`).
 
 /// Which instruction set the microkernel runs with; detected once per call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +102,14 @@ pub(crate) fn row_strip(
 }
 
 /// Portable path, blocked by 16 so the compiler keeps the accumulators in vector registers.
-fn portable(values: &[f32], offsets: &[usize], x: &[f32], c0: usize, y: &mut [f32], accumulate: bool) {
+pub(crate) fn portable(
+    values: &[f32],
+    offsets: &[usize],
+    x: &[f32],
+    c0: usize,
+    y: &mut [f32],
+    accumulate: bool,
+) {
     const B: usize = 16;
     let mut start = 0;
     for chunk in y.chunks_mut(B) {
@@ -124,7 +130,7 @@ fn portable(values: &[f32], offsets: &[usize], x: &[f32], c0: usize, y: &mut [f3
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use std::arch::x86_64::*;
 
     /// # Safety

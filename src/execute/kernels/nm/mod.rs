@@ -10,6 +10,7 @@ mod indices;
 mod microkernel;
 mod prune;
 mod spmm;
+mod two_of_four;
 
 pub use prune::prune_magnitude;
 

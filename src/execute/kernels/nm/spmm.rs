@@ -7,10 +7,16 @@
 
 use super::NmMatrix;
 use super::microkernel::{Isa, Offsets, row_strip};
+use super::two_of_four;
 use crate::execute::kernels::error::{KernelError, check_len};
 use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
+
+/// Rows ahead whose weights are prefetched: the K-block-major loop reads each row's values
+/// for one block and then jumps a whole row ahead, a stride the hardware prefetchers follow
+/// poorly once the weights live in L3.
+const PREFETCH_ROWS_AHEAD: usize = 4;
 
 impl NmMatrix {
     /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`] for `threads` workers of
@@ -60,16 +66,32 @@ impl NmMatrix {
     fn rows_task(&self, isa: Isa, s: &CpuSchedule, row0: usize, x: &[f32], y: &mut [f32], cols: usize) {
         let (n, m) = (self.n, self.m);
         let kept = self.kept_per_row();
+        let fast_2of4 = (n, m) == (2, 4) && isa != Isa::Portable;
+        // The 2:4 loop starts K blocks on index-byte boundaries (two groups).
+        let align = if fast_2of4 { 8 } else { m };
         let strip = s.strip_width.max(1);
-        let k_block = (s.k_block / m).max(1) * m;
+        let k_block = (s.k_block / align).max(1) * align;
         let mut offsets = Offsets::with_capacity(k_block / m * n);
         for c0 in (0..cols).step_by(strip) {
             let width = strip.min(cols - c0);
             for kb0 in (0..self.k).step_by(k_block) {
-                let (g0, g1) = (kb0 / m, (kb0 + k_block).min(self.k) / m);
+                let kb1 = (kb0 + k_block).min(self.k);
+                let (g0, g1) = (kb0 / m, kb1 / m);
                 for (r, y_row) in y.chunks_exact_mut(cols).enumerate() {
                     let row = row0 + r;
                     let idx = &self.indices[row * self.row_bytes..][..self.row_bytes];
+                    let values = &self.values[row * kept + g0 * n..row * kept + g1 * n];
+                    let y_strip = &mut y_row[c0..c0 + width];
+                    self.prefetch_block(row + PREFETCH_ROWS_AHEAD, g0, g1);
+                    let done = if fast_2of4 {
+                        let bytes = &idx[kb0 / 8..];
+                        two_of_four::row_strip(isa, values, bytes, x, cols, (kb0, kb1), c0, y_strip, kb0 > 0)
+                    } else {
+                        0
+                    };
+                    if done == width {
+                        continue;
+                    }
                     offsets.clear();
                     for g in g0..g1 {
                         for e in g * n..(g + 1) * n {
@@ -77,10 +99,36 @@ impl NmMatrix {
                             offsets.push(col * cols);
                         }
                     }
-                    let values = &self.values[row * kept + g0 * n..row * kept + g1 * n];
-                    row_strip(isa, values, &offsets, x, c0, &mut y_row[c0..c0 + width], kb0 > 0);
+                    row_strip(isa, values, &offsets, x, c0 + done, &mut y_strip[done..], kb0 > 0);
                 }
             }
         }
     }
+
+    /// Ask for the values and index bytes of `row`'s groups `g0..g1` to be brought into cache.
+    #[inline(always)]
+    fn prefetch_block(&self, row: usize, g0: usize, g1: usize) {
+        if row >= self.rows {
+            return;
+        }
+        let kept = self.kept_per_row();
+        let values = &self.values[row * kept + g0 * self.n..row * kept + g1 * self.n];
+        for line in values.chunks(16) {
+            prefetch(line.as_ptr().cast());
+        }
+        prefetch(self.indices[row * self.row_bytes + g0 * self.n * self.bits / 8..].as_ptr());
+    }
+}
+
+/// A cache hint; a no-op off x86-64.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and has no architectural effect; `p` comes from a live slice.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }

@@ -1,0 +1,67 @@
+//! Explore blockings of the N:M kernel on one shape: prints the median time of each
+//! (strip, k_block, rows_per_task) next to the dense comparator.
+//!
+//! `cargo run --release --example nm_blocking -- [n] [k] [tokens]`
+
+use sparsegate::execute::kernels::{dense::gemm_f32, nm::NmMatrix, nm::prune_magnitude};
+use sparsegate::schedule::CpuSchedule;
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let (n, k, m) = (
+        args.first().copied().unwrap_or(2304),
+        args.get(1).copied().unwrap_or(768),
+        args.get(2).copied().unwrap_or(128),
+    );
+    let w: Vec<f32> = (0..n * k)
+        .map(|i| ((i * 7919 % 2003) as f32 / 1001.0) - 1.0)
+        .collect();
+    let x: Vec<f32> = (0..k * m)
+        .map(|i| ((i * 104729 % 1999) as f32 / 999.0) - 1.0)
+        .collect();
+    let pruned = prune_magnitude(&w, n, k, 2, 4);
+    let sparse = NmMatrix::compress(&pruned, n, k, 2, 4).expect("pruned");
+    let mut y = vec![0.0; n * m];
+    if std::env::var_os("SPARSE_ONLY").is_some() {
+        let s = CpuSchedule {
+            threads: 1,
+            strip_width: 128,
+            k_block: 64,
+            rows_per_task: 8,
+            working_set_bytes: 0,
+        };
+        for _ in 0..300 {
+            sparse.spmm_scheduled(&s, &x, &mut y, m).expect("shape");
+        }
+        return;
+    }
+    for strip in [128] {
+        for k_block in [32, 64, 128, 256] {
+            for rows_per_task in [8, 16, 32, 170] {
+                let s = CpuSchedule {
+                    threads: 1,
+                    strip_width: strip,
+                    k_block,
+                    rows_per_task,
+                    working_set_bytes: 0,
+                };
+                let (mut td, mut ts) = (Vec::new(), Vec::new());
+                for _ in 0..31 {
+                    let t = Instant::now();
+                    gemm_f32(1, &pruned, &x, &mut y, n, k, m).expect("shape");
+                    td.push(t.elapsed().as_secs_f64());
+                    let t = Instant::now();
+                    sparse.spmm_scheduled(&s, &x, &mut y, m).expect("shape");
+                    ts.push(t.elapsed().as_secs_f64());
+                }
+                td.sort_by(f64::total_cmp);
+                ts.sort_by(f64::total_cmp);
+                println!(
+                    "strip {strip:>3} kb {k_block:>4} rows {rows_per_task:>3}: ratio {:.2}",
+                    td[0] / ts[0]
+                );
+            }
+        }
+    }
+}
