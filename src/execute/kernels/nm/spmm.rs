@@ -7,7 +7,7 @@
 
 use super::NmMatrix;
 use super::microkernel::{Isa, Offsets, row_strip};
-use super::two_of_four;
+use super::two_of_four::{self, RowBlock};
 use crate::execute::kernels::error::{KernelError, check_len};
 use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
@@ -67,6 +67,7 @@ impl NmMatrix {
         let (n, m) = (self.n, self.m);
         let kept = self.kept_per_row();
         let fast_2of4 = (n, m) == (2, 4) && isa != Isa::Portable;
+        let pair_rows = two_of_four::rows_per_pass(isa) >= 2;
         // The 2:4 loop starts K blocks on index-byte boundaries (two groups).
         let align = if fast_2of4 { 8 } else { m };
         let strip = s.strip_width.max(1);
@@ -77,32 +78,123 @@ impl NmMatrix {
             for kb0 in (0..self.k).step_by(k_block) {
                 let kb1 = (kb0 + k_block).min(self.k);
                 let (g0, g1) = (kb0 / m, kb1 / m);
-                for (r, y_row) in y.chunks_exact_mut(cols).enumerate() {
+                let mut rows = y.chunks_exact_mut(cols).enumerate().peekable();
+                while let Some((r, y_row)) = rows.next() {
                     let row = row0 + r;
-                    let idx = &self.indices[row * self.row_bytes..][..self.row_bytes];
-                    let values = &self.values[row * kept + g0 * n..row * kept + g1 * n];
-                    let y_strip = &mut y_row[c0..c0 + width];
                     self.prefetch_block(row + PREFETCH_ROWS_AHEAD, g0, g1);
-                    let done = if fast_2of4 {
-                        let bytes = &idx[kb0 / 8..];
-                        two_of_four::row_strip(isa, values, bytes, x, cols, (kb0, kb1), c0, y_strip, kb0 > 0)
-                    } else {
-                        0
-                    };
-                    if done == width {
+                    let values = &self.values[row * kept + g0 * n..row * kept + g1 * n];
+                    let idx = &self.indices[row * self.row_bytes..][..self.row_bytes];
+                    let y_strip = &mut y_row[c0..c0 + width];
+                    if !fast_2of4 {
+                        self.generic_strip(
+                            isa,
+                            (row, g0, g1),
+                            x,
+                            cols,
+                            c0,
+                            0,
+                            y_strip,
+                            kb0 > 0,
+                            &mut offsets,
+                        );
                         continue;
                     }
-                    offsets.clear();
-                    for g in g0..g1 {
-                        for e in g * n..(g + 1) * n {
-                            let col = g * m + super::indices::get(idx, e, self.bits);
-                            offsets.push(col * cols);
+                    let bytes = kb0 / 8;
+                    let first = RowBlock {
+                        values,
+                        idx: &idx[bytes..],
+                        y: y_strip,
+                    };
+                    let pair = if pair_rows { rows.next() } else { None };
+                    let done = match pair {
+                        Some((r2, y_row2)) => {
+                            let row2 = row0 + r2;
+                            let idx2 = &self.indices[row2 * self.row_bytes..][..self.row_bytes];
+                            let second = RowBlock {
+                                values: &self.values[row2 * kept + g0 * n..row2 * kept + g1 * n],
+                                idx: &idx2[bytes..],
+                                y: &mut y_row2[c0..c0 + width],
+                            };
+                            let mut both = [first, second];
+                            let done =
+                                two_of_four::rows_strip(isa, &mut both, x, cols, (kb0, kb1), c0, kb0 > 0);
+                            let [first, second] = both;
+                            if done < width {
+                                self.generic_strip(
+                                    isa,
+                                    (row2, g0, g1),
+                                    x,
+                                    cols,
+                                    c0,
+                                    done,
+                                    second.y,
+                                    kb0 > 0,
+                                    &mut offsets,
+                                );
+                            }
+                            (done, first.y)
                         }
+                        None => {
+                            let mut one = [first];
+                            let done =
+                                two_of_four::rows_strip(isa, &mut one, x, cols, (kb0, kb1), c0, kb0 > 0);
+                            let [first] = one;
+                            (done, first.y)
+                        }
+                    };
+                    if done.0 < width {
+                        self.generic_strip(
+                            isa,
+                            (row, g0, g1),
+                            x,
+                            cols,
+                            c0,
+                            done.0,
+                            done.1,
+                            kb0 > 0,
+                            &mut offsets,
+                        );
                     }
-                    row_strip(isa, values, &offsets, x, c0 + done, &mut y_strip[done..], kb0 > 0);
                 }
             }
         }
+    }
+
+    /// The generic path for one row over groups `g0..g1`, columns `c0 + done ..` of the strip
+    /// `y_strip` (which starts at column `c0`): indices decoded into offsets, then the
+    /// microkernel.
+    #[allow(clippy::too_many_arguments)]
+    fn generic_strip(
+        &self,
+        isa: Isa,
+        (row, g0, g1): (usize, usize, usize),
+        x: &[f32],
+        cols: usize,
+        c0: usize,
+        done: usize,
+        y_strip: &mut [f32],
+        accumulate: bool,
+        offsets: &mut Offsets,
+    ) {
+        let (n, m) = (self.n, self.m);
+        let idx = &self.indices[row * self.row_bytes..][..self.row_bytes];
+        let kept = self.kept_per_row();
+        offsets.clear();
+        for g in g0..g1 {
+            for e in g * n..(g + 1) * n {
+                offsets.push((g * m + super::indices::get(idx, e, self.bits)) * cols);
+            }
+        }
+        let values = &self.values[row * kept + g0 * n..row * kept + g1 * n];
+        row_strip(
+            isa,
+            values,
+            offsets,
+            x,
+            c0 + done,
+            &mut y_strip[done..],
+            accumulate,
+        );
     }
 
     /// Ask for the values and index bytes of `row`'s groups `g0..g1` to be brought into cache.
