@@ -24,6 +24,22 @@ pub(crate) enum Isa {
 }
 
 impl Isa {
+    /// Every instruction set this machine can run, best first.
+    #[cfg(test)]
+    pub(crate) fn available() -> Vec<Isa> {
+        let mut all = vec![Isa::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                all.insert(0, Isa::Avx2Fma);
+            }
+            if Isa::detect() == Isa::Avx512 {
+                all.insert(0, Isa::Avx512);
+            }
+        }
+        all
+    }
+
     pub(crate) fn detect() -> Isa {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512f")

@@ -49,7 +49,13 @@ impl NmMatrix {
             y.fill(0.0);
             return Ok(());
         }
-        let isa = Isa::detect();
+        self.spmm_on(Isa::detect(), schedule, x, y, cols);
+        Ok(())
+    }
+
+    /// The product on a given instruction set; shapes already checked and non-empty. Tests use
+    /// it to cover every path the machine supports, not only the one detection picks.
+    pub(crate) fn spmm_on(&self, isa: Isa, schedule: &CpuSchedule, x: &[f32], y: &mut [f32], cols: usize) {
         let chunk = schedule.rows_per_task.max(1) * cols;
         let task = |(t, y_rows): (usize, &mut [f32])| {
             self.rows_task(isa, schedule, t * schedule.rows_per_task.max(1), x, y_rows, cols)
@@ -59,7 +65,6 @@ impl NmMatrix {
         } else {
             y.par_chunks_mut(chunk).enumerate().for_each(task);
         }
-        Ok(())
     }
 
     /// One task: output rows `row0 ..` (as many as `y` holds).

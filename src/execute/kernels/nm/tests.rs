@@ -1,3 +1,4 @@
+use super::microkernel::Isa;
 use super::*;
 use crate::execute::kernels::reference::gemm_naive;
 use crate::schedule::CpuSchedule;
@@ -29,16 +30,32 @@ fn check_against_oracle(
     let x = data(k * cols, seed + 1);
     let a = NmMatrix::compress(&w, rows, k, n, m).unwrap();
     assert_eq!(a.decompress(), w);
-    let (mut y, mut want) = (vec![f32::NAN; rows * cols], vec![0.0; rows * cols]);
-    a.spmm(threads, &x, &mut y, cols).unwrap();
+    let mut want = vec![0.0; rows * cols];
     gemm_naive(&w, &x, &mut want, rows, k, cols);
     let tol = 1e-5 * (k as f32).max(10.0);
-    for (i, (got, want)) in y.iter().zip(&want).enumerate() {
-        assert!(
-            (got - want).abs() <= tol * want.abs().max(1.0),
-            "{n}:{m} at {i}: {got} vs {want}"
-        );
+    let close = |got: &[f32]| {
+        got.iter()
+            .zip(&want)
+            .position(|(g, w)| (g - w).is_nan() || (g - w).abs() > tol * w.abs().max(1.0))
+    };
+    let op = crate::ingress::GemmOp {
+        name: String::new(),
+        m: cols,
+        n: rows,
+        k,
+    };
+    let schedule = crate::schedule::schedule_cpu(&op, threads);
+    // Every instruction set the machine has, not only the one detection would pick.
+    for isa in Isa::available() {
+        let mut y = vec![f32::NAN; rows * cols];
+        a.spmm_on(isa, &schedule, &x, &mut y, cols);
+        if let Some(i) = close(&y) {
+            panic!("{isa:?} {n}:{m} at {i}: {} vs {}", y[i], want[i]);
+        }
     }
+    let mut y = vec![f32::NAN; rows * cols];
+    a.spmm(threads, &x, &mut y, cols).unwrap();
+    assert_eq!(close(&y), None);
 }
 
 fn pattern() -> impl Strategy<Value = (usize, usize)> {
