@@ -1,7 +1,8 @@
-//! Side-by-side medians of the 2:4 kernel and the dense `gemm` comparator on BERT-base shapes,
-//! interleaved in one process (absolute speed claims belong here, never in timed tests).
+//! Side-by-side medians of the N:M kernel (2:4 unless told) and the dense `gemm` comparator on
+//! BERT-base shapes, interleaved in one process (absolute speed claims belong here, never in
+//! timed tests).
 //!
-//! `cargo run --release --example nm_vs_dense -- [threads] [tokens]`
+//! `cargo run --release --example nm_vs_dense -- [threads] [tokens] [n] [m]`
 
 use sparsegate::execute::kernels::{dense::gemm_f32, nm::NmMatrix, nm::prune_magnitude};
 use std::time::Instant;
@@ -10,14 +11,18 @@ fn main() {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let threads = args.first().copied().unwrap_or(1);
     let m = args.get(1).copied().unwrap_or(128);
+    let (keep, group) = (
+        args.get(2).copied().unwrap_or(2),
+        args.get(3).copied().unwrap_or(4),
+    );
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
         .expect("thread pool");
-    println!("threads {threads}, tokens {m}");
+    println!("threads {threads}, tokens {m}, pattern {keep}:{group}");
     println!(
-        "{:>6} {:>6} {:>10} {:>10} {:>9} {:>9} {:>7}",
-        "N", "K", "dense µs", "2:4 µs", "dense GF", "2:4 GF*", "ratio"
+        "{:>6} {:>6} {:>10} {:>10} {:>9} {:>9} {:>11} {:>9}",
+        "N", "K", "dense µs", "N:M µs", "dense GF", "N:M GF*", "pair ratio", "min ratio"
     );
     for (n, k) in [(2304, 768), (768, 768), (3072, 768), (768, 3072)] {
         let w: Vec<f32> = (0..n * k)
@@ -26,8 +31,8 @@ fn main() {
         let x: Vec<f32> = (0..k * m)
             .map(|i| ((i * 104729 % 1999) as f32 / 999.0) - 1.0)
             .collect();
-        let pruned = prune_magnitude(&w, n, k, 2, 4);
-        let sparse = NmMatrix::compress(&pruned, n, k, 2, 4).expect("pruned");
+        let pruned = prune_magnitude(&w, n, k, keep, group);
+        let sparse = NmMatrix::compress(&pruned, n, k, keep, group).expect("pruned");
         let mut y = vec![0.0; n * m];
         let (mut td, mut ts) = (Vec::new(), Vec::new());
         pool.install(|| {

@@ -103,3 +103,44 @@ fn stability_needs_three_close_timings() {
     assert!(is_stable(&[5.0, 1.0, 1.02, 0.99]));
     assert!(!is_stable(&[1.0, 1.2, 1.0]));
 }
+
+/// The product path on BERT-base shapes: prints the median same-run speedup per op set.
+/// Ignored because it takes seconds and its numbers belong to a report, not an assertion:
+/// `cargo test --release -- --ignored --nocapture bert_base`.
+#[test]
+#[ignore]
+fn bert_base_two_of_four_report() {
+    let shapes = [
+        (128, 2304, 768),
+        (128, 768, 768),
+        (128, 3072, 768),
+        (128, 768, 3072),
+    ];
+    for threads in [1, 2] {
+        let mut s = slice(Sparsity::NOfM { n: 2, m: 4 }, &shapes);
+        s.threads = threads;
+        s.samples = SamplePolicy {
+            warmup: 3,
+            min: 10,
+            max: 200,
+            time_budget_s: 2.0,
+        };
+        let ev = execute_slice(&s, &lower(&s));
+        assert_eq!(ev.failure, None);
+        let median = |name: &str| {
+            let mut v = ev.metrics[name].samples.clone();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        println!(
+            "threads {threads}: {} samples, {} warm-up, speedup median {:.2}x, latency {:.2} ms, {:.0} GFLOP/s \
+             dense-equivalent, metadata overhead {:.4}",
+            ev.counters["samples"],
+            ev.warmup_iterations,
+            median("effective_speedup"),
+            median("latency") * 1e3,
+            median("throughput_gflops"),
+            ev.counters["metadata_overhead"],
+        );
+    }
+}
