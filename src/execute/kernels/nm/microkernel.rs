@@ -10,6 +10,27 @@
 //! which halves the instructions per FLOP; on cores with full-width 512-bit FMA units it also
 //! doubles the FMA rate. 2:4 has its own loop that decodes indices inline (`two_of_four.rs`).
 
+/// One output row's share of a K block, as the inline-decoding loops take it.
+pub(crate) struct RowBlock<'a> {
+    /// The row's kept values for the block's groups.
+    pub values: &'a [f32],
+    /// All of the row's index bytes.
+    pub idx: &'a [u8],
+    /// The row's output strip.
+    pub y: &'a mut [f32],
+}
+
+impl RowBlock<'_> {
+    /// The same block, borrowed for a shorter time (to pass by value into a pass).
+    pub(crate) fn reborrow(&mut self) -> RowBlock<'_> {
+        RowBlock {
+            values: self.values,
+            idx: self.idx,
+            y: self.y,
+        }
+    }
+}
+
 /// Which instruction set the microkernel runs with; detected once per call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Isa {

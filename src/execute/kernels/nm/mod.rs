@@ -6,6 +6,7 @@
 //! invariant the fast kernel relies on (every index `< m`, exactly `n` per group) cannot be
 //! broken from outside.
 
+mod any_pattern;
 mod indices;
 mod microkernel;
 mod prune;

@@ -6,8 +6,10 @@
 //! row's indices are decoded once per K block and strip into activation offsets.
 
 use super::NmMatrix;
+use super::any_pattern::{self, Pattern};
+use super::microkernel::RowBlock;
 use super::microkernel::{Isa, Offsets, row_strip};
-use super::two_of_four::{self, RowBlock};
+use super::two_of_four;
 use crate::execute::kernels::error::{KernelError, check_len};
 use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
@@ -17,6 +19,36 @@ use rayon::prelude::*;
 /// for one block and then jumps a whole row ahead, a stride the hardware prefetchers follow
 /// poorly once the weights live in L3.
 const PREFETCH_ROWS_AHEAD: usize = 4;
+
+/// Which loop takes an op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// The 2:4 loop with its decoding unrolled per index byte.
+    TwoOfFour,
+    /// The general inline-decoding loop.
+    AnyPattern,
+    /// Indices decoded into offsets first: the portable fallback.
+    Decoded,
+}
+
+impl Path {
+    fn choose(n: usize, m: usize, isa: Isa) -> Path {
+        match (n, m) {
+            _ if isa == Isa::Portable => Path::Decoded,
+            (2, 4) => Path::TwoOfFour,
+            _ => Path::AnyPattern,
+        }
+    }
+}
+
+/// A K block (rows `kb0..kb1` of `x`) and a token strip (`c0 .. c0 + width`).
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    kb0: usize,
+    kb1: usize,
+    c0: usize,
+    width: usize,
+}
 
 impl NmMatrix {
     /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`] for `threads` workers of
@@ -69,99 +101,113 @@ impl NmMatrix {
 
     /// One task: output rows `row0 ..` (as many as `y` holds).
     fn rows_task(&self, isa: Isa, s: &CpuSchedule, row0: usize, x: &[f32], y: &mut [f32], cols: usize) {
-        let (n, m) = (self.n, self.m);
-        let kept = self.kept_per_row();
-        let fast_2of4 = (n, m) == (2, 4) && isa != Isa::Portable;
-        let pair_rows = two_of_four::rows_per_pass(isa) >= 2;
+        let path = Path::choose(self.n, self.m, isa);
         // The 2:4 loop starts K blocks on index-byte boundaries (two groups).
-        let align = if fast_2of4 { 8 } else { m };
-        let strip = s.strip_width.max(1);
+        let align = if path == Path::TwoOfFour { 8 } else { self.m };
         let k_block = (s.k_block / align).max(1) * align;
-        let mut offsets = Offsets::with_capacity(k_block / m * n);
+        let per_pass = if path == Path::Decoded {
+            1
+        } else {
+            two_of_four::rows_per_pass(isa)
+        };
+        let strip = s.strip_width.max(1);
+        let mut offsets = Offsets::with_capacity(k_block / self.m * self.n);
         for c0 in (0..cols).step_by(strip) {
             let width = strip.min(cols - c0);
             for kb0 in (0..self.k).step_by(k_block) {
                 let kb1 = (kb0 + k_block).min(self.k);
-                let (g0, g1) = (kb0 / m, kb1 / m);
-                let mut rows = y.chunks_exact_mut(cols).enumerate().peekable();
-                while let Some((r, y_row)) = rows.next() {
-                    let row = row0 + r;
-                    self.prefetch_block(row + PREFETCH_ROWS_AHEAD, g0, g1);
-                    let values = &self.values[row * kept + g0 * n..row * kept + g1 * n];
-                    let idx = &self.indices[row * self.row_bytes..][..self.row_bytes];
-                    let y_strip = &mut y_row[c0..c0 + width];
-                    if !fast_2of4 {
-                        self.generic_strip(
-                            isa,
-                            (row, g0, g1),
-                            x,
-                            cols,
-                            c0,
-                            0,
-                            y_strip,
-                            kb0 > 0,
-                            &mut offsets,
-                        );
-                        continue;
-                    }
-                    let bytes = kb0 / 8;
-                    let first = RowBlock {
-                        values,
-                        idx: &idx[bytes..],
-                        y: y_strip,
-                    };
-                    let pair = if pair_rows { rows.next() } else { None };
-                    let done = match pair {
-                        Some((r2, y_row2)) => {
-                            let row2 = row0 + r2;
-                            let idx2 = &self.indices[row2 * self.row_bytes..][..self.row_bytes];
-                            let second = RowBlock {
-                                values: &self.values[row2 * kept + g0 * n..row2 * kept + g1 * n],
-                                idx: &idx2[bytes..],
-                                y: &mut y_row2[c0..c0 + width],
-                            };
-                            let mut both = [first, second];
-                            let done =
-                                two_of_four::rows_strip(isa, &mut both, x, cols, (kb0, kb1), c0, kb0 > 0);
-                            let [first, second] = both;
-                            if done < width {
-                                self.generic_strip(
-                                    isa,
-                                    (row2, g0, g1),
-                                    x,
-                                    cols,
-                                    c0,
-                                    done,
-                                    second.y,
-                                    kb0 > 0,
-                                    &mut offsets,
-                                );
-                            }
-                            (done, first.y)
-                        }
-                        None => {
-                            let mut one = [first];
-                            let done =
-                                two_of_four::rows_strip(isa, &mut one, x, cols, (kb0, kb1), c0, kb0 > 0);
-                            let [first] = one;
-                            (done, first.y)
-                        }
-                    };
-                    if done.0 < width {
-                        self.generic_strip(
-                            isa,
-                            (row, g0, g1),
-                            x,
-                            cols,
-                            c0,
-                            done.0,
-                            done.1,
-                            kb0 > 0,
-                            &mut offsets,
-                        );
-                    }
+                let block = Block { kb0, kb1, c0, width };
+                let mut rest = &mut *y;
+                let mut row = row0;
+                while !rest.is_empty() {
+                    let take = per_pass.min(rest.len() / cols);
+                    let (now, later) = rest.split_at_mut(take * cols);
+                    self.prefetch_block(row + PREFETCH_ROWS_AHEAD, kb0 / self.m, kb1 / self.m);
+                    self.pass(isa, path, row, now, x, cols, block, &mut offsets);
+                    (rest, row) = (later, row + take);
                 }
             }
+        }
+    }
+
+    /// One or two output rows (`y_rows`, from `row`) over one K block and strip.
+    #[allow(clippy::too_many_arguments)]
+    fn pass(
+        &self,
+        isa: Isa,
+        path: Path,
+        row: usize,
+        y_rows: &mut [f32],
+        x: &[f32],
+        cols: usize,
+        b: Block,
+        offsets: &mut Offsets,
+    ) {
+        let (g0, g1) = (b.kb0 / self.m, b.kb1 / self.m);
+        let accumulate = b.kb0 > 0;
+        let pattern = Pattern {
+            n: self.n,
+            m: self.m,
+            bits: self.bits,
+        };
+        let (kb, c0) = ((b.kb0, b.kb1), b.c0);
+        let mut blocks: [Option<RowBlock<'_>>; 2] = [None, None];
+        for ((i, y_row), slot) in y_rows.chunks_exact_mut(cols).enumerate().zip(&mut blocks) {
+            *slot = Some(self.row_block(row + i, (g0, g1), &mut y_row[c0..c0 + b.width]));
+        }
+        let done = match (path, &mut blocks) {
+            (Path::TwoOfFour, [Some(a), Some(z)]) => two_of_four::rows_strip(
+                isa,
+                &mut [a.reborrow(), z.reborrow()],
+                x,
+                cols,
+                kb,
+                c0,
+                accumulate,
+            ),
+            (Path::TwoOfFour, [Some(a), None]) => {
+                two_of_four::rows_strip(isa, &mut [a.reborrow()], x, cols, kb, c0, accumulate)
+            }
+            (Path::AnyPattern, [Some(a), Some(z)]) => {
+                let mut both = [a.reborrow(), z.reborrow()];
+                any_pattern::rows_strip(isa, pattern, &mut both, x, cols, (g0, g1), c0, accumulate)
+            }
+            (Path::AnyPattern, [Some(a), None]) => any_pattern::rows_strip(
+                isa,
+                pattern,
+                &mut [a.reborrow()],
+                x,
+                cols,
+                (g0, g1),
+                c0,
+                accumulate,
+            ),
+            _ => 0,
+        };
+        if done < b.width {
+            for (i, block) in blocks.iter_mut().flatten().enumerate() {
+                self.generic_strip(
+                    isa,
+                    (row + i, g0, g1),
+                    x,
+                    cols,
+                    c0,
+                    done,
+                    block.y,
+                    accumulate,
+                    offsets,
+                );
+            }
+        }
+    }
+
+    /// Row `r`'s values and indices for groups `g0..g1`, with its output strip.
+    fn row_block<'a>(&'a self, r: usize, (g0, g1): (usize, usize), y: &'a mut [f32]) -> RowBlock<'a> {
+        let kept = self.kept_per_row();
+        RowBlock {
+            values: &self.values[r * kept + g0 * self.n..r * kept + g1 * self.n],
+            idx: &self.indices[r * self.row_bytes..][..self.row_bytes],
+            y,
         }
     }
 

@@ -10,17 +10,7 @@
 //! With AVX-512 (32 registers) two output rows share one pass: 16 independent accumulator
 //! chains instead of 8, which keeps both FMA pipes busy through load latency.
 
-use super::microkernel::Isa;
-
-/// One output row's share of a 2:4 K block.
-pub(crate) struct RowBlock<'a> {
-    /// The row's kept values for the block's groups.
-    pub values: &'a [f32],
-    /// The row's index bytes, starting at the block's first group.
-    pub idx: &'a [u8],
-    /// The row's output strip.
-    pub y: &'a mut [f32],
-}
+use super::microkernel::{Isa, RowBlock};
 
 /// Output rows one pass of `isa` can take together.
 pub(crate) fn rows_per_pass(isa: Isa) -> usize {
@@ -60,13 +50,13 @@ pub(crate) fn rows_strip<const R: usize>(
     for r in rows.iter() {
         assert!(r.y.len() == width, "2:4 block: strips of different widths");
         assert!(
-            r.values.len() >= groups * 2 && r.idx.len() >= groups.div_ceil(2),
+            r.values.len() >= groups * 2 && r.idx.len() >= kb0 / 8 + groups.div_ceil(2),
             "2:4 block: short row"
         );
     }
     let xp = x[kb0 * cols..].as_ptr().wrapping_add(c0);
     let values = rows.each_ref().map(|r| r.values);
-    let idx = rows.each_ref().map(|r| r.idx);
+    let idx = rows.each_ref().map(|r| &r.idx[kb0 / 8..]);
     let y = rows.each_mut().map(|r| r.y.as_mut_ptr());
     match isa {
         #[cfg(target_arch = "x86_64")]
