@@ -5,7 +5,7 @@
 //! the *comparator* runs the dense kernel on the same (pruned) weights, so the only thing the
 //! speedup measures is the kernel, never a difference in data.
 
-use super::kernels::{KernelError, dense::gemm_f32, nm::NmMatrix, nm::prune_magnitude};
+use super::kernels::{KernelError, dense::gemm_f32, nm::NmMatrix, nm::prune_magnitude_in_place};
 use crate::ingress::{GemmOp, Slice, Sparsity};
 use crate::lower::{KernelPath, Plan};
 use crate::schedule::{CpuSchedule, schedule_cpu};
@@ -128,7 +128,7 @@ fn prepare_op(
     let sparse = match (path, sparsity) {
         (KernelPath::Sparse, Sparsity::NOfM { n: keep, m: group }) => {
             let (keep, group) = (keep as usize, group as usize);
-            dense_w = prune_magnitude(&dense_w, n, k, keep, group);
+            prune_magnitude_in_place(&mut dense_w, n, k, keep, group);
             let a = NmMatrix::compress(&dense_w, n, k, keep, group)
                 .map_err(|e| format!("op `{}`: cannot compress to {keep}:{group}: {e}", op.name))?;
             Some(a)

@@ -7,7 +7,6 @@
 //! leave its group whatever the bytes hold; for a valid matrix the clamp never changes a value.
 
 use super::microkernel::{Isa, RowBlock};
-use super::two_of_four::rows_per_pass;
 
 /// The pattern and the block of groups a pass covers.
 #[derive(Debug, Clone, Copy)]
@@ -51,7 +50,7 @@ pub(crate) fn rows_strip<const R: usize>(
         assert!(r.values.len() >= (g1 - g0) * p.n, "N:M block: short values");
         assert!(r.idx.len() * 8 >= g1 * p.n * p.bits, "N:M block: short indices");
     }
-    debug_assert!(R <= rows_per_pass(isa).max(1));
+    debug_assert!(R <= isa.rows_per_pass());
     let xp = x[g0 * p.m * cols..].as_ptr().wrapping_add(c0);
     let values = rows.each_ref().map(|r| r.values);
     let idx = rows.each_ref().map(|r| r.idx);

@@ -8,7 +8,12 @@
 //!
 //! Where AVX-512 is present the same loop runs on zmm registers (up to 128 tokens per block),
 //! which halves the instructions per FLOP; on cores with full-width 512-bit FMA units it also
-//! doubles the FMA rate. 2:4 has its own loop that decodes indices inline (`two_of_four.rs`).
+//! doubles the FMA rate.
+//!
+//! This file holds the *decoded* form of the loop (indices turned into activation offsets
+//! first), which serves the portable build and the last few tokens of a strip narrower than
+//! one vector. The vector paths decode inline instead: `two_of_four.rs` for 2:4,
+//! `any_pattern.rs` for every other pattern.
 
 /// One output row's share of a K block, as the inline-decoding loops take it.
 pub(crate) struct RowBlock<'a> {
@@ -45,6 +50,16 @@ pub(crate) enum Isa {
 }
 
 impl Isa {
+    /// Output rows one pass of the inline-decoding loops takes together: two with AVX-512's 32
+    /// registers (2 × 8 accumulators, 16 independent FMA chains), one with AVX2's 16.
+    pub(crate) fn rows_per_pass(self) -> usize {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => 2,
+            _ => 1,
+        }
+    }
+
     /// Every instruction set this machine can run, best first.
     #[cfg(test)]
     pub(crate) fn available() -> Vec<Isa> {

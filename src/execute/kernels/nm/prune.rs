@@ -13,11 +13,17 @@ use std::cmp::Ordering;
 /// reports it.
 pub fn prune_magnitude(w: &[f32], rows: usize, k: usize, n: usize, m: usize) -> Vec<f32> {
     let mut out = w.to_vec();
+    prune_magnitude_in_place(&mut out, rows, k, n, m);
+    out
+}
+
+/// [`prune_magnitude`] without the copy, for weights too large to hold twice.
+pub fn prune_magnitude_in_place(w: &mut [f32], rows: usize, k: usize, n: usize, m: usize) {
     if m == 0 || n >= m || k == 0 {
-        return out;
+        return;
     }
     let mut order: Vec<usize> = Vec::with_capacity(m);
-    for row in out.chunks_exact_mut(k).take(rows) {
+    for row in w.chunks_exact_mut(k).take(rows) {
         for group in row.chunks_exact_mut(m) {
             order.clear();
             order.extend(0..m);
@@ -27,7 +33,6 @@ pub fn prune_magnitude(w: &[f32], rows: usize, k: usize, n: usize, m: usize) -> 
             }
         }
     }
-    out
 }
 
 fn by_magnitude_then_index(group: &[f32], a: usize, b: usize) -> Ordering {

@@ -1,14 +1,15 @@
 //! The N:M sparse × dense product, driven by a [`CpuSchedule`].
 //!
 //! Loop nest, outermost first: tasks of `rows_per_task` output rows (in parallel) → token
-//! strips of `strip_width` → K blocks of whole groups → rows of the task → the microkernel.
-//! The activation tile `x[K block, strip]` is reused from L1 by every row of the task; each
-//! row's indices are decoded once per K block and strip into activation offsets.
+//! strips of `strip_width` → K blocks of whole groups → passes of one or two rows of the task
+//! → the inline-decoding loop (2:4 or any pattern), with the decoded loop for the portable build
+//! and for strip tails narrower than a vector. The activation tile `x[K block, strip]` is
+//! reused from L1 by every row of the task, and the task's output tile stays in L1 across
+//! K blocks (see `schedule`).
 
 use super::NmMatrix;
 use super::any_pattern::{self, Pattern};
-use super::microkernel::RowBlock;
-use super::microkernel::{Isa, Offsets, row_strip};
+use super::microkernel::{Isa, Offsets, RowBlock, row_strip};
 use super::two_of_four;
 use crate::execute::kernels::error::{KernelError, check_len};
 use crate::ingress::GemmOp;
@@ -108,7 +109,7 @@ impl NmMatrix {
         let per_pass = if path == Path::Decoded {
             1
         } else {
-            two_of_four::rows_per_pass(isa)
+            isa.rows_per_pass()
         };
         let strip = s.strip_width.max(1);
         let mut offsets = Offsets::with_capacity(k_block / self.m * self.n);

@@ -12,19 +12,10 @@
 
 use super::microkernel::{Isa, RowBlock};
 
-/// Output rows one pass of `isa` can take together.
-pub(crate) fn rows_per_pass(isa: Isa) -> usize {
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => 2,
-        _ => 1,
-    }
-}
-
 /// For each row `r`: `y_r[..w] (+)= Σ kept w · x[k, c0..c0+w]` over K rows `kb0..kb1` (whole
 /// groups of 4, `kb0` a multiple of 8), where `w` is the largest multiple of the vector width
 /// that fits the (equal-length) strips. Returns `w`; the caller finishes the remaining columns
-/// with the generic path. `R` must not exceed [`rows_per_pass`]`(isa)` for full speed.
+/// with the generic path. `R` should not exceed [`Isa::rows_per_pass`] (registers spill beyond it).
 ///
 /// Panics (before touching memory) if the K block or a strip is outside `x` (`k × cols`) or a
 /// row's values or indices are short.
