@@ -37,8 +37,8 @@ fn main() {
         return;
     }
     for strip in [128] {
-        for k_block in [32, 64, 128, 256] {
-            for rows_per_task in [8, 16, 32, 170] {
+        for k_block in [32, 64, 128] {
+            for rows_per_task in [16, 32, 64] {
                 let s = CpuSchedule {
                     threads: 1,
                     strip_width: strip,
