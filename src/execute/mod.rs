@@ -3,7 +3,10 @@
 
 mod evidence;
 pub mod kernels;
+mod run;
+mod workload;
 
 pub use evidence::{
     EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, PackRecord, SliceEvidence, SliceFailure,
 };
+pub use run::execute_slice;

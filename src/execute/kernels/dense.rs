@@ -1,0 +1,122 @@
+//! The dense comparator: the `gemm` crate's packed micro-kernels, wrapped once safely.
+//!
+//! `gemm` is an `unsafe` raw-pointer API with strides, and its scaling convention is the
+//! reverse of BLAS (`dst := alpha·dst + beta·lhs·rhs`). Both hazards live here and nowhere
+//! else: callers get a slice API that checks every length before the pointers are formed.
+
+use super::error::{KernelError, check_len};
+use gemm::Parallelism;
+
+/// `y[N×M] = w[N×K] · x[K×M]`, row-major f32, on `threads` workers of the current rayon pool
+/// (1 runs on the calling thread).
+///
+/// Returns an error instead of touching memory when a buffer's length disagrees with the shape.
+pub fn gemm_f32(
+    threads: usize,
+    w: &[f32],
+    x: &[f32],
+    y: &mut [f32],
+    n: usize,
+    k: usize,
+    m: usize,
+) -> Result<(), KernelError> {
+    check_len("w", w.len(), n, k)?;
+    check_len("x", x.len(), k, m)?;
+    check_len("y", y.len(), n, m)?;
+    if n == 0 || m == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        y.fill(0.0);
+        return Ok(());
+    }
+    let parallelism = if threads <= 1 {
+        Parallelism::None
+    } else {
+        Parallelism::Rayon(threads)
+    };
+    let (k_stride, m_stride) = (stride(k)?, stride(m)?);
+    // SAFETY: the three lengths were checked above, so every element the strides address
+    // (row-major, unit column stride) lies inside its slice; `y` is borrowed mutably, so it
+    // aliases neither input. `read_dst = false` means `y` is only written, and with gemm's
+    // reversed convention alpha = 0 (ignored), beta = 1 gives y = w·x.
+    unsafe {
+        gemm::gemm(
+            n,
+            m,
+            k,
+            y.as_mut_ptr(),
+            1,
+            m_stride,
+            false,
+            w.as_ptr(),
+            1,
+            k_stride,
+            x.as_ptr(),
+            1,
+            m_stride,
+            0.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+    Ok(())
+}
+
+fn stride(len: usize) -> Result<isize, KernelError> {
+    isize::try_from(len).map_err(|_| KernelError::Overflow { rows: 1, cols: len })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::execute::kernels::reference::gemm_naive;
+    use proptest::prelude::*;
+
+    fn data(len: usize, salt: u32) -> Vec<f32> {
+        (0..len)
+            .map(|i| {
+                (((i as u32).wrapping_mul(2654435761).wrapping_add(salt) >> 8) % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn matches_the_naive_oracle(n in 1usize..40, k in 1usize..90, m in 1usize..70, threads in 1usize..3) {
+            let (w, x) = (data(n * k, 1), data(k * m, 7));
+            let (mut y, mut want) = (vec![0.0; n * m], vec![0.0; n * m]);
+            gemm_f32(threads, &w, &x, &mut y, n, k, m).unwrap();
+            gemm_naive(&w, &x, &mut want, n, k, m);
+            let tol = 1e-4 * (k as f32).max(1.0) / 10.0;
+            for (a, b) in y.iter().zip(&want) {
+                prop_assert!((a - b).abs() <= tol * b.abs().max(1.0), "{a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_wrong_lengths_instead_of_reading_past_them() {
+        let mut y = vec![0.0; 4];
+        let err = gemm_f32(1, &[0.0; 3], &[0.0; 4], &mut y, 2, 2, 2).unwrap_err();
+        assert!(matches!(
+            err,
+            KernelError::Length {
+                what: "w",
+                expected: 4,
+                actual: 3
+            }
+        ));
+    }
+
+    #[test]
+    fn empty_reduction_gives_zeros() {
+        let mut y = vec![5.0; 6];
+        gemm_f32(1, &[], &[], &mut y, 2, 0, 3).unwrap();
+        assert!(y.iter().all(|&v| v == 0.0));
+    }
+}

@@ -1,0 +1,196 @@
+//! The general N:M path: the microkernel loop with indices decoded inline, for any pattern,
+//! one or two output rows at a time.
+//!
+//! The same loop as the 2:4 path (`two_of_four.rs`), with the pattern known only at run time:
+//! entry `e` of a row sits at bit `e·bits` of its index bytes, and its row of `x` is
+//! `group·m + index`. Every index is clamped to `m - 1` as it is decoded, so a load can never
+//! leave its group whatever the bytes hold; for a valid matrix the clamp never changes a value.
+
+use super::microkernel::{Isa, RowBlock};
+
+/// The pattern and the block of groups a pass covers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pattern {
+    /// Kept per group.
+    pub n: usize,
+    /// Group size.
+    pub m: usize,
+    /// Bits per stored index (1, 2, 4 or 8).
+    pub bits: usize,
+}
+
+/// For each row: `y[..w] (+)= Σ kept w · x[k, c0..c0+w]` over groups `g0..g1`, where `w` is the
+/// largest multiple of the vector width that fits the (equal-length) strips. Returns `w`; the
+/// caller finishes the remaining columns. Returns 0 on the portable ISA.
+///
+/// Panics (before touching memory) if the groups or a strip are outside `x` (`k × cols`) or a
+/// row's values or indices are short.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rows_strip<const R: usize>(
+    isa: Isa,
+    p: Pattern,
+    rows: &mut [RowBlock<'_>; R],
+    x: &[f32],
+    cols: usize,
+    (g0, g1): (usize, usize),
+    c0: usize,
+    accumulate: bool,
+) -> usize {
+    let width = rows.first().map_or(0, |r| r.y.len());
+    assert!(
+        p.n >= 1 && p.m > p.n && matches!(p.bits, 1 | 2 | 4 | 8),
+        "invalid pattern {p:?}"
+    );
+    assert!(
+        g1 >= g0 && g1 * p.m * cols <= x.len() && c0 + width <= cols,
+        "N:M block: outside x"
+    );
+    for r in rows.iter() {
+        assert!(r.y.len() == width, "N:M block: strips of different widths");
+        assert!(r.values.len() >= (g1 - g0) * p.n, "N:M block: short values");
+        assert!(r.idx.len() * 8 >= g1 * p.n * p.bits, "N:M block: short indices");
+    }
+    debug_assert!(R <= isa.rows_per_pass());
+    let xp = x[g0 * p.m * cols..].as_ptr().wrapping_add(c0);
+    let values = rows.each_ref().map(|r| r.values);
+    let idx = rows.each_ref().map(|r| r.idx);
+    let y = rows.each_mut().map(|r| r.y.as_mut_ptr());
+    let block = (g0, g1 - g0);
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512F was detected; every row read is `(g0 + g)·m + index` with `g < g1 - g0`
+        // and `index <= m - 1` (clamped), so `< g1·m <= k`; every column `< c0 + width <= cols`;
+        // the `y` pointers come from `R` distinct `&mut` strips of `width` elements.
+        Isa::Avx512 => unsafe { avx512::rows_strip(p, values, idx, block, xp, cols, y, width, accumulate) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 and FMA were detected; bounds as above.
+        Isa::Avx2Fma => unsafe { avx2::rows_strip(p, values, idx, block, xp, cols, y, width, accumulate) },
+        Isa::Portable => 0,
+    }
+}
+
+/// Generates the general strip loop for one vector ISA; `$max_v` accumulators per row at most.
+macro_rules! strip_loop {
+    ($isa:ident, $feature:literal, $vec:ty, $lanes:literal, $max_v:literal, $zero:ident, $set1:ident,
+     $load:ident, $store:ident, $fmadd:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        mod $isa {
+            use super::Pattern;
+            use std::arch::x86_64::*;
+
+            /// # Safety
+            /// The CPU supports the module's features; `xp` points at `x[g0·m, c0]`; rows
+            /// `g0·m .. (g0 + groups)·m`, columns `c0 .. c0 + width` of `x` (row stride `cols`)
+            /// are readable; each `y[r]` is writable for `width` elements, without overlap.
+            #[target_feature(enable = $feature)]
+            #[allow(clippy::too_many_arguments)]
+            pub(super) unsafe fn rows_strip<const R: usize>(
+                p: Pattern,
+                values: [&[f32]; R],
+                idx: [&[u8]; R],
+                block: (usize, usize),
+                xp: *const f32,
+                cols: usize,
+                y: [*mut f32; R],
+                width: usize,
+                accumulate: bool,
+            ) -> usize {
+                let mut col = 0;
+                // SAFETY (all calls): each block covers columns `col .. col + lanes·V <= width`.
+                while width - col >= $max_v * $lanes {
+                    let ys = y.map(|q| unsafe { q.add(col) });
+                    unsafe { run::<R, $max_v>(p, values, idx, block, xp.add(col), cols, ys, accumulate) };
+                    col += $max_v * $lanes;
+                }
+                for v in [4, 2, 1] {
+                    if v < $max_v && width - col >= v * $lanes {
+                        let (xs, ys) = (unsafe { xp.add(col) }, y.map(|q| unsafe { q.add(col) }));
+                        match v {
+                            4 => unsafe { run::<R, 4>(p, values, idx, block, xs, cols, ys, accumulate) },
+                            2 => unsafe { run::<R, 2>(p, values, idx, block, xs, cols, ys, accumulate) },
+                            _ => unsafe { run::<R, 1>(p, values, idx, block, xs, cols, ys, accumulate) },
+                        }
+                        col += v * $lanes;
+                    }
+                }
+                col
+            }
+
+            /// `R × V` accumulators held in registers across the whole block of groups.
+            ///
+            /// # Safety
+            /// As [`rows_strip`], for columns `0 .. lanes·V` of `xp` and every `y[r]`.
+            #[target_feature(enable = $feature)]
+            #[inline]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn run<const R: usize, const V: usize>(
+                p: Pattern,
+                values: [&[f32]; R],
+                idx: [&[u8]; R],
+                (g0, groups): (usize, usize),
+                xp: *const f32,
+                cols: usize,
+                y: [*mut f32; R],
+                accumulate: bool,
+            ) {
+                let mut acc: [[$vec; V]; R] = [[$zero(); V]; R];
+                if accumulate {
+                    for (row, y) in acc.iter_mut().zip(y) {
+                        for (v, a) in row.iter_mut().enumerate() {
+                            // SAFETY: inside the caller's strip of `y`.
+                            *a = unsafe { $load(y.add($lanes * v)) };
+                        }
+                    }
+                }
+                let (mask, last) = ((1usize << p.bits) - 1, p.m - 1);
+                for g in 0..groups {
+                    // The group's first row of x; every index below is clamped into the group.
+                    let base = xp.wrapping_add(g * p.m * cols);
+                    for t in 0..p.n {
+                        let (e, pos) = (g * p.n + t, ((g0 + g) * p.n + t) * p.bits);
+                        for r in 0..R {
+                            let index = (usize::from(idx[r][pos / 8] >> (pos % 8)) & mask).min(last);
+                            let (wb, row) = ($set1(values[r][e]), base.wrapping_add(index * cols));
+                            for (v, a) in acc[r].iter_mut().enumerate() {
+                                // SAFETY: `row` is a row of the block and the columns
+                                // `lanes·v ..` lie inside the strip: the caller's contract.
+                                *a = $fmadd(wb, unsafe { $load(row.add($lanes * v)) }, *a);
+                            }
+                        }
+                    }
+                }
+                for (row, y) in acc.iter().zip(y) {
+                    for (v, a) in row.iter().enumerate() {
+                        // SAFETY: inside the caller's strip of `y`.
+                        unsafe { $store(y.add($lanes * v), *a) };
+                    }
+                }
+            }
+        }
+    };
+}
+
+strip_loop!(
+    avx512,
+    "avx512f",
+    __m512,
+    16,
+    8,
+    _mm512_setzero_ps,
+    _mm512_set1_ps,
+    _mm512_loadu_ps,
+    _mm512_storeu_ps,
+    _mm512_fmadd_ps
+);
+strip_loop!(
+    avx2,
+    "avx2,fma",
+    __m256,
+    8,
+    8,
+    _mm256_setzero_ps,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_fmadd_ps
+);

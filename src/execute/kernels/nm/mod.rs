@@ -1,0 +1,161 @@
+//! N:M structured sparsity: at most N non-zero weights in every group of M consecutive
+//! weights along K (2:4 is what sparse tensor cores accelerate).
+//!
+//! [`NmMatrix`] stores only the kept values plus each one's packed position inside its group,
+//! the same information the hardware format carries. Its fields are private so that the
+//! invariant the fast kernel relies on (every index `< m`, exactly `n` per group) cannot be
+//! broken from outside.
+
+mod any_pattern;
+mod indices;
+mod microkernel;
+mod prune;
+mod spmm;
+mod two_of_four;
+
+pub use prune::{prune_magnitude, prune_magnitude_in_place};
+
+use super::error::{KernelError, check_len, elements};
+
+/// A row-major `rows × k` weight matrix compressed to an N:M pattern along K.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NmMatrix {
+    rows: usize,
+    k: usize,
+    n: usize,
+    m: usize,
+    /// `rows × (k/m·n)` kept values, row by row, groups in order, ascending index in a group.
+    values: Vec<f32>,
+    /// Packed in-group indices, `row_bytes` per row (see `indices.rs`).
+    indices: Vec<u8>,
+    bits: usize,
+    row_bytes: usize,
+}
+
+impl NmMatrix {
+    /// Compress a row-major `rows × k` matrix that already satisfies `n:m` (e.g. the output of
+    /// [`prune_magnitude`]). A group with fewer than `n` non-zeros keeps explicit zeros at its
+    /// lowest free positions, so every group stores exactly `n` entries and the kernel needs no
+    /// per-group counts.
+    pub fn compress(w: &[f32], rows: usize, k: usize, n: usize, m: usize) -> Result<NmMatrix, KernelError> {
+        if n == 0 || n >= m || m > 256 {
+            return Err(KernelError::Pattern { n, m });
+        }
+        if !k.is_multiple_of(m) {
+            return Err(KernelError::GroupSize { k, m });
+        }
+        check_len("w", w.len(), rows, k)?;
+        let kept_per_row = k / m * n;
+        let bits = indices::bits_per_index(m);
+        let row_bytes = indices::row_bytes(kept_per_row, bits);
+        let mut values = Vec::with_capacity(elements(rows, kept_per_row)?);
+        let mut packed = vec![0u8; elements(rows, row_bytes)?];
+        let mut keep = Vec::with_capacity(m);
+        for (row, (weights, row_idx)) in w
+            .chunks_exact(k.max(1))
+            .zip(packed.chunks_exact_mut(row_bytes.max(1)))
+            .enumerate()
+        {
+            for (group, g) in weights.chunks_exact(m).enumerate() {
+                keep.clear();
+                keep.extend((0..m).filter(|&i| g[i] != 0.0));
+                if keep.len() > n {
+                    return Err(KernelError::Overfull {
+                        row,
+                        group,
+                        nonzeros: keep.len(),
+                        n,
+                        m,
+                    });
+                }
+                let mut pad = (0..m).filter(|&i| g[i] == 0.0);
+                while keep.len() < n {
+                    keep.extend(pad.next());
+                }
+                keep.sort_unstable();
+                for (t, &i) in keep.iter().enumerate() {
+                    values.push(g[i]);
+                    indices::put(row_idx, group * n + t, bits, i);
+                }
+            }
+        }
+        Ok(NmMatrix {
+            rows,
+            k,
+            n,
+            m,
+            values,
+            indices: packed,
+            bits,
+            row_bytes,
+        })
+    }
+
+    /// The dense `rows × k` form: kept values at their positions, zeros elsewhere.
+    pub fn decompress(&self) -> Vec<f32> {
+        let mut w = vec![0.0; self.rows * self.k];
+        for row in 0..self.rows {
+            for e in 0..self.kept_per_row() {
+                let col = e / self.n * self.m + self.index(row, e);
+                w[row * self.k + col] = self.values[row * self.kept_per_row() + e];
+            }
+        }
+        w
+    }
+
+    /// Output rows (N of the GEMM).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Reduction length (K of the GEMM).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The pattern, `(n, m)`.
+    pub fn pattern(&self) -> (usize, usize) {
+        (self.n, self.m)
+    }
+
+    /// Kept values, row by row.
+    pub fn values(&self) -> &[f32] {
+        &self.values
+    }
+
+    /// The packed index bytes, row by row.
+    pub fn indices(&self) -> &[u8] {
+        &self.indices
+    }
+
+    /// Bits stored per kept value's index.
+    pub fn bits_per_index(&self) -> usize {
+        self.bits
+    }
+
+    /// Bytes of kept values the kernel streams (f32).
+    pub fn value_bytes(&self) -> usize {
+        self.values.len() * std::mem::size_of::<f32>()
+    }
+
+    /// Bytes of index metadata the kernel streams, padding included: the number the memo's
+    /// metadata-overhead counter is built from.
+    pub fn metadata_bytes(&self) -> usize {
+        self.indices.len()
+    }
+
+    fn kept_per_row(&self) -> usize {
+        self.k / self.m * self.n
+    }
+
+    fn index(&self, row: usize, entry: usize) -> usize {
+        indices::get(
+            &self.indices[row * self.row_bytes..(row + 1) * self.row_bytes],
+            entry,
+            self.bits,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,278 @@
+//! The N:M sparse × dense product, driven by a [`CpuSchedule`].
+//!
+//! Loop nest, outermost first: tasks of `rows_per_task` output rows (in parallel) → token
+//! strips of `strip_width` → K blocks of whole groups → passes of one or two rows of the task
+//! → the inline-decoding loop (2:4 or any pattern), with the decoded loop for the portable build
+//! and for strip tails narrower than a vector. The activation tile `x[K block, strip]` is
+//! reused from L1 by every row of the task, and the task's output tile stays in L1 across
+//! K blocks (see `schedule`).
+
+use super::NmMatrix;
+use super::any_pattern::{self, Pattern};
+use super::microkernel::{Isa, Offsets, RowBlock, row_strip};
+use super::two_of_four;
+use crate::execute::kernels::error::{KernelError, check_len};
+use crate::ingress::GemmOp;
+use crate::schedule::{CpuSchedule, schedule_cpu};
+use rayon::prelude::*;
+
+/// Rows ahead whose weights are prefetched: the K-block-major loop reads each row's values
+/// for one block and then jumps a whole row ahead, a stride the hardware prefetchers follow
+/// poorly once the weights live in L3.
+const PREFETCH_ROWS_AHEAD: usize = 4;
+
+/// Which loop takes an op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// The 2:4 loop with its decoding unrolled per index byte.
+    TwoOfFour,
+    /// The general inline-decoding loop.
+    AnyPattern,
+    /// Indices decoded into offsets first: the portable fallback.
+    Decoded,
+}
+
+impl Path {
+    fn choose(n: usize, m: usize, isa: Isa) -> Path {
+        match (n, m) {
+            _ if isa == Isa::Portable => Path::Decoded,
+            (2, 4) => Path::TwoOfFour,
+            _ => Path::AnyPattern,
+        }
+    }
+}
+
+/// A K block (rows `kb0..kb1` of `x`) and a token strip (`c0 .. c0 + width`).
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    kb0: usize,
+    kb1: usize,
+    c0: usize,
+    width: usize,
+}
+
+impl NmMatrix {
+    /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`] for `threads` workers of
+    /// the current rayon pool.
+    pub fn spmm(&self, threads: usize, x: &[f32], y: &mut [f32], cols: usize) -> Result<(), KernelError> {
+        let op = GemmOp {
+            name: String::new(),
+            m: cols,
+            n: self.rows,
+            k: self.k,
+        };
+        self.spmm_scheduled(&schedule_cpu(&op, threads), x, y, cols)
+    }
+
+    /// `y = W · x` with an explicit schedule, so the execution stage can schedule once per op
+    /// and callers can study blockings.
+    pub fn spmm_scheduled(
+        &self,
+        schedule: &CpuSchedule,
+        x: &[f32],
+        y: &mut [f32],
+        cols: usize,
+    ) -> Result<(), KernelError> {
+        check_len("x", x.len(), self.k, cols)?;
+        check_len("y", y.len(), self.rows, cols)?;
+        if self.rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        if self.k == 0 {
+            y.fill(0.0);
+            return Ok(());
+        }
+        self.spmm_on(Isa::detect(), schedule, x, y, cols);
+        Ok(())
+    }
+
+    /// The product on a given instruction set; shapes already checked and non-empty. Tests use
+    /// it to cover every path the machine supports, not only the one detection picks.
+    pub(crate) fn spmm_on(&self, isa: Isa, schedule: &CpuSchedule, x: &[f32], y: &mut [f32], cols: usize) {
+        let chunk = schedule.rows_per_task.max(1) * cols;
+        let task = |(t, y_rows): (usize, &mut [f32])| {
+            self.rows_task(isa, schedule, t * schedule.rows_per_task.max(1), x, y_rows, cols)
+        };
+        if schedule.threads <= 1 {
+            y.chunks_mut(chunk).enumerate().for_each(task);
+        } else {
+            y.par_chunks_mut(chunk).enumerate().for_each(task);
+        }
+    }
+
+    /// One task: output rows `row0 ..` (as many as `y` holds).
+    fn rows_task(&self, isa: Isa, s: &CpuSchedule, row0: usize, x: &[f32], y: &mut [f32], cols: usize) {
+        let path = Path::choose(self.n, self.m, isa);
+        // The 2:4 loop starts K blocks on index-byte boundaries (two groups).
+        let align = if path == Path::TwoOfFour { 8 } else { self.m };
+        let k_block = (s.k_block / align).max(1) * align;
+        let per_pass = if path == Path::Decoded {
+            1
+        } else {
+            isa.rows_per_pass()
+        };
+        let strip = s.strip_width.max(1);
+        let mut offsets = Offsets::with_capacity(k_block / self.m * self.n);
+        for c0 in (0..cols).step_by(strip) {
+            let width = strip.min(cols - c0);
+            for kb0 in (0..self.k).step_by(k_block) {
+                let kb1 = (kb0 + k_block).min(self.k);
+                let block = Block { kb0, kb1, c0, width };
+                let mut rest = &mut *y;
+                let mut row = row0;
+                while !rest.is_empty() {
+                    let take = per_pass.min(rest.len() / cols);
+                    let (now, later) = rest.split_at_mut(take * cols);
+                    self.prefetch_block(row + PREFETCH_ROWS_AHEAD, kb0 / self.m, kb1 / self.m);
+                    self.pass(isa, path, row, now, x, cols, block, &mut offsets);
+                    (rest, row) = (later, row + take);
+                }
+            }
+        }
+    }
+
+    /// One or two output rows (`y_rows`, from `row`) over one K block and strip.
+    #[allow(clippy::too_many_arguments)]
+    fn pass(
+        &self,
+        isa: Isa,
+        path: Path,
+        row: usize,
+        y_rows: &mut [f32],
+        x: &[f32],
+        cols: usize,
+        b: Block,
+        offsets: &mut Offsets,
+    ) {
+        let (g0, g1) = (b.kb0 / self.m, b.kb1 / self.m);
+        let accumulate = b.kb0 > 0;
+        let pattern = Pattern {
+            n: self.n,
+            m: self.m,
+            bits: self.bits,
+        };
+        let (kb, c0) = ((b.kb0, b.kb1), b.c0);
+        let mut blocks: [Option<RowBlock<'_>>; 2] = [None, None];
+        for ((i, y_row), slot) in y_rows.chunks_exact_mut(cols).enumerate().zip(&mut blocks) {
+            *slot = Some(self.row_block(row + i, (g0, g1), &mut y_row[c0..c0 + b.width]));
+        }
+        let done = match (path, &mut blocks) {
+            (Path::TwoOfFour, [Some(a), Some(z)]) => two_of_four::rows_strip(
+                isa,
+                &mut [a.reborrow(), z.reborrow()],
+                x,
+                cols,
+                kb,
+                c0,
+                accumulate,
+            ),
+            (Path::TwoOfFour, [Some(a), None]) => {
+                two_of_four::rows_strip(isa, &mut [a.reborrow()], x, cols, kb, c0, accumulate)
+            }
+            (Path::AnyPattern, [Some(a), Some(z)]) => {
+                let mut both = [a.reborrow(), z.reborrow()];
+                any_pattern::rows_strip(isa, pattern, &mut both, x, cols, (g0, g1), c0, accumulate)
+            }
+            (Path::AnyPattern, [Some(a), None]) => any_pattern::rows_strip(
+                isa,
+                pattern,
+                &mut [a.reborrow()],
+                x,
+                cols,
+                (g0, g1),
+                c0,
+                accumulate,
+            ),
+            _ => 0,
+        };
+        if done < b.width {
+            for (i, block) in blocks.iter_mut().flatten().enumerate() {
+                self.generic_strip(
+                    isa,
+                    (row + i, g0, g1),
+                    x,
+                    cols,
+                    c0,
+                    done,
+                    block.y,
+                    accumulate,
+                    offsets,
+                );
+            }
+        }
+    }
+
+    /// Row `r`'s values and indices for groups `g0..g1`, with its output strip.
+    fn row_block<'a>(&'a self, r: usize, (g0, g1): (usize, usize), y: &'a mut [f32]) -> RowBlock<'a> {
+        let kept = self.kept_per_row();
+        RowBlock {
+            values: &self.values[r * kept + g0 * self.n..r * kept + g1 * self.n],
+            idx: &self.indices[r * self.row_bytes..][..self.row_bytes],
+            y,
+        }
+    }
+
+    /// The generic path for one row over groups `g0..g1`, columns `c0 + done ..` of the strip
+    /// `y_strip` (which starts at column `c0`): indices decoded into offsets, then the
+    /// microkernel.
+    #[allow(clippy::too_many_arguments)]
+    fn generic_strip(
+        &self,
+        isa: Isa,
+        (row, g0, g1): (usize, usize, usize),
+        x: &[f32],
+        cols: usize,
+        c0: usize,
+        done: usize,
+        y_strip: &mut [f32],
+        accumulate: bool,
+        offsets: &mut Offsets,
+    ) {
+        let (n, m) = (self.n, self.m);
+        let idx = &self.indices[row * self.row_bytes..][..self.row_bytes];
+        let kept = self.kept_per_row();
+        offsets.clear();
+        for g in g0..g1 {
+            for e in g * n..(g + 1) * n {
+                offsets.push((g * m + super::indices::get(idx, e, self.bits)) * cols);
+            }
+        }
+        let values = &self.values[row * kept + g0 * n..row * kept + g1 * n];
+        row_strip(
+            isa,
+            values,
+            offsets,
+            x,
+            c0 + done,
+            &mut y_strip[done..],
+            accumulate,
+        );
+    }
+
+    /// Ask for the values and index bytes of `row`'s groups `g0..g1` to be brought into cache.
+    #[inline(always)]
+    fn prefetch_block(&self, row: usize, g0: usize, g1: usize) {
+        if row >= self.rows {
+            return;
+        }
+        let kept = self.kept_per_row();
+        let values = &self.values[row * kept + g0 * self.n..row * kept + g1 * self.n];
+        for line in values.chunks(16) {
+            prefetch(line.as_ptr().cast());
+        }
+        prefetch(self.indices[row * self.row_bytes + g0 * self.n * self.bits / 8..].as_ptr());
+    }
+}
+
+/// A cache hint; a no-op off x86-64.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and has no architectural effect; `p` comes from a live slice.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}

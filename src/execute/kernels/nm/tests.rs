@@ -1,0 +1,165 @@
+use super::microkernel::Isa;
+use super::*;
+use crate::execute::kernels::reference::gemm_naive;
+use crate::schedule::CpuSchedule;
+use proptest::prelude::*;
+
+fn data(len: usize, salt: u64) -> Vec<f32> {
+    let mut s = salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+fn check_against_oracle(
+    rows: usize,
+    groups: usize,
+    cols: usize,
+    n: usize,
+    m: usize,
+    threads: usize,
+    seed: u64,
+) {
+    let k = groups * m;
+    let w = prune_magnitude(&data(rows * k, seed), rows, k, n, m);
+    let x = data(k * cols, seed + 1);
+    let a = NmMatrix::compress(&w, rows, k, n, m).unwrap();
+    assert_eq!(a.decompress(), w);
+    let mut want = vec![0.0; rows * cols];
+    gemm_naive(&w, &x, &mut want, rows, k, cols);
+    let tol = 1e-5 * (k as f32).max(10.0);
+    let close = |got: &[f32]| {
+        got.iter()
+            .zip(&want)
+            .position(|(g, w)| (g - w).is_nan() || (g - w).abs() > tol * w.abs().max(1.0))
+    };
+    let op = crate::ingress::GemmOp {
+        name: String::new(),
+        m: cols,
+        n: rows,
+        k,
+    };
+    let schedule = crate::schedule::schedule_cpu(&op, threads);
+    // Every instruction set the machine has, not only the one detection would pick.
+    for isa in Isa::available() {
+        let mut y = vec![f32::NAN; rows * cols];
+        a.spmm_on(isa, &schedule, &x, &mut y, cols);
+        if let Some(i) = close(&y) {
+            panic!("{isa:?} {n}:{m} at {i}: {} vs {}", y[i], want[i]);
+        }
+    }
+    let mut y = vec![f32::NAN; rows * cols];
+    a.spmm(threads, &x, &mut y, cols).unwrap();
+    assert_eq!(close(&y), None);
+}
+
+fn pattern() -> impl Strategy<Value = (usize, usize)> {
+    prop_oneof![
+        Just((2, 4)),
+        Just((1, 2)),
+        Just((4, 8)),
+        Just((1, 4)),
+        (2usize..=32).prop_flat_map(|m| (1..m, Just(m))),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+    #[test]
+    fn spmm_matches_the_naive_oracle(
+        (n, m) in pattern(), rows in 1usize..20, groups in 1usize..12, cols in 1usize..70,
+        threads in 1usize..3, seed in any::<u64>(),
+    ) {
+        check_against_oracle(rows, groups, cols, n, m, threads, seed);
+    }
+
+    #[test]
+    fn decompress_inverts_compress_on_kept_values((n, m) in pattern(), rows in 0usize..6, groups in 0usize..6, seed in any::<u64>()) {
+        let k = groups * m;
+        let w = prune_magnitude(&data(rows * k, seed), rows, k, n, m);
+        let a = NmMatrix::compress(&w, rows, k, n, m).unwrap();
+        prop_assert_eq!(a.decompress(), w);
+        prop_assert_eq!(a.values().len(), rows * groups * n);
+    }
+
+    #[test]
+    fn every_blocking_gives_the_same_answer(
+        strip in 1usize..5, k_block in 1usize..6, rows_per_task in 1usize..7, threads in 1usize..3,
+    ) {
+        let (rows, k, cols) = (13, 48, 37);
+        let w = prune_magnitude(&data(rows * k, 3), rows, k, 2, 4);
+        let x = data(k * cols, 4);
+        let a = NmMatrix::compress(&w, rows, k, 2, 4).unwrap();
+        let (mut want, mut got) = (vec![0.0; rows * cols], vec![0.0; rows * cols]);
+        a.spmm(1, &x, &mut want, cols).unwrap();
+        let s = CpuSchedule { threads, strip_width: strip * 8, k_block: k_block * 4, rows_per_task, working_set_bytes: 0 };
+        a.spmm_scheduled(&s, &x, &mut got, cols).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            prop_assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0));
+        }
+    }
+}
+
+#[test]
+fn bert_sized_two_of_four_matches_the_oracle() {
+    check_against_oracle(64, 192, 128, 2, 4, 2, 11);
+}
+
+#[test]
+fn two_of_four_metadata_is_two_bits_per_kept_value() {
+    let w = prune_magnitude(&data(8 * 64, 1), 8, 64, 2, 4);
+    let a = NmMatrix::compress(&w, 8, 64, 2, 4).unwrap();
+    assert_eq!(a.value_bytes(), 8 * 32 * 4);
+    assert_eq!(a.metadata_bytes(), 8 * 32 / 4);
+    assert_eq!(a.bits_per_index(), 2);
+}
+
+#[test]
+fn sparse_groups_are_padded_with_explicit_zeros() {
+    let w = [0.0, 0.0, 5.0, 0.0];
+    let a = NmMatrix::compress(&w, 1, 4, 2, 4).unwrap();
+    assert_eq!(a.values(), &[0.0, 5.0]);
+    assert_eq!(a.decompress(), w);
+}
+
+#[test]
+fn refuses_unpruned_weights_bad_groups_and_bad_patterns() {
+    let err = NmMatrix::compress(&[1.0, 1.0, 1.0, 0.0], 1, 4, 2, 4).unwrap_err();
+    assert_eq!(
+        err,
+        KernelError::Overfull {
+            row: 0,
+            group: 0,
+            nonzeros: 3,
+            n: 2,
+            m: 4
+        }
+    );
+    assert_eq!(
+        NmMatrix::compress(&[0.0; 6], 1, 6, 2, 4).unwrap_err(),
+        KernelError::GroupSize { k: 6, m: 4 }
+    );
+    assert_eq!(
+        NmMatrix::compress(&[0.0; 4], 1, 4, 4, 4).unwrap_err(),
+        KernelError::Pattern { n: 4, m: 4 }
+    );
+    assert!(matches!(
+        NmMatrix::compress(&[0.0; 3], 1, 4, 2, 4),
+        Err(KernelError::Length { .. })
+    ));
+}
+
+#[test]
+fn spmm_refuses_mismatched_buffers() {
+    let a = NmMatrix::compress(&[0.0; 8], 2, 4, 2, 4).unwrap();
+    let mut y = vec![0.0; 6];
+    assert!(matches!(
+        a.spmm(1, &[0.0; 8], &mut y, 3),
+        Err(KernelError::Length { what: "x", .. })
+    ));
+}

@@ -1,0 +1,146 @@
+use super::*;
+use crate::ingress::pack::SamplePolicy;
+use crate::ingress::{Backend, GemmOp, Precision, Sparsity};
+use crate::lower::{KernelPath, lower};
+
+fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
+    Slice {
+        pack: "p".into(),
+        id: "tiny".into(),
+        ops: ops
+            .iter()
+            .enumerate()
+            .map(|(i, &(m, n, k))| GemmOp {
+                name: format!("op{i}"),
+                m,
+                n,
+                k,
+            })
+            .collect(),
+        sparsity,
+        precision: Precision::Fp32,
+        backend: Backend::Cpu,
+        guardrails: vec![],
+        samples: SamplePolicy {
+            warmup: 2,
+            min: 3,
+            max: 20,
+            time_budget_s: 0.01,
+        },
+        seed: 7,
+        threads: 2,
+    }
+}
+
+#[test]
+fn tiny_sparse_slice_yields_paired_positive_samples() {
+    let s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(16, 24, 32), (9, 8, 18)]);
+    let plan = lower(&s);
+    assert_eq!(plan.ops[1].path, KernelPath::DenseFallback);
+    let ev = execute_slice(&s, &plan);
+    assert_eq!(ev.failure, None);
+    let n = ev.metrics["latency"].samples.len();
+    assert!((3..=20).contains(&n), "{n}");
+    for name in ["latency", "effective_speedup", "throughput_gflops"] {
+        let m = &ev.metrics[name];
+        assert_eq!((m.samples.len(), m.runs.len()), (n, n), "{name}");
+        assert!(
+            m.samples.iter().all(|&v| v > 0.0 && v.is_finite()),
+            "{name}: {:?}",
+            m.samples
+        );
+    }
+    assert_eq!(ev.comparator.as_ref().map(|c| c.samples.len()), Some(n));
+    assert!(ev.warmup_iterations >= 2);
+    assert_eq!(ev.counters["samples"], n as f64);
+    assert_eq!(ev.counters["fallback_rate"], 0.5);
+    assert_eq!(ev.counters["value_bytes"], (24 * 16 * 4) as f64);
+    assert_eq!(ev.counters["metadata_bytes"], (24 * 16 / 4) as f64);
+    assert_eq!(ev.counters["metadata_overhead"], 1.0 / 16.0);
+    assert_eq!(
+        ev.counters["dense_flops"],
+        2.0 * (16.0 * 24.0 * 32.0 + 9.0 * 8.0 * 18.0)
+    );
+    assert_eq!(ev.sparsity, "2:4");
+    assert!(ev.wall_time_s > 0.0);
+}
+
+#[test]
+fn dense_slice_has_no_metadata() {
+    let s = slice(Sparsity::Dense, &[(5, 7, 3)]);
+    let ev = execute_slice(&s, &lower(&s));
+    assert_eq!(ev.failure, None);
+    assert_eq!(ev.counters["metadata_overhead"], 0.0);
+    assert_eq!(ev.counters["value_bytes"], 0.0);
+    assert_eq!(ev.counters["weight_bytes"], (7 * 3 * 4) as f64);
+}
+
+#[test]
+fn degenerate_shapes_fail_or_measure_but_never_panic() {
+    for ops in [vec![], vec![(0, 0, 0)], vec![(1, 1, 0)], vec![(0, 4, 8)]] {
+        let s = slice(Sparsity::NOfM { n: 1, m: 4 }, &ops);
+        let ev = execute_slice(&s, &lower(&s));
+        if ops.is_empty() {
+            assert_eq!(ev.failure.as_ref().map(|f| f.stage), Some(Stage::Execution));
+        }
+    }
+}
+
+#[test]
+fn a_sparse_plan_without_a_sparse_pattern_is_an_execution_failure() {
+    let s = slice(Sparsity::Unstructured { density: 0.5 }, &[(4, 4, 4)]);
+    let mut plan = lower(&s);
+    plan.ops[0].path = KernelPath::Sparse;
+    let ev = execute_slice(&s, &plan);
+    let failure = ev.failure.expect("failure");
+    assert_eq!(failure.stage, Stage::Execution);
+    assert!(failure.message.contains("unstructured"), "{}", failure.message);
+}
+
+#[test]
+fn stability_needs_three_close_timings() {
+    assert!(!is_stable(&[1.0, 1.0]));
+    assert!(is_stable(&[5.0, 1.0, 1.02, 0.99]));
+    assert!(!is_stable(&[1.0, 1.2, 1.0]));
+}
+
+/// The product path on BERT-base shapes: prints the median same-run speedup per op set.
+/// Ignored because it takes seconds and its numbers belong to a report, not an assertion:
+/// `cargo test --release -- --ignored --nocapture bert_base`.
+#[test]
+#[ignore]
+fn bert_base_two_of_four_report() {
+    let shapes = [
+        (128, 2304, 768),
+        (128, 768, 768),
+        (128, 3072, 768),
+        (128, 768, 3072),
+    ];
+    for threads in [1, 2] {
+        let mut s = slice(Sparsity::NOfM { n: 2, m: 4 }, &shapes);
+        s.threads = threads;
+        s.samples = SamplePolicy {
+            warmup: 3,
+            min: 10,
+            max: 200,
+            time_budget_s: 2.0,
+        };
+        let ev = execute_slice(&s, &lower(&s));
+        assert_eq!(ev.failure, None);
+        let median = |name: &str| {
+            let mut v = ev.metrics[name].samples.clone();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        println!(
+            "threads {threads}: {} samples, {} warm-up, speedup median {:.2}x, latency {:.2} ms, {:.0} GFLOP/s \
+             dense-equivalent, metadata overhead {:.4}",
+            ev.counters["samples"],
+            ev.warmup_iterations,
+            median("effective_speedup"),
+            median("latency") * 1e3,
+            median("throughput_gflops"),
+            ev.counters["metadata_overhead"],
+        );
+    }
+}
