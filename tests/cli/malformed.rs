@@ -100,7 +100,8 @@ fn issue_2_all_problems_are_reported_at_once() {
     let sb = Sandbox::new();
     sb.write(
         "multi.yaml",
-        "schema_version: 1
+        "
+         schema_version: 1
          name: multi
          owners: [{name: A, email: a@example.com, role: owner}]
          rollback: {trigger: t}

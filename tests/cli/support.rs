@@ -59,7 +59,9 @@ impl Sandbox {
     }
 }
 
+/// Remove the common indentation (and a leading newline) so packs can be written inline.
 fn dedent(text: &str) -> String {
+    let text = text.strip_prefix('\n').unwrap_or(text);
     let indent = text
         .lines()
         .filter(|l| !l.trim().is_empty())
