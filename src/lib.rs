@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod digest;
 pub mod error;
 pub mod execute;
 pub mod ingress;
@@ -20,6 +21,7 @@ pub mod lower;
 pub mod metric;
 pub mod release;
 pub mod schedule;
+pub mod schema;
 pub mod stage;
 pub mod validate;
 pub mod verdict;

@@ -7,12 +7,12 @@ use super::diagnostic::{Location, PackDiagnostic, PackError};
 use super::pack::PackFile;
 use super::span::{Locator, Pos, SpanIndex, escape_segment};
 use super::{LoadedPack, expand, semantic};
+use crate::digest::sha256_hex;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, ValidationError, Validator};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::{Budget, MessageFormatter, Options, UserMessageFormatter};
-use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -29,10 +29,9 @@ const MINIMAL_KEYS: &str = "a pack needs at least `schema_version: 1`, `name`, `
 /// The pack format's JSON Schema (draft 2020-12), generated from [`PackFile`].
 ///
 /// `schemas/scenario-pack.schema.json` is this value, pretty-printed; a test keeps the two
-/// equal (regenerate with `SPARSEGATE_UPDATE_SCHEMAS=1 cargo test --release schema`).
+/// equal (see [`crate::schema`]).
 pub fn pack_schema() -> Value {
-    let generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
-    generator.into_root_schema_for::<PackFile>().to_value()
+    crate::schema::generate::<PackFile>()
 }
 
 /// Load, validate and expand the scenario pack at `path`.
@@ -254,16 +253,6 @@ fn empty_diag(file: &str) -> PackDiagnostic {
         "pack is empty",
         "start from:\n    schema_version: 1\n    name: my-pack\n    owners: [{name: Ada, email: ada@example.com, role: owner}]\n    rollback: {trigger: \"2:4 speedup below 1.1x\"}\n    slices:\n      - {id: qkv, workload: {ops: [{gemm: {name: qkv, m: 128, n: 2304, k: 768}}]}, sparsity: [\"2:4\"]}",
     )
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut s = String::with_capacity(7 + 64);
-    s.push_str("sha256:");
-    for b in digest {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
 }
 
 /// Parse the YAML into a JSON value: anchors and merge keys expanded, duplicate keys
@@ -692,32 +681,6 @@ fn schema_diags(error: &ValidationError<'_>, schema: &Value, loc: &Locator, out:
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn schema_is_up_to_date() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/scenario-pack.schema.json");
-        let generated = format!(
-            "{}\n",
-            serde_json::to_string_pretty(&pack_schema()).expect("schema serialises")
-        );
-        if std::env::var("SPARSEGATE_UPDATE_SCHEMAS").as_deref() == Ok("1") {
-            std::fs::write(&path, &generated).expect("write schema");
-            return;
-        }
-        assert!(
-            generated == PACK_SCHEMA_JSON,
-            "schemas/scenario-pack.schema.json is out of date with the pack types; regenerate it with \
-             `SPARSEGATE_UPDATE_SCHEMAS=1 cargo test --release schema` and commit the result"
-        );
-    }
-
-    #[test]
-    fn digest_format() {
-        assert_eq!(
-            sha256_hex(b""),
-            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
-    }
 
     #[test]
     fn byte_offsets() {

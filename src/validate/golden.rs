@@ -1,6 +1,7 @@
 //! Golden baselines: stored evidence under `golden/<pack>/<slice>.json`, written only by
 //! `bless`, atomically, with an integrity digest so a hand edit is detected.
 
+use crate::digest::sha256_hex;
 use crate::error::{Error, Result};
 use crate::execute::{MetricSamples, SliceEvidence};
 use crate::ingress::Environment;
@@ -77,18 +78,6 @@ impl Baseline {
     pub fn median(&self, metric: &str) -> Option<f64> {
         self.metrics.get(metric).and_then(|m| median_of(&m.samples))
     }
-}
-
-/// `sha256:<hex>` of some bytes: the digest format used in every sparsegate file.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    let hash = Sha256::digest(bytes);
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for b in hash {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
 }
 
 fn median_of(xs: &[f64]) -> Option<f64> {
@@ -301,6 +290,16 @@ mod tests {
         let err = load_baseline(&path).unwrap_err();
         assert!(matches!(err, Error::CorruptBaseline { .. }), "{err}");
         assert!(err.to_string().contains("edited by hand"), "{err}");
+    }
+
+    #[test]
+    fn baselines_validate_against_the_committed_schema() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../schemas/golden-baseline.schema.json")).unwrap();
+        let validator = jsonschema::draft202012::new(&schema).unwrap();
+        let instance = serde_json::to_value(baseline(vec![1.0, 2.0])).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&instance).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}");
     }
 
     #[test]

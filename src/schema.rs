@@ -1,0 +1,56 @@
+//! The JSON Schemas users and tools validate our files against, generated from the Rust
+//! types (schemars) and committed under `schemas/`. A test keeps the committed files equal
+//! to what the types generate, so the documented format can never drift from the code.
+//! Regenerate them with `SPARSEGATE_UPDATE_SCHEMAS=1 cargo test --release schema`.
+
+use serde_json::Value;
+
+/// The schema of `T` as draft 2020-12 JSON.
+pub fn generate<T: schemars::JsonSchema>() -> Value {
+    schemars::generate::SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value()
+}
+
+/// Every committed schema: its file name under `schemas/` and how to generate it.
+pub const COMMITTED: &[(&str, fn() -> Value)] = &[
+    ("scenario-pack.schema.json", crate::ingress::pack_schema),
+    (
+        "golden-baseline.schema.json",
+        generate::<crate::validate::golden::Baseline>,
+    ),
+];
+
+/// A schema as it is committed: pretty JSON with a trailing newline.
+pub fn to_committed_text(schema: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(schema).expect("schemas serialize");
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn committed_schemas_are_up_to_date() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas");
+        let update = std::env::var("SPARSEGATE_UPDATE_SCHEMAS").as_deref() == Ok("1");
+        for (name, generate) in COMMITTED {
+            let path = dir.join(name);
+            let generated = to_committed_text(&generate());
+            if update {
+                std::fs::write(&path, &generated).expect("write schema");
+                continue;
+            }
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                generated == committed,
+                "schemas/{name} is out of date with the Rust types; regenerate it with \
+                 `SPARSEGATE_UPDATE_SCHEMAS=1 cargo test --release schema` and commit the result"
+            );
+        }
+    }
+}
