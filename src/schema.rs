@@ -13,8 +13,11 @@ pub fn generate<T: schemars::JsonSchema>() -> Value {
         .to_value()
 }
 
-/// Every committed schema: its file name under `schemas/` and how to generate it.
-pub const COMMITTED: &[(&str, fn() -> Value)] = &[
+/// A committed schema: its file name under `schemas/` and how to generate it.
+pub type CommittedSchema = (&'static str, fn() -> Value);
+
+/// Every committed schema.
+pub const COMMITTED: &[CommittedSchema] = &[
     ("scenario-pack.schema.json", crate::ingress::pack_schema),
     (
         "golden-baseline.schema.json",

@@ -1,6 +1,6 @@
 //! Located pack errors: every problem points at `file:line:col` with a hint.
 
-use miette::{Diagnostic, LabeledSpan, NamedSource, SourceSpan};
+use miette::{Diagnostic, LabeledSpan, SourceSpan};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
@@ -86,7 +86,7 @@ impl Diagnostic for PackError {
         if self.source_text.is_empty() {
             None
         } else {
-            Some(&self.source_text)
+            Some(self)
         }
     }
 
@@ -100,9 +100,24 @@ impl Diagnostic for PackError {
     }
 }
 
-impl PackError {
-    /// A named source for renderers that want the file name in the snippet header.
-    pub fn named_source(&self) -> NamedSource<String> {
-        NamedSource::new(self.path.display().to_string(), self.source_text.clone())
+/// The pack text, named after its file so rendered snippets say which file they show.
+impl miette::SourceCode for PackError {
+    fn read_span<'a>(
+        &'a self,
+        span: &SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
+        let inner = self
+            .source_text
+            .read_span(span, context_lines_before, context_lines_after)?;
+        Ok(Box::new(miette::MietteSpanContents::new_named(
+            self.path.display().to_string(),
+            inner.data(),
+            *inner.span(),
+            inner.line(),
+            inner.column(),
+            inner.line_count(),
+        )))
     }
 }

@@ -167,7 +167,10 @@ fn judge(
             },
         },
     };
-    let stage = if j.verdict == Verdict::Fail && is_speed(g.metric) && had_fallbacks {
+    // Ops falling back to dense is decided at lowering: a failed fallback guardrail, or a
+    // speed guardrail failing on a slice that fell back, has its root cause there.
+    let lowering_caused = g.metric == Metric::FallbackRate || (is_speed(g.metric) && had_fallbacks);
+    let stage = if j.verdict == Verdict::Fail && lowering_caused {
         Stage::Lowering
     } else {
         Stage::Validation

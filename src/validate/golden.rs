@@ -76,22 +76,10 @@ impl Baseline {
 
     /// The median of a metric's samples, if recorded.
     pub fn median(&self, metric: &str) -> Option<f64> {
-        self.metrics.get(metric).and_then(|m| median_of(&m.samples))
+        self.metrics
+            .get(metric)
+            .and_then(|m| super::stats::median(&m.samples).ok())
     }
-}
-
-fn median_of(xs: &[f64]) -> Option<f64> {
-    if xs.is_empty() {
-        return None;
-    }
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    Some(if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    })
 }
 
 /// Where the baseline of `slice` in `pack` lives under `golden_dir`.

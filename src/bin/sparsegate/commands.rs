@@ -82,7 +82,12 @@ fn validate(paths: &[std::path::PathBuf], json: bool) -> Result<ExitCode> {
         match result {
             Ok(pack) => {
                 if !json {
-                    println!("ok {} ({} slices)", path.display(), pack.slices.len());
+                    println!(
+                        "ok {} ({} slice{})",
+                        path.display(),
+                        pack.slices.len(),
+                        if pack.slices.len() == 1 { "" } else { "s" }
+                    );
                 }
                 report.push(serde_json::json!({
                     "path": path, "valid": true,
@@ -140,11 +145,9 @@ fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
 
 fn slice_summary(s: &sparsegate::execute::SliceEvidence) -> serde_json::Value {
     let median = |name: &str| {
-        s.metrics.get(name).map(|m| {
-            let mut v = m.samples.clone();
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied()
-        })
+        s.metrics
+            .get(name)
+            .and_then(|m| sparsegate::validate::stats::median(&m.samples).ok())
     };
     serde_json::json!({
         "pack": s.pack, "slice": s.slice, "sparsity": s.sparsity,

@@ -7,6 +7,15 @@ mod commands;
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
+    // Never wrap diagnostics: CI logs and editors look for `file:line:col` on one line.
+    let _ = miette::set_hook(Box::new(|_| {
+        Box::new(
+            miette::MietteHandlerOpts::new()
+                .wrap_lines(false)
+                .terminal_links(false)
+                .build(),
+        )
+    }));
     let cli = cli::Cli::parse();
     match commands::dispatch(cli) {
         Ok(code) => std::process::ExitCode::from(code.code() as u8),

@@ -353,6 +353,34 @@ fn speed_lost_to_fallbacks_is_attributed_to_lowering() {
     assert_eq!(o.bottleneck, Some(Bottleneck::Fallback));
 }
 
+/// Issue 2: a failing fallback guardrail names lowering, where the fallback was decided.
+#[test]
+fn issue_2_failed_fallback_guardrail_is_attributed_to_lowering() {
+    let g = guard(Metric::FallbackRate, Rule::AtMost { bound: 0.0 }, Severity::Block);
+    let fallback = plan(
+        vec![op(512, 512, 512), op(512, 512, 510)],
+        KernelPath::DenseFallback,
+    );
+    let a = assess_with(
+        &[slice("s", vec![g])],
+        &evidence(vec![slice_ev(
+            "s",
+            vec![],
+            vec![("fallback_rate", 0.5)],
+            fallback,
+        )]),
+        &Baselines::new(),
+        &AssessOptions { resamples: 100 },
+    );
+    let o = &a.outcomes[0];
+    assert_eq!(
+        (o.verdict, o.stage),
+        (Verdict::Fail, Stage::Lowering),
+        "{}",
+        o.detail
+    );
+}
+
 #[test]
 fn counters_are_points() {
     let slices = [slice(
