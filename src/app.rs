@@ -192,8 +192,9 @@ pub struct GateReport {
     pub files: Vec<PathBuf>,
 }
 
-/// Run, validate and decide (the `gate` command), writing `evidence.json`,
-/// `verdict.json`, `memo.md`, `memo.html` and `junit.xml` into `out_dir`.
+/// Run, validate and decide (the `gate` command), writing `memo.json` (the memo model
+/// that signatures cover), `evidence.json`, `verdict.json`, `memo.md`, `memo.html` and
+/// `junit.xml` into `out_dir`.
 ///
 /// Every refusal (bad pack, missing baseline, environment drift) happens before anything
 /// runs or is written.
@@ -210,9 +211,10 @@ pub fn gate(
     let slices: Vec<Slice> = all_slices(&packs).cloned().collect();
     let assessment = assess(&slices, &evidence, &baselines);
     let decision = decide(&assessment, drift);
-    let memo = Memo::new(&packs, &evidence, &baselines, &decision);
+    let memo = Memo::new(&packs, &evidence, &baselines, &options.golden_dir, &decision);
 
     let outputs = [
+        ("memo.json", to_json(&memo)),
         ("evidence.json", to_json(&evidence)),
         ("verdict.json", to_json(&decision)),
         ("memo.md", memo.render_markdown()?),

@@ -123,6 +123,19 @@ pub enum Error {
         hint: String,
     },
 
+    /// A signed memo failed verification: every problem found.
+    #[error("memo in {} failed verification:\n{}", dir.display(), problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    #[diagnostic(
+        code(sparsegate::verify),
+        help("do not trust this memo; re-run the gate and collect the signatures again")
+    )]
+    Verification {
+        /// The memo's directory.
+        dir: PathBuf,
+        /// What failed.
+        problems: Vec<String>,
+    },
+
     /// A memo template failed to render (a bug in a template).
     #[error("cannot render {template}: {message}")]
     #[diagnostic(code(sparsegate::render))]

@@ -10,9 +10,10 @@ use crate::ingress::{Environment, LoadedPack};
 use crate::lower::KernelPath;
 use crate::stage::Stage;
 use crate::validate::GuardrailOutcome;
-use crate::validate::golden::Baselines;
+use crate::validate::golden::{Baselines, baseline_path};
 use crate::verdict::{Bottleneck, Verdict};
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 /// Version of the memo model.
 pub const MEMO_SCHEMA_VERSION: u32 = 1;
@@ -117,6 +118,8 @@ pub struct MemoBaseline {
     pub pack: String,
     /// Slice id.
     pub slice: String,
+    /// The baseline file, as the gate found it.
+    pub path: String,
     /// When it was blessed.
     pub blessed_at: String,
     /// Who blessed it.
@@ -131,6 +134,7 @@ impl Memo {
         packs: &[LoadedPack],
         evidence: &Evidence,
         baselines: &Baselines,
+        golden_dir: &Path,
         decision: &Decision,
     ) -> Memo {
         Memo {
@@ -160,6 +164,7 @@ impl Memo {
                 .map(|b| MemoBaseline {
                     pack: b.pack.clone(),
                     slice: b.slice.clone(),
+                    path: baseline_path(golden_dir, &b.pack, &b.slice).display().to_string(),
                     blessed_at: b.blessed_at.clone(),
                     blessed_by: b.blessed_by.clone(),
                     digest: b.digest.clone(),

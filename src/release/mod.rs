@@ -5,6 +5,7 @@ mod decision;
 mod exit;
 mod junit;
 mod memo;
+pub mod sign;
 mod summary;
 
 pub use decision::{Decision, DriftNote, VERDICT_SCHEMA_VERSION, VerdictCounts, decide};

@@ -51,6 +51,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Sign closure memos with SSH keys, or verify them.
+    #[command(subcommand)]
+    Memo(MemoCommand),
     /// Measure the packs and record (or update) their golden baselines, printing what changed.
     Bless {
         #[command(flatten)]
@@ -59,6 +62,41 @@ pub enum Command {
         #[arg(long = "slice", value_name = "ID")]
         slices: Vec<String>,
         /// Print the changes as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Signing and verifying closure memos.
+#[derive(Debug, Subcommand)]
+pub enum MemoCommand {
+    /// Sign DIR/memo.json for a role with your SSH ed25519 key: writes memo.json.ROLE.sig
+    /// (SSHSIG, checkable with `ssh-keygen -Y verify -n sparsegate-memo`) and adds your
+    /// signature to the in-toto DSSE envelope memo.intoto.json.
+    Sign {
+        /// The gate's output directory.
+        #[arg(default_value = "out")]
+        dir: PathBuf,
+        /// OpenSSH ed25519 private key.
+        #[arg(long, value_name = "PATH")]
+        key: PathBuf,
+        /// The owner role you sign for; needed when the memo has more than one role.
+        #[arg(long)]
+        role: Option<String>,
+        /// Print the result as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check every signature, that each required role signed with a key allowed_signers
+    /// binds to an owner with that role, and that every file the memo vouches for is unchanged.
+    Verify {
+        /// The gate's output directory.
+        #[arg(default_value = "out")]
+        dir: PathBuf,
+        /// OpenSSH allowed_signers file (`email ssh-ed25519 AAAA…` per line).
+        #[arg(long, value_name = "FILE")]
+        allowed_signers: PathBuf,
+        /// Print the result as JSON on stdout.
         #[arg(long)]
         json: bool,
     },

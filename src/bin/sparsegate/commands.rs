@@ -1,8 +1,8 @@
 //! Each subcommand: call the library, print its result for people or as JSON.
 
-use crate::cli::{Cli, Command, RunArgs};
+use crate::cli::{Cli, Command, MemoCommand, RunArgs};
 use sparsegate::app::{self, Options, Progress};
-use sparsegate::release::{ExitCode, render_summary};
+use sparsegate::release::{ExitCode, render_summary, sign};
 use sparsegate::{Error, Result};
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
@@ -43,6 +43,49 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 }
             }
             Ok(report.decision.exit_code)
+        }
+        Command::Memo(MemoCommand::Sign { dir, key, role, json }) => {
+            let role = match role {
+                Some(role) => role,
+                None => sign::sole_role(&dir)?,
+            };
+            let report = sign::sign(&dir, &key, &role)?;
+            if json {
+                print!("{}", app::to_json(&report));
+            } else {
+                println!(
+                    "signed memo in {} as `{}` with {}",
+                    dir.display(),
+                    report.role,
+                    report.fingerprint
+                );
+                for file in &report.files {
+                    println!("wrote {}", file.display());
+                }
+            }
+            Ok(ExitCode::Pass)
+        }
+        Command::Memo(MemoCommand::Verify {
+            dir,
+            allowed_signers,
+            json,
+        }) => {
+            let report = sign::verify(&dir, &allowed_signers)?;
+            if json {
+                print!("{}", app::to_json(&report));
+            } else {
+                for role in &report.roles {
+                    println!("signed  {role}");
+                }
+                println!(
+                    "memo in {} verified: {} roles, {} envelope signatures, {} files unchanged",
+                    dir.display(),
+                    report.roles.len(),
+                    report.envelope_signatures,
+                    report.subjects
+                );
+            }
+            Ok(ExitCode::Pass)
         }
         Command::Bless { run, slices, json } => {
             let changes = app::bless(
