@@ -26,6 +26,7 @@ fn pass_exits_0_and_writes_every_output() {
             "evidence.json",
             "junit.xml",
             "memo.html",
+            "memo.json",
             "memo.md",
             "verdict.json"
         ]
