@@ -2,15 +2,18 @@
 //! Markdown and HTML by minijinja templates embedded in the binary (so the binary version
 //! fully determines the rendering, and the same evidence always renders the same bytes).
 
-use super::{Decision, DriftNote, ExitCode, VerdictCounts};
+use super::{Decision, DriftNote, ExitCode, VerdictCounts, charts};
 use crate::error::{Error, Result};
 use crate::execute::{Evidence, SliceEvidence};
+use crate::ingress::Rule;
 use crate::ingress::pack::Owner;
 use crate::ingress::{Environment, LoadedPack};
 use crate::lower::KernelPath;
+use crate::metric::Metric;
 use crate::stage::Stage;
 use crate::validate::GuardrailOutcome;
 use crate::validate::golden::{Baselines, baseline_path};
+use crate::validate::stats::{median, quantile, quantile_ci};
 use crate::verdict::{Bottleneck, Verdict};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -42,6 +45,10 @@ pub struct Memo {
     pub slices: Vec<MemoSlice>,
     /// The validation matrix.
     pub guardrails: Vec<GuardrailOutcome>,
+    /// Evidence that points two ways, spelled out so nobody reads only the headline.
+    pub contradictions: Vec<String>,
+    /// Who must sign: each owner role and the owners holding it.
+    pub sign_off: Vec<SignOff>,
     /// Allowed environment mismatches: called out prominently.
     pub environment_drift: Vec<DriftNote>,
     /// The baselines compared against, with their digests.
@@ -69,6 +76,15 @@ pub struct MemoPack {
     pub rollback_action: Option<String>,
 }
 
+/// A role that must sign the memo, and who holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignOff {
+    /// The role.
+    pub role: String,
+    /// `Name <email>` of each owner holding it.
+    pub holders: Vec<String>,
+}
+
 /// A slice, as the memo shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoSlice {
@@ -86,6 +102,12 @@ pub struct MemoSlice {
     pub latency_s: Option<f64>,
     /// Median of the per-pair speedups over the dense comparator.
     pub speedup: Option<f64>,
+    /// 95% order-statistic interval of that median.
+    pub speedup_ci: Option<(f64, f64)>,
+    /// Latency samples of the slice, summarised.
+    pub latency_summary: Option<FiveNumber>,
+    /// Latency samples of the interleaved dense comparator, summarised.
+    pub comparator_summary: Option<FiveNumber>,
     /// Share of ops that fell back to dense.
     pub fallback_rate: f64,
     /// Metadata bytes per value byte.
@@ -96,6 +118,35 @@ pub struct MemoSlice {
     pub ops: Vec<MemoOp>,
     /// Why the slice did not run, if it did not.
     pub failure: Option<String>,
+}
+
+/// Minimum, quartiles (type 7) and maximum of a sample: enough to draw a box plot.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FiveNumber {
+    /// Smallest value.
+    pub min: f64,
+    /// 25th percentile.
+    pub q1: f64,
+    /// Median.
+    pub median: f64,
+    /// 75th percentile.
+    pub q3: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl FiveNumber {
+    /// The summary of `xs`, or `None` for an empty or non-finite sample.
+    pub fn of(xs: &[f64]) -> Option<FiveNumber> {
+        let q = |p| quantile(xs, p).ok();
+        Some(FiveNumber {
+            min: q(0.0)?,
+            q1: q(0.25)?,
+            median: q(0.5)?,
+            q3: q(0.75)?,
+            max: q(1.0)?,
+        })
+    }
 }
 
 /// One op in the supported layer matrix.
@@ -137,6 +188,7 @@ impl Memo {
         golden_dir: &Path,
         decision: &Decision,
     ) -> Memo {
+        let slices: Vec<MemoSlice> = evidence.slices.iter().map(|s| memo_slice(s, decision)).collect();
         Memo {
             schema_version: MEMO_SCHEMA_VERSION,
             verdict: decision.verdict,
@@ -156,7 +208,9 @@ impl Memo {
                     rollback_action: p.file.rollback.action.clone(),
                 })
                 .collect(),
-            slices: evidence.slices.iter().map(|s| memo_slice(s, decision)).collect(),
+            contradictions: contradictions(&slices, &decision.guardrails),
+            sign_off: sign_off(packs),
+            slices,
             guardrails: decision.guardrails.clone(),
             environment_drift: decision.environment_drift.clone(),
             baselines: baselines
@@ -176,15 +230,24 @@ impl Memo {
 
     /// The memo as Markdown (`memo.md`).
     pub fn render_markdown(&self) -> Result<String> {
-        self.render("memo.md", MARKDOWN_TEMPLATE)
+        self.render("memo.md", MARKDOWN_TEMPLATE, minijinja::Value::from(()))
     }
 
-    /// The memo as self-contained HTML (`memo.html`), every pack string escaped.
+    /// The memo as self-contained HTML (`memo.html`), every pack string escaped; charts
+    /// are inline SVG generated here.
     pub fn render_html(&self) -> Result<String> {
-        self.render("memo.html", HTML_TEMPLATE)
+        let charts = minijinja::context! {
+            speedup => minijinja::Value::from_safe_string(charts::speedup_chart(&self.slices)),
+            distributions => self
+                .slices
+                .iter()
+                .map(|s| minijinja::Value::from_safe_string(charts::distribution_chart(s)))
+                .collect::<Vec<_>>(),
+        };
+        self.render("memo.html", HTML_TEMPLATE, charts)
     }
 
-    fn render(&self, name: &str, source: &str) -> Result<String> {
+    fn render(&self, name: &str, source: &str, charts: minijinja::Value) -> Result<String> {
         let render_error = |e: minijinja::Error| Error::Render {
             template: name.to_owned(),
             message: format!("{e:#}"),
@@ -200,17 +263,99 @@ impl Memo {
         env.add_template(name, source).map_err(render_error)?;
         let template = env.get_template(name).map_err(render_error)?;
         template
-            .render(minijinja::context! { memo => minijinja::Value::from(minijinja::value::Serde(self)) })
+            .render(minijinja::context! { memo => minijinja::Value::from(minijinja::value::Serde(self)), charts => charts })
             .map_err(render_error)
     }
 }
 
-fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
-    let median = |name: &str| {
-        s.metrics
-            .get(name)
-            .and_then(|m| crate::validate::stats::median(&m.samples).ok())
+fn sign_off(packs: &[LoadedPack]) -> Vec<SignOff> {
+    let mut roles: std::collections::BTreeMap<&str, Vec<String>> = std::collections::BTreeMap::new();
+    for owner in packs.iter().flat_map(|p| p.file.owners.iter()) {
+        let holder = format!("{} <{}>", owner.name, owner.email);
+        let holders = roles.entry(owner.role.as_str()).or_default();
+        if !holders.contains(&holder) {
+            holders.push(holder);
+        }
+    }
+    roles
+        .into_iter()
+        .map(|(role, holders)| SignOff {
+            role: role.to_owned(),
+            holders,
+        })
+        .collect()
+}
+
+/// Evidence pointing two ways: sparse faster on some slices and slower on others; a
+/// median that holds while the tail regresses; a baseline comparison and a same-run bar
+/// that disagree.
+fn contradictions(slices: &[MemoSlice], guardrails: &[GuardrailOutcome]) -> Vec<String> {
+    let mut found = Vec::new();
+    let side = |s: &MemoSlice| match (s.speedup, s.speedup_ci) {
+        (_, Some((lo, _))) if lo > 1.0 => Some(true),
+        (_, Some((_, hi))) if hi < 1.0 => Some(false),
+        _ => None,
     };
+    let faster: Vec<&str> = slices
+        .iter()
+        .filter(|s| side(s) == Some(true))
+        .map(|s| s.slice.as_str())
+        .collect();
+    let slower: Vec<&str> = slices
+        .iter()
+        .filter(|s| side(s) == Some(false))
+        .map(|s| s.slice.as_str())
+        .collect();
+    if !faster.is_empty() && !slower.is_empty() {
+        found.push(format!(
+            "the sparse path is faster than dense on {} but slower on {}",
+            faster.join(", "),
+            slower.join(", ")
+        ));
+    }
+    let is_tail = |g: &GuardrailOutcome| matches!(g.metric, Metric::LatencyP95 | Metric::LatencyP99);
+    let is_central = |g: &GuardrailOutcome| {
+        matches!(
+            g.metric,
+            Metric::Latency | Metric::LatencyP50 | Metric::ThroughputGflops | Metric::EffectiveSpeedup
+        )
+    };
+    let vs_baseline = |g: &GuardrailOutcome| matches!(g.rule, Rule::RegressAtMost { .. });
+    for s in slices {
+        let of_slice: Vec<&GuardrailOutcome> = guardrails
+            .iter()
+            .filter(|g| g.pack == s.pack && g.slice == s.slice)
+            .collect();
+        let tail = of_slice.iter().find(|g| is_tail(g) && g.verdict != Verdict::Pass);
+        let central_holds = of_slice
+            .iter()
+            .any(|g| is_central(g) && g.verdict == Verdict::Pass);
+        if let (Some(tail), true) = (tail, central_holds) {
+            found.push(format!(
+                "{}: the typical case holds but the tail does not ({} {})",
+                s.slice, tail.metric, tail.verdict
+            ));
+        }
+        let decided = |g: &&&GuardrailOutcome| g.verdict != Verdict::Inconclusive;
+        let same_run = of_slice
+            .iter()
+            .filter(decided)
+            .find(|g| g.metric == Metric::EffectiveSpeedup && !vs_baseline(g));
+        let baseline = of_slice.iter().filter(decided).find(|g| vs_baseline(g));
+        if let (Some(a), Some(b)) = (same_run, baseline)
+            && (a.verdict == Verdict::Pass) != (b.verdict == Verdict::Pass)
+        {
+            found.push(format!(
+                "{}: against the same-run dense comparator it is {}, against the golden baseline ({}) it is {}",
+                s.slice, a.verdict, b.metric, b.verdict
+            ));
+        }
+    }
+    found
+}
+
+fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
+    let median = |name: &str| s.metrics.get(name).and_then(|m| median(&m.samples).ok());
     MemoSlice {
         pack: s.pack.clone(),
         slice: s.slice.clone(),
@@ -219,6 +364,12 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
         samples: s.metrics.get("latency").map_or(0, |m| m.samples.len()),
         latency_s: median("latency"),
         speedup: median("effective_speedup"),
+        speedup_ci: s
+            .metrics
+            .get("effective_speedup")
+            .and_then(|m| quantile_ci(&m.samples, 0.5, 0.95)),
+        latency_summary: s.metrics.get("latency").and_then(|m| FiveNumber::of(&m.samples)),
+        comparator_summary: s.comparator.as_ref().and_then(|m| FiveNumber::of(&m.samples)),
         fallback_rate: s.plan.fallback_rate(),
         metadata_overhead: s.counters.get("metadata_overhead").copied().unwrap_or(0.0),
         bottleneck: decision
@@ -347,6 +498,9 @@ mod tests {
                 samples: 40,
                 latency_s: Some(0.00123),
                 speedup: Some(1.61),
+                speedup_ci: Some((1.58, 1.64)),
+                latency_summary: FiveNumber::of(&[0.0012, 0.00123, 0.00125, 0.0013]),
+                comparator_summary: FiveNumber::of(&[0.0019, 0.00198, 0.0020, 0.0022]),
                 fallback_rate: 0.0,
                 metadata_overhead: 0.0625,
                 bottleneck: Some(Bottleneck::Compute),
@@ -376,6 +530,11 @@ mod tests {
                     Stage::Validation,
                 ),
             ],
+            contradictions: vec!["the sparse path is faster than dense on a but slower on b".into()],
+            sign_off: vec![SignOff {
+                role: "owner".into(),
+                holders: vec!["Ada <ada@example.com>".into()],
+            }],
             environment_drift: vec![],
             baselines: vec![],
             measured_s: 1.5,
@@ -394,6 +553,34 @@ mod tests {
     fn html_rendering_is_byte_stable() {
         let memo = fixed_memo("speedup below 1.2x");
         insta::assert_snapshot!("memo_html", memo.render_html().unwrap());
+    }
+
+    #[test]
+    fn contradictions_are_called_out() {
+        let memo = fixed_memo("t");
+        let mut faster = memo.slices[0].clone();
+        faster.slice = "fast".into();
+        let mut slower = faster.clone();
+        slower.slice = "slow".into();
+        slower.speedup = Some(0.8);
+        slower.speedup_ci = Some((0.75, 0.85));
+        let mut tail = memo.guardrails[1].clone();
+        tail.slice = "fast".into();
+        tail.metric = Metric::LatencyP99;
+        tail.verdict = Verdict::Fail;
+        let mut central = tail.clone();
+        central.metric = Metric::Latency;
+        central.verdict = Verdict::Pass;
+        let found = contradictions(&[faster, slower], &[tail, central]);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found[0].contains("faster than dense on fast but slower on slow"),
+            "{found:?}"
+        );
+        assert!(
+            found[1].contains("fast: the typical case holds but the tail does not"),
+            "{found:?}"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Stage 6, release decision: the gate verdict, exit code, memo, JUnit. It never
 //! re-measures.
 
+mod charts;
 mod decision;
 mod exit;
 mod junit;

@@ -159,6 +159,13 @@ pub fn write_atomic_with(
         .tempfile_in(dir)
         .map_err(werr)?;
     write(tmp.as_file_mut()).map_err(werr)?;
+    // Temporary files are private (0600); the result should be readable like any file the
+    // user writes, or keep the permissions of the file it replaces.
+    let permissions = match std::fs::metadata(path) {
+        Ok(old) => old.permissions(),
+        Err(_) => default_permissions(),
+    };
+    tmp.as_file().set_permissions(permissions).map_err(werr)?;
     tmp.as_file().sync_all().map_err(werr)?;
     tmp.persist(path).map_err(|e| werr(e.error))?;
     if let Ok(d) = std::fs::File::open(dir) {
@@ -166,6 +173,21 @@ pub fn write_atomic_with(
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+#[cfg(unix)]
+fn default_permissions() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(0o644)
+}
+
+#[cfg(not(unix))]
+fn default_permissions() -> std::fs::Permissions {
+    let mut p = std::fs::metadata(".")
+        .map(|m| m.permissions())
+        .expect("cwd metadata");
+    p.set_readonly(false);
+    p
 }
 
 /// How one metric's median moved between the old and the new baseline.
@@ -288,6 +310,19 @@ mod tests {
         let instance = serde_json::to_value(baseline(vec![1.0, 2.0])).unwrap();
         let errors: Vec<String> = validator.iter_errors(&instance).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn written_files_are_world_readable_not_private_temp_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.json");
+        write_atomic(&path, b"{}").unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
     }
 
     #[test]
