@@ -1,6 +1,7 @@
 //! Stage 6, release decision: the gate verdict, exit code, memo, JUnit. It never
 //! re-measures.
 
+mod annotations;
 mod charts;
 mod decision;
 mod exit;
@@ -9,6 +10,7 @@ mod memo;
 pub mod sign;
 mod summary;
 
+pub use annotations::github_annotations;
 pub use decision::{Decision, DriftNote, VERDICT_SCHEMA_VERSION, VerdictCounts, decide};
 pub use exit::ExitCode;
 pub use junit::render_junit;

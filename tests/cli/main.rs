@@ -2,6 +2,7 @@
 //! the way CI and people use it. One test binary, one module per concern.
 
 mod bless;
+mod ci;
 mod exit_codes;
 mod malformed;
 mod memo;

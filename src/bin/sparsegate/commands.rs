@@ -2,7 +2,7 @@
 
 use crate::cli::{Cli, Command, MemoCommand, RunArgs};
 use sparsegate::app::{self, Options, Progress};
-use sparsegate::release::{ExitCode, render_summary, sign};
+use sparsegate::release::{ExitCode, github_annotations, render_summary, sign};
 use sparsegate::{Error, Result};
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
@@ -34,6 +34,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 &options(&run, allow_env_drift),
                 &mut progress(run.quiet),
             )?;
+            github_actions(&report)?;
             if json {
                 print!("{}", app::to_json(&report.decision));
             } else {
@@ -155,6 +156,28 @@ fn validate(paths: &[std::path::PathBuf], json: bool) -> Result<ExitCode> {
         print!("{}", app::to_json(&report));
     }
     Ok(if ok { ExitCode::Pass } else { ExitCode::Error })
+}
+
+/// In GitHub Actions: annotate the pack lines of guardrails that did not pass, and add the
+/// memo to the job summary.
+fn github_actions(report: &app::GateReport) -> Result<()> {
+    if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
+        print!("{}", github_annotations(&report.decision));
+    }
+    if let Ok(summary) = std::env::var("GITHUB_STEP_SUMMARY") {
+        let write_error = |source| Error::Write {
+            path: summary.clone().into(),
+            source,
+        };
+        let memo = report.memo.render_markdown()?;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&summary)
+            .map_err(write_error)?;
+        std::io::Write::write_all(&mut file, memo.as_bytes()).map_err(write_error)?;
+    }
+    Ok(())
 }
 
 fn options(run: &RunArgs, allow_env_drift: bool) -> Options {
