@@ -111,3 +111,18 @@ mod tests {
         assert!("latency_p42".parse::<Metric>().is_err());
     }
 }
+
+impl schemars::JsonSchema for Metric {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Metric".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+        schemars::json_schema!({
+            "description": "A metric name from the stable vocabulary.",
+            "type": "string",
+            "enum": names,
+        })
+    }
+}

@@ -23,6 +23,8 @@ pub const COMMITTED: &[CommittedSchema] = &[
         "golden-baseline.schema.json",
         generate::<crate::validate::golden::Baseline>,
     ),
+    ("memo.schema.json", generate::<crate::release::Memo>),
+    ("verdict.schema.json", generate::<crate::release::Decision>),
 ];
 
 /// A schema as it is committed: pretty JSON with a trailing newline.

@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 /// A position in a pack file (1-based line and column).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Location {
     /// The file, as the user named it.
     pub file: String,

@@ -42,7 +42,7 @@ pub struct GitInfo {
 }
 
 /// One lock field that differs between two environments.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FieldDiff {
     /// The lock field, e.g. `cpu_model`.
     pub field: String,

@@ -168,7 +168,7 @@ pub struct GuardrailSpec {
 }
 
 /// What a guardrail demands of its metric.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Rule {
     /// The metric must not exceed this value.

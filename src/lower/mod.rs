@@ -24,7 +24,7 @@ pub struct OpPlan {
 }
 
 /// Which kernel family runs an op.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KernelPath {
     /// The slice is dense by request: the dense kernel is the intended path.

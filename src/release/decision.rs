@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub const VERDICT_SCHEMA_VERSION: u32 = 1;
 
 /// What the gate decided, as written to `verdict.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Decision {
     /// Format version.
     pub schema_version: u32,
@@ -30,7 +30,7 @@ pub struct Decision {
 }
 
 /// How many guardrails ended in each verdict.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VerdictCounts {
     /// Passed.
     pub pass: usize,
@@ -43,7 +43,7 @@ pub struct VerdictCounts {
 }
 
 /// An allowed environment mismatch against one baseline: the memo calls it out.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DriftNote {
     /// The pack name.
     pub pack: String,

@@ -52,3 +52,17 @@ impl TryFrom<i32> for ExitCode {
         }
     }
 }
+
+impl schemars::JsonSchema for ExitCode {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ExitCode".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "0 pass (warnings allowed), 1 a blocking guardrail failed, 2 bad input or error, 3 inconclusive.",
+            "type": "integer",
+            "enum": [0, 1, 2, 3],
+        })
+    }
+}

@@ -25,7 +25,7 @@ const MARKDOWN_TEMPLATE: &str = include_str!("../../templates/memo.md.j2");
 const HTML_TEMPLATE: &str = include_str!("../../templates/memo.html.j2");
 
 /// Everything the memo says, as data.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Memo {
     /// Model version.
     pub schema_version: u32,
@@ -58,7 +58,7 @@ pub struct Memo {
 }
 
 /// A gated pack, as the memo shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoPack {
     /// Pack name.
     pub name: String,
@@ -77,7 +77,7 @@ pub struct MemoPack {
 }
 
 /// A role that must sign the memo, and who holds it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SignOff {
     /// The role.
     pub role: String,
@@ -86,7 +86,7 @@ pub struct SignOff {
 }
 
 /// A slice, as the memo shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoSlice {
     /// Pack name.
     pub pack: String,
@@ -121,7 +121,7 @@ pub struct MemoSlice {
 }
 
 /// Minimum, quartiles (type 7) and maximum of a sample: enough to draw a box plot.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FiveNumber {
     /// Smallest value.
     pub min: f64,
@@ -150,7 +150,7 @@ impl FiveNumber {
 }
 
 /// One op in the supported layer matrix.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoOp {
     /// Layer name.
     pub name: String,
@@ -163,7 +163,7 @@ pub struct MemoOp {
 }
 
 /// A baseline the run was compared against.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoBaseline {
     /// Pack name.
     pub pack: String,

@@ -7,7 +7,7 @@ use crate::verdict::{Bottleneck, Verdict};
 use serde::{Deserialize, Serialize};
 
 /// The verdict on one guardrail of one slice, with the numbers behind it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GuardrailOutcome {
     /// The pack's name.
     pub pack: String,

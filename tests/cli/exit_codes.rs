@@ -55,6 +55,12 @@ fn pass_exits_0_and_writes_every_output() {
             "verdict.json guardrail lacks `{key}`"
         );
     }
+    for (file, schema) in [
+        ("verdict.json", "verdict.schema.json"),
+        ("memo.json", "memo.schema.json"),
+    ] {
+        assert_matches_schema(&sb.path().join("out").join(file), schema);
+    }
     let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
     for needle in [
         "Closure memo: PASS",
@@ -231,5 +237,25 @@ fn shipped_scenarios_validate() {
     assert!(
         report.as_array().unwrap().iter().all(|r| r["valid"] == true),
         "{report}"
+    );
+}
+
+/// The file validates against the committed schema (issue 6: versioned, derived schemas).
+fn assert_matches_schema(file: &std::path::Path, schema: &str) {
+    let schema_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schemas")
+        .join(schema);
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+    let instance: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let validator = jsonschema::draft202012::new(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&instance)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{} does not match {schema}: {errors:?}",
+        file.display()
     );
 }
