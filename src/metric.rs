@@ -99,19 +99,6 @@ impl<'de> Deserialize<'de> for Metric {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip() {
-        for m in Metric::ALL {
-            assert_eq!(m.name().parse::<Metric>().unwrap(), *m);
-        }
-        assert!("latency_p42".parse::<Metric>().is_err());
-    }
-}
-
 impl schemars::JsonSchema for Metric {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Metric".into()
@@ -124,5 +111,18 @@ impl schemars::JsonSchema for Metric {
             "type": "string",
             "enum": names,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for m in Metric::ALL {
+            assert_eq!(m.name().parse::<Metric>().unwrap(), *m);
+        }
+        assert!("latency_p42".parse::<Metric>().is_err());
     }
 }
