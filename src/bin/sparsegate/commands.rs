@@ -188,23 +188,52 @@ fn options(run: &RunArgs, allow_env_drift: bool) -> Options {
     }
 }
 
+/// Per-slice progress on stderr: a progress bar on a terminal, one line per slice otherwise
+/// (CI logs keep a readable record), nothing with `--quiet`.
 fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
+    use std::io::IsTerminal;
+    let interactive = std::io::stderr().is_terminal();
+    let mut bar: Option<indicatif::ProgressBar> = None;
     move |event| {
         if quiet {
             return;
         }
         match event {
             Progress::SliceStarted { slice, index, total } => {
-                eprint!("[{index}/{total}] {}/{} ", slice.pack, slice.id)
+                let label = format!("{}/{}", slice.pack, slice.id);
+                if interactive {
+                    let bar = bar.get_or_insert_with(|| {
+                        let style =
+                            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
+                                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+                        indicatif::ProgressBar::new(total as u64).with_style(style)
+                    });
+                    bar.set_position(index as u64 - 1);
+                    bar.set_message(label);
+                } else {
+                    eprint!("[{index}/{total}] {label} ");
+                }
             }
-            Progress::SliceFinished { evidence } => match &evidence.failure {
-                Some(f) => eprintln!("failed at {}: {}", f.stage, f.message),
-                None => eprintln!(
-                    "{} samples in {:.2} s",
-                    evidence.metrics.get("latency").map_or(0, |m| m.samples.len()),
-                    evidence.wall_time_s
-                ),
-            },
+            Progress::SliceFinished { evidence } => {
+                let line = match &evidence.failure {
+                    Some(f) => format!("failed at {}: {}", f.stage, f.message),
+                    None => format!(
+                        "{} samples in {:.2} s",
+                        evidence.metrics.get("latency").map_or(0, |m| m.samples.len()),
+                        evidence.wall_time_s
+                    ),
+                };
+                match &bar {
+                    Some(bar) => {
+                        bar.println(format!("{}/{}: {line}", evidence.pack, evidence.slice));
+                        bar.inc(1);
+                        if bar.position() == bar.length().unwrap_or(0) {
+                            bar.finish_and_clear();
+                        }
+                    }
+                    None => eprintln!("{line}"),
+                }
+            }
         }
     }
 }
