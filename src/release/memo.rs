@@ -583,6 +583,15 @@ mod tests {
         );
     }
 
+    /// Issue 6: the HTML memo is self-contained: no scripts, no external resources.
+    #[test]
+    fn issue_6_html_makes_no_external_requests() {
+        let html = fixed_memo("t").render_html().unwrap();
+        for needle in ["<script", "src=", "href=", "url(", "@import", "<link", "<iframe"] {
+            assert!(!html.contains(needle), "memo.html contains {needle:?}");
+        }
+    }
+
     #[test]
     fn html_escapes_pack_strings() {
         let html = fixed_memo("<script>alert(1)</script>").render_html().unwrap();
