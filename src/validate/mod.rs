@@ -2,6 +2,7 @@
 //! same-run comparators, guardrail verdicts, bottleneck class. It judges; it never renders.
 
 pub mod bottleneck;
+pub mod compare;
 pub mod golden;
 pub mod stats;
 

@@ -1,6 +1,6 @@
 //! Each subcommand: call the library, print its result for people or as JSON.
 
-use crate::cli::{Cli, Command, RunArgs};
+use crate::cli::{Cli, Command, RunArgs, StatsCommand};
 use sparsegate::app::{self, Options, Progress};
 use sparsegate::release::{ExitCode, render_summary};
 use sparsegate::{Error, Result};
@@ -70,6 +70,50 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 }
             }
             Ok(ExitCode::Pass)
+        }
+        Command::Stats { command } => Ok(stats(command)),
+    }
+}
+
+/// `stats compare`: input problems are printed as located diagnostics and exit 2.
+fn stats(command: StatsCommand) -> ExitCode {
+    use sparsegate::validate::compare::{CompareOptions, Worse, compare, read_samples};
+    let StatsCommand::Compare {
+        baseline,
+        candidate,
+        margin,
+        confidence,
+        higher_is_better,
+        resamples,
+        seed,
+        json,
+    } = command;
+    let opts = CompareOptions {
+        margin,
+        confidence,
+        resamples,
+        seed,
+        worse: if higher_is_better {
+            Worse::Lower
+        } else {
+            Worse::Higher
+        },
+    };
+    let result = read_samples(&baseline)
+        .and_then(|b| Ok((b, read_samples(&candidate)?)))
+        .and_then(|(b, c)| compare(&b, &c, &opts));
+    match result {
+        Ok(c) => {
+            if json {
+                print!("{}", app::to_json(&c));
+            } else {
+                print!("{}", c.render_text());
+            }
+            ExitCode::for_verdict(c.verdict)
+        }
+        Err(e) => {
+            eprintln!("{:?}", miette::Report::new(e));
+            ExitCode::Error
         }
     }
 }
