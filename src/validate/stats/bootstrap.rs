@@ -134,12 +134,14 @@ impl BootstrapDistribution {
     }
 
     /// The BCa levels `(α₁, α₂)` for `confidence` and jackknife `acceleration`, as
-    /// scipy's `_bca_interval`: `z₀ = Φ⁻¹(#{θ* < θ̂}/B)`,
+    /// scipy's `_bca_interval`: `z₀ = Φ⁻¹((#{θ* < θ̂} + #{θ* ≤ θ̂})/2B)`,
     /// `αᵢ = Φ(z₀ + (z₀ + zᵢ)/(1 − a(z₀ + zᵢ)))`.
     pub fn bca_levels(&self, confidence: f64, acceleration: f64) -> (f64, f64) {
         let normal = Normal::standard();
+        // scipy's `_percentile_of_score` ("mean" kind): ties count half.
         let below = self.replicates.iter().filter(|&&r| r < self.estimate).count();
-        let z0 = normal.inverse_cdf(below as f64 / self.replicates.len() as f64);
+        let at_most = self.replicates.iter().filter(|&&r| r <= self.estimate).count();
+        let z0 = normal.inverse_cdf((below + at_most) as f64 / (2 * self.replicates.len()) as f64);
         let alpha = (1.0 - confidence) / 2.0;
         let level = |z: f64| {
             let num = z0 + z;
