@@ -105,7 +105,7 @@ pub fn plan_from_baseline(
         .iter()
         .map(|g| g.iter().map(|v| v.ln()).collect())
         .collect();
-    let dist = Bootstrap::new(400, seed).distribution(&logs, &logs, TwoSample::DiffOfQuantiles { q })?;
+    let dist = Bootstrap::new(200, seed).distribution(&logs, &logs, TwoSample::DiffOfQuantiles { q })?;
     let r = &dist.replicates;
     let mean = r.iter().sum::<f64>() / r.len() as f64;
     let se_own = (r.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (r.len() - 1) as f64).sqrt();
