@@ -131,3 +131,55 @@ fn issue_5_bad_input_is_located_and_exits_2() {
     let out = compare(&sb, &["--margin", "150%"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Issue 5: `bless` shows the change with its interval; `--expires-in-days` writes an
+/// expiry that `gate` enforces (exit 2, with a hint) once it has passed.
+#[test]
+fn issue_5_bless_prints_the_interval_and_gate_refuses_expired_baselines() {
+    let sb = Sandbox::new();
+    sb.write(
+        "pack.yaml",
+        &crate::support::tiny_pack(
+            "expiry-test",
+            "{warmup: 2, min: 15, max: 20, time_budget_s: 0.05}",
+            "      - {metric: latency, regress_at_most: 90%}",
+        ),
+    );
+    let out = sb
+        .cmd(&["bless", "pack.yaml", "-q", "--expires-in-days", "30"])
+        .env("SOURCE_DATE_EPOCH", "1795906800")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = std::fs::read_to_string(sb.path().join("golden/expiry-test/tiny-2of4-fp32.json")).unwrap();
+    assert!(
+        text.contains("\"expires_at\": \"2026-12-28T23:00:00Z\""),
+        "{text}"
+    );
+
+    let out = sb.cmd(&["bless", "pack.yaml", "-q"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("95% CI"), "{}", stdout(&out));
+
+    let out = sb
+        .cmd(&["bless", "pack.yaml", "-q", "--expires-in-days", "1"])
+        .env("SOURCE_DATE_EPOCH", "1795906800")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = sb
+        .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
+        .env("SOURCE_DATE_EPOCH", "1796000000")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}{}", stdout(&out), stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("expired at 2026-11-29T23:00:00Z") && err.contains("--expires-in-days"),
+        "{err}"
+    );
+    assert!(
+        !sb.path().join("out").exists(),
+        "nothing is written before the refusal"
+    );
+}

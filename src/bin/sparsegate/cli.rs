@@ -58,6 +58,9 @@ pub enum Command {
         /// Bless only these slice ids (repeatable).
         #[arg(long = "slice", value_name = "ID")]
         slices: Vec<String>,
+        /// Make the new baselines expire this many days from now (`gate` then refuses them).
+        #[arg(long, value_name = "DAYS")]
+        expires_in_days: Option<u32>,
         /// Print the changes as JSON on stdout.
         #[arg(long)]
         json: bool,

@@ -44,10 +44,16 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             Ok(report.decision.exit_code)
         }
-        Command::Bless { run, slices, json } => {
+        Command::Bless {
+            run,
+            slices,
+            expires_in_days,
+            json,
+        } => {
             let changes = app::bless(
                 &run.packs,
                 &slices,
+                expires_in_days,
                 &options(&run, false),
                 &mut progress(run.quiet),
             )?;
@@ -64,8 +70,18 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                         let fmt = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.6}"));
                         let change = m
                             .relative()
-                            .map_or_else(String::new, |r| format!(" ({:+.1}%)", r * 100.0));
-                        println!("  {:<18} {} -> {}{change}", m.metric, fmt(m.old), fmt(m.new));
+                            .map_or_else(String::new, |r| format!(" ({:+.1}%", r * 100.0));
+                        let ci = match (m.ratio_ci, change.is_empty()) {
+                            (_, true) => String::new(),
+                            (Some((lo, hi)), false) => format!(
+                                ", {:.0}% CI {:+.1}% to {:+.1}%)",
+                                sparsegate::validate::golden::BLESS_CONFIDENCE * 100.0,
+                                (lo - 1.0) * 100.0,
+                                (hi - 1.0) * 100.0
+                            ),
+                            (None, false) => ")".to_owned(),
+                        };
+                        println!("  {:<18} {} -> {}{change}{ci}", m.metric, fmt(m.old), fmt(m.new));
                     }
                 }
             }
@@ -174,6 +190,9 @@ fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
         match event {
             Progress::SliceStarted { slice, index, total } => {
                 eprint!("[{index}/{total}] {}/{} ", slice.pack, slice.id)
+            }
+            Progress::PowerWarning { note } => {
+                eprintln!("{}/{} `{}`: {}", note.pack, note.slice, note.metric, note.message)
             }
             Progress::SliceFinished { evidence } => match &evidence.failure {
                 Some(f) => eprintln!("failed at {}: {}", f.stage, f.message),
