@@ -31,7 +31,13 @@ fn corpus() -> Vec<(String, Vec<Vec<f64>>)> {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect())
+                .map(|r| {
+                    r.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_f64().unwrap())
+                        .collect()
+                })
                 .collect();
             (name.clone(), runs)
         })
@@ -40,7 +46,7 @@ fn corpus() -> Vec<(String, Vec<Vec<f64>>)> {
 
 #[test]
 fn issue_5_run_aware_comparison_holds_its_false_alarm_rate_on_real_noise() {
-    let splits = 100;
+    let splits: usize = 100;
     let opts = CompareOptions {
         margin: 0.0,
         resamples: 500,
@@ -60,7 +66,15 @@ fn issue_5_run_aware_comparison_holds_its_false_alarm_rate_on_real_noise() {
                     grouped: true,
                 };
                 let (base, cand) = (pick(&idx[..k]), pick(&idx[k..2 * k]));
-                let c = compare(&base, &cand, &CompareOptions { seed: s, ..opts }).unwrap();
+                let c = compare(
+                    &base,
+                    &cand,
+                    &CompareOptions {
+                        seed: s as u64,
+                        ..opts
+                    },
+                )
+                .unwrap();
                 ours += usize::from(c.verdict == Verdict::Fail);
                 run_mwu += usize::from(c.mann_whitney.p_greater < 0.05);
                 let flat = mann_whitney_u(&cand.values(), &base.values(), MwuMethod::Auto).unwrap();
