@@ -81,9 +81,18 @@ pub enum InputError {
         message: String,
     },
     /// The numbers admit no comparison (e.g. a zero median under a ratio).
-    #[error("cannot compare: {0}")]
+    #[error(transparent)]
     #[diagnostic(code(sparsegate::stats::degenerate))]
     Stats(#[from] StatsError),
+    /// A ratio ("5% slower") only means something for positive quantities.
+    #[error("{}: value {value} is not positive; a ratio of medians needs positive values (times, rates)", path.display())]
+    #[diagnostic(code(sparsegate::stats::non_positive))]
+    NonPositive {
+        /// The file.
+        path: PathBuf,
+        /// The first offending value.
+        value: f64,
+    },
 }
 
 /// Samples read from one file.
@@ -425,6 +434,14 @@ pub fn compare(
     }
     let run_aware = baseline.grouped;
     let (b_all, c_all) = (baseline.values(), candidate.values());
+    for (s, all) in [(baseline, &b_all), (candidate, &c_all)] {
+        if let Some(&value) = all.iter().find(|&&v| v <= 0.0) {
+            return Err(InputError::NonPositive {
+                path: s.path.clone(),
+                value,
+            });
+        }
+    }
     let (b_units, c_units) = if run_aware {
         (run_medians(baseline)?, run_medians(candidate)?)
     } else {
@@ -467,7 +484,29 @@ pub fn compare(
     } else {
         1.0 - opts.margin
     };
-    let decision = stats::non_inferiority((ratio.low, ratio.high), limit, larger_is_worse);
+    // The gate's floor: a side too small to bound its own median (fewer than 6 values at
+    // 95%) cannot bound a ratio either, however tight a bootstrap of it looks (one value per
+    // side gives a zero-width interval). Run-aware, the unit is the run: at least 3 runs per
+    // side, and the samples must meet the same floor.
+    let too_small = |s: &Samples, n: usize| -> Option<String> {
+        if stats::quantile_ci_ranks(n, 0.5, opts.confidence).is_none() {
+            return Some(format!("{} has {n} values", s.path.display()));
+        }
+        if s.grouped && s.runs.len() < 3 {
+            return Some(format!(
+                "{} has {} runs (at least 3 needed)",
+                s.path.display(),
+                s.runs.len()
+            ));
+        }
+        None
+    };
+    let floor = too_small(baseline, b_all.len()).or_else(|| too_small(candidate, c_all.len()));
+    let decision = if floor.is_some() {
+        Decision::Undecided
+    } else {
+        stats::non_inferiority((ratio.low, ratio.high), limit, larger_is_worse)
+    };
     let verdict = match decision {
         Decision::Shown => crate::verdict::Verdict::Pass,
         Decision::Refuted => crate::verdict::Verdict::Fail,
@@ -482,21 +521,28 @@ pub fn compare(
         ratio.high
     );
     let bound = if larger_is_worse { "≤" } else { "≥" };
-    let reason = match decision {
-        Decision::Shown => format!(
-            "{interval} lies within {bound} {limit:.4}: regression within {} shown",
-            pct(opts.margin)
+    let reason = match (decision, &floor) {
+        (_, Some(why)) => format!(
+            "{interval}, but {why}: too few to bound a median at {}% confidence, so no verdict",
+            opts.confidence * 100.0
         ),
-        Decision::Refuted => format!(
-            "{interval} lies beyond {limit:.4}: regression larger than {}",
-            pct(opts.margin)
-        ),
-        Decision::Undecided => format!(
-            "{interval} straddles {limit:.4}: neither a regression beyond {} nor one within it is shown; take more samples (or runs)",
-            pct(opts.margin)
-        ),
+        (decision, None) => match decision {
+            Decision::Shown => format!(
+                "{interval} lies within {bound} {limit:.4}: regression within {} shown",
+                pct(opts.margin)
+            ),
+            Decision::Refuted => format!(
+                "{interval} lies beyond {limit:.4}: regression larger than {}",
+                pct(opts.margin)
+            ),
+            Decision::Undecided => format!(
+                "{interval} straddles {limit:.4}: neither a regression beyond {} nor one within it is shown; take more samples (or runs)",
+                pct(opts.margin)
+            ),
+        },
     };
     let mde = stats::se_from_interval(ratio.low, ratio.high, opts.confidence)
+        .filter(|_| floor.is_none())
         .map(|se| stats::mde(se, opts.margin, opts.confidence, stats::DEFAULT_POWER));
     Ok(Comparison {
         method,
