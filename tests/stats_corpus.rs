@@ -96,3 +96,58 @@ fn issue_5_run_aware_comparison_holds_its_false_alarm_rate_on_real_noise() {
     }
     eprintln!("{}", report.join("\n"));
 }
+
+/// Issue 9 power on real noise (ignored: a report, ~10 s): scale the candidate's runs by
+/// 1.05 or 1.10 and count how often the run-aware comparison fails them at margin 0, for
+/// k = 5, 10, 20 runs per side (50 splits each), beside the naive sample-level rule.
+///
+///     cargo test --release --test stats_corpus -- --ignored --nocapture
+#[test]
+#[ignore]
+fn issue_9_detection_rate_on_real_noise() {
+    let splits: usize = 50;
+    let opts = CompareOptions {
+        margin: 0.0,
+        resamples: 300,
+        ..CompareOptions::default()
+    };
+    for (name, runs) in corpus() {
+        for slowdown in [1.05, 1.10] {
+            for k in [5usize, 10, 20] {
+                let mut rng = ChaCha8Rng::seed_from_u64(100 + k as u64);
+                let (mut ours, mut naive) = (0, 0);
+                for s in 0..splits {
+                    let mut idx: Vec<usize> = (0..runs.len()).collect();
+                    idx.shuffle(&mut rng);
+                    let pick = |r: &[usize], f: f64| Samples {
+                        path: "corpus".into(),
+                        runs: r
+                            .iter()
+                            .map(|&i| runs[i].iter().map(|v| v * f).collect())
+                            .collect(),
+                        grouped: true,
+                    };
+                    let (base, cand) = (pick(&idx[..k], 1.0), pick(&idx[k..2 * k], slowdown));
+                    let c = compare(
+                        &base,
+                        &cand,
+                        &CompareOptions {
+                            seed: s as u64,
+                            ..opts
+                        },
+                    )
+                    .unwrap();
+                    ours += usize::from(c.verdict == Verdict::Fail);
+                    let flat = mann_whitney_u(&cand.values(), &base.values(), MwuMethod::Auto).unwrap();
+                    naive += usize::from(flat.p_greater < 0.05);
+                }
+                eprintln!(
+                    "{name} +{:.0}% k={k}: run-aware detects {:.2}, naive sample-level {:.2}",
+                    (slowdown - 1.0) * 100.0,
+                    ours as f64 / splits as f64,
+                    naive as f64 / splits as f64
+                );
+            }
+        }
+    }
+}
