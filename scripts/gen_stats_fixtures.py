@@ -13,13 +13,30 @@ asymptotic and auto; alternatives two-sided, less, greater; use_continuity=True)
 method applies; scipy.stats.ttest_ind(equal_var=False) where defined; numpy.percentile
 (method="linear", Hyndman-Fan type 7) of x at several q; and the Hodges-Lehmann shift,
 numpy.median of all pairwise differences y_j - x_i.
+
+Issue 5 additions, per case: scipy.stats.median_abs_deviation of x and its type-7
+quartiles (Tukey fences); statsmodels ttost_ind(usevar="unequal") for equivalence bounds
+(-d, d); the BCa levels of scipy.stats._resampling._bca_interval (a private function: the
+public bootstrap draws its own replicates with numpy's RNG, which Rust cannot reproduce, so
+the fixture fixes 199 replicates and checks the deterministic part: z0, the jackknife
+acceleration and the two levels) for the difference of means, the ratio of medians and the
+difference of p95. Top level: statsmodels multipletests (holm, fdr_bh), mcnemar (exact and
+chi-square with continuity correction) and proportion_confint(method="wilson").
+
+    /tmp/venv/bin/pip install scipy numpy statsmodels
 """
 import json
 import pathlib
 
 import numpy as np
 import scipy
+import statsmodels
 from scipy import stats
+from scipy.stats._resampling import _bca_interval
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import proportion_confint
+from statsmodels.stats.weightstats import ttost_ind
 
 QS = [0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0]
 ALTS = ["two-sided", "less", "greater"]
@@ -91,8 +108,88 @@ def welch(x, y):
     return {"t": float(r.statistic), "df": float(r.df), "p": float(r.pvalue)}
 
 
+def tost(x, y):
+    if len(x) < 2 or len(y) < 2 or (np.var(x) == 0 and np.var(y) == 0):
+        return None
+    d = 0.5 * (np.std(x, ddof=1) + np.std(y, ddof=1)) + 1e-3
+    p, (t1, p1, _), (t2, p2, df) = ttost_ind(x, y, -d, d, usevar="unequal")
+    return {"low": float(-d), "high": float(d), "p": float(p), "t_low": float(t1), "p_low": float(p1),
+            "t_high": float(t2), "p_high": float(p2), "df": float(df)}
+
+
+def _q95(v, axis=-1):
+    return np.percentile(v, 95, axis=axis, method="linear")
+
+
+BCA_STATS = {
+    "diff_of_means": lambda a, b, axis=-1: np.mean(b, axis=axis) - np.mean(a, axis=axis),
+    "ratio_of_medians": lambda a, b, axis=-1: np.median(b, axis=axis) / np.median(a, axis=axis),
+    "diff_of_p95": lambda a, b, axis=-1: _q95(b, axis) - _q95(a, axis),
+}
+
+
+def bca(x, y, rng):
+    # x is the baseline (a), y the candidate (b).
+    if len(x) < 2 or len(y) < 2:
+        return None
+    out = {}
+    for name, f in BCA_STATS.items():
+        if name == "ratio_of_medians" and (np.median(x) <= 0 or np.min(x) <= 0 or np.min(y) <= 0):
+            continue
+        theta = float(f(x, y))
+        # 199 replicates from an ordinary bootstrap (numpy RNG), fixed in the fixture.
+        ia = rng.integers(0, len(x), (199, len(x)))
+        ib = rng.integers(0, len(y), (199, len(y)))
+        reps = f(x[ia], y[ib], axis=-1)
+        if not np.all(np.isfinite(reps)):
+            continue
+        a1, a2, a_hat = _bca_interval((x, y), f, axis=-1, alpha=0.025, theta_hat_b=reps[None, :], batch=None,
+                                      xp=np)
+        a1, a2, a_hat = float(np.ravel(a1)[0]), float(np.ravel(a2)[0]), float(np.ravel(a_hat)[0])
+        if not (np.isfinite(a1) and np.isfinite(a2) and np.isfinite(a_hat)):
+            continue
+        out[name] = {"estimate": theta, "replicates": [float(v) for v in reps], "acceleration": a_hat,
+                     "alpha_1": a1, "alpha_2": a2,
+                     "low": float(np.percentile(reps, 100 * a1)), "high": float(np.percentile(reps, 100 * a2))}
+    return out
+
+
+def multitest_cases(rng):
+    out = []
+    vecs = [[0.01, 0.04, 0.03, 0.5], [0.001], [0.2, 0.2, 0.2], [0.0, 1.0, 0.05, 0.049, 0.051]]
+    vecs += [list(rng.uniform(0, 0.2, 12)), list(rng.beta(0.3, 4, 30)), list(rng.uniform(0, 1, 7))]
+    for ps in vecs:
+        ps = [float(p) for p in ps]
+        out.append({"p": ps, "holm": [float(v) for v in multipletests(ps, method="holm")[1]],
+                    "fdr_bh": [float(v) for v in multipletests(ps, method="fdr_bh")[1]]})
+    return out
+
+
+def mcnemar_cases():
+    out = []
+    for b, c in [(0, 0), (1, 9), (9, 1), (5, 5), (0, 7), (12, 30), (100, 130), (3, 4), (250, 180), (1, 1)]:
+        table = [[10, b], [c, 20]]
+        ex = mcnemar(table, exact=True)
+        item = {"b": b, "c": c, "exact": {"statistic": float(ex.statistic), "p": float(ex.pvalue)}}
+        if b + c > 0:
+            ch = mcnemar(table, exact=False, correction=True)
+            item["chi2"] = {"statistic": float(ch.statistic), "p": float(ch.pvalue)}
+        out.append(item)
+    return out
+
+
+def wilson_cases():
+    out = []
+    for k, n, conf in [(0, 10, 0.95), (10, 10, 0.95), (3, 10, 0.9), (1, 1, 0.95), (47, 100, 0.99), (998, 1000, 0.95),
+                       (5, 2000, 0.95), (15, 40, 0.8)]:
+        lo, hi = proportion_confint(k, n, alpha=1 - conf, method="wilson")
+        out.append({"successes": k, "n": n, "confidence": conf, "low": float(lo), "high": float(hi)})
+    return out
+
+
 def main():
     out = []
+    bca_rng = np.random.default_rng(5)
     for name, x, y in cases():
         xa, ya = np.asarray(x), np.asarray(y)
         out.append({
@@ -104,12 +201,20 @@ def main():
             "percentile_x": [{"q": q, "value": float(np.percentile(xa, 100 * q, method="linear"))} for q in QS],
             "quantile_x": [{"q": q, "value": float(np.quantile(xa, q, method="linear"))} for q in QS],
             "hl_shift": float(np.median((ya[:, None] - xa[None, :]).ravel())),
+            "mad_x": float(stats.median_abs_deviation(xa)),
+            "quartiles_x": [float(np.percentile(xa, 25)), float(np.percentile(xa, 75))],
+            "tost": tost(xa, ya),
+            "bca": bca(xa, ya, bca_rng),
         })
     doc = {
         "generator": "scripts/gen_stats_fixtures.py",
         "scipy": scipy.__version__,
         "numpy": np.__version__,
+        "statsmodels": statsmodels.__version__,
         "cases": out,
+        "multitest": multitest_cases(np.random.default_rng(7)),
+        "mcnemar": mcnemar_cases(),
+        "wilson": wilson_cases(),
     }
     path = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "stats" / "scipy_cases.json"
     path.parent.mkdir(parents=True, exist_ok=True)

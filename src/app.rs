@@ -7,8 +7,8 @@ use crate::execute::{EVIDENCE_SCHEMA_VERSION, Evidence, PackRecord, SliceEvidenc
 use crate::ingress::{Environment, LoadedPack, PackError, Slice, load_pack};
 use crate::lower::lower;
 use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
-use crate::validate::assess;
 use crate::validate::golden::{self, Baseline, Baselines, BlessChange};
+use crate::validate::{PowerNote, assess, power_check};
 use std::path::{Path, PathBuf};
 
 /// Settings shared by the commands that run slices.
@@ -38,6 +38,12 @@ pub enum Progress<'a> {
     SliceFinished {
         /// What it measured.
         evidence: &'a SliceEvidence,
+    },
+    /// Before running: a baseline-relative guardrail whose margin the sample budget cannot
+    /// resolve, estimated from the baseline's spread (it is also in the verdict's detail).
+    PowerWarning {
+        /// The estimate and its sentence.
+        note: &'a PowerNote,
     },
 }
 
@@ -159,6 +165,7 @@ fn load_required_baselines(
                 path: path.clone(),
                 pack_path: pack.path.display().to_string(),
             })?;
+            baseline.check_expiry(&path, &now_rfc3339())?;
             let fields = environment.lock_diff(&baseline.environment);
             if !fields.is_empty() {
                 if !options.allow_env_drift {
@@ -207,8 +214,14 @@ pub fn gate(
     let packs = load_packs(paths)?;
     let environment = capture_environment(&packs, options)?;
     let (baselines, drift) = load_required_baselines(&packs, &environment, options)?;
-    let evidence = run_under(&packs, environment, progress);
     let slices: Vec<Slice> = all_slices(&packs).cloned().collect();
+    for note in power_check(&slices, &baselines)
+        .iter()
+        .filter(|n| !n.plan.margin_resolvable)
+    {
+        progress(Progress::PowerWarning { note });
+    }
+    let evidence = run_under(&packs, environment, progress);
     let assessment = assess(&slices, &evidence, &baselines);
     let decision = decide(&assessment, drift);
     let memo = Memo::new(&packs, &evidence, &baselines, &options.golden_dir, &decision);
@@ -243,10 +256,12 @@ pub fn write_evidence(evidence: &Evidence, out_dir: &Path) -> Result<PathBuf> {
 }
 
 /// Measure the packs and record their slices as golden baselines (the `bless` command).
-/// `only` restricts it to the named slice ids; every named id must exist.
+/// `only` restricts it to the named slice ids; every named id must exist. With
+/// `expires_in_days`, the baselines carry an `expires_at` that many days from now.
 pub fn bless(
     paths: &[PathBuf],
     only: &[String],
+    expires_in_days: Option<u32>,
     options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Vec<BlessChange>> {
@@ -291,6 +306,7 @@ pub fn bless(
         });
     }
     let (blessed_at, blessed_by) = (now_rfc3339(), blesser(&options.work_dir));
+    let expires_at = expires_in_days.map(|d| rfc3339(now_secs() + i64::from(d) * 86_400));
     let digests = packs
         .iter()
         .flat_map(|p| p.slices.iter().map(move |_| p.digest.as_str()));
@@ -302,7 +318,8 @@ pub fn bless(
             pack_digest,
             blessed_at.clone(),
             blessed_by.clone(),
-        );
+        )
+        .with_expiry(expires_at.clone());
         golden::write_atomic(&path, to_json(&baseline).as_bytes())?;
         changes.push(golden::describe_change(&path, old.as_ref(), &baseline));
     }
@@ -337,15 +354,18 @@ fn blesser(work_dir: &Path) -> String {
 /// The current time in RFC 3339 (UTC, seconds), or `SOURCE_DATE_EPOCH` when set, so
 /// reproducible builds of baselines are possible.
 fn now_rfc3339() -> String {
-    let secs = std::env::var("SOURCE_DATE_EPOCH")
+    rfc3339(now_secs())
+}
+
+fn now_secs() -> i64 {
+    std::env::var("SOURCE_DATE_EPOCH")
         .ok()
         .and_then(|s| s.parse::<i64>().ok())
         .unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs() as i64)
-        });
-    rfc3339(secs)
+        })
 }
 
 /// Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).

@@ -2,9 +2,12 @@
 //! invariants every caller relies on.
 
 use proptest::prelude::*;
+use sparsegate::validate::compare::{CompareOptions, compare, parse_samples};
 use sparsegate::validate::stats::{
-    Bootstrap, MwuMethod, hodges_lehmann, mann_whitney_u, median, quantile, quantile_ci, welch_t,
+    Bootstrap, CiMethod, MwuMethod, TwoSample, flag_outliers, hodges_lehmann, mann_whitney_u, median,
+    quantile, quantile_ci, tost_welch, welch_t,
 };
+use std::path::Path;
 
 fn sample() -> impl Strategy<Value = Vec<f64>> {
     // Rounded values so ties are common, as with timer resolution.
@@ -60,5 +63,33 @@ proptest! {
             prop_assert!(ci.low <= ci.high);
         }
         let _ = welch_t(&x, &y);
+    }
+
+    /// Issue 5: the new engine pieces never panic on arbitrary finite data, and BCa
+    /// intervals are ordered.
+    #[test]
+    fn issue_5_new_statistics_never_panic(x in sample(), y in sample(), seed in any::<u64>()) {
+        let boot = Bootstrap::new(50, seed);
+        for stat in [TwoSample::DiffOfMeans, TwoSample::DiffOfQuantiles { q: 0.99 }, TwoSample::RatioOfQuantiles { q: 0.5 }] {
+            for method in [CiMethod::Percentile, CiMethod::Bca] {
+                if let Ok(ci) = boot.two_sample(&x, &y, stat, method, 0.9) {
+                    prop_assert!(ci.low <= ci.high || ci.low.is_nan() || ci.high.is_nan(), "{ci:?}");
+                }
+            }
+        }
+        let f = flag_outliers(&x).unwrap();
+        prop_assert!(f.tukey_severe.iter().all(|i| f.tukey_mild.contains(i)));
+        let _ = tost_welch(&x, &y, -1.0, 1.0);
+    }
+
+    /// Issue 5: `stats compare` input never panics: arbitrary text parses or is a located
+    /// error, and parsed positive samples always compare.
+    #[test]
+    fn issue_5_compare_input_never_panics(text in "[0-9eE.+\\-\\[\\], \n#a-z]{0,60}", x in sample()) {
+        let _ = parse_samples(Path::new("t"), &text);
+        let pos: String = x.iter().map(|v| format!("{}\n", v.abs() + 1.0)).collect();
+        let s = parse_samples(Path::new("t"), &pos).unwrap();
+        let opts = CompareOptions { resamples: 50, ..CompareOptions::default() };
+        prop_assert!(compare(&s, &s, &opts).is_ok());
     }
 }

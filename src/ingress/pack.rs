@@ -120,6 +120,12 @@ pub struct SamplePolicy {
     #[serde(default = "default_time_budget")]
     #[schemars(range(min = 0.001, max = 86400.0))]
     pub time_budget_s: f64,
+    /// Drop outliers (beyond Tukey's 3·IQR fences or with a MAD z-score above 3.5) before
+    /// judging baseline-relative guardrails. Off by default: outliers are always flagged
+    /// and counted in the verdict's detail, but a slow sample is often the regression
+    /// itself, so removing it must be a decision the pack owner writes down.
+    #[serde(default)]
+    pub drop_outliers: bool,
 }
 
 fn default_warmup() -> u32 {
@@ -142,6 +148,7 @@ impl Default for SamplePolicy {
             min: default_min_samples(),
             max: default_max_samples(),
             time_budget_s: default_time_budget(),
+            drop_outliers: false,
         }
     }
 }

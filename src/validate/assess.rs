@@ -6,8 +6,9 @@ use super::bottleneck::classify;
 use super::golden::Baselines;
 use super::observe::observe;
 use super::outcome::{Assessment, GuardrailOutcome};
+use super::power_check::note_for;
 use super::rules::{Judgement, absolute, regression};
-use super::stats::{Bootstrap, DEFAULT_RESAMPLES};
+use super::stats::{Bootstrap, DEFAULT_RESAMPLES, holm};
 use crate::execute::{Evidence, SliceEvidence};
 use crate::ingress::{GuardrailSpec, Rule, Severity, Slice};
 use crate::metric::Metric;
@@ -46,7 +47,22 @@ impl Default for AssessOptions {
 ///   candidate/baseline against `1 ± margin`, Mann–Whitney p and Hodges–Lehmann shift
 ///   reported); no baseline gives inconclusive;
 /// - `severity: warn` turns any non-pass verdict into `warn`, keeping the numbers;
-/// - a failed speed guardrail in a slice with dense fallbacks is attributed to lowering.
+/// - a failed speed guardrail in a slice with dense fallbacks is attributed to lowering;
+/// - **multiple comparisons**: the gate fails when *any* blocking guardrail fails, so the
+///   chance of a false failure grows with their number. The p-values of the fail
+///   hypotheses of all blocking baseline-relative guardrails of the run (each "the
+///   regression is within the margin", from its bootstrap) are Holm-adjusted together;
+///   `p_value` holds the adjusted value and a `fail` stands only when the adjusted p is
+///   below `1 − confidence` (otherwise it becomes `inconclusive`, and the detail says
+///   why). Holm rather than widening every interval Bonferroni-style: it controls the
+///   family-wise false-failure rate just as well, is uniformly more powerful, and leaves
+///   the intervals in the memo at the confidence the pack asked for. `pass` verdicts need
+///   no correction: the gate passes only when *every* guardrail passes (an
+///   intersection–union test, valid at level α without adjustment). With a single such
+///   guardrail nothing is adjusted.
+/// - every baseline-relative detail states the smallest regression its evidence could
+///   detect (80% power), and warns when the baseline's spread says that `samples.max`
+///   cannot resolve the margin at all (see [`super::power_check`]).
 pub fn assess(slices: &[Slice], evidence: &Evidence, baselines: &Baselines) -> Assessment {
     assess_with(slices, evidence, baselines, &AssessOptions::default())
 }
@@ -58,7 +74,7 @@ pub fn assess_with(
     baselines: &Baselines,
     opts: &AssessOptions,
 ) -> Assessment {
-    let outcomes = slices
+    let mut outcomes: Vec<GuardrailOutcome> = slices
         .iter()
         .flat_map(|slice| {
             let ev = evidence.slice(&slice.pack, &slice.id);
@@ -70,7 +86,51 @@ pub fn assess_with(
                 .map(move |(i, g)| judge(slice, i, g, ev, baseline, opts))
         })
         .collect();
+    correct_for_multiplicity(&mut outcomes);
     Assessment { outcomes }
+}
+
+/// Holm across the blocking baseline-relative guardrails that have a p-value (see
+/// [`assess`]).
+fn correct_for_multiplicity(outcomes: &mut [GuardrailOutcome]) {
+    let family: Vec<usize> = outcomes
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| {
+            o.severity == Severity::Block
+                && matches!(o.rule, Rule::RegressAtMost { .. })
+                && o.p_value.is_some()
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if family.len() < 2 {
+        return;
+    }
+    let ps: Vec<f64> = family.iter().filter_map(|&i| outcomes[i].p_value).collect();
+    let Ok(adjusted) = holm(&ps) else {
+        return;
+    };
+    let m = family.len();
+    for (&i, adj) in family.iter().zip(adjusted) {
+        let o = &mut outcomes[i];
+        let alpha = 1.0 - o.confidence;
+        o.p_value = Some(adj);
+        if o.verdict == Verdict::Fail && adj >= alpha {
+            o.verdict = Verdict::Inconclusive;
+            o.stage = Stage::Validation;
+            o.detail.push_str(&format!(
+                "; Holm-adjusted across {m} blocking baseline guardrails: p = {} ≥ {}, so not a failure after \
+                 correction: inconclusive",
+                super::describe::num(adj),
+                super::describe::num(alpha)
+            ));
+        } else {
+            o.detail.push_str(&format!(
+                "; Holm-adjusted p = {} across {m} blocking baseline guardrails",
+                super::describe::num(adj)
+            ));
+        }
+    }
 }
 
 /// Speed metrics: a failure on one of these in a slice with fallbacks is attributed to
@@ -155,14 +215,23 @@ fn judge(
                 None => Judgement::inconclusive("no baseline: inconclusive".into()),
                 Some(b) => match observe(g.metric, &b.metrics, &b.counters, None) {
                     Err(why) => Judgement::inconclusive(format!("baseline: {why}: inconclusive")),
-                    Ok(base) => regression(
-                        g.metric,
-                        &obs,
-                        &base,
-                        margin,
-                        g.confidence,
-                        Bootstrap::new(opts.resamples, guardrail_seed(slice.seed, index)),
-                    ),
+                    Ok(base) => {
+                        let mut j = regression(
+                            g.metric,
+                            &obs,
+                            &base,
+                            margin,
+                            g.confidence,
+                            Bootstrap::new(opts.resamples, guardrail_seed(slice.seed, index)),
+                            slice.samples.drop_outliers,
+                        );
+                        if let Some(note) = note_for(slice, g.metric, margin, g.confidence, b)
+                            .filter(|n| !n.plan.margin_resolvable)
+                        {
+                            j.detail.push_str(&format!("; {}", note.message));
+                        }
+                        j
+                    }
                 },
             },
         },

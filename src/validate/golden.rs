@@ -34,6 +34,13 @@ pub struct Baseline {
     pub metrics: BTreeMap<String, MetricSamples>,
     /// Run counters (fallback rate, metadata overhead, …).
     pub counters: BTreeMap<String, f64>,
+    /// When the baseline stops being trusted (RFC 3339, UTC), if ever: machines, drivers
+    /// and toolchains drift, and a baseline nobody re-blessed for months compares today's
+    /// code with a machine that no longer exists. `gate` refuses an expired baseline
+    /// (exit 2) and says how to renew it. Absent in baselines without expiry, so their
+    /// digests are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
     /// `sha256:<hex>` over the canonical JSON of every other field.
     pub digest: String,
 }
@@ -60,6 +67,7 @@ impl Baseline {
             environment: environment.clone(),
             metrics: evidence.metrics.clone(),
             counters: evidence.counters.clone(),
+            expires_at: None,
             digest: String::new(),
         };
         baseline.digest = baseline.compute_digest();
@@ -74,12 +82,60 @@ impl Baseline {
         sha256_hex(value.to_string().as_bytes())
     }
 
+    /// The same baseline expiring at `expires_at` (RFC 3339, UTC), digest recomputed.
+    pub fn with_expiry(mut self, expires_at: Option<String>) -> Baseline {
+        self.expires_at = expires_at;
+        self.digest = self.compute_digest();
+        self
+    }
+
+    /// Refuse a baseline whose `expires_at` is at or before `now` (both RFC 3339 UTC as
+    /// written by sparsegate, `YYYY-MM-DDTHH:MM:SSZ`, which order as strings). A malformed
+    /// `expires_at` is refused too: an expiry nobody can read protects nothing.
+    pub fn check_expiry(&self, path: &Path, now: &str) -> Result<()> {
+        let Some(at) = &self.expires_at else {
+            return Ok(());
+        };
+        if !is_rfc3339_utc(at) {
+            return Err(Error::CorruptBaseline {
+                path: path.to_owned(),
+                reason: format!("expires_at `{at}` is not of the form YYYY-MM-DDTHH:MM:SSZ"),
+            });
+        }
+        if at.as_str() <= now {
+            return Err(Error::Usage {
+                message: format!(
+                    "golden baseline {} for slice `{}` of pack `{}` expired at {at} (now {now})",
+                    path.display(),
+                    self.slice,
+                    self.pack
+                ),
+                hint: "re-measure and review it with `sparsegate bless <pack> --slice <id> --expires-in-days N`, \
+                       then commit it"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
     /// The median of a metric's samples, if recorded.
     pub fn median(&self, metric: &str) -> Option<f64> {
         self.metrics
             .get(metric)
             .and_then(|m| super::stats::median(&m.samples).ok())
     }
+}
+
+fn is_rfc3339_utc(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 20
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            10 => *c == b'T',
+            13 | 16 => *c == b':',
+            19 => *c == b'Z',
+            _ => c.is_ascii_digit(),
+        })
 }
 
 /// Where the baseline of `slice` in `pack` lives under `golden_dir`.
@@ -199,7 +255,13 @@ pub struct MetricChange {
     pub old: Option<f64>,
     /// Median in the new baseline.
     pub new: Option<f64>,
+    /// 95% bootstrap interval (run-aware) of new/old medians, when both have positive
+    /// samples: whether a change a reviewer sees in `bless` is real or noise.
+    pub ratio_ci: Option<(f64, f64)>,
 }
+
+/// Confidence of the interval `bless` prints.
+pub const BLESS_CONFIDENCE: f64 = 0.95;
 
 impl MetricChange {
     /// Relative change new/old − 1, when both exist and old is non-zero.
@@ -226,6 +288,30 @@ pub struct BlessChange {
     pub metrics: Vec<MetricChange>,
 }
 
+/// Run-aware bootstrap interval of median(new)/median(old) for one metric, seeded from the
+/// metric name so the same two baselines always print the same interval.
+fn ratio_interval(old: &Baseline, new: &Baseline, name: &str) -> Option<(f64, f64)> {
+    use super::stats::{Bootstrap, TwoSample, group_by_run};
+    let groups = |m: &MetricSamples| -> Option<Vec<Vec<f64>>> {
+        if m.samples.is_empty() || m.samples.iter().any(|&v| !(v.is_finite() && v > 0.0)) {
+            return None;
+        }
+        if m.runs.len() == m.samples.len() {
+            group_by_run("baseline", &m.samples, &m.runs).ok()
+        } else {
+            Some(vec![m.samples.clone()])
+        }
+    };
+    let (a, b) = (groups(old.metrics.get(name)?)?, groups(new.metrics.get(name)?)?);
+    let seed = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, c| {
+        (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let dist = Bootstrap::new(2000, seed)
+        .distribution(&a, &b, TwoSample::RatioOfQuantiles { q: 0.5 })
+        .ok()?;
+    Some(dist.percentile(BLESS_CONFIDENCE))
+}
+
 /// Compare a new baseline with the one it replaces, metric by metric.
 pub fn describe_change(path: &Path, old: Option<&Baseline>, new: &Baseline) -> BlessChange {
     let mut names: Vec<&String> = new.metrics.keys().collect();
@@ -244,6 +330,7 @@ pub fn describe_change(path: &Path, old: Option<&Baseline>, new: &Baseline) -> B
                 metric: name.clone(),
                 old: old.and_then(|o| o.median(name)),
                 new: new.median(name),
+                ratio_ci: old.and_then(|o| ratio_interval(o, new, name)),
             })
             .collect(),
     }
@@ -361,5 +448,40 @@ mod tests {
         assert!(change.replaced);
         assert_eq!(change.metrics[0].metric, "latency");
         assert_eq!(change.metrics[0].relative(), Some(1.0));
+        let (lo, hi) = change.metrics[0].ratio_ci.unwrap();
+        assert!(lo <= 2.0 && 2.0 <= hi, "{lo} {hi}");
+        assert_eq!(
+            describe_change(Path::new("x"), None, &new).metrics[0].ratio_ci,
+            None
+        );
+    }
+
+    /// Issue 5: an expired baseline is refused with a hint; the expiry is covered by the
+    /// digest, and a baseline without expiry keeps its old digest.
+    #[test]
+    fn issue_5_expired_baselines_are_refused() {
+        let b = baseline(vec![1.0, 2.0]);
+        let digest = b.digest.clone();
+        assert!(b.check_expiry(Path::new("x"), "2030-01-01T00:00:00Z").is_ok());
+        let b = b.with_expiry(Some("2027-01-01T00:00:00Z".into()));
+        assert_ne!(b.digest, digest);
+        assert!(b.check_expiry(Path::new("x"), "2026-12-31T23:59:59Z").is_ok());
+        let err = b
+            .check_expiry(Path::new("x"), "2027-01-01T00:00:00Z")
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("expired at 2027-01-01T00:00:00Z"),
+            "{err}"
+        );
+        assert_eq!(err.exit_code(), crate::release::ExitCode::Error);
+        let bad = b.clone().with_expiry(Some("next year".into()));
+        assert!(matches!(
+            bad.check_expiry(Path::new("x"), "2026-01-01T00:00:00Z"),
+            Err(Error::CorruptBaseline { .. })
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let path = baseline_path(dir.path(), "p", "s");
+        write_atomic(&path, serde_json::to_string_pretty(&b).unwrap().as_bytes()).unwrap();
+        assert_eq!(load_baseline(&path).unwrap(), Some(b));
     }
 }

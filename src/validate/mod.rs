@@ -2,6 +2,7 @@
 //! same-run comparators, guardrail verdicts, bottleneck class. It judges; it never renders.
 
 pub mod bottleneck;
+pub mod compare;
 pub mod golden;
 pub mod stats;
 
@@ -9,9 +10,11 @@ mod assess;
 mod describe;
 mod observe;
 mod outcome;
+mod power_check;
 mod rules;
 #[cfg(test)]
 mod tests;
 
 pub use assess::{AssessOptions, assess, assess_with};
 pub use outcome::{Assessment, GuardrailOutcome};
+pub use power_check::{PowerNote, power_check};

@@ -30,7 +30,11 @@ pub struct GuardrailOutcome {
     pub ci_low: Option<f64>,
     /// Upper end of that interval.
     pub ci_high: Option<f64>,
-    /// p-value of the test behind the verdict, where there is one.
+    /// p-value of the test behind the verdict, where there is one. For `regress_at_most`
+    /// on samples: the bootstrap p-value of "the regression is within the margin" (the
+    /// hypothesis a `fail` rejects), Holm-adjusted across the gate's blocking
+    /// baseline-relative guardrails when there are two or more; the Mann–Whitney p-value of
+    /// "no change" is in the detail.
     pub p_value: Option<f64>,
     /// Interval confidence.
     pub confidence: f64,

@@ -6,4 +6,5 @@ mod ci;
 mod exit_codes;
 mod malformed;
 mod memo;
+mod stats;
 mod support;

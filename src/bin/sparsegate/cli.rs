@@ -61,10 +61,73 @@ pub enum Command {
         /// Bless only these slice ids (repeatable).
         #[arg(long = "slice", value_name = "ID")]
         slices: Vec<String>,
+        /// Make the new baselines expire this many days from now (`gate` then refuses them).
+        #[arg(long, value_name = "DAYS")]
+        expires_in_days: Option<u32>,
         /// Print the changes as JSON on stdout.
         #[arg(long)]
         json: bool,
     },
+    /// Statistics on files of numbers, without a pack (the engine the gate uses).
+    Stats {
+        #[command(subcommand)]
+        command: StatsCommand,
+    },
+}
+
+/// `sparsegate stats ...`
+#[derive(Debug, Subcommand)]
+pub enum StatsCommand {
+    /// Compare two samples like ministat: medians, Mann–Whitney U, Hodges–Lehmann shift,
+    /// Welch's t, ratio of medians with a bootstrap interval, and a verdict for a margin.
+    ///
+    /// Files hold one number per line (`#` comments allowed), a JSON array, or a JSON array
+    /// of arrays (one inner array per run: the run-aware method is used). Exit codes: 0 pass,
+    /// 1 fail (regression beyond the margin), 3 inconclusive, 2 bad input.
+    Compare {
+        /// The reference sample.
+        #[arg(long, value_name = "FILE")]
+        baseline: PathBuf,
+        /// The sample under test.
+        #[arg(long, value_name = "FILE")]
+        candidate: PathBuf,
+        /// Tolerated regression of the median, e.g. `5%` or `0.05`.
+        #[arg(long, default_value = "5%", value_parser = parse_fraction)]
+        margin: f64,
+        /// Confidence of every interval, e.g. `0.95` or `95%`.
+        #[arg(long, default_value = "0.95", value_parser = parse_fraction)]
+        confidence: f64,
+        /// Larger values are better (throughput, speedup); by default larger is worse (time).
+        #[arg(long)]
+        higher_is_better: bool,
+        /// Bootstrap resamples.
+        #[arg(long, default_value_t = 10_000)]
+        resamples: usize,
+        /// Bootstrap seed (same seed, same data: same interval).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Print the result as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `5%` → 0.05, `0.05` → 0.05.
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let (num, scale) = match s.trim().strip_suffix('%') {
+        Some(n) => (n, 0.01),
+        None => (s.trim(), 1.0),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number or percentage"))?;
+    let v = v * scale;
+    if v.is_finite() && (0.0..1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("`{s}` must lie in [0, 1) (or [0%, 100%))"))
+    }
 }
 
 /// Signing and verifying closure memos.

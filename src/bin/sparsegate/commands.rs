@@ -1,6 +1,6 @@
 //! Each subcommand: call the library, print its result for people or as JSON.
 
-use crate::cli::{Cli, Command, MemoCommand, RunArgs};
+use crate::cli::{Cli, Command, MemoCommand, RunArgs, StatsCommand};
 use sparsegate::app::{self, Options, Progress};
 use sparsegate::release::{ExitCode, github_annotations, render_summary, sign};
 use sparsegate::{Error, Result};
@@ -88,10 +88,16 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::Pass)
         }
-        Command::Bless { run, slices, json } => {
+        Command::Bless {
+            run,
+            slices,
+            expires_in_days,
+            json,
+        } => {
             let changes = app::bless(
                 &run.packs,
                 &slices,
+                expires_in_days,
                 &options(&run, false),
                 &mut progress(run.quiet),
             )?;
@@ -108,12 +114,66 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                         let fmt = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.6}"));
                         let change = m
                             .relative()
-                            .map_or_else(String::new, |r| format!(" ({:+.1}%)", r * 100.0));
-                        println!("  {:<18} {} -> {}{change}", m.metric, fmt(m.old), fmt(m.new));
+                            .map_or_else(String::new, |r| format!(" ({:+.1}%", r * 100.0));
+                        let ci = match (m.ratio_ci, change.is_empty()) {
+                            (_, true) => String::new(),
+                            (Some((lo, hi)), false) => format!(
+                                ", {:.0}% CI {:+.1}% to {:+.1}%)",
+                                sparsegate::validate::golden::BLESS_CONFIDENCE * 100.0,
+                                (lo - 1.0) * 100.0,
+                                (hi - 1.0) * 100.0
+                            ),
+                            (None, false) => ")".to_owned(),
+                        };
+                        println!("  {:<18} {} -> {}{change}{ci}", m.metric, fmt(m.old), fmt(m.new));
                     }
                 }
             }
             Ok(ExitCode::Pass)
+        }
+        Command::Stats { command } => Ok(stats(command)),
+    }
+}
+
+/// `stats compare`: input problems are printed as located diagnostics and exit 2.
+fn stats(command: StatsCommand) -> ExitCode {
+    use sparsegate::validate::compare::{CompareOptions, Worse, compare, read_samples};
+    let StatsCommand::Compare {
+        baseline,
+        candidate,
+        margin,
+        confidence,
+        higher_is_better,
+        resamples,
+        seed,
+        json,
+    } = command;
+    let opts = CompareOptions {
+        margin,
+        confidence,
+        resamples,
+        seed,
+        worse: if higher_is_better {
+            Worse::Lower
+        } else {
+            Worse::Higher
+        },
+    };
+    let result = read_samples(&baseline)
+        .and_then(|b| Ok((b, read_samples(&candidate)?)))
+        .and_then(|(b, c)| compare(&b, &c, &opts));
+    match result {
+        Ok(c) => {
+            if json {
+                print!("{}", app::to_json(&c));
+            } else {
+                print!("{}", c.render_text());
+            }
+            ExitCode::for_verdict(c.verdict)
+        }
+        Err(e) => {
+            eprintln!("{:?}", miette::Report::new(e));
+            ExitCode::Error
         }
     }
 }
@@ -231,6 +291,13 @@ fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
                             bar.finish_and_clear();
                         }
                     }
+                    None => eprintln!("{line}"),
+                }
+            }
+            Progress::PowerWarning { note } => {
+                let line = format!("{}/{} `{}`: {}", note.pack, note.slice, note.metric, note.message);
+                match &bar {
+                    Some(bar) => bar.println(line),
                     None => eprintln!("{line}"),
                 }
             }

@@ -26,6 +26,7 @@ fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
             min: 3,
             max: 20,
             time_budget_s: 0.01,
+            drop_outliers: false,
         },
         seed: 7,
         threads: 2,
@@ -124,6 +125,7 @@ fn bert_base_two_of_four_report() {
             min: 10,
             max: 200,
             time_budget_s: 2.0,
+            drop_outliers: false,
         };
         let ev = execute_slice(&s, &lower(&s));
         assert_eq!(ev.failure, None);

@@ -6,7 +6,8 @@ use crate::metric::{Better, Metric};
 use crate::validate::describe::{num, p_value, percent, range, signed_with_unit, with_unit};
 use crate::validate::observe::Observed;
 use crate::validate::stats::{
-    Bootstrap, BootstrapCi, MwuMethod, hodges_lehmann, mann_whitney_u, quantile, quantile_ci_ranks,
+    self, Bootstrap, MwuMethod, TwoSample, flag_outliers, group_by_run, hodges_lehmann, mann_whitney_u,
+    quantile, quantile_ci_ranks,
 };
 use crate::verdict::Verdict;
 
@@ -34,8 +35,13 @@ impl Limit {
 /// when it is wholly within (non-inferiority shown), inconclusive otherwise. The one-sided
 /// Mann–Whitney p-value (candidate worse) and the Hodges–Lehmann shift are reported
 /// alongside; the verdict is the interval's. The detail also gives the interval's
-/// half-width: the smallest change this evidence can resolve (DESIGN.md §6), which tells a
-/// reader whether an inconclusive verdict needs more runs or a wider margin.
+/// half-width and the minimum detectable regression at 80% power (DESIGN.md §6), which
+/// tells a reader whether an inconclusive verdict needs more runs or a wider margin, and
+/// the outliers flagged on each side (dropped first only when `drop_outliers`).
+///
+/// `p_value` of the judgement is the bootstrap p-value of "the regression is within the
+/// margin" (`2·share of replicates on the good side of the limit`): the test whose
+/// rejection is a `fail`, so that `assess` can correct it across guardrails.
 pub(crate) fn regression(
     metric: Metric,
     candidate: &Observed,
@@ -43,6 +49,7 @@ pub(crate) fn regression(
     margin: f64,
     confidence: f64,
     boot: Bootstrap,
+    drop_outliers: bool,
 ) -> Judgement {
     let lower_better = metric.better() == Better::Lower;
     let limit = Limit {
@@ -51,9 +58,15 @@ pub(crate) fn regression(
     };
     match (candidate, baseline) {
         (Observed::Point(c), Observed::Point(b)) => points(metric, *c, *b, &limit),
-        (Observed::Sampled { .. }, Observed::Sampled { .. }) => {
-            sampled(metric, candidate, baseline, &limit, confidence, boot)
-        }
+        (Observed::Sampled { .. }, Observed::Sampled { .. }) => sampled(
+            metric,
+            candidate,
+            baseline,
+            &limit,
+            confidence,
+            boot,
+            drop_outliers,
+        ),
         _ => Judgement::inconclusive(format!(
             "`{metric}` is sampled on one side and a counter on the other; cannot compare: inconclusive"
         )),
@@ -95,6 +108,7 @@ fn sampled(
     limit: &Limit,
     confidence: f64,
     boot: Bootstrap,
+    drop_outliers: bool,
 ) -> Judgement {
     let (
         Observed::Sampled {
@@ -113,6 +127,36 @@ fn sampled(
     };
     let q = *q;
     let stat = candidate.statistic();
+    // Flag outliers on both sides; drop them only when the pack says so.
+    let flags = (
+        flag_outliers(cs).unwrap_or_default(),
+        flag_outliers(bs).unwrap_or_default(),
+    );
+    let outliers_s = format!(
+        "; outliers{}: candidate {}, baseline {}",
+        if drop_outliers { " (dropped)" } else { "" },
+        flags.0.describe(),
+        flags.1.describe()
+    );
+    let keep = |xs: &[f64], runs: &[u32], drop: Vec<usize>| -> (Vec<f64>, Vec<u32>) {
+        if !drop_outliers {
+            return (xs.to_vec(), runs.to_vec());
+        }
+        let xs2 = stats::without(xs, &drop);
+        let runs2 = if runs.len() == xs.len() {
+            runs.iter()
+                .enumerate()
+                .filter(|(i, _)| drop.binary_search(i).is_err())
+                .map(|(_, r)| *r)
+                .collect()
+        } else {
+            vec![]
+        };
+        (xs2, runs2)
+    };
+    let (cs, cr) = keep(cs, cr, flags.0.to_drop());
+    let (bs, br) = keep(bs, br, flags.1.to_drop());
+    let (cs, cr, bs, br) = (&cs[..], &cr[..], &bs[..], &br[..]);
     let (nc, nb) = (cs.len(), bs.len());
     let value = quantile(cs, q).ok();
     let base = quantile(bs, q).ok();
@@ -141,23 +185,55 @@ fn sampled(
         )));
     }
     // Run-aware when every sample carries its run id (DESIGN.md §6); plain otherwise.
-    let ratio = if cr.len() == nc && br.len() == nb {
-        boot.ratio_of_quantiles_by_run((bs, br), (cs, cr), q, confidence)
-    } else {
-        boot.ratio_of_quantiles(bs, cs, q, confidence)
+    let groups = |xs: &[f64], runs: &[u32]| -> Vec<Vec<f64>> {
+        if runs.len() == xs.len() {
+            group_by_run("x", xs, runs).unwrap_or_else(|_| vec![xs.to_vec()])
+        } else {
+            vec![xs.to_vec()]
+        }
     };
-    let ratio: BootstrapCi = match ratio {
-        Ok(r) => r,
+    let dist = match boot.distribution(
+        &groups(bs, br),
+        &groups(cs, cr),
+        TwoSample::RatioOfQuantiles { q },
+    ) {
+        Ok(d) => d,
         Err(e) => {
             return with_numbers(Judgement::inconclusive(format!(
                 "no ratio to the baseline: {e}: inconclusive"
             )));
         }
     };
-    let ci = (ratio.low, ratio.high);
+    let ci = dist.percentile(confidence);
     let verdict = read_interval(ci, limit.ratio, limit.lower_better);
+    // p of "within the margin": replicates on the good side of the limit, both tails' worth.
+    let p_fail = (2.0
+        * if limit.lower_better {
+            dist.share_at_most(limit.ratio)
+        } else {
+            dist.share_at_least(limit.ratio)
+        })
+    .min(1.0);
+    let mde_s = stats::se_from_interval(ci.0, ci.1, confidence).map_or_else(String::new, |se| {
+        // The mirror of the ratio for higher-is-better metrics: a drop to 1/(1+x).
+        let m = if limit.lower_better {
+            limit.ratio - 1.0
+        } else {
+            1.0 / limit.ratio - 1.0
+        };
+        let mde = stats::mde(se, m, confidence, stats::DEFAULT_POWER);
+        format!(
+            "; smallest regression detectable with 80% power: {}{}%",
+            if limit.lower_better { "+" } else { "−" },
+            num(if limit.lower_better {
+                mde
+            } else {
+                1.0 - 1.0 / (1.0 + mde)
+            } * 100.0)
+        )
+    });
 
-    let p = mann_whitney_u(cs, bs, MwuMethod::Auto)
+    let p_mwu = mann_whitney_u(cs, bs, MwuMethod::Auto)
         .ok()
         .map(|m| if limit.lower_better { m.p_greater } else { m.p_less });
     let hl_s = match hodges_lehmann(bs, cs, confidence) {
@@ -172,25 +248,26 @@ fn sampled(
         },
         Err(_) => String::new(),
     };
-    let p_s = p.map_or_else(String::new, |p| {
-        format!("; Mann–Whitney one-sided {}", p_value(p))
+    let p_s = p_mwu.map_or_else(String::new, |p| {
+        format!("; Mann–Whitney one-sided {} (no change vs worse)", p_value(p))
     });
     let show = |v: Option<f64>| v.map_or_else(|| "?".into(), |v| with_unit(v, metric));
     with_numbers(Judgement {
         verdict,
         ci: Some(ci),
-        p_value: p,
+        p_value: Some(p_fail),
         detail: format!(
             "{stat} {} vs baseline {}: ratio {} ({} CI {}, half-width {}%, bootstrap ×{}, n = {nc}/{nb}), \
-             allowed {}: {verdict}{hl_s}{p_s}",
+             allowed {}: {verdict}; bootstrap p(within margin) = {}{mde_s}{hl_s}{p_s}{outliers_s}",
             show(value),
             show(base),
-            num(ratio.estimate),
+            num(dist.estimate),
             percent(confidence),
-            range(ratio.low, ratio.high),
-            num((ratio.high - ratio.low) / 2.0 * 100.0),
-            ratio.resamples,
+            range(ci.0, ci.1),
+            num((ci.1 - ci.0) / 2.0 * 100.0),
+            boot.resamples,
             limit.describe(),
+            num(p_fail),
         ),
         ..Judgement::inconclusive(String::new())
     })

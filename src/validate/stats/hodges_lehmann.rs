@@ -57,17 +57,46 @@ pub fn hodges_lehmann(x: &[f64], y: &[f64], confidence: f64) -> Result<HodgesLeh
     for &yj in y {
         d.extend(x.iter().map(|&xi| yj - xi));
     }
-    d.sort_unstable_by(f64::total_cmp);
-    let shift = quantile_sorted(&d, 0.5);
     let exact = pairs <= EXACT_CI_MAX_PAIRS;
     let k = critical_rank(x.len(), y.len(), confidence, exact);
-    let ci = k.map(|k| (d[k - 1], d[pairs - k]));
+    // Only four order statistics are needed (the two middle ones and the interval ends):
+    // selection is O(N) where a sort of 10⁶ differences would be O(N log N).
+    let mid = (pairs - 1) / 2;
+    let mut wanted = vec![mid, (mid + 1).min(pairs - 1)];
+    if let Some(k) = k {
+        wanted.extend([k - 1, pairs - k]);
+    }
+    let order = order_statistics(&mut d, wanted);
+    let at = |i: usize| order.iter().find(|(j, _)| *j == i).map_or(f64::NAN, |(_, v)| *v);
+    let shift = if pairs % 2 == 1 {
+        at(mid)
+    } else {
+        let (lo, hi) = (at(mid), at(mid + 1));
+        quantile_sorted(&[lo, hi], 0.5)
+    };
+    let ci = k.map(|k| (at(k - 1), at(pairs - k)));
     Ok(HodgesLehmann {
         shift,
         ci,
         confidence,
         exact,
     })
+}
+
+/// The values at the 0-based ranks `wanted` of `d` (reordering `d`), as (rank, value):
+/// select the largest rank on the whole slice, then each smaller one on the prefix below
+/// the previous pivot, which holds exactly the smaller values.
+fn order_statistics(d: &mut [f64], mut wanted: Vec<usize>) -> Vec<(usize, f64)> {
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut out = Vec::with_capacity(wanted.len());
+    let mut end = d.len();
+    for &i in wanted.iter().rev() {
+        let (_, v, _) = d[..end].select_nth_unstable_by(i, f64::total_cmp);
+        out.push((i, *v));
+        end = i;
+    }
+    out
 }
 
 /// The 1-based rank `k` of the lower interval end: the largest `k ≥ 1` with

@@ -138,6 +138,7 @@ pub(super) fn baseline(id: &str, metrics: Vec<(&str, Vec<f64>)>) -> Baselines {
             .map(|(k, v)| (k.to_owned(), MetricSamples::single_run("s", v)))
             .collect(),
         counters: BTreeMap::new(),
+        expires_at: None,
         digest: "sha256:0".into(),
     };
     BTreeMap::from([(("p".to_owned(), id.to_owned()), b)])

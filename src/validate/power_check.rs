@@ -1,0 +1,117 @@
+//! Before running: can the pack's sample budget resolve each baseline-relative margin?
+//!
+//! A gate that is bound to come out inconclusive (or to miss the regression it is meant to
+//! catch) should say so before spending the time (issue 5, issue 9). The estimate comes
+//! from the golden baseline's own spread (see [`stats::plan_from_baseline`]): with
+//! `samples.max` values per side (or, for a baseline recorded in several runs, as many runs
+//! as the baseline has), is an unchanged candidate shown within the margin with 80%
+//! probability, and what is the smallest regression failed with 80% power?
+
+use super::golden::Baselines;
+use super::observe::{Observed, observe};
+use super::stats::{self, PowerPlan};
+use crate::ingress::{Rule, Slice};
+use crate::metric::{Better, Metric};
+use serde::{Deserialize, Serialize};
+
+/// The power estimate for one baseline-relative guardrail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerNote {
+    /// The pack name.
+    pub pack: String,
+    /// The slice id.
+    pub slice: String,
+    /// The guardrail's metric.
+    pub metric: Metric,
+    /// The guardrail's margin.
+    pub margin: f64,
+    /// What the budget can resolve.
+    pub plan: PowerPlan,
+    /// Whether `per_side` counts runs (a multi-run baseline) rather than samples.
+    pub per_run: bool,
+    /// One sentence for the memo (a warning when the margin is not resolvable).
+    pub message: String,
+}
+
+/// Power estimates for every `regress_at_most` guardrail on a sampled metric whose slice
+/// has a baseline, in slice and guardrail order. Guardrails on counters (exact values) or
+/// without a usable baseline are skipped.
+pub fn power_check(slices: &[Slice], baselines: &Baselines) -> Vec<PowerNote> {
+    let mut out = Vec::new();
+    for slice in slices {
+        let Some(b) = baselines.get(&(slice.pack.clone(), slice.id.clone())) else {
+            continue;
+        };
+        for g in &slice.guardrails {
+            let Rule::RegressAtMost { margin } = g.rule else {
+                continue;
+            };
+            if let Some(note) = note_for(slice, g.metric, margin, g.confidence, b) {
+                out.push(note);
+            }
+        }
+    }
+    out
+}
+
+/// The note for one guardrail, if its metric is sampled in the baseline.
+pub(crate) fn note_for(
+    slice: &Slice,
+    metric: Metric,
+    margin: f64,
+    confidence: f64,
+    b: &super::golden::Baseline,
+) -> Option<PowerNote> {
+    let Ok(Observed::Sampled { samples, runs, q }) = observe(metric, &b.metrics, &b.counters, None) else {
+        return None;
+    };
+    let groups = if runs.len() == samples.len() {
+        stats::group_by_run("baseline", &samples, &runs).ok()?
+    } else {
+        vec![samples]
+    };
+    let per_run = groups.len() > 1;
+    let per_side = if per_run {
+        groups.len()
+    } else {
+        slice.samples.max as usize
+    };
+    // Higher-is-better metrics regress downwards: the limit 1 − m is, on the log scale, a
+    // margin of 1/(1 − m) − 1 in the other direction.
+    let m = if metric.better() == Better::Lower {
+        margin
+    } else {
+        1.0 / (1.0 - margin) - 1.0
+    };
+    let plan = stats::plan_from_baseline(&groups, q, m, confidence, per_side, slice.seed).ok()?;
+    let unit = if per_run { "runs" } else { "samples" };
+    let message = if plan.margin_resolvable {
+        format!(
+            "power: with {per_side} {unit} per side the baseline's spread resolves the {}% margin \
+             (unchanged passes with p ≈ {}; smallest regression failed with 80% power ≈ {}%)",
+            super::describe::num(margin * 100.0),
+            super::describe::num(plan.pass_probability),
+            super::describe::num(plan.mde * 100.0)
+        )
+    } else {
+        format!(
+            "warning: with {per_side} {unit} per side (samples.max) the baseline's spread cannot resolve the \
+             {}% margin: an unchanged candidate passes with p ≈ {} only, and the smallest regression failed with \
+             80% power is ≈ {}%; {} {unit} per side would be needed (or a wider margin)",
+            super::describe::num(margin * 100.0),
+            super::describe::num(plan.pass_probability),
+            super::describe::num(plan.mde * 100.0),
+            plan.needed_per_side
+                .map_or_else(|| "more".to_owned(), |n| n.to_string())
+        )
+    };
+    Some(PowerNote {
+        pack: slice.pack.clone(),
+        slice: slice.id.clone(),
+        metric,
+        margin,
+        plan,
+        per_run,
+        message,
+    })
+}
