@@ -1,0 +1,241 @@
+//! The inner loop shared by the CSR and BSR kernels: `R` output rows × one strip of tokens,
+//! over a list of *entries*, each an activation row index with one weight per output row.
+//!
+//! For every entry it does `y_r[strip] += w_r · x[row, strip]`: a broadcast, a contiguous load
+//! and an FMA per vector of tokens, no gathers (the layout of `kernels/mod.rs`). The strip is
+//! held in registers across all entries of a K block, so the output is loaded and stored once
+//! per block. With `R > 1` (BSR, whose rows in a block row read the same activation rows) one
+//! load of `x` feeds `R` FMAs, which takes the kernel off the load ports.
+//!
+//! Entries come from a small trait so CSR (one index per weight) and BSR (one index per block,
+//! weights contiguous) share one loop without materialising offsets.
+
+use super::nm::Isa;
+
+/// A list of `(activation row, weights for R output rows)` entries.
+///
+/// Implementations are crate-private and trusted: `max_row` must bound every row that
+/// `for_each` yields, since the vector loads rely on it.
+pub(crate) trait Entries<const R: usize>: Copy {
+    /// Calls `f(row, weights)` for every entry, in order.
+    fn for_each(self, f: impl FnMut(usize, [f32; R]));
+    /// The largest activation row yielded, `None` when there are no entries.
+    fn max_row(self) -> Option<usize>;
+}
+
+/// For each of the `R` strips `y[r]` (equal widths): `y_r (+)= Σ w_r · x[row, c0 ..][..width]`,
+/// overwriting when `accumulate` is false (so an empty entry list writes zeros).
+///
+/// Panics (before touching memory) if an entry's row or the strip lies outside `x`
+/// (`x.len() / cols` rows of `cols`).
+pub(crate) fn rows_strip<const R: usize, E: Entries<R>>(
+    isa: Isa,
+    entries: E,
+    x: &[f32],
+    cols: usize,
+    c0: usize,
+    y: [&mut [f32]; R],
+    accumulate: bool,
+) {
+    let width = y.first().map_or(0, |s| s.len());
+    assert!(
+        y.iter().all(|s| s.len() == width),
+        "rows_strip: strips of different widths"
+    );
+    assert!(c0 + width <= cols, "rows_strip: strip outside x");
+    if let Some(max) = entries.max_row() {
+        assert!((max + 1) * cols <= x.len(), "rows_strip: row {max} outside x");
+    }
+    let y = y.map(|s| s.as_mut_ptr());
+    let xp = x.as_ptr().wrapping_add(c0);
+    let done = match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx512` is only built after detecting AVX-512F (with AVX2 and FMA);
+        // every row read is `<= max_row`, inside `x` by the assert, and every column lies in
+        // `c0 .. c0 + width <= cols`; the `y` pointers come from `R` distinct `&mut` strips.
+        Isa::Avx512 => unsafe { avx512::rows_strip(entries, xp, cols, y, width, accumulate) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 and FMA were detected; bounds as above.
+        Isa::Avx2Fma => unsafe { avx2::rows_strip(entries, xp, cols, y, width, accumulate) },
+        Isa::Portable => 0,
+    };
+    if done < width {
+        portable(
+            entries,
+            x,
+            cols,
+            c0 + done,
+            y.map(|p| p.wrapping_add(done)),
+            width - done,
+            accumulate,
+        );
+    }
+}
+
+/// The portable loop, blocked by 16 tokens so the compiler keeps accumulators in registers.
+fn portable<const R: usize, E: Entries<R>>(
+    entries: E,
+    x: &[f32],
+    cols: usize,
+    c0: usize,
+    y: [*mut f32; R],
+    width: usize,
+    accumulate: bool,
+) {
+    const B: usize = 16;
+    let mut start = 0;
+    while start < width {
+        let w = B.min(width - start);
+        let mut acc = [[0.0f32; B]; R];
+        if accumulate {
+            for (a, &p) in acc.iter_mut().zip(&y) {
+                // SAFETY: `p` points at a strip of `width` elements (the caller's `&mut`), and
+                // `start + w <= width`.
+                a[..w].copy_from_slice(unsafe { std::slice::from_raw_parts(p.add(start), w) });
+            }
+        }
+        entries.for_each(|row, ws| {
+            let xs = &x[row * cols + c0 + start..][..w];
+            for (a, wr) in acc.iter_mut().zip(ws) {
+                for (a, &xv) in a.iter_mut().zip(xs) {
+                    *a += wr * xv;
+                }
+            }
+        });
+        for (a, &p) in acc.iter().zip(&y) {
+            // SAFETY: as above.
+            unsafe { std::slice::from_raw_parts_mut(p.add(start), w) }.copy_from_slice(&a[..w]);
+        }
+        start += w;
+    }
+}
+
+/// Generates the strip loop for one vector ISA.
+macro_rules! strip_loop {
+    ($isa:ident, $feature:literal, $vec:ty, $lanes:literal, $acc_regs:literal, $zero:ident,
+     $set1:ident, $load:ident, $store:ident, $fmadd:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        mod $isa {
+            use super::Entries;
+            use std::arch::x86_64::*;
+
+            /// Accumulators per row in the main loop: 8 while `R·8` fit the registers the ISA
+            /// leaves for accumulators, else 4 (spilling accumulators would cost more than the
+            /// shorter blocks).
+            const fn max_v(r: usize) -> usize {
+                if r * 8 <= $acc_regs { 8 } else { 4 }
+            }
+
+            /// Returns how many columns it did (a multiple of the vector width).
+            ///
+            /// # Safety
+            /// The CPU supports the module's features; `xp` points at `x[0, c0]`; for every
+            /// entry row, columns `c0 .. c0 + width` of that row (stride `cols`) are readable;
+            /// each `y[r]` is writable for `width` elements and they do not overlap.
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn rows_strip<const R: usize, E: Entries<R>>(
+                entries: E,
+                xp: *const f32,
+                cols: usize,
+                y: [*mut f32; R],
+                width: usize,
+                accumulate: bool,
+            ) -> usize {
+                let top = max_v(R);
+                let mut col = 0;
+                // SAFETY (all calls): each block covers columns `col .. col + lanes·V <= width`.
+                while width - col >= top * $lanes {
+                    let ys = y.map(|p| unsafe { p.add(col) });
+                    let xs = unsafe { xp.add(col) };
+                    if top == 8 {
+                        unsafe { block::<R, 8, E>(entries, xs, cols, ys, accumulate) };
+                    } else {
+                        unsafe { block::<R, 4, E>(entries, xs, cols, ys, accumulate) };
+                    }
+                    col += top * $lanes;
+                }
+                for v in [4, 2, 1] {
+                    if v < top && width - col >= v * $lanes {
+                        let (xs, ys) = (unsafe { xp.add(col) }, y.map(|p| unsafe { p.add(col) }));
+                        match v {
+                            4 => unsafe { block::<R, 4, E>(entries, xs, cols, ys, accumulate) },
+                            2 => unsafe { block::<R, 2, E>(entries, xs, cols, ys, accumulate) },
+                            _ => unsafe { block::<R, 1, E>(entries, xs, cols, ys, accumulate) },
+                        }
+                        col += v * $lanes;
+                    }
+                }
+                col
+            }
+
+            /// `R × V` accumulators held in registers across all entries.
+            ///
+            /// # Safety
+            /// As [`rows_strip`], for columns `0 .. lanes·V` of `xp` and every `y[r]`.
+            #[target_feature(enable = $feature)]
+            #[inline]
+            unsafe fn block<const R: usize, const V: usize, E: Entries<R>>(
+                entries: E,
+                xp: *const f32,
+                cols: usize,
+                y: [*mut f32; R],
+                accumulate: bool,
+            ) {
+                let mut acc: [[$vec; V]; R] = [[$zero(); V]; R];
+                if accumulate {
+                    for (row, y) in acc.iter_mut().zip(y) {
+                        for (v, a) in row.iter_mut().enumerate() {
+                            // SAFETY: inside the caller's strip of `y`.
+                            *a = unsafe { $load(y.add($lanes * v)) };
+                        }
+                    }
+                }
+                entries.for_each(|row, ws| {
+                    let p = xp.wrapping_add(row * cols);
+                    let mut xv = [$zero(); V];
+                    for (v, xv) in xv.iter_mut().enumerate() {
+                        // SAFETY: `row` is an entry row, whose strip is readable (contract).
+                        *xv = unsafe { $load(p.add($lanes * v)) };
+                    }
+                    for (acc, &w) in acc.iter_mut().zip(&ws) {
+                        let wb = $set1(w);
+                        for (a, &xv) in acc.iter_mut().zip(&xv) {
+                            *a = $fmadd(wb, xv, *a);
+                        }
+                    }
+                });
+                for (row, y) in acc.iter().zip(y) {
+                    for (v, a) in row.iter().enumerate() {
+                        // SAFETY: inside the caller's strip of `y`.
+                        unsafe { $store(y.add($lanes * v), *a) };
+                    }
+                }
+            }
+        }
+    };
+}
+
+strip_loop!(
+    avx512,
+    "avx512f",
+    __m512,
+    16,
+    16,
+    _mm512_setzero_ps,
+    _mm512_set1_ps,
+    _mm512_loadu_ps,
+    _mm512_storeu_ps,
+    _mm512_fmadd_ps
+);
+strip_loop!(
+    avx2,
+    "avx2,fma",
+    __m256,
+    8,
+    8,
+    _mm256_setzero_ps,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_fmadd_ps
+);
