@@ -9,7 +9,7 @@
 
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
-use super::sparse_rows::{Entries, rows_strip};
+use super::sparse_rows::{Entries, PackedX, rows_strip};
 use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
@@ -175,16 +175,24 @@ impl BsrMatrix {
             y.fill(0.0);
             return Ok(());
         }
-        self.spmm_on(Isa::detect(), schedule, x, y, cols);
+        let packed = PackedX::new(x, self.k, cols, schedule.threads);
+        self.spmm_on(Isa::detect(), schedule, packed.view(), y, cols);
         Ok(())
     }
 
     /// The product on a given instruction set; shapes checked and non-empty.
-    pub(crate) fn spmm_on(&self, isa: Isa, schedule: &CpuSchedule, x: &[f32], y: &mut [f32], cols: usize) {
+    pub(crate) fn spmm_on(
+        &self,
+        isa: Isa,
+        schedule: &CpuSchedule,
+        (x, xs): (&[f32], usize),
+        y: &mut [f32],
+        cols: usize,
+    ) {
         let block_rows_per_task = schedule.rows_per_task.div_ceil(self.br).max(1);
         let chunk = block_rows_per_task * self.br * cols;
         let task = |(t, y_rows): (usize, &mut [f32])| {
-            self.task(isa, schedule, t * block_rows_per_task, x, y_rows, cols)
+            self.task(isa, schedule, t * block_rows_per_task, (x, xs), y_rows, cols)
         };
         if schedule.threads <= 1 {
             y.chunks_mut(chunk).enumerate().for_each(task);
@@ -194,7 +202,15 @@ impl BsrMatrix {
     }
 
     /// Block rows `brow0 ..` (as many as `y` holds).
-    fn task(&self, isa: Isa, s: &CpuSchedule, brow0: usize, x: &[f32], y: &mut [f32], cols: usize) {
+    fn task(
+        &self,
+        isa: Isa,
+        s: &CpuSchedule,
+        brow0: usize,
+        (x, xs): (&[f32], usize),
+        y: &mut [f32],
+        cols: usize,
+    ) {
         let (br, bc) = (self.br, self.bc);
         let block_rows = y.len() / cols / br;
         let strip = s.strip_width.max(1);
@@ -231,7 +247,7 @@ impl BsrMatrix {
                                     bc,
                                 };
                                 let strips = [&mut a[c0..c0 + width], &mut b[c0..c0 + width]];
-                                rows_strip(isa, e, x, cols, c0, strips, acc);
+                                rows_strip(isa, e, x, xs, c0, strips, acc);
                             }
                             r0 += 2;
                         } else {
@@ -242,7 +258,7 @@ impl BsrMatrix {
                                     r0,
                                     bc,
                                 };
-                                rows_strip(isa, e, x, cols, c0, [&mut a[c0..c0 + width]], acc);
+                                rows_strip(isa, e, x, xs, c0, [&mut a[c0..c0 + width]], acc);
                             }
                             r0 += 1;
                         }
@@ -294,7 +310,7 @@ mod tests {
         let schedule = schedule_cpu(&op, threads);
         for isa in Isa::available() {
             let mut y = vec![f32::NAN; rows * cols];
-            a.spmm_on(isa, &schedule, &x, &mut y, cols);
+            a.spmm_on(isa, &schedule, (&x, cols), &mut y, cols);
             assert_close(&y, &want, k, &format!("{isa:?} {br}x{bc}"));
         }
         let mut y = vec![f32::NAN; rows * cols];

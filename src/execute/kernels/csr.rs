@@ -9,7 +9,7 @@
 
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
-use super::sparse_rows::{Entries, rows_strip};
+use super::sparse_rows::{Entries, PackedX, rows_strip};
 use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
@@ -144,14 +144,23 @@ impl CsrMatrix {
             y.fill(0.0);
             return Ok(());
         }
-        self.spmm_on(Isa::detect(), schedule, x, y, cols);
+        let packed = PackedX::new(x, self.k, cols, schedule.threads);
+        self.spmm_on(Isa::detect(), schedule, packed.view(), y, cols);
         Ok(())
     }
 
     /// The product on a given instruction set; shapes checked and non-empty.
-    pub(crate) fn spmm_on(&self, isa: Isa, schedule: &CpuSchedule, x: &[f32], y: &mut [f32], cols: usize) {
+    pub(crate) fn spmm_on(
+        &self,
+        isa: Isa,
+        schedule: &CpuSchedule,
+        (x, xs): (&[f32], usize),
+        y: &mut [f32],
+        cols: usize,
+    ) {
         let per_task = schedule.rows_per_task.max(1);
-        let task = |(t, y_rows): (usize, &mut [f32])| self.task(isa, schedule, t * per_task, x, y_rows, cols);
+        let task =
+            |(t, y_rows): (usize, &mut [f32])| self.task(isa, schedule, t * per_task, (x, xs), y_rows, cols);
         if schedule.threads <= 1 {
             y.chunks_mut(per_task * cols).enumerate().for_each(task);
         } else {
@@ -159,7 +168,15 @@ impl CsrMatrix {
         }
     }
 
-    fn task(&self, isa: Isa, s: &CpuSchedule, row0: usize, x: &[f32], y: &mut [f32], cols: usize) {
+    fn task(
+        &self,
+        isa: Isa,
+        s: &CpuSchedule,
+        row0: usize,
+        (x, xs): (&[f32], usize),
+        y: &mut [f32],
+        cols: usize,
+    ) {
         let rows = y.len() / cols;
         let strip = s.strip_width.max(1);
         let k_block = s.k_block.max(1);
@@ -179,7 +196,7 @@ impl CsrMatrix {
                         values: &self.values[*c..*c + len],
                         cols: &run[..len],
                     };
-                    rows_strip(isa, entries, x, cols, c0, [&mut y_row[c0..c0 + width]], kb0 > 0);
+                    rows_strip(isa, entries, x, xs, c0, [&mut y_row[c0..c0 + width]], kb0 > 0);
                     *c += len;
                 }
             }
@@ -220,7 +237,7 @@ mod tests {
         let schedule = schedule_cpu(&op, threads);
         for isa in Isa::available() {
             let mut y = vec![f32::NAN; rows * cols];
-            a.spmm_on(isa, &schedule, &x, &mut y, cols);
+            a.spmm_on(isa, &schedule, (&x, cols), &mut y, cols);
             assert_close(&y, &want, k, &format!("{isa:?}"));
         }
         let mut y = vec![f32::NAN; rows * cols];

@@ -11,6 +11,60 @@
 //! weights contiguous) share one loop without materialising offsets.
 
 use super::nm::Isa;
+use rayon::prelude::*;
+
+/// One cache line of activations.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([f32; 16]);
+
+/// The activations `x[k × cols]` copied into rows that start on cache lines, `stride` floats
+/// apart.
+///
+/// Two costs of the caller's layout, both paid on every vector load of the sparse kernels
+/// (the dense GEMM avoids them by packing too): a heap `Vec<f32>` is only 16-byte aligned, so
+/// every 64-byte load splits across two cache lines and the loads, the bottleneck of a
+/// kernel with one load per FMA, halve; and a power-of-two row length maps every row of the
+/// L1 activation tile to the same few cache sets, which evicts the tile that the schedule
+/// sized to stay in L1. An odd number of lines per row spreads the rows over all sets. The
+/// copy is `k × cols` floats once per product, a few percent of a large GEMM.
+pub(crate) struct PackedX {
+    lines: Vec<Line>,
+    stride: usize,
+}
+
+impl PackedX {
+    /// Copy `x` (`rows × cols`, checked by the caller) on `threads` workers.
+    pub(crate) fn new(x: &[f32], rows: usize, cols: usize, threads: usize) -> PackedX {
+        let mut per_row = cols.div_ceil(16).max(1);
+        if per_row > 1 && per_row.is_multiple_of(2) {
+            per_row += 1;
+        }
+        let stride = per_row * 16;
+        let mut lines = vec![Line([0.0; 16]); rows * per_row];
+        let copy = |(r, dst): (usize, &mut [Line])| {
+            let src = &x[r * cols..(r + 1) * cols];
+            for (line, chunk) in dst.iter_mut().zip(src.chunks(16)) {
+                line.0[..chunk.len()].copy_from_slice(chunk);
+            }
+        };
+        if threads > 1 && rows * cols > 1 << 16 {
+            lines.par_chunks_mut(per_row).enumerate().for_each(copy);
+        } else {
+            lines.chunks_mut(per_row).enumerate().for_each(copy);
+        }
+        PackedX { lines, stride }
+    }
+
+    /// The packed activations and their row stride.
+    pub(crate) fn view(&self) -> (&[f32], usize) {
+        // SAFETY: `Line` is `repr(C)` around `[f32; 16]` (64 bytes, alignment 64, no padding),
+        // so `lines` is `16 · len` contiguous, initialised f32 values.
+        let floats =
+            unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<f32>(), self.lines.len() * 16) };
+        (floats, self.stride)
+    }
+}
 
 /// A list of `(activation row, weights for R output rows)` entries.
 ///

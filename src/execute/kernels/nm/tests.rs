@@ -48,7 +48,7 @@ fn check_against_oracle(
     // Every instruction set the machine has, not only the one detection would pick.
     for isa in Isa::available() {
         let mut y = vec![f32::NAN; rows * cols];
-        a.spmm_on(isa, &schedule, &x, &mut y, cols);
+        a.spmm_on(isa, &schedule, (&x, cols), &mut y, cols);
         if let Some(i) = close(&y) {
             panic!("{isa:?} {n}:{m} at {i}: {} vs {}", y[i], want[i]);
         }
