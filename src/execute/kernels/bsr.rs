@@ -9,7 +9,7 @@
 
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
-use super::sparse_rows::{Entries, PackedX, rows_strip};
+use super::sparse_rows::{Entries, PackedX, grown_blocking, rows_strip};
 use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
@@ -48,6 +48,8 @@ impl<const R: usize> Entries<R> for BlockEntries<'_, R> {
         for (block, &bcol) in self.values.chunks_exact(per_block.max(1)).zip(self.block_cols) {
             let rows: [&[f32]; R] = std::array::from_fn(|i| &block[(self.r0 + i) * bc..][..bc]);
             let base = bcol as usize * bc;
+            // `c` picks the same column from each of the R rows: an index, not an iteration.
+            #[allow(clippy::needless_range_loop)]
             for c in 0..bc {
                 f(base + c, std::array::from_fn(|i| rows[i][c]));
             }
@@ -189,10 +191,20 @@ impl BsrMatrix {
         y: &mut [f32],
         cols: usize,
     ) {
-        let block_rows_per_task = schedule.rows_per_task.div_ceil(self.br).max(1);
+        let per_row = self.values.len() as f64 / self.rows.max(1) as f64;
+        let (k_block, rows_per_task) =
+            grown_blocking(schedule, self.rows, self.k, per_row, (self.bc, self.br));
+        let block_rows_per_task = (rows_per_task / self.br).max(1);
         let chunk = block_rows_per_task * self.br * cols;
         let task = |(t, y_rows): (usize, &mut [f32])| {
-            self.task(isa, schedule, t * block_rows_per_task, (x, xs), y_rows, cols)
+            self.task(
+                isa,
+                (schedule.strip_width, k_block),
+                t * block_rows_per_task,
+                (x, xs),
+                y_rows,
+                cols,
+            )
         };
         if schedule.threads <= 1 {
             y.chunks_mut(chunk).enumerate().for_each(task);
@@ -205,7 +217,7 @@ impl BsrMatrix {
     fn task(
         &self,
         isa: Isa,
-        s: &CpuSchedule,
+        (strip, k_block): (usize, usize),
         brow0: usize,
         (x, xs): (&[f32], usize),
         y: &mut [f32],
@@ -213,8 +225,7 @@ impl BsrMatrix {
     ) {
         let (br, bc) = (self.br, self.bc);
         let block_rows = y.len() / cols / br;
-        let strip = s.strip_width.max(1);
-        let k_block = (s.k_block / bc).max(1) * bc;
+        let strip = strip.max(1);
         let per_pass = if br.is_multiple_of(2) {
             isa.rows_per_pass()
         } else {

@@ -9,7 +9,7 @@
 
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
-use super::sparse_rows::{Entries, PackedX, rows_strip};
+use super::sparse_rows::{Entries, PackedX, grown_blocking, rows_strip};
 use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
@@ -158,9 +158,18 @@ impl CsrMatrix {
         y: &mut [f32],
         cols: usize,
     ) {
-        let per_task = schedule.rows_per_task.max(1);
-        let task =
-            |(t, y_rows): (usize, &mut [f32])| self.task(isa, schedule, t * per_task, (x, xs), y_rows, cols);
+        let (k_block, per_task) = self.blocking(schedule);
+        let task = |(t, y_rows): (usize, &mut [f32])| {
+            self.task(
+                isa,
+                schedule.strip_width,
+                k_block,
+                t * per_task,
+                (x, xs),
+                y_rows,
+                cols,
+            )
+        };
         if schedule.threads <= 1 {
             y.chunks_mut(per_task * cols).enumerate().for_each(task);
         } else {
@@ -171,15 +180,15 @@ impl CsrMatrix {
     fn task(
         &self,
         isa: Isa,
-        s: &CpuSchedule,
+        strip: usize,
+        k_block: usize,
         row0: usize,
         (x, xs): (&[f32], usize),
         y: &mut [f32],
         cols: usize,
     ) {
         let rows = y.len() / cols;
-        let strip = s.strip_width.max(1);
-        let k_block = s.k_block.max(1);
+        let strip = strip.max(1);
         let mut cursor = vec![0usize; rows];
         for c0 in (0..cols).step_by(strip) {
             let width = strip.min(cols - c0);
@@ -201,6 +210,12 @@ impl CsrMatrix {
                 }
             }
         }
+    }
+
+    /// `(k_block, rows_per_task)`: the schedule grown for this matrix's density.
+    fn blocking(&self, s: &CpuSchedule) -> (usize, usize) {
+        let per_row = self.values.len() as f64 / self.rows.max(1) as f64;
+        grown_blocking(s, self.rows, self.k, per_row, (8, 1))
     }
 
     fn range(&self, r: usize) -> std::ops::Range<usize> {

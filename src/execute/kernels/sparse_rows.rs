@@ -11,7 +11,68 @@
 //! weights contiguous) share one loop without materialising offsets.
 
 use super::nm::Isa;
+use crate::schedule::CpuSchedule;
 use rayon::prelude::*;
+
+/// Kept weights a row should have in one K block (see [`grown_blocking`]).
+const ENTRIES_PER_BLOCK: usize = 48;
+
+/// Bytes of activations one K block × strip may span once the block is grown: L2-resident.
+const L2_TILE_BUDGET: usize = 256 << 10;
+
+/// Bytes the output tile of a task may span once the task is grown: L2-resident.
+const L2_OUTPUT_BUDGET: usize = 256 << 10;
+
+/// Times each activation a task loads should be used by the task's rows.
+const TARGET_REUSE: f64 = 16.0;
+
+/// `(k_block, rows_per_task)` for a matrix that keeps `kept_per_row` of its `k` weights per
+/// row on average, grown from the dense-sized schedule `s`.
+///
+/// The schedule sizes blocks for a dense row: every row of a task uses every activation of the
+/// L1 tile. A row that keeps a fraction `d` uses only `d` of them, so with the dense sizes
+/// (a) a row has a handful of weights per K block and the fixed cost per block (its output
+/// strip loaded and stored, its run located) dominates, and (b) each activation the task
+/// brings in is used by `d ×` as many rows, so the activations stream from L3 at one FMA or
+/// two per load. Growing the K block to about [`ENTRIES_PER_BLOCK`] weights per row fixes (a)
+/// with an L2-sized tile, and growing the task to `TARGET_REUSE / d` rows fixes (b) with an
+/// L2-sized output tile, while keeping a couple of tasks per thread. `align` rounds the K
+/// block (to whole blocks for BSR), and the task to whole block rows.
+pub(crate) fn grown_blocking(
+    s: &CpuSchedule,
+    rows: usize,
+    k: usize,
+    kept_per_row: f64,
+    align: (usize, usize),
+) -> (usize, usize) {
+    let (k_align, row_align) = (align.0.max(1), align.1.max(1));
+    let strip_bytes = s.strip_width.max(1) * 4;
+    let base_k = s.k_block.max(1);
+    let base_rows = s.rows_per_task.max(1);
+    if kept_per_row <= 0.0 || k == 0 {
+        return (
+            base_k.div_ceil(k_align) * k_align,
+            base_rows.div_ceil(row_align) * row_align,
+        );
+    }
+    let density = (kept_per_row / k as f64).min(1.0);
+    let want_k = (ENTRIES_PER_BLOCK as f64 / density).ceil() as usize;
+    let k_block = want_k.clamp(base_k, (L2_TILE_BUDGET / strip_bytes).max(base_k));
+    let want_rows = (TARGET_REUSE / density).ceil() as usize;
+    let balanced = if s.threads <= 1 {
+        rows
+    } else {
+        rows.div_ceil(2 * s.threads)
+    };
+    let task = want_rows
+        .min((L2_OUTPUT_BUDGET / strip_bytes).max(1))
+        .min(balanced.max(1))
+        .max(base_rows);
+    (
+        k_block.div_ceil(k_align) * k_align,
+        task.div_ceil(row_align) * row_align,
+    )
+}
 
 /// One cache line of activations.
 #[derive(Clone, Copy)]

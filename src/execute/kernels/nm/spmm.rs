@@ -12,7 +12,7 @@ use super::any_pattern::{self, Pattern};
 use super::microkernel::{Isa, Offsets, RowBlock, row_strip};
 use super::two_of_four;
 use crate::execute::kernels::error::{KernelError, check_len};
-use crate::execute::kernels::sparse_rows::PackedX;
+use crate::execute::kernels::sparse_rows::{PackedX, grown_blocking};
 use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
@@ -99,6 +99,15 @@ impl NmMatrix {
         y: &mut [f32],
         cols: usize,
     ) {
+        // Grown like the other sparse formats: a row keeps n/m of each K block.
+        let kept = (self.k / self.m * self.n) as f64;
+        let (k_block, rows_per_task) = grown_blocking(schedule, self.rows, self.k, kept, (8, 1));
+        let grown = CpuSchedule {
+            k_block,
+            rows_per_task,
+            ..*schedule
+        };
+        let schedule = &grown;
         let chunk = schedule.rows_per_task.max(1) * cols;
         let task = |(t, y_rows): (usize, &mut [f32])| {
             self.rows_task(
