@@ -162,8 +162,7 @@ impl CsrMatrix {
         let task = |(t, y_rows): (usize, &mut [f32])| {
             self.task(
                 isa,
-                schedule.strip_width,
-                k_block,
+                (schedule.strip_width, k_block),
                 t * per_task,
                 (x, xs),
                 y_rows,
@@ -180,8 +179,7 @@ impl CsrMatrix {
     fn task(
         &self,
         isa: Isa,
-        strip: usize,
-        k_block: usize,
+        (strip, k_block): (usize, usize),
         row0: usize,
         (x, xs): (&[f32], usize),
         y: &mut [f32],
