@@ -22,6 +22,9 @@ use rayon::prelude::*;
 /// poorly once the weights live in L3.
 const PREFETCH_ROWS_AHEAD: usize = 4;
 
+/// Activation bytes above which the product runs in column panels (see `spmm_on`).
+const L2_ACTIVATION_BUDGET: usize = 512 << 10;
+
 /// Which loop takes an op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Path {
@@ -109,20 +112,32 @@ impl NmMatrix {
         };
         let schedule = &grown;
         let chunk = schedule.rows_per_task.max(1) * cols;
-        let task = |(t, y_rows): (usize, &mut [f32])| {
-            self.rows_task(
-                isa,
-                schedule,
-                t * schedule.rows_per_task.max(1),
-                (x, xs),
-                y_rows,
-                cols,
-            )
-        };
-        if schedule.threads <= 1 {
-            y.chunks_mut(chunk).enumerate().for_each(task);
+        // Column panels, outermost and shared by all tasks: when the activations are larger
+        // than L2, a task sweeping all of them would stream them from L3 for a few FMAs per
+        // line; one strip-wide panel at a time stays in L2 while every task passes over it.
+        let strip = schedule.strip_width.max(1);
+        let panel = if self.k * cols * 4 > L2_ACTIVATION_BUDGET {
+            strip
         } else {
-            y.par_chunks_mut(chunk).enumerate().for_each(task);
+            cols
+        };
+        for p0 in (0..cols).step_by(panel) {
+            let range = p0..(p0 + panel).min(cols);
+            let task = |(t, y_rows): (usize, &mut [f32])| {
+                self.rows_task(
+                    isa,
+                    schedule,
+                    t * schedule.rows_per_task.max(1),
+                    (x, xs),
+                    y_rows,
+                    (cols, range.clone()),
+                )
+            };
+            if schedule.threads <= 1 {
+                y.chunks_mut(chunk).enumerate().for_each(task);
+            } else {
+                y.par_chunks_mut(chunk).enumerate().for_each(task);
+            }
         }
     }
 
@@ -135,7 +150,7 @@ impl NmMatrix {
         row0: usize,
         (x, xs): (&[f32], usize),
         y: &mut [f32],
-        cols: usize,
+        (cols, panel): (usize, std::ops::Range<usize>),
     ) {
         let path = Path::choose(self.n, self.m, isa);
         // The 2:4 loop starts K blocks on index-byte boundaries (two groups).
@@ -148,8 +163,8 @@ impl NmMatrix {
         };
         let strip = s.strip_width.max(1);
         let mut offsets = Offsets::with_capacity(k_block / self.m * self.n);
-        for c0 in (0..cols).step_by(strip) {
-            let width = strip.min(cols - c0);
+        for c0 in panel.clone().step_by(strip) {
+            let width = strip.min(panel.end - c0);
             for kb0 in (0..self.k).step_by(k_block) {
                 let kb1 = (kb0 + k_block).min(self.k);
                 let block = Block { kb0, kb1, c0, width };
