@@ -9,7 +9,7 @@
 
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
-use super::sparse_rows::{Entries, PackedX, grown_blocking, rows_strip};
+use super::sparse_rows::{Entries, PackedX, grown_blocking, panels, rows_strip};
 use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
@@ -196,20 +196,22 @@ impl BsrMatrix {
             grown_blocking(schedule, self.rows, self.k, per_row, (self.bc, self.br));
         let block_rows_per_task = (rows_per_task / self.br).max(1);
         let chunk = block_rows_per_task * self.br * cols;
-        let task = |(t, y_rows): (usize, &mut [f32])| {
-            self.task(
-                isa,
-                (schedule.strip_width, k_block),
-                t * block_rows_per_task,
-                (x, xs),
-                y_rows,
-                cols,
-            )
-        };
-        if schedule.threads <= 1 {
-            y.chunks_mut(chunk).enumerate().for_each(task);
-        } else {
-            y.par_chunks_mut(chunk).enumerate().for_each(task);
+        for range in panels(self.k, cols, schedule.strip_width) {
+            let task = |(t, y_rows): (usize, &mut [f32])| {
+                self.task(
+                    isa,
+                    (schedule.strip_width, k_block),
+                    t * block_rows_per_task,
+                    (x, xs),
+                    y_rows,
+                    (cols, range.clone()),
+                )
+            };
+            if schedule.threads <= 1 {
+                y.chunks_mut(chunk).enumerate().for_each(task);
+            } else {
+                y.par_chunks_mut(chunk).enumerate().for_each(task);
+            }
         }
     }
 
@@ -221,7 +223,7 @@ impl BsrMatrix {
         brow0: usize,
         (x, xs): (&[f32], usize),
         y: &mut [f32],
-        cols: usize,
+        (cols, panel): (usize, std::ops::Range<usize>),
     ) {
         let (br, bc) = (self.br, self.bc);
         let block_rows = y.len() / cols / br;
@@ -232,8 +234,8 @@ impl BsrMatrix {
             1
         };
         let mut cursor = vec![0usize; block_rows];
-        for c0 in (0..cols).step_by(strip) {
-            let width = strip.min(cols - c0);
+        for c0 in panel.clone().step_by(strip) {
+            let width = strip.min(panel.end - c0);
             for (i, c) in cursor.iter_mut().enumerate() {
                 *c = self.block_ptr[brow0 + i] as usize;
             }

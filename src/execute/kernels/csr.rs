@@ -9,7 +9,7 @@
 
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
-use super::sparse_rows::{Entries, PackedX, grown_blocking, rows_strip};
+use super::sparse_rows::{Entries, PackedX, grown_blocking, panels, rows_strip};
 use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
@@ -159,20 +159,22 @@ impl CsrMatrix {
         cols: usize,
     ) {
         let (k_block, per_task) = self.blocking(schedule);
-        let task = |(t, y_rows): (usize, &mut [f32])| {
-            self.task(
-                isa,
-                (schedule.strip_width, k_block),
-                t * per_task,
-                (x, xs),
-                y_rows,
-                cols,
-            )
-        };
-        if schedule.threads <= 1 {
-            y.chunks_mut(per_task * cols).enumerate().for_each(task);
-        } else {
-            y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
+        for range in panels(self.k, cols, schedule.strip_width) {
+            let task = |(t, y_rows): (usize, &mut [f32])| {
+                self.task(
+                    isa,
+                    (schedule.strip_width, k_block),
+                    t * per_task,
+                    (x, xs),
+                    y_rows,
+                    (cols, range.clone()),
+                )
+            };
+            if schedule.threads <= 1 {
+                y.chunks_mut(per_task * cols).enumerate().for_each(task);
+            } else {
+                y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
+            }
         }
     }
 
@@ -183,13 +185,13 @@ impl CsrMatrix {
         row0: usize,
         (x, xs): (&[f32], usize),
         y: &mut [f32],
-        cols: usize,
+        (cols, panel): (usize, std::ops::Range<usize>),
     ) {
         let rows = y.len() / cols;
         let strip = strip.max(1);
         let mut cursor = vec![0usize; rows];
-        for c0 in (0..cols).step_by(strip) {
-            let width = strip.min(cols - c0);
+        for c0 in panel.clone().step_by(strip) {
+            let width = strip.min(panel.end - c0);
             for (i, c) in cursor.iter_mut().enumerate() {
                 *c = self.row_ptr[row0 + i] as usize;
             }

@@ -74,6 +74,22 @@ pub(crate) fn grown_blocking(
     )
 }
 
+/// Activation bytes above which a product runs in column panels (see [`panels`]).
+pub(crate) const L2_ACTIVATION_BUDGET: usize = 512 << 10;
+
+/// The column ranges a product runs in, outermost and shared by all tasks: the whole width
+/// when the activations (`k × cols` f32) fit in L2, else strip-wide panels, so the panel stays
+/// in L2 while every task passes over it instead of each task streaming all activations from
+/// L3 for a few FMAs per line.
+pub(crate) fn panels(k: usize, cols: usize, strip: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let panel = if k * cols * 4 > L2_ACTIVATION_BUDGET {
+        strip.max(1)
+    } else {
+        cols.max(1)
+    };
+    (0..cols).step_by(panel).map(move |p0| p0..(p0 + panel).min(cols))
+}
+
 /// One cache line of activations.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]

@@ -12,7 +12,7 @@ use super::any_pattern::{self, Pattern};
 use super::microkernel::{Isa, Offsets, RowBlock, row_strip};
 use super::two_of_four;
 use crate::execute::kernels::error::{KernelError, check_len};
-use crate::execute::kernels::sparse_rows::{PackedX, grown_blocking};
+use crate::execute::kernels::sparse_rows::{PackedX, grown_blocking, panels};
 use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
@@ -21,9 +21,6 @@ use rayon::prelude::*;
 /// for one block and then jumps a whole row ahead, a stride the hardware prefetchers follow
 /// poorly once the weights live in L3.
 const PREFETCH_ROWS_AHEAD: usize = 4;
-
-/// Activation bytes above which the product runs in column panels (see `spmm_on`).
-const L2_ACTIVATION_BUDGET: usize = 512 << 10;
 
 /// Which loop takes an op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,17 +109,8 @@ impl NmMatrix {
         };
         let schedule = &grown;
         let chunk = schedule.rows_per_task.max(1) * cols;
-        // Column panels, outermost and shared by all tasks: when the activations are larger
-        // than L2, a task sweeping all of them would stream them from L3 for a few FMAs per
-        // line; one strip-wide panel at a time stays in L2 while every task passes over it.
-        let strip = schedule.strip_width.max(1);
-        let panel = if self.k * cols * 4 > L2_ACTIVATION_BUDGET {
-            strip
-        } else {
-            cols
-        };
-        for p0 in (0..cols).step_by(panel) {
-            let range = p0..(p0 + panel).min(cols);
+        // Column panels (see `panels`): the activations stay in L2 across tasks.
+        for range in panels(self.k, cols, schedule.strip_width) {
             let task = |(t, y_rows): (usize, &mut [f32])| {
                 self.rows_task(
                     isa,

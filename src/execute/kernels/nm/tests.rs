@@ -163,3 +163,11 @@ fn spmm_refuses_mismatched_buffers() {
         Err(KernelError::Length { what: "x", .. })
     ));
 }
+
+#[test]
+fn issue_3_column_panels_when_activations_exceed_l2() {
+    // K × cols × 4 = 1024 × 200 × 4 > 512 KiB: the product runs in strip-wide panels, with a
+    // narrow last panel.
+    check_against_oracle(6, 256, 200, 2, 4, 2, 11);
+    check_against_oracle(5, 128, 300, 3, 8, 1, 12);
+}
