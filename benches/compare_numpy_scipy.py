@@ -86,7 +86,12 @@ def main():
     ap.add_argument("--budget", type=float, default=3.0, help="seconds per sparsegate bench")
     ap.add_argument("--reps", type=int, default=7, help="timed numpy/scipy calls per row")
     ap.add_argument("--quick", action="store_true", help="small shapes only (a smoke run)")
+    ap.add_argument("--threads", type=int, default=None, help="threads for ours and numpy's BLAS (default: all)")
     args = ap.parse_args()
+    if args.threads:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(args.threads)
     if not os.path.exists(BIN):
         sys.exit(f"{BIN} not found: run `cargo build --release` first")
 
@@ -111,7 +116,7 @@ def main():
     print("\n## Dense f32 vs numpy (OpenBLAS)")
     print(f"{'gemm':>16} {'ours ms':>9} {'GFLOP/s':>8} {'numpy ms':>9} {'GFLOP/s':>8} {'ours/numpy':>10}")
     for gemm in (["128x128x128"] if args.quick else ["1024x1024x1024", big]):
-        r = ours(gemm, "dense", args.budget)
+        r = ours(gemm, "dense", args.budget, args.threads)
         t_np = numpy_dense(gemm, args.reps)
         t = r["kernel_s"]["estimate"]
         print(f"{gemm:>16} {t*1e3:9.2f} {gflops(gemm, t):8.1f} {t_np*1e3:9.2f} {gflops(gemm, t_np):8.1f} {t_np/t:9.2f}x")
@@ -120,7 +125,7 @@ def main():
     print(f"{'gemm':>16} {'sparsity':>20} {'path':>8} {'ms':>8} {'dense ms':>9} {'useful GF/s':>11} {'speedup':>8} {'CI':>16}")
 
     def row(gemm, sparsity):
-        r = ours(gemm, sparsity, args.budget)
+        r = ours(gemm, sparsity, args.budget, args.threads)
         s = r["speedup"]
         print(
             f"{gemm:>16} {sparsity:>20} {r['path'][:8]:>8} {r['kernel_s']['estimate']*1e3:8.2f} "
