@@ -84,8 +84,10 @@ mod x86 {
         let one = _mm512_set1_ps(1.0);
         // Sixteen named accumulators, so they live in registers (an array may be kept in
         // memory, and then the loop measures store forwarding, not the FMA pipes).
-        let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) = (one, one, one, one, one, one, one, one);
-        let (mut b0, mut b1, mut b2, mut b3, mut b4, mut b5, mut b6, mut b7) = (one, one, one, one, one, one, one, one);
+        let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) =
+            (one, one, one, one, one, one, one, one);
+        let (mut b0, mut b1, mut b2, mut b3, mut b4, mut b5, mut b6, mut b7) =
+            (one, one, one, one, one, one, one, one);
         for _ in 0..ITERS {
             a0 = _mm512_fmadd_ps(a0, m, c);
             a1 = _mm512_fmadd_ps(a1, m, c);
