@@ -1,6 +1,7 @@
 //! Stage 4, tensor execution: runs each slice interleaved with its dense comparator and
 //! produces [`Evidence`]. It measures; it never judges.
 
+pub mod bench;
 mod evidence;
 pub mod kernels;
 mod run;

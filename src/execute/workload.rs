@@ -5,7 +5,7 @@
 //! the *comparator* runs the dense kernel on the same (pruned) weights, so the only thing the
 //! speedup measures is the kernel, never a difference in data.
 
-use super::kernels::{KernelError, dense::gemm_f32, nm::NmMatrix, nm::prune_magnitude_in_place};
+use super::kernels::{KernelError, SparseWeights, dense::gemm_f32};
 use crate::ingress::{GemmOp, Slice, Sparsity};
 use crate::lower::{KernelPath, Plan};
 use crate::schedule::{CpuSchedule, schedule_cpu};
@@ -28,7 +28,7 @@ struct PreparedOp {
     /// Dense weights as the comparator sees them: pruned for sparse ops.
     dense_w: Vec<f32>,
     /// The compressed weights when the op takes the sparse path.
-    sparse: Option<NmMatrix>,
+    sparse: Option<SparseWeights>,
     x: Vec<f32>,
     y_candidate: Vec<f32>,
     y_comparator: Vec<f32>,
@@ -125,19 +125,17 @@ fn prepare_op(
     let bound = if k == 0 { 1.0 } else { (3.0 / k as f32).sqrt() };
     let mut dense_w = random(rng, n, k, bound, &op.name)?;
     let x = random(rng, k, m, 1.0, &op.name)?;
-    let sparse = match (path, sparsity) {
-        (KernelPath::Sparse, Sparsity::NOfM { n: keep, m: group }) => {
-            let (keep, group) = (keep as usize, group as usize);
-            prune_magnitude_in_place(&mut dense_w, n, k, keep, group);
-            let a = NmMatrix::compress(&dense_w, n, k, keep, group)
-                .map_err(|e| format!("op `{}`: cannot compress to {keep}:{group}: {e}", op.name))?;
-            Some(a)
-        }
-        (KernelPath::Sparse, other) => {
-            return Err(format!(
-                "op `{}`: the plan chose a sparse kernel, but there is none for {other}",
-                op.name
-            ));
+    let sparse = match path {
+        KernelPath::Sparse => {
+            let a = SparseWeights::prune_and_compress(&mut dense_w, n, k, sparsity)
+                .map_err(|e| format!("op `{}`: cannot compress to {sparsity}: {e}", op.name))?;
+            if a.is_none() {
+                return Err(format!(
+                    "op `{}`: the plan chose a sparse kernel, but there is none for {sparsity}",
+                    op.name
+                ));
+            }
+            a
         }
         _ => None,
     };

@@ -89,12 +89,23 @@ fn select(backend: Backend, precision: Precision, sparsity: Sparsity, op: &GemmO
             format!("{n}:{m} structured kernel (compressed values, packed indices)"),
         ),
         Sparsity::Unstructured { .. } => (
-            KernelPath::DenseFallback,
-            "no unstructured (CSR) CPU kernel in this build".into(),
+            KernelPath::Sparse,
+            "unstructured CSR kernel (f32 values, u32 column indices)".into(),
         ),
-        Sparsity::Block { .. } => (
-            KernelPath::DenseFallback,
-            "no block-sparse (BSR) CPU kernel in this build".into(),
+        Sparsity::Block { rows, cols, .. }
+            if !op.n.is_multiple_of(rows as usize) || !op.k.is_multiple_of(cols as usize) =>
+        {
+            (
+                KernelPath::DenseFallback,
+                format!(
+                    "{rows}x{cols} blocks do not tile the {}x{} weight (N must be a multiple of {rows}, K of {cols})",
+                    op.n, op.k
+                ),
+            )
+        }
+        Sparsity::Block { rows, cols, .. } => (
+            KernelPath::Sparse,
+            format!("{rows}x{cols} block-sparse BSR kernel (u32 index per block)"),
         ),
     }
 }
@@ -144,6 +155,31 @@ mod tests {
     fn dense_slices_never_count_as_fallback() {
         let plan = lower(&slice(Sparsity::Dense, Precision::Fp32, &[16, 18]));
         assert_eq!(plan.fallback_rate(), 0.0);
+    }
+
+    #[test]
+    fn issue_3_unstructured_runs_csr_and_blocks_run_bsr_when_they_tile() {
+        let plan = lower(&slice(
+            Sparsity::Unstructured { density: 0.1 },
+            Precision::Fp32,
+            &[18],
+        ));
+        assert_eq!(plan.ops[0].path, KernelPath::Sparse);
+        assert!(plan.ops[0].reason.contains("CSR"));
+        let block = Sparsity::Block {
+            rows: 4,
+            cols: 8,
+            density: 0.1,
+        };
+        // N = 8 in the test slice; K = 16 tiles, K = 12 does not.
+        let plan = lower(&slice(block, Precision::Fp32, &[16, 12]));
+        assert_eq!(plan.ops[0].path, KernelPath::Sparse);
+        assert_eq!(plan.ops[1].path, KernelPath::DenseFallback);
+        assert!(
+            plan.ops[1].reason.contains("do not tile"),
+            "{}",
+            plan.ops[1].reason
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! CLI tests: the binary's contract (exit codes, files written, located errors), exercised
 //! the way CI and people use it. One test binary, one module per concern.
 
+mod bench;
 mod bless;
 mod ci;
 mod exit_codes;

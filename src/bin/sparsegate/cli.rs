@@ -1,6 +1,7 @@
 //! The command-line surface, defined once: these doc comments are the `--help` text.
 
 use clap::{Args, Parser, Subcommand};
+use sparsegate::ingress::{Precision, Sparsity};
 use std::path::PathBuf;
 
 /// Release gate for sparse and mixed-precision tensor compute.
@@ -73,6 +74,9 @@ pub enum Command {
         #[command(subcommand)]
         command: StatsCommand,
     },
+    /// Micro-benchmark one built-in kernel against its dense comparator, interleaved in one
+    /// process: median times, GFLOP/s (dense-equivalent and useful), speedup with its interval.
+    Bench(BenchArgs),
 }
 
 /// `sparsegate stats ...`
@@ -163,6 +167,59 @@ pub enum MemoCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Arguments of `sparsegate bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The GEMM as MxNxK: M tokens, N output features, K input features.
+    #[arg(long, value_name = "MxNxK", value_parser = parse_gemm)]
+    pub gemm: (usize, usize, usize),
+    /// Weight sparsity: dense, N:M, unstructured:D or block:RxC:D (D = kept fraction).
+    #[arg(long, default_value = "dense", value_parser = parse_sparsity)]
+    pub sparsity: Sparsity,
+    /// Precision: fp32, fp16, bf16 or int8.
+    #[arg(long, default_value = "fp32", value_parser = parse_precision)]
+    pub precision: Precision,
+    /// Worker threads (default: every logical CPU).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Paired samples to take at least.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(3..))]
+    pub min_samples: u32,
+    /// Paired samples to take at most.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(3..))]
+    pub max_samples: u32,
+    /// Seconds to keep sampling (past --min-samples, up to --max-samples).
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    pub time_budget: f64,
+    /// Seed of the inputs and of the bootstrap.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_gemm(s: &str) -> Result<(usize, usize, usize), String> {
+    let dims: Vec<&str> = s.split(['x', 'X']).collect();
+    let bad = || format!("`{s}` is not MxNxK (three positive integers, e.g. 512x4096x4096)");
+    let [m, n, k] = dims.as_slice() else {
+        return Err(bad());
+    };
+    let dim = |d: &str| d.trim().parse::<usize>().ok().filter(|&v| v > 0).ok_or_else(bad);
+    Ok((dim(m)?, dim(n)?, dim(k)?))
+}
+
+fn parse_sparsity(s: &str) -> Result<Sparsity, String> {
+    s.parse::<Sparsity>().map_err(|e| e.to_string())
+}
+
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    [Precision::Fp32, Precision::Fp16, Precision::Bf16, Precision::Int8]
+        .into_iter()
+        .find(|p| p.as_str() == s)
+        .ok_or_else(|| format!("unknown precision `{s}`: write fp32, fp16, bf16 or int8"))
 }
 
 /// Arguments shared by the commands that run slices.

@@ -1,6 +1,6 @@
 //! Each subcommand: call the library, print its result for people or as JSON.
 
-use crate::cli::{Cli, Command, MemoCommand, RunArgs, StatsCommand};
+use crate::cli::{BenchArgs, Cli, Command, MemoCommand, RunArgs, StatsCommand};
 use sparsegate::app::{self, Options, Progress};
 use sparsegate::release::{ExitCode, github_annotations, render_summary, sign};
 use sparsegate::{Error, Result};
@@ -131,6 +131,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::Pass)
         }
+        Command::Bench(args) => bench(&args),
         Command::Stats { command } => Ok(stats(command)),
     }
 }
@@ -176,6 +177,87 @@ fn stats(command: StatsCommand) -> ExitCode {
             ExitCode::Error
         }
     }
+}
+
+fn bench(args: &BenchArgs) -> Result<ExitCode> {
+    use sparsegate::execute::bench::{BenchRequest, bench_gemm};
+    let (m, n, k) = args.gemm;
+    if !(args.time_budget > 0.0 && args.time_budget.is_finite()) || args.min_samples > args.max_samples {
+        return Err(Error::Usage {
+            message: "bench needs --time-budget > 0 and --min-samples <= --max-samples".into(),
+            hint: "e.g. --min-samples 10 --max-samples 200 --time-budget 5".into(),
+        });
+    }
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let request = BenchRequest {
+        m,
+        n,
+        k,
+        sparsity: args.sparsity,
+        precision: args.precision,
+        threads,
+        samples: sparsegate::ingress::pack::SamplePolicy {
+            warmup: 3,
+            min: args.min_samples,
+            max: args.max_samples,
+            time_budget_s: args.time_budget,
+            ..Default::default()
+        },
+        seed: args.seed,
+        confidence: 0.95,
+    };
+    let r = bench_gemm(&request).map_err(|e| Error::Usage {
+        message: e.to_string(),
+        hint:
+            "check the shape fits in memory; a sparse pattern that does not fit the shape falls back to dense"
+                .into(),
+    })?;
+    if args.json {
+        print!("{}", app::to_json(&r));
+    } else {
+        let ci = |i: &sparsegate::execute::bench::Interval, scale: f64| match (i.low, i.high) {
+            (Some(l), Some(h)) => format!("[{:.3}, {:.3}]", l * scale, h * scale),
+            _ => "[too few samples]".into(),
+        };
+        println!(
+            "gemm {} {} {} on {} thread(s): {:?} ({})",
+            r.gemm,
+            r.sparsity,
+            r.precision.as_str(),
+            r.threads,
+            r.path,
+            r.reason
+        );
+        println!(
+            "  kernel     {:>10.3} ms {}  {:>8.1} GFLOP/s dense-equivalent, {:.1} useful",
+            r.kernel_s.estimate * 1e3,
+            ci(&r.kernel_s, 1e3),
+            r.gflops_dense_equivalent,
+            r.gflops_useful
+        );
+        println!(
+            "  comparator {:>10.3} ms {}  {:>8.1} GFLOP/s",
+            r.comparator_s.estimate * 1e3,
+            ci(&r.comparator_s, 1e3),
+            r.comparator_gflops
+        );
+        println!(
+            "  speedup    {:>10.3}x {} ({} samples, {:.0}% bootstrap interval of the ratio of medians)",
+            r.speedup.estimate,
+            ci(&r.speedup, 1.0),
+            r.samples,
+            r.speedup.confidence * 100.0
+        );
+        if r.value_bytes > 0.0 {
+            println!(
+                "  weights    {} value bytes, {} metadata bytes (overhead {:.4})",
+                r.value_bytes, r.metadata_bytes, r.metadata_overhead
+            );
+        }
+    }
+    Ok(ExitCode::Pass)
 }
 
 fn validate(paths: &[std::path::PathBuf], json: bool) -> Result<ExitCode> {

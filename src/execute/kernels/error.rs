@@ -54,6 +54,18 @@ pub enum KernelError {
         /// Group size.
         m: usize,
     },
+    /// A block shape that does not tile the matrix (or is empty).
+    #[error("{br}×{bc} blocks do not tile a {rows}×{k} weight matrix")]
+    BlockShape {
+        /// Weight rows (N).
+        rows: usize,
+        /// Reduction length (K).
+        k: usize,
+        /// Block height.
+        br: usize,
+        /// Block width.
+        bc: usize,
+    },
 }
 
 /// `rows × cols`, or a typed error when it overflows.

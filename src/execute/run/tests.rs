@@ -89,13 +89,45 @@ fn degenerate_shapes_fail_or_measure_but_never_panic() {
 
 #[test]
 fn a_sparse_plan_without_a_sparse_pattern_is_an_execution_failure() {
-    let s = slice(Sparsity::Unstructured { density: 0.5 }, &[(4, 4, 4)]);
+    let s = slice(Sparsity::Dense, &[(4, 4, 4)]);
     let mut plan = lower(&s);
     plan.ops[0].path = KernelPath::Sparse;
     let ev = execute_slice(&s, &plan);
     let failure = ev.failure.expect("failure");
     assert_eq!(failure.stage, Stage::Execution);
-    assert!(failure.message.contains("unstructured"), "{}", failure.message);
+    assert!(failure.message.contains("none for dense"), "{}", failure.message);
+}
+
+#[test]
+fn issue_3_unstructured_slice_runs_the_csr_kernel() {
+    let s = slice(Sparsity::Unstructured { density: 0.1 }, &[(16, 24, 40)]);
+    let plan = lower(&s);
+    assert_eq!(plan.ops[0].path, KernelPath::Sparse);
+    let ev = execute_slice(&s, &plan);
+    assert_eq!(ev.failure, None);
+    assert_eq!(ev.counters["fallback_rate"], 0.0);
+    // 4 of 40 kept per row (per-row pruning), u32 index per value plus 25 row pointers.
+    assert_eq!(ev.counters["value_bytes"], (24 * 4 * 4) as f64);
+    assert_eq!(ev.counters["metadata_bytes"], ((24 * 4 + 25) * 4) as f64);
+}
+
+#[test]
+fn issue_3_block_slice_runs_bsr_or_falls_back_when_blocks_do_not_tile() {
+    let block = Sparsity::Block {
+        rows: 16,
+        cols: 16,
+        density: 0.1,
+    };
+    // 32×160 weight: 2×10 blocks of which 2 kept; 24×40 does not tile.
+    let s = slice(block, &[(16, 32, 160), (9, 24, 40)]);
+    let plan = lower(&s);
+    assert_eq!(plan.ops[0].path, KernelPath::Sparse);
+    assert_eq!(plan.ops[1].path, KernelPath::DenseFallback);
+    let ev = execute_slice(&s, &plan);
+    assert_eq!(ev.failure, None);
+    assert_eq!(ev.counters["fallback_rate"], 0.5);
+    assert_eq!(ev.counters["value_bytes"], (2 * 256 * 4) as f64);
+    assert_eq!(ev.counters["metadata_bytes"], ((2 + 3) * 4) as f64);
 }
 
 #[test]

@@ -13,6 +13,7 @@ mod prune;
 mod spmm;
 mod two_of_four;
 
+pub(crate) use microkernel::Isa;
 pub use prune::{prune_magnitude, prune_magnitude_in_place};
 
 use super::error::{KernelError, check_len, elements};

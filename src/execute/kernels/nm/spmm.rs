@@ -12,6 +12,7 @@ use super::any_pattern::{self, Pattern};
 use super::microkernel::{Isa, Offsets, RowBlock, row_strip};
 use super::two_of_four;
 use crate::execute::kernels::error::{KernelError, check_len};
+use crate::execute::kernels::sparse_rows::{PackedX, grown_blocking, panels};
 use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
@@ -82,26 +83,63 @@ impl NmMatrix {
             y.fill(0.0);
             return Ok(());
         }
-        self.spmm_on(Isa::detect(), schedule, x, y, cols);
+        let packed = PackedX::new(x, self.k, cols, schedule.threads);
+        self.spmm_on(Isa::detect(), schedule, packed.view(), y, cols);
         Ok(())
     }
 
-    /// The product on a given instruction set; shapes already checked and non-empty. Tests use
-    /// it to cover every path the machine supports, not only the one detection picks.
-    pub(crate) fn spmm_on(&self, isa: Isa, schedule: &CpuSchedule, x: &[f32], y: &mut [f32], cols: usize) {
-        let chunk = schedule.rows_per_task.max(1) * cols;
-        let task = |(t, y_rows): (usize, &mut [f32])| {
-            self.rows_task(isa, schedule, t * schedule.rows_per_task.max(1), x, y_rows, cols)
+    /// The product on a given instruction set, `x` rows `xs` apart; shapes already checked and
+    /// non-empty. Tests use it to cover every path the machine supports, not only the one
+    /// detection picks.
+    pub(crate) fn spmm_on(
+        &self,
+        isa: Isa,
+        schedule: &CpuSchedule,
+        (x, xs): (&[f32], usize),
+        y: &mut [f32],
+        cols: usize,
+    ) {
+        // Grown like the other sparse formats: a row keeps n/m of each K block.
+        let kept = (self.k / self.m * self.n) as f64;
+        let (k_block, rows_per_task) = grown_blocking(schedule, self.rows, self.k, kept, (8, 1));
+        let grown = CpuSchedule {
+            k_block,
+            rows_per_task,
+            ..*schedule
         };
-        if schedule.threads <= 1 {
-            y.chunks_mut(chunk).enumerate().for_each(task);
-        } else {
-            y.par_chunks_mut(chunk).enumerate().for_each(task);
+        let schedule = &grown;
+        let chunk = schedule.rows_per_task.max(1) * cols;
+        // Column panels (see `panels`): the activations stay in L2 across tasks.
+        for range in panels(self.k, cols, schedule.strip_width) {
+            let task = |(t, y_rows): (usize, &mut [f32])| {
+                self.rows_task(
+                    isa,
+                    schedule,
+                    t * schedule.rows_per_task.max(1),
+                    (x, xs),
+                    y_rows,
+                    (cols, range.clone()),
+                )
+            };
+            if schedule.threads <= 1 {
+                y.chunks_mut(chunk).enumerate().for_each(task);
+            } else {
+                y.par_chunks_mut(chunk).enumerate().for_each(task);
+            }
         }
     }
 
     /// One task: output rows `row0 ..` (as many as `y` holds).
-    fn rows_task(&self, isa: Isa, s: &CpuSchedule, row0: usize, x: &[f32], y: &mut [f32], cols: usize) {
+    #[allow(clippy::too_many_arguments)]
+    fn rows_task(
+        &self,
+        isa: Isa,
+        s: &CpuSchedule,
+        row0: usize,
+        (x, xs): (&[f32], usize),
+        y: &mut [f32],
+        (cols, panel): (usize, std::ops::Range<usize>),
+    ) {
         let path = Path::choose(self.n, self.m, isa);
         // The 2:4 loop starts K blocks on index-byte boundaries (two groups).
         let align = if path == Path::TwoOfFour { 8 } else { self.m };
@@ -113,8 +151,8 @@ impl NmMatrix {
         };
         let strip = s.strip_width.max(1);
         let mut offsets = Offsets::with_capacity(k_block / self.m * self.n);
-        for c0 in (0..cols).step_by(strip) {
-            let width = strip.min(cols - c0);
+        for c0 in panel.clone().step_by(strip) {
+            let width = strip.min(panel.end - c0);
             for kb0 in (0..self.k).step_by(k_block) {
                 let kb1 = (kb0 + k_block).min(self.k);
                 let block = Block { kb0, kb1, c0, width };
@@ -124,7 +162,7 @@ impl NmMatrix {
                     let take = per_pass.min(rest.len() / cols);
                     let (now, later) = rest.split_at_mut(take * cols);
                     self.prefetch_block(row + PREFETCH_ROWS_AHEAD, kb0 / self.m, kb1 / self.m);
-                    self.pass(isa, path, row, now, x, cols, block, &mut offsets);
+                    self.pass(isa, path, row, now, (x, xs), cols, block, &mut offsets);
                     (rest, row) = (later, row + take);
                 }
             }
@@ -139,7 +177,7 @@ impl NmMatrix {
         path: Path,
         row: usize,
         y_rows: &mut [f32],
-        x: &[f32],
+        (x, xs): (&[f32], usize),
         cols: usize,
         b: Block,
         offsets: &mut Offsets,
@@ -157,32 +195,19 @@ impl NmMatrix {
             *slot = Some(self.row_block(row + i, (g0, g1), &mut y_row[c0..c0 + b.width]));
         }
         let done = match (path, &mut blocks) {
-            (Path::TwoOfFour, [Some(a), Some(z)]) => two_of_four::rows_strip(
-                isa,
-                &mut [a.reborrow(), z.reborrow()],
-                x,
-                cols,
-                kb,
-                c0,
-                accumulate,
-            ),
+            (Path::TwoOfFour, [Some(a), Some(z)]) => {
+                two_of_four::rows_strip(isa, &mut [a.reborrow(), z.reborrow()], x, xs, kb, c0, accumulate)
+            }
             (Path::TwoOfFour, [Some(a), None]) => {
-                two_of_four::rows_strip(isa, &mut [a.reborrow()], x, cols, kb, c0, accumulate)
+                two_of_four::rows_strip(isa, &mut [a.reborrow()], x, xs, kb, c0, accumulate)
             }
             (Path::AnyPattern, [Some(a), Some(z)]) => {
                 let mut both = [a.reborrow(), z.reborrow()];
-                any_pattern::rows_strip(isa, pattern, &mut both, x, cols, (g0, g1), c0, accumulate)
+                any_pattern::rows_strip(isa, pattern, &mut both, x, xs, (g0, g1), c0, accumulate)
             }
-            (Path::AnyPattern, [Some(a), None]) => any_pattern::rows_strip(
-                isa,
-                pattern,
-                &mut [a.reborrow()],
-                x,
-                cols,
-                (g0, g1),
-                c0,
-                accumulate,
-            ),
+            (Path::AnyPattern, [Some(a), None]) => {
+                any_pattern::rows_strip(isa, pattern, &mut [a.reborrow()], x, xs, (g0, g1), c0, accumulate)
+            }
             _ => 0,
         };
         if done < b.width {
@@ -191,7 +216,7 @@ impl NmMatrix {
                     isa,
                     (row + i, g0, g1),
                     x,
-                    cols,
+                    xs,
                     c0,
                     done,
                     block.y,

@@ -48,7 +48,7 @@ fn check_against_oracle(
     // Every instruction set the machine has, not only the one detection would pick.
     for isa in Isa::available() {
         let mut y = vec![f32::NAN; rows * cols];
-        a.spmm_on(isa, &schedule, &x, &mut y, cols);
+        a.spmm_on(isa, &schedule, (&x, cols), &mut y, cols);
         if let Some(i) = close(&y) {
             panic!("{isa:?} {n}:{m} at {i}: {} vs {}", y[i], want[i]);
         }
@@ -162,4 +162,12 @@ fn spmm_refuses_mismatched_buffers() {
         a.spmm(1, &[0.0; 8], &mut y, 3),
         Err(KernelError::Length { what: "x", .. })
     ));
+}
+
+#[test]
+fn issue_3_column_panels_when_activations_exceed_l2() {
+    // K × cols × 4 = 1024 × 200 × 4 > 512 KiB: the product runs in strip-wide panels, with a
+    // narrow last panel.
+    check_against_oracle(6, 256, 200, 2, 4, 2, 11);
+    check_against_oracle(5, 128, 300, 3, 8, 1, 12);
 }

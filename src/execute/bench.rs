@@ -1,0 +1,237 @@
+//! `sparsegate bench`: one GEMM, one kernel, against its dense comparator.
+//!
+//! It is a one-op slice run through the same stages as a pack (lowering chooses the kernel
+//! or the fallback, [`execute_slice`] warms up and samples the kernel interleaved with the
+//! dense comparator), so a number printed here is the number a pack would measure. What it
+//! adds is the summary people read: medians, GFLOP/s, and the speedup with its interval.
+
+use super::run::execute_slice;
+use crate::ingress::pack::SamplePolicy;
+use crate::ingress::{Backend, GemmOp, Precision, Slice, Sparsity};
+use crate::lower::{KernelPath, lower};
+use crate::validate::stats::{Bootstrap, StatsError, median, quantile_ci};
+use serde::Serialize;
+use thiserror::Error;
+
+/// What to measure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchRequest {
+    /// Tokens.
+    pub m: usize,
+    /// Output features (weight rows).
+    pub n: usize,
+    /// Input features (reduction length).
+    pub k: usize,
+    /// Weight sparsity under test.
+    pub sparsity: Sparsity,
+    /// Precision under test.
+    pub precision: Precision,
+    /// Worker threads.
+    pub threads: usize,
+    /// Warm-up and sample budget.
+    pub samples: SamplePolicy,
+    /// Seed of the inputs and of the bootstrap.
+    pub seed: u64,
+    /// Confidence of the intervals, in (0, 1).
+    pub confidence: f64,
+}
+
+/// A confidence interval around an estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Interval {
+    /// Point estimate.
+    pub estimate: f64,
+    /// Lower end (`null` in JSON when too few samples bound it).
+    pub low: Option<f64>,
+    /// Upper end.
+    pub high: Option<f64>,
+    /// Confidence.
+    pub confidence: f64,
+}
+
+/// The measured result, as `--json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchReport {
+    /// `MxNxK`.
+    pub gemm: String,
+    /// The sparsity, in pack form.
+    pub sparsity: String,
+    /// The precision.
+    pub precision: Precision,
+    /// Worker threads.
+    pub threads: usize,
+    /// The path lowering chose.
+    pub path: KernelPath,
+    /// Why: the kernel, or the reason for falling back.
+    pub reason: String,
+    /// Paired samples taken.
+    pub samples: usize,
+    /// Warm-up iterations before sampling.
+    pub warmup_iterations: u32,
+    /// Kernel time, median with its order-statistic interval (seconds).
+    pub kernel_s: Interval,
+    /// Dense comparator time, median with its interval (seconds).
+    pub comparator_s: Interval,
+    /// 2·M·N·K over the kernel's median time: the rate a dense kernel would need to match it.
+    pub gflops_dense_equivalent: f64,
+    /// The multiply-adds on kept weights only (2·M·N·K·density) over the kernel's median time.
+    pub gflops_useful: f64,
+    /// 2·M·N·K over the comparator's median time.
+    pub comparator_gflops: f64,
+    /// Comparator time / kernel time: the bootstrap interval of the ratio of medians
+    /// (seeded), the estimate being the ratio of the two medians.
+    pub speedup: Interval,
+    /// Median of the per-pair ratios (each pair taken back to back in one process).
+    pub speedup_paired_median: f64,
+    /// Bytes of stored weight values on the sparse path (0 when dense).
+    pub value_bytes: f64,
+    /// Bytes of index metadata on the sparse path.
+    pub metadata_bytes: f64,
+    /// metadata / value bytes.
+    pub metadata_overhead: f64,
+}
+
+/// Why a benchmark produced no report.
+#[derive(Debug, Error)]
+pub enum BenchError {
+    /// The kernel could not run (e.g. a refused shape or an allocation failure).
+    #[error("the benchmark did not run: {0}")]
+    Execution(String),
+    /// The samples could not be summarised.
+    #[error("cannot summarise the samples: {0}")]
+    Stats(#[from] StatsError),
+}
+
+/// Run the benchmark described by `req`.
+pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
+    let op = GemmOp {
+        name: "gemm".into(),
+        m: req.m,
+        n: req.n,
+        k: req.k,
+    };
+    let slice = Slice {
+        pack: "bench".into(),
+        id: format!(
+            "gemm-{}x{}x{}-{}-{}",
+            req.m,
+            req.n,
+            req.k,
+            req.sparsity.tag(),
+            req.precision.as_str()
+        ),
+        ops: vec![op.clone()],
+        sparsity: req.sparsity,
+        precision: req.precision,
+        backend: Backend::Cpu,
+        guardrails: vec![],
+        samples: req.samples.clone(),
+        seed: req.seed,
+        threads: req.threads.max(1),
+    };
+    let plan = lower(&slice);
+    let ev = execute_slice(&slice, &plan);
+    if let Some(f) = &ev.failure {
+        return Err(BenchError::Execution(f.message.clone()));
+    }
+    let missing = || BenchError::Execution("no samples were taken".into());
+    let kernel = &ev.metrics.get("latency").ok_or_else(missing)?.samples;
+    let comparator = &ev.comparator.as_ref().ok_or_else(missing)?.samples;
+    let paired = &ev.metrics.get("effective_speedup").ok_or_else(missing)?.samples;
+    let interval = |xs: &[f64]| -> Result<Interval, StatsError> {
+        let ci = quantile_ci(xs, 0.5, req.confidence);
+        Ok(Interval {
+            estimate: median(xs)?,
+            low: ci.map(|c| c.0),
+            high: ci.map(|c| c.1),
+            confidence: req.confidence,
+        })
+    };
+    let (kernel_s, comparator_s) = (interval(kernel)?, interval(comparator)?);
+    // `ratio_of_medians(a, b)` is median(b) / median(a): kernel first gives comparator / kernel.
+    let ratio = Bootstrap::seeded(req.seed).ratio_of_medians(kernel, comparator, req.confidence)?;
+    let flops = op.dense_flops();
+    let density = if plan.ops[0].path == KernelPath::Dense {
+        1.0
+    } else {
+        req.sparsity.density()
+    };
+    let counter = |name: &str| ev.counters.get(name).copied().unwrap_or(0.0);
+    Ok(BenchReport {
+        gemm: format!("{}x{}x{}", req.m, req.n, req.k),
+        sparsity: req.sparsity.to_string(),
+        precision: req.precision,
+        threads: slice.threads,
+        path: plan.ops[0].path,
+        reason: plan.ops[0].reason.clone(),
+        samples: kernel.len(),
+        warmup_iterations: ev.warmup_iterations,
+        gflops_dense_equivalent: flops / kernel_s.estimate / 1e9,
+        gflops_useful: flops * density / kernel_s.estimate / 1e9,
+        comparator_gflops: flops / comparator_s.estimate / 1e9,
+        kernel_s,
+        comparator_s,
+        speedup: Interval {
+            estimate: ratio.estimate,
+            low: Some(ratio.low),
+            high: Some(ratio.high),
+            confidence: req.confidence,
+        },
+        speedup_paired_median: median(paired)?,
+        value_bytes: counter("value_bytes"),
+        metadata_bytes: counter("metadata_bytes"),
+        metadata_overhead: counter("metadata_overhead"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(sparsity: Sparsity) -> BenchRequest {
+        BenchRequest {
+            m: 9,
+            n: 32,
+            k: 48,
+            sparsity,
+            precision: Precision::Fp32,
+            threads: 1,
+            samples: SamplePolicy {
+                warmup: 1,
+                min: 6,
+                max: 12,
+                time_budget_s: 0.01,
+                ..Default::default()
+            },
+            seed: 3,
+            confidence: 0.95,
+        }
+    }
+
+    #[test]
+    fn issue_3_bench_reports_every_sparse_format() {
+        for s in ["2:4", "unstructured:0.1", "block:16x16:0.25", "dense"] {
+            let r = bench_gemm(&request(s.parse().unwrap())).unwrap();
+            assert_eq!(r.gemm, "9x32x48");
+            assert!((6..=12).contains(&r.samples), "{s}: {}", r.samples);
+            assert!(r.speedup.estimate > 0.0 && r.speedup.low <= r.speedup.high, "{s}");
+            assert!(r.gflops_useful <= r.gflops_dense_equivalent, "{s}");
+            let want = if s == "dense" {
+                KernelPath::Dense
+            } else {
+                KernelPath::Sparse
+            };
+            assert_eq!(r.path, want, "{s}: {}", r.reason);
+            assert_eq!(r.value_bytes > 0.0, s != "dense", "{s}");
+        }
+    }
+
+    #[test]
+    fn issue_3_bench_records_the_fallback() {
+        let mut req = request("block:16x16:0.25".parse().unwrap());
+        req.k = 40;
+        let r = bench_gemm(&req).unwrap();
+        assert_eq!(r.path, KernelPath::DenseFallback);
+        assert!(r.reason.contains("do not tile"), "{}", r.reason);
+    }
+}

@@ -1,0 +1,370 @@
+//! Block sparsity in BSR (block compressed sparse row): the weight matrix cut into `br × bc`
+//! blocks, only non-zero blocks stored (row-major inside a block), one u32 block-column index
+//! per block and one pointer per block row.
+//!
+//! Index cost is one u32 per `br·bc` values, and the rows of a block row read the same
+//! activation rows, so the kernel takes several rows per pass (`Isa::rows_per_pass`): one
+//! load of `x` feeds an FMA per row, which is what lets block sparsity approach dense
+//! efficiency × 1/density where CSR cannot.
+
+use super::error::{KernelError, check_len};
+use super::nm::Isa;
+use super::sparse_rows::{Entries, PackedX, grown_blocking, panels, rows_strip};
+use crate::ingress::GemmOp;
+use crate::schedule::{CpuSchedule, schedule_cpu};
+use rayon::prelude::*;
+
+/// A row-major `rows × k` weight matrix stored as its non-zero `br × bc` blocks.
+///
+/// Fields are private so the invariants the kernel's loads rely on hold: `br` divides `rows`,
+/// `bc` divides `k`, block pointers are non-decreasing to `block_cols.len()`, block columns are
+/// strictly increasing within a block row and `< k / bc`, and `values` holds `br·bc` per block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BsrMatrix {
+    rows: usize,
+    k: usize,
+    br: usize,
+    bc: usize,
+    block_ptr: Vec<u32>,
+    block_cols: Vec<u32>,
+    values: Vec<f32>,
+}
+
+/// Rows `r0 .. r0 + R` of one block row's blocks in a K range.
+#[derive(Clone, Copy)]
+struct BlockEntries<'a, const R: usize> {
+    /// The blocks' values, `br·bc` each.
+    values: &'a [f32],
+    block_cols: &'a [u32],
+    r0: usize,
+    bc: usize,
+}
+
+impl<const R: usize> Entries<R> for BlockEntries<'_, R> {
+    #[inline(always)]
+    fn for_each(self, mut f: impl FnMut(usize, [f32; R])) {
+        let bc = self.bc;
+        let per_block = self.values.len() / self.block_cols.len().max(1);
+        for (block, &bcol) in self.values.chunks_exact(per_block.max(1)).zip(self.block_cols) {
+            let rows: [&[f32]; R] = std::array::from_fn(|i| &block[(self.r0 + i) * bc..][..bc]);
+            let base = bcol as usize * bc;
+            // `c` picks the same column from each of the R rows: an index, not an iteration.
+            #[allow(clippy::needless_range_loop)]
+            for c in 0..bc {
+                f(base + c, std::array::from_fn(|i| rows[i][c]));
+            }
+        }
+    }
+
+    fn max_row(self) -> Option<usize> {
+        self.block_cols.last().map(|&b| (b as usize + 1) * self.bc - 1)
+    }
+}
+
+impl BsrMatrix {
+    /// Compress a row-major `rows × k` matrix into `br × bc` blocks, keeping every block with a
+    /// weight that is not `0.0`. Prune first with `prune_blocks` to choose a density.
+    ///
+    /// Refuses block shapes that do not tile the matrix: lowering sends those to dense.
+    pub fn compress(
+        w: &[f32],
+        rows: usize,
+        k: usize,
+        br: usize,
+        bc: usize,
+    ) -> Result<BsrMatrix, KernelError> {
+        if br == 0 || bc == 0 || !rows.is_multiple_of(br) || !k.is_multiple_of(bc) {
+            return Err(KernelError::BlockShape { rows, k, br, bc });
+        }
+        check_len("w", w.len(), rows, k)?;
+        let too_big = || KernelError::Overflow { rows, cols: k };
+        let mut block_ptr = vec![0u32];
+        let (mut block_cols, mut values) = (Vec::new(), Vec::new());
+        for brow in 0..rows / br {
+            for bcol in 0..k / bc {
+                let at = |r: usize| &w[(brow * br + r) * k + bcol * bc..][..bc];
+                if (0..br).any(|r| at(r).iter().any(|&v| v != 0.0)) {
+                    block_cols.push(u32::try_from(bcol).map_err(|_| too_big())?);
+                    (0..br).for_each(|r| values.extend_from_slice(at(r)));
+                }
+            }
+            block_ptr.push(u32::try_from(block_cols.len()).map_err(|_| too_big())?);
+        }
+        Ok(BsrMatrix {
+            rows,
+            k,
+            br,
+            bc,
+            block_ptr,
+            block_cols,
+            values,
+        })
+    }
+
+    /// The dense `rows × k` form.
+    pub fn decompress(&self) -> Vec<f32> {
+        let (br, bc) = (self.br, self.bc);
+        let mut w = vec![0.0; self.rows * self.k];
+        for brow in 0..self.block_ptr.len() - 1 {
+            for b in self.block_ptr[brow] as usize..self.block_ptr[brow + 1] as usize {
+                let col0 = self.block_cols[b] as usize * bc;
+                for r in 0..br {
+                    let dst = (brow * br + r) * self.k + col0;
+                    w[dst..dst + bc].copy_from_slice(&self.values[(b * br + r) * bc..][..bc]);
+                }
+            }
+        }
+        w
+    }
+
+    /// Output rows (N of the GEMM).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Reduction length (K of the GEMM).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The block shape, `(rows, cols)`.
+    pub fn block_shape(&self) -> (usize, usize) {
+        (self.br, self.bc)
+    }
+
+    /// Stored blocks.
+    pub fn blocks(&self) -> usize {
+        self.block_cols.len()
+    }
+
+    /// Bytes of stored values (f32), the zeros inside kept blocks included.
+    pub fn value_bytes(&self) -> usize {
+        self.values.len() * 4
+    }
+
+    /// Bytes of index metadata: a u32 block column per block plus the block-row pointers.
+    pub fn metadata_bytes(&self) -> usize {
+        (self.block_cols.len() + self.block_ptr.len()) * 4
+    }
+
+    /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`] for `threads` workers
+    /// of the current rayon pool.
+    pub fn spmm(&self, threads: usize, x: &[f32], y: &mut [f32], cols: usize) -> Result<(), KernelError> {
+        let op = GemmOp {
+            name: String::new(),
+            m: cols,
+            n: self.rows,
+            k: self.k,
+        };
+        self.spmm_scheduled(&schedule_cpu(&op, threads), x, y, cols)
+    }
+
+    /// `y = W · x` with an explicit schedule (tasks rounded up to whole block rows, K blocks
+    /// to whole blocks).
+    pub fn spmm_scheduled(
+        &self,
+        schedule: &CpuSchedule,
+        x: &[f32],
+        y: &mut [f32],
+        cols: usize,
+    ) -> Result<(), KernelError> {
+        check_len("x", x.len(), self.k, cols)?;
+        check_len("y", y.len(), self.rows, cols)?;
+        if self.rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        if self.k == 0 {
+            y.fill(0.0);
+            return Ok(());
+        }
+        let packed = PackedX::new(x, self.k, cols, schedule.threads);
+        self.spmm_on(Isa::detect(), schedule, packed.view(), y, cols);
+        Ok(())
+    }
+
+    /// The product on a given instruction set; shapes checked and non-empty.
+    pub(crate) fn spmm_on(
+        &self,
+        isa: Isa,
+        schedule: &CpuSchedule,
+        (x, xs): (&[f32], usize),
+        y: &mut [f32],
+        cols: usize,
+    ) {
+        let per_row = self.values.len() as f64 / self.rows.max(1) as f64;
+        let (k_block, rows_per_task) =
+            grown_blocking(schedule, self.rows, self.k, per_row, (self.bc, self.br));
+        let block_rows_per_task = (rows_per_task / self.br).max(1);
+        let chunk = block_rows_per_task * self.br * cols;
+        for range in panels(self.k, cols, schedule.strip_width) {
+            let task = |(t, y_rows): (usize, &mut [f32])| {
+                self.task(
+                    isa,
+                    (schedule.strip_width, k_block),
+                    t * block_rows_per_task,
+                    (x, xs),
+                    y_rows,
+                    (cols, range.clone()),
+                )
+            };
+            if schedule.threads <= 1 {
+                y.chunks_mut(chunk).enumerate().for_each(task);
+            } else {
+                y.par_chunks_mut(chunk).enumerate().for_each(task);
+            }
+        }
+    }
+
+    /// Block rows `brow0 ..` (as many as `y` holds).
+    fn task(
+        &self,
+        isa: Isa,
+        (strip, k_block): (usize, usize),
+        brow0: usize,
+        (x, xs): (&[f32], usize),
+        y: &mut [f32],
+        (cols, panel): (usize, std::ops::Range<usize>),
+    ) {
+        let (br, bc) = (self.br, self.bc);
+        let block_rows = y.len() / cols / br;
+        let strip = strip.max(1);
+        let per_pass = if br.is_multiple_of(2) {
+            isa.rows_per_pass()
+        } else {
+            1
+        };
+        let mut cursor = vec![0usize; block_rows];
+        for c0 in panel.clone().step_by(strip) {
+            let width = strip.min(panel.end - c0);
+            for (i, c) in cursor.iter_mut().enumerate() {
+                *c = self.block_ptr[brow0 + i] as usize;
+            }
+            for kb0 in (0..self.k).step_by(k_block) {
+                let kb1 = (kb0 + k_block).min(self.k);
+                for (i, (y_brow, c)) in y.chunks_exact_mut(br * cols).zip(&mut cursor).enumerate() {
+                    let end = self.block_ptr[brow0 + i + 1] as usize;
+                    let run = &self.block_cols[*c..end];
+                    let len = run.partition_point(|&b| (b as usize) * bc < kb1);
+                    let (cols_run, values) = (&run[..len], &self.values[*c * br * bc..(*c + len) * br * bc]);
+                    let acc = kb0 > 0;
+                    let mut rows = y_brow.chunks_exact_mut(cols);
+                    let mut r0 = 0;
+                    while r0 < br {
+                        if per_pass == 2 {
+                            let (a, b) = (rows.next(), rows.next());
+                            if let (Some(a), Some(b)) = (a, b) {
+                                let e = BlockEntries::<2> {
+                                    values,
+                                    block_cols: cols_run,
+                                    r0,
+                                    bc,
+                                };
+                                let strips = [&mut a[c0..c0 + width], &mut b[c0..c0 + width]];
+                                rows_strip(isa, e, x, xs, c0, strips, acc);
+                            }
+                            r0 += 2;
+                        } else {
+                            if let Some(a) = rows.next() {
+                                let e = BlockEntries::<1> {
+                                    values,
+                                    block_cols: cols_run,
+                                    r0,
+                                    bc,
+                                };
+                                rows_strip(isa, e, x, xs, c0, [&mut a[c0..c0 + width]], acc);
+                            }
+                            r0 += 1;
+                        }
+                    }
+                    *c += len;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::execute::kernels::prune::prune_blocks;
+    use crate::execute::kernels::reference::gemm_naive;
+    use crate::execute::kernels::testing::{assert_close, data};
+    use proptest::prelude::*;
+
+    #[allow(clippy::too_many_arguments)]
+    fn check(
+        brs: usize,
+        kbs: usize,
+        br: usize,
+        bc: usize,
+        cols: usize,
+        density: f64,
+        threads: usize,
+        seed: u64,
+    ) {
+        let (rows, k) = (brs * br, kbs * bc);
+        let mut w = data(rows * k, seed);
+        prune_blocks(&mut w, rows, k, br, bc, density);
+        let x = data(k * cols, seed + 1);
+        let a = BsrMatrix::compress(&w, rows, k, br, bc).unwrap();
+        assert_eq!(a.decompress(), w, "compress then decompress is the identity");
+        assert_eq!(
+            a.blocks(),
+            crate::execute::kernels::prune::kept_count(brs * kbs, density)
+        );
+        let mut want = vec![0.0; rows * cols];
+        gemm_naive(&w, &x, &mut want, rows, k, cols);
+        let op = GemmOp {
+            name: String::new(),
+            m: cols,
+            n: rows,
+            k,
+        };
+        let schedule = schedule_cpu(&op, threads);
+        for isa in Isa::available() {
+            let mut y = vec![f32::NAN; rows * cols];
+            a.spmm_on(isa, &schedule, (&x, cols), &mut y, cols);
+            assert_close(&y, &want, k, &format!("{isa:?} {br}x{bc}"));
+        }
+        let mut y = vec![f32::NAN; rows * cols];
+        a.spmm(threads, &x, &mut y, cols).unwrap();
+        assert_close(&y, &want, k, "spmm");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn issue_3_bsr_matches_the_naive_oracle(
+            brs in 1usize..6, kbs in 1usize..8, br in 1usize..6, bc in 1usize..20,
+            cols in 1usize..300, density in 0.0f64..=1.0, threads in 1usize..3, seed: u64,
+        ) {
+            check(brs, kbs, br, bc, cols, density, threads, seed);
+        }
+    }
+
+    #[test]
+    fn issue_3_bsr_on_blocked_shapes() {
+        check(5, 70, 16, 16, 133, 0.1, 2, 3);
+        check(8, 40, 4, 8, 300, 0.5, 1, 4);
+    }
+
+    #[test]
+    fn issue_3_bsr_refuses_blocks_that_do_not_tile() {
+        assert!(matches!(
+            BsrMatrix::compress(&[0.0; 12], 3, 4, 2, 2),
+            Err(KernelError::BlockShape { .. })
+        ));
+        assert!(BsrMatrix::compress(&[0.0; 12], 3, 4, 0, 2).is_err());
+    }
+
+    #[test]
+    fn issue_3_bsr_reports_its_bytes() {
+        // 2×4 matrix, 2×2 blocks, the right one non-zero.
+        let w = [0.0, 0.0, 0.0, 3.0, 0.0, 0.0, 2.0, 0.0];
+        let a = BsrMatrix::compress(&w, 2, 4, 2, 2).unwrap();
+        assert_eq!(
+            (a.blocks(), a.value_bytes(), a.metadata_bytes()),
+            (1, 16, (1 + 2) * 4)
+        );
+    }
+}

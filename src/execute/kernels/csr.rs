@@ -1,0 +1,301 @@
+//! Unstructured sparsity in CSR (compressed sparse row): per output row, the kept weights and
+//! their K indices (u32), plus one row pointer per row.
+//!
+//! The product streams each row's kept weights and, for each, FMAs a contiguous strip of the
+//! activation row it names (`sparse_rows.rs`), blocked like the N:M kernel: tasks of rows in
+//! parallel → token strips → K blocks sized so the activation tile stays in L1 → rows. Column
+//! indices are sorted within a row, so a row's share of a K block is a contiguous run found by
+//! a cursor that only moves forward.
+
+use super::error::{KernelError, check_len};
+use super::nm::Isa;
+use super::sparse_rows::{Entries, PackedX, grown_blocking, panels, rows_strip};
+use crate::ingress::GemmOp;
+use crate::schedule::{CpuSchedule, schedule_cpu};
+use rayon::prelude::*;
+
+/// A row-major `rows × k` weight matrix with only its non-zeros stored.
+///
+/// Fields are private so the invariants the kernel's loads rely on hold: `row_ptr` is
+/// non-decreasing from 0 to `values.len()`, and within a row the column indices are strictly
+/// increasing and `< k`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CsrMatrix {
+    rows: usize,
+    k: usize,
+    row_ptr: Vec<u32>,
+    col_idx: Vec<u32>,
+    values: Vec<f32>,
+}
+
+#[derive(Clone, Copy)]
+struct CsrEntries<'a> {
+    values: &'a [f32],
+    cols: &'a [u32],
+}
+
+impl Entries<1> for CsrEntries<'_> {
+    #[inline(always)]
+    fn for_each(self, mut f: impl FnMut(usize, [f32; 1])) {
+        for (&v, &c) in self.values.iter().zip(self.cols) {
+            f(c as usize, [v]);
+        }
+    }
+
+    fn max_row(self) -> Option<usize> {
+        // Sorted within a row: the last is the largest.
+        self.cols.last().map(|&c| c as usize)
+    }
+}
+
+impl CsrMatrix {
+    /// Compress a row-major `rows × k` matrix, keeping every weight that is not `0.0` (NaN is
+    /// kept). Prune first (`prune_unstructured_*`) to choose a density.
+    pub fn compress(w: &[f32], rows: usize, k: usize) -> Result<CsrMatrix, KernelError> {
+        check_len("w", w.len(), rows, k)?;
+        let too_big = || KernelError::Overflow { rows, cols: k };
+        if k > u32::MAX as usize {
+            return Err(too_big());
+        }
+        let mut row_ptr = Vec::with_capacity(rows + 1);
+        row_ptr.push(0u32);
+        let (mut col_idx, mut values) = (Vec::new(), Vec::new());
+        for r in 0..rows {
+            for (c, &v) in w[r * k..(r + 1) * k].iter().enumerate() {
+                if v != 0.0 {
+                    col_idx.push(c as u32);
+                    values.push(v);
+                }
+            }
+            row_ptr.push(u32::try_from(values.len()).map_err(|_| too_big())?);
+        }
+        Ok(CsrMatrix {
+            rows,
+            k,
+            row_ptr,
+            col_idx,
+            values,
+        })
+    }
+
+    /// The dense `rows × k` form.
+    pub fn decompress(&self) -> Vec<f32> {
+        let mut w = vec![0.0; self.rows * self.k];
+        for r in 0..self.rows {
+            for e in self.range(r) {
+                w[r * self.k + self.col_idx[e] as usize] = self.values[e];
+            }
+        }
+        w
+    }
+
+    /// Output rows (N of the GEMM).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Reduction length (K of the GEMM).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Stored (kept) weights.
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Bytes of kept values the kernel streams (f32).
+    pub fn value_bytes(&self) -> usize {
+        self.values.len() * 4
+    }
+
+    /// Bytes of index metadata: a u32 column index per value plus `rows + 1` u32 row pointers.
+    /// At 90 % sparsity this equals the value bytes, which is why CSR needs high sparsity.
+    pub fn metadata_bytes(&self) -> usize {
+        (self.col_idx.len() + self.row_ptr.len()) * 4
+    }
+
+    /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`] for `threads` workers
+    /// of the current rayon pool.
+    pub fn spmm(&self, threads: usize, x: &[f32], y: &mut [f32], cols: usize) -> Result<(), KernelError> {
+        let op = GemmOp {
+            name: String::new(),
+            m: cols,
+            n: self.rows,
+            k: self.k,
+        };
+        self.spmm_scheduled(&schedule_cpu(&op, threads), x, y, cols)
+    }
+
+    /// `y = W · x` with an explicit schedule.
+    pub fn spmm_scheduled(
+        &self,
+        schedule: &CpuSchedule,
+        x: &[f32],
+        y: &mut [f32],
+        cols: usize,
+    ) -> Result<(), KernelError> {
+        check_len("x", x.len(), self.k, cols)?;
+        check_len("y", y.len(), self.rows, cols)?;
+        if self.rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        if self.k == 0 {
+            y.fill(0.0);
+            return Ok(());
+        }
+        let packed = PackedX::new(x, self.k, cols, schedule.threads);
+        self.spmm_on(Isa::detect(), schedule, packed.view(), y, cols);
+        Ok(())
+    }
+
+    /// The product on a given instruction set; shapes checked and non-empty.
+    pub(crate) fn spmm_on(
+        &self,
+        isa: Isa,
+        schedule: &CpuSchedule,
+        (x, xs): (&[f32], usize),
+        y: &mut [f32],
+        cols: usize,
+    ) {
+        let (k_block, per_task) = self.blocking(schedule);
+        for range in panels(self.k, cols, schedule.strip_width) {
+            let task = |(t, y_rows): (usize, &mut [f32])| {
+                self.task(
+                    isa,
+                    (schedule.strip_width, k_block),
+                    t * per_task,
+                    (x, xs),
+                    y_rows,
+                    (cols, range.clone()),
+                )
+            };
+            if schedule.threads <= 1 {
+                y.chunks_mut(per_task * cols).enumerate().for_each(task);
+            } else {
+                y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
+            }
+        }
+    }
+
+    fn task(
+        &self,
+        isa: Isa,
+        (strip, k_block): (usize, usize),
+        row0: usize,
+        (x, xs): (&[f32], usize),
+        y: &mut [f32],
+        (cols, panel): (usize, std::ops::Range<usize>),
+    ) {
+        let rows = y.len() / cols;
+        let strip = strip.max(1);
+        let mut cursor = vec![0usize; rows];
+        for c0 in panel.clone().step_by(strip) {
+            let width = strip.min(panel.end - c0);
+            for (i, c) in cursor.iter_mut().enumerate() {
+                *c = self.row_ptr[row0 + i] as usize;
+            }
+            for kb0 in (0..self.k).step_by(k_block) {
+                let kb1 = (kb0 + k_block).min(self.k);
+                for (i, (y_row, c)) in y.chunks_exact_mut(cols).zip(&mut cursor).enumerate() {
+                    let end = self.row_ptr[row0 + i + 1] as usize;
+                    let run = &self.col_idx[*c..end];
+                    let len = run.partition_point(|&col| (col as usize) < kb1);
+                    let entries = CsrEntries {
+                        values: &self.values[*c..*c + len],
+                        cols: &run[..len],
+                    };
+                    rows_strip(isa, entries, x, xs, c0, [&mut y_row[c0..c0 + width]], kb0 > 0);
+                    *c += len;
+                }
+            }
+        }
+    }
+
+    /// `(k_block, rows_per_task)`: the schedule grown for this matrix's density.
+    fn blocking(&self, s: &CpuSchedule) -> (usize, usize) {
+        let per_row = self.values.len() as f64 / self.rows.max(1) as f64;
+        grown_blocking(s, self.rows, self.k, per_row, (8, 1))
+    }
+
+    fn range(&self, r: usize) -> std::ops::Range<usize> {
+        self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::execute::kernels::prune::{prune_unstructured_global, prune_unstructured_per_row};
+    use crate::execute::kernels::reference::gemm_naive;
+    use crate::execute::kernels::testing::{assert_close, data};
+    use proptest::prelude::*;
+
+    fn check(rows: usize, k: usize, cols: usize, density: f64, threads: usize, global: bool, seed: u64) {
+        let mut w = data(rows * k, seed);
+        if global {
+            prune_unstructured_global(&mut w, density);
+        } else {
+            prune_unstructured_per_row(&mut w, rows, k, density);
+        }
+        let x = data(k * cols, seed + 1);
+        let a = CsrMatrix::compress(&w, rows, k).unwrap();
+        assert_eq!(a.decompress(), w, "compress then decompress is the identity");
+        let mut want = vec![0.0; rows * cols];
+        gemm_naive(&w, &x, &mut want, rows, k, cols);
+        let op = GemmOp {
+            name: String::new(),
+            m: cols,
+            n: rows,
+            k,
+        };
+        let schedule = schedule_cpu(&op, threads);
+        for isa in Isa::available() {
+            let mut y = vec![f32::NAN; rows * cols];
+            a.spmm_on(isa, &schedule, (&x, cols), &mut y, cols);
+            assert_close(&y, &want, k, &format!("{isa:?}"));
+        }
+        let mut y = vec![f32::NAN; rows * cols];
+        a.spmm(threads, &x, &mut y, cols).unwrap();
+        assert_close(&y, &want, k, "spmm");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn issue_3_csr_matches_the_naive_oracle(
+            rows in 1usize..40, k in 1usize..150, cols in 1usize..300,
+            density in 0.0f64..=1.0, threads in 1usize..3, global: bool, seed: u64,
+        ) {
+            check(rows, k, cols, density, threads, global, seed);
+        }
+    }
+
+    #[test]
+    fn issue_3_csr_on_blocked_shapes() {
+        // Several K blocks and strips, and a strip tail narrower than a vector.
+        check(37, 1000, 133, 0.1, 2, false, 5);
+        check(64, 2048, 260, 0.3, 1, true, 6);
+    }
+
+    #[test]
+    fn issue_3_csr_reports_its_bytes() {
+        let w = [0.0, 1.0, 0.0, 2.0, 0.0, 0.0, 3.0, 0.0];
+        let a = CsrMatrix::compress(&w, 2, 4).unwrap();
+        assert_eq!(
+            (a.nnz(), a.value_bytes(), a.metadata_bytes()),
+            (3, 12, (3 + 3) * 4)
+        );
+    }
+
+    #[test]
+    fn issue_3_csr_refuses_wrong_lengths() {
+        let a = CsrMatrix::compress(&[1.0; 4], 2, 2).unwrap();
+        let mut y = vec![0.0; 4];
+        assert!(matches!(
+            a.spmm(1, &[0.0; 3], &mut y, 2),
+            Err(KernelError::Length { what: "x", .. })
+        ));
+        assert!(CsrMatrix::compress(&[1.0; 3], 2, 2).is_err());
+    }
+}

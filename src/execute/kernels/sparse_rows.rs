@@ -1,0 +1,372 @@
+//! The inner loop shared by the CSR and BSR kernels: `R` output rows × one strip of tokens,
+//! over a list of *entries*, each an activation row index with one weight per output row.
+//!
+//! For every entry it does `y_r[strip] += w_r · x[row, strip]`: a broadcast, a contiguous load
+//! and an FMA per vector of tokens, no gathers (the layout of `kernels/mod.rs`). The strip is
+//! held in registers across all entries of a K block, so the output is loaded and stored once
+//! per block. With `R > 1` (BSR, whose rows in a block row read the same activation rows) one
+//! load of `x` feeds `R` FMAs, which takes the kernel off the load ports.
+//!
+//! Entries come from a small trait so CSR (one index per weight) and BSR (one index per block,
+//! weights contiguous) share one loop without materialising offsets.
+
+use super::nm::Isa;
+use crate::schedule::CpuSchedule;
+use rayon::prelude::*;
+
+/// Kept weights a row should have in one K block (see [`grown_blocking`]).
+const ENTRIES_PER_BLOCK: usize = 48;
+
+/// Bytes of activations one K block × strip may span once the block is grown: L2-resident.
+const L2_TILE_BUDGET: usize = 256 << 10;
+
+/// Bytes the output tile of a task may span once the task is grown: L2-resident.
+const L2_OUTPUT_BUDGET: usize = 256 << 10;
+
+/// Times each activation a task loads should be used by the task's rows.
+const TARGET_REUSE: f64 = 16.0;
+
+/// `(k_block, rows_per_task)` for a matrix that keeps `kept_per_row` of its `k` weights per
+/// row on average, grown from the dense-sized schedule `s`.
+///
+/// The schedule sizes blocks for a dense row: every row of a task uses every activation of the
+/// L1 tile. A row that keeps a fraction `d` uses only `d` of them, so with the dense sizes
+/// (a) a row has a handful of weights per K block and the fixed cost per block (its output
+/// strip loaded and stored, its run located) dominates, and (b) each activation the task
+/// brings in is used by `d ×` as many rows, so the activations stream from L3 at one FMA or
+/// two per load. Growing the K block to about [`ENTRIES_PER_BLOCK`] weights per row fixes (a)
+/// with an L2-sized tile, and growing the task to `TARGET_REUSE / d` rows fixes (b) with an
+/// L2-sized output tile, while keeping a couple of tasks per thread. `align` rounds the K
+/// block (to whole blocks for BSR), and the task to whole block rows.
+pub(crate) fn grown_blocking(
+    s: &CpuSchedule,
+    rows: usize,
+    k: usize,
+    kept_per_row: f64,
+    align: (usize, usize),
+) -> (usize, usize) {
+    let (k_align, row_align) = (align.0.max(1), align.1.max(1));
+    let strip_bytes = s.strip_width.max(1) * 4;
+    let base_k = s.k_block.max(1);
+    let base_rows = s.rows_per_task.max(1);
+    if kept_per_row <= 0.0 || k == 0 {
+        return (
+            base_k.div_ceil(k_align) * k_align,
+            base_rows.div_ceil(row_align) * row_align,
+        );
+    }
+    let density = (kept_per_row / k as f64).min(1.0);
+    let want_k = (ENTRIES_PER_BLOCK as f64 / density).ceil() as usize;
+    let k_block = want_k.clamp(base_k, (L2_TILE_BUDGET / strip_bytes).max(base_k));
+    let want_rows = (TARGET_REUSE / density).ceil() as usize;
+    let balanced = if s.threads <= 1 {
+        rows
+    } else {
+        rows.div_ceil(2 * s.threads)
+    };
+    let task = want_rows
+        .min((L2_OUTPUT_BUDGET / strip_bytes).max(1))
+        .min(balanced.max(1))
+        .max(base_rows);
+    (
+        k_block.div_ceil(k_align) * k_align,
+        task.div_ceil(row_align) * row_align,
+    )
+}
+
+/// Activation bytes above which a product runs in column panels (see [`panels`]).
+pub(crate) const L2_ACTIVATION_BUDGET: usize = 512 << 10;
+
+/// The column ranges a product runs in, outermost and shared by all tasks: the whole width
+/// when the activations (`k × cols` f32) fit in L2, else strip-wide panels, so the panel stays
+/// in L2 while every task passes over it instead of each task streaming all activations from
+/// L3 for a few FMAs per line.
+pub(crate) fn panels(k: usize, cols: usize, strip: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let panel = if k * cols * 4 > L2_ACTIVATION_BUDGET {
+        strip.max(1)
+    } else {
+        cols.max(1)
+    };
+    (0..cols).step_by(panel).map(move |p0| p0..(p0 + panel).min(cols))
+}
+
+/// One cache line of activations.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([f32; 16]);
+
+/// The activations `x[k × cols]` copied into rows that start on cache lines, `stride` floats
+/// apart.
+///
+/// Two costs of the caller's layout, both paid on every vector load of the sparse kernels
+/// (the dense GEMM avoids them by packing too): a heap `Vec<f32>` is only 16-byte aligned, so
+/// every 64-byte load splits across two cache lines and the loads, the bottleneck of a
+/// kernel with one load per FMA, halve; and a power-of-two row length maps every row of the
+/// L1 activation tile to the same few cache sets, which evicts the tile that the schedule
+/// sized to stay in L1. An odd number of lines per row spreads the rows over all sets. The
+/// copy is `k × cols` floats once per product, a few percent of a large GEMM.
+pub(crate) struct PackedX {
+    lines: Vec<Line>,
+    stride: usize,
+}
+
+impl PackedX {
+    /// Copy `x` (`rows × cols`, checked by the caller) on `threads` workers.
+    pub(crate) fn new(x: &[f32], rows: usize, cols: usize, threads: usize) -> PackedX {
+        let mut per_row = cols.div_ceil(16).max(1);
+        if per_row > 1 && per_row.is_multiple_of(2) {
+            per_row += 1;
+        }
+        let stride = per_row * 16;
+        let mut lines = vec![Line([0.0; 16]); rows * per_row];
+        let copy = |(r, dst): (usize, &mut [Line])| {
+            let src = &x[r * cols..(r + 1) * cols];
+            for (line, chunk) in dst.iter_mut().zip(src.chunks(16)) {
+                line.0[..chunk.len()].copy_from_slice(chunk);
+            }
+        };
+        if threads > 1 && rows * cols > 1 << 16 {
+            lines.par_chunks_mut(per_row).enumerate().for_each(copy);
+        } else {
+            lines.chunks_mut(per_row).enumerate().for_each(copy);
+        }
+        PackedX { lines, stride }
+    }
+
+    /// The packed activations and their row stride.
+    pub(crate) fn view(&self) -> (&[f32], usize) {
+        // SAFETY: `Line` is `repr(C)` around `[f32; 16]` (64 bytes, alignment 64, no padding),
+        // so `lines` is `16 · len` contiguous, initialised f32 values.
+        let floats =
+            unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<f32>(), self.lines.len() * 16) };
+        (floats, self.stride)
+    }
+}
+
+/// A list of `(activation row, weights for R output rows)` entries.
+///
+/// Implementations are crate-private and trusted: `max_row` must bound every row that
+/// `for_each` yields, since the vector loads rely on it.
+pub(crate) trait Entries<const R: usize>: Copy {
+    /// Calls `f(row, weights)` for every entry, in order.
+    fn for_each(self, f: impl FnMut(usize, [f32; R]));
+    /// The largest activation row yielded, `None` when there are no entries.
+    fn max_row(self) -> Option<usize>;
+}
+
+/// For each of the `R` strips `y[r]` (equal widths): `y_r (+)= Σ w_r · x[row, c0 ..][..width]`,
+/// overwriting when `accumulate` is false (so an empty entry list writes zeros).
+///
+/// Panics (before touching memory) if an entry's row or the strip lies outside `x`
+/// (`x.len() / cols` rows of `cols`).
+pub(crate) fn rows_strip<const R: usize, E: Entries<R>>(
+    isa: Isa,
+    entries: E,
+    x: &[f32],
+    cols: usize,
+    c0: usize,
+    y: [&mut [f32]; R],
+    accumulate: bool,
+) {
+    let width = y.first().map_or(0, |s| s.len());
+    assert!(
+        y.iter().all(|s| s.len() == width),
+        "rows_strip: strips of different widths"
+    );
+    assert!(c0 + width <= cols, "rows_strip: strip outside x");
+    if let Some(max) = entries.max_row() {
+        assert!((max + 1) * cols <= x.len(), "rows_strip: row {max} outside x");
+    }
+    let y = y.map(|s| s.as_mut_ptr());
+    let xp = x.as_ptr().wrapping_add(c0);
+    let done = match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx512` is only built after detecting AVX-512F (with AVX2 and FMA);
+        // every row read is `<= max_row`, inside `x` by the assert, and every column lies in
+        // `c0 .. c0 + width <= cols`; the `y` pointers come from `R` distinct `&mut` strips.
+        Isa::Avx512 => unsafe { avx512::rows_strip(entries, xp, cols, y, width, accumulate) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 and FMA were detected; bounds as above.
+        Isa::Avx2Fma => unsafe { avx2::rows_strip(entries, xp, cols, y, width, accumulate) },
+        Isa::Portable => 0,
+    };
+    if done < width {
+        portable(
+            entries,
+            x,
+            cols,
+            c0 + done,
+            y.map(|p| p.wrapping_add(done)),
+            width - done,
+            accumulate,
+        );
+    }
+}
+
+/// The portable loop, blocked by 16 tokens so the compiler keeps accumulators in registers.
+fn portable<const R: usize, E: Entries<R>>(
+    entries: E,
+    x: &[f32],
+    cols: usize,
+    c0: usize,
+    y: [*mut f32; R],
+    width: usize,
+    accumulate: bool,
+) {
+    const B: usize = 16;
+    let mut start = 0;
+    while start < width {
+        let w = B.min(width - start);
+        let mut acc = [[0.0f32; B]; R];
+        if accumulate {
+            for (a, &p) in acc.iter_mut().zip(&y) {
+                // SAFETY: `p` points at a strip of `width` elements (the caller's `&mut`), and
+                // `start + w <= width`.
+                a[..w].copy_from_slice(unsafe { std::slice::from_raw_parts(p.add(start), w) });
+            }
+        }
+        entries.for_each(|row, ws| {
+            let xs = &x[row * cols + c0 + start..][..w];
+            for (a, wr) in acc.iter_mut().zip(ws) {
+                for (a, &xv) in a.iter_mut().zip(xs) {
+                    *a += wr * xv;
+                }
+            }
+        });
+        for (a, &p) in acc.iter().zip(&y) {
+            // SAFETY: as above.
+            unsafe { std::slice::from_raw_parts_mut(p.add(start), w) }.copy_from_slice(&a[..w]);
+        }
+        start += w;
+    }
+}
+
+/// Generates the strip loop for one vector ISA.
+macro_rules! strip_loop {
+    ($isa:ident, $feature:literal, $vec:ty, $lanes:literal, $acc_regs:literal, $zero:ident,
+     $set1:ident, $load:ident, $store:ident, $fmadd:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        mod $isa {
+            use super::Entries;
+            use std::arch::x86_64::*;
+
+            /// Accumulators per row in the main loop: 8 while `R·8` fit the registers the ISA
+            /// leaves for accumulators, else 4 (spilling accumulators would cost more than the
+            /// shorter blocks).
+            const fn max_v(r: usize) -> usize {
+                if r * 8 <= $acc_regs { 8 } else { 4 }
+            }
+
+            /// Returns how many columns it did (a multiple of the vector width).
+            ///
+            /// # Safety
+            /// The CPU supports the module's features; `xp` points at `x[0, c0]`; for every
+            /// entry row, columns `c0 .. c0 + width` of that row (stride `cols`) are readable;
+            /// each `y[r]` is writable for `width` elements and they do not overlap.
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn rows_strip<const R: usize, E: Entries<R>>(
+                entries: E,
+                xp: *const f32,
+                cols: usize,
+                y: [*mut f32; R],
+                width: usize,
+                accumulate: bool,
+            ) -> usize {
+                let top = max_v(R);
+                let mut col = 0;
+                // SAFETY (all calls): each block covers columns `col .. col + lanes·V <= width`.
+                while width - col >= top * $lanes {
+                    let ys = y.map(|p| unsafe { p.add(col) });
+                    let xs = unsafe { xp.add(col) };
+                    if top == 8 {
+                        unsafe { block::<R, 8, E>(entries, xs, cols, ys, accumulate) };
+                    } else {
+                        unsafe { block::<R, 4, E>(entries, xs, cols, ys, accumulate) };
+                    }
+                    col += top * $lanes;
+                }
+                for v in [4, 2, 1] {
+                    if v < top && width - col >= v * $lanes {
+                        let (xs, ys) = (unsafe { xp.add(col) }, y.map(|p| unsafe { p.add(col) }));
+                        match v {
+                            4 => unsafe { block::<R, 4, E>(entries, xs, cols, ys, accumulate) },
+                            2 => unsafe { block::<R, 2, E>(entries, xs, cols, ys, accumulate) },
+                            _ => unsafe { block::<R, 1, E>(entries, xs, cols, ys, accumulate) },
+                        }
+                        col += v * $lanes;
+                    }
+                }
+                col
+            }
+
+            /// `R × V` accumulators held in registers across all entries.
+            ///
+            /// # Safety
+            /// As [`rows_strip`], for columns `0 .. lanes·V` of `xp` and every `y[r]`.
+            #[target_feature(enable = $feature)]
+            #[inline]
+            unsafe fn block<const R: usize, const V: usize, E: Entries<R>>(
+                entries: E,
+                xp: *const f32,
+                cols: usize,
+                y: [*mut f32; R],
+                accumulate: bool,
+            ) {
+                let mut acc: [[$vec; V]; R] = [[$zero(); V]; R];
+                if accumulate {
+                    for (row, y) in acc.iter_mut().zip(y) {
+                        for (v, a) in row.iter_mut().enumerate() {
+                            // SAFETY: inside the caller's strip of `y`.
+                            *a = unsafe { $load(y.add($lanes * v)) };
+                        }
+                    }
+                }
+                entries.for_each(|row, ws| {
+                    let p = xp.wrapping_add(row * cols);
+                    let mut xv = [$zero(); V];
+                    for (v, xv) in xv.iter_mut().enumerate() {
+                        // SAFETY: `row` is an entry row, whose strip is readable (contract).
+                        *xv = unsafe { $load(p.add($lanes * v)) };
+                    }
+                    for (acc, &w) in acc.iter_mut().zip(&ws) {
+                        let wb = $set1(w);
+                        for (a, &xv) in acc.iter_mut().zip(&xv) {
+                            *a = $fmadd(wb, xv, *a);
+                        }
+                    }
+                });
+                for (row, y) in acc.iter().zip(y) {
+                    for (v, a) in row.iter().enumerate() {
+                        // SAFETY: inside the caller's strip of `y`.
+                        unsafe { $store(y.add($lanes * v), *a) };
+                    }
+                }
+            }
+        }
+    };
+}
+
+strip_loop!(
+    avx512,
+    "avx512f",
+    __m512,
+    16,
+    16,
+    _mm512_setzero_ps,
+    _mm512_set1_ps,
+    _mm512_loadu_ps,
+    _mm512_storeu_ps,
+    _mm512_fmadd_ps
+);
+strip_loop!(
+    avx2,
+    "avx2,fma",
+    __m256,
+    8,
+    8,
+    _mm256_setzero_ps,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_fmadd_ps
+);

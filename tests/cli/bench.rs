@@ -1,0 +1,72 @@
+//! `sparsegate bench`: the micro-benchmark's contract (fields, exit codes), never its times.
+
+use crate::support::Sandbox;
+
+fn bench_json(args: &[&str]) -> serde_json::Value {
+    let sb = Sandbox::new();
+    let mut all = vec![
+        "bench",
+        "--min-samples",
+        "3",
+        "--max-samples",
+        "6",
+        "--time-budget",
+        "0.01",
+        "--json",
+    ];
+    all.extend_from_slice(args);
+    let out = sb.cmd(&all).assert().success().get_output().stdout.clone();
+    serde_json::from_slice(&out).expect("bench --json prints JSON")
+}
+
+#[test]
+fn issue_3_bench_json_has_the_report_fields() {
+    for sparsity in ["2:4", "unstructured:0.1", "block:8x8:0.25"] {
+        let r = bench_json(&["--gemm", "9x16x32", "--sparsity", sparsity, "--threads", "1"]);
+        assert_eq!(r["gemm"], "9x16x32");
+        assert_eq!(r["path"], "sparse", "{sparsity}: {}", r["reason"]);
+        assert_eq!(r["threads"], 1);
+        let samples = r["samples"].as_u64().unwrap();
+        assert!((3..=6).contains(&samples), "{samples}");
+        for field in [
+            "gflops_dense_equivalent",
+            "gflops_useful",
+            "comparator_gflops",
+            "speedup_paired_median",
+        ] {
+            assert!(r[field].as_f64().unwrap() > 0.0, "{sparsity}: {field}");
+        }
+        for field in ["kernel_s", "comparator_s", "speedup"] {
+            assert!(
+                r[field]["estimate"].as_f64().unwrap() > 0.0,
+                "{sparsity}: {field}"
+            );
+            assert_eq!(r[field]["confidence"], 0.95);
+        }
+        assert!(r["metadata_bytes"].as_f64().unwrap() > 0.0, "{sparsity}");
+    }
+}
+
+#[test]
+fn issue_3_bench_reports_a_fallback_with_its_reason() {
+    let r = bench_json(&["--gemm", "4x8x6", "--sparsity", "2:4"]);
+    assert_eq!(r["path"], "dense_fallback");
+    assert!(
+        r["reason"].as_str().unwrap().contains("not a multiple"),
+        "{}",
+        r["reason"]
+    );
+}
+
+#[test]
+fn issue_3_bench_refuses_bad_shapes_and_patterns_with_exit_2() {
+    let sb = Sandbox::new();
+    for args in [
+        ["bench", "--gemm", "4x8", "--sparsity", "2:4"],
+        ["bench", "--gemm", "4x0x8", "--sparsity", "2:4"],
+        ["bench", "--gemm", "4x8x8", "--sparsity", "5:4"],
+        ["bench", "--gemm", "4x8x8", "--precision", "fp64"],
+    ] {
+        sb.cmd(&args).assert().code(2);
+    }
+}
