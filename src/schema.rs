@@ -23,6 +23,7 @@ pub const COMMITTED: &[CommittedSchema] = &[
         "golden-baseline.schema.json",
         generate::<crate::validate::golden::Baseline>,
     ),
+    ("accelerator-preset.schema.json", generate::<crate::sim::Preset>),
 ];
 
 /// A schema as it is committed: pretty JSON with a trailing newline.

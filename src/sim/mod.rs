@@ -119,6 +119,81 @@ pub fn parse_gemm(text: &str) -> Result<(u64, u64, u64), SimError> {
     Ok((p(m)?, p(n)?, p(k)?))
 }
 
+/// Parse a precision name as packs write it (`fp32`, `fp16`, `bf16`, `int8`).
+pub fn parse_precision(text: &str) -> Result<Precision, SimError> {
+    match text {
+        "fp32" => Ok(Precision::Fp32),
+        "fp16" => Ok(Precision::Fp16),
+        "bf16" => Ok(Precision::Bf16),
+        "int8" => Ok(Precision::Int8),
+        _ => Err(SimError::BadLayer {
+            message: format!("unknown precision `{text}` (expected fp32, fp16, bf16 or int8)"),
+        }),
+    }
+}
+
+/// One simulated layer as `sparsegate sim` reports it: the request, the model's answer, the
+/// justification of the bottleneck, and the dense comparator on the same part.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SimRun {
+    /// Preset name.
+    pub arch: String,
+    /// Tokens.
+    pub m: u64,
+    /// Output features.
+    pub n: u64,
+    /// Reduction.
+    pub k: u64,
+    /// Weight sparsity as written (`2:4`).
+    pub sparsity: String,
+    /// Precision.
+    pub precision: Precision,
+    /// The model's answer.
+    #[serde(flatten)]
+    pub report: LayerReport,
+    /// The numbers behind the bottleneck class, in words.
+    pub bottleneck_reason: String,
+    /// Latency of the same GEMM dense on the same part.
+    pub dense_latency_s: f64,
+    /// Dense latency / this latency.
+    pub effective_speedup: f64,
+}
+
+/// `sparsegate sim`: resolve the preset, parse the request, evaluate it and its dense
+/// comparator.
+pub fn simulate_one(arch: &str, gemm: &str, sparsity: &str, precision: &str) -> Result<SimRun, SimError> {
+    let preset = Preset::resolve(arch)?;
+    let (m, n, k) = parse_gemm(gemm)?;
+    let sparsity: Sparsity =
+        sparsity
+            .parse()
+            .map_err(|e: crate::ingress::SparsityError| SimError::BadLayer {
+                message: format!("--sparsity `{sparsity}`: {e}"),
+            })?;
+    let precision = parse_precision(precision)?;
+    let layer = Layer::new(m, n, k, sparsity, precision);
+    let report = evaluate(&preset, &layer)?;
+    let dense = evaluate(
+        &preset,
+        &Layer {
+            sparsity: Sparsity::Dense,
+            ..layer
+        },
+    )?;
+    Ok(SimRun {
+        arch: preset.name.clone(),
+        m,
+        n,
+        k,
+        sparsity: sparsity.to_string(),
+        precision,
+        bottleneck_reason: report.explain(),
+        dense_latency_s: dense.latency_s,
+        effective_speedup: dense.latency_s / report.latency_s,
+        report,
+    })
+}
+
 /// Evaluate many layers in parallel; the result order is the input order and every value
 /// is the same as a sequential [`evaluate`] (each layer is independent and pure).
 pub fn sweep(preset: &Preset, layers: &[Layer]) -> Vec<Result<LayerReport, SimError>> {

@@ -4,4 +4,5 @@
 mod bless;
 mod exit_codes;
 mod malformed;
+mod sim;
 mod support;

@@ -62,6 +62,26 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Simulate one GEMM layer on an accelerator preset: cycles, latency, energy,
+    /// tensor-core occupancy, DRAM and metadata bytes, fallback and bottleneck class.
+    Sim {
+        /// A built-in preset (a100, h100, h200, sparseloop-stc, systolic-32-os, ...) or the
+        /// path of a preset YAML file.
+        #[arg(long, value_name = "NAME_OR_FILE")]
+        arch: String,
+        /// The GEMM as MxNxK: M tokens, N output features, K reduction.
+        #[arg(long, value_name = "MxNxK")]
+        gemm: String,
+        /// Weight sparsity: dense, N:M (e.g. 2:4) or unstructured:D.
+        #[arg(long, default_value = "dense")]
+        sparsity: String,
+        /// Operand precision: fp32, fp16, bf16 or int8.
+        #[arg(long, default_value = "fp16")]
+        precision: String,
+        /// Print the full result as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Arguments shared by the commands that run slices.

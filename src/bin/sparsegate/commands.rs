@@ -71,6 +71,46 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::Pass)
         }
+        Command::Sim {
+            arch,
+            gemm,
+            sparsity,
+            precision,
+            json,
+        } => {
+            let run = sparsegate::sim::simulate_one(&arch, &gemm, &sparsity, &precision)?;
+            if json {
+                print!("{}", app::to_json(&run));
+            } else {
+                let r = &run.report;
+                println!(
+                    "{} {}x{}x{} {} {}: {} cycles, {:.3e} s, {:.3e} J, tc_occupancy {:.1}%, dram {:.0} B, metadata {:.0} B{}",
+                    run.arch,
+                    run.m,
+                    run.n,
+                    run.k,
+                    run.sparsity,
+                    run.precision.as_str(),
+                    r.cycles,
+                    r.latency_s,
+                    r.energy_j,
+                    r.tc_occupancy * 100.0,
+                    r.dram_bytes,
+                    r.metadata_bytes,
+                    if r.fallback { ", dense fallback" } else { "" }
+                );
+                println!(
+                    "bottleneck: {} ({}); {:.2}x vs dense",
+                    serde_json::to_value(r.bottleneck)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    run.bottleneck_reason,
+                    run.effective_speedup
+                );
+            }
+            Ok(ExitCode::Pass)
+        }
     }
 }
 
