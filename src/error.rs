@@ -125,11 +125,11 @@ pub enum Error {
 
     /// The simulator was asked something it cannot answer: an unknown preset, a bad preset
     /// file, a malformed shape, a precision the part lacks.
-    #[error("{source}")]
+    #[error("{problem}")]
     #[diagnostic(code(sparsegate::sim), help("{hint}"))]
     Sim {
         /// What the simulator refused.
-        source: crate::sim::SimError,
+        problem: crate::sim::SimError,
         /// What to do about it.
         hint: String,
     },
@@ -172,9 +172,9 @@ impl Error {
 }
 
 impl From<crate::sim::SimError> for Error {
-    fn from(source: crate::sim::SimError) -> Self {
+    fn from(problem: crate::sim::SimError) -> Self {
         use crate::sim::SimError as S;
-        let hint = match &source {
+        let hint = match &problem {
             S::UnknownPreset { .. } => {
                 "pass a built-in preset name or the path of a preset YAML file (format: schemas/accelerator-preset.schema.json)"
             }
@@ -188,7 +188,7 @@ impl From<crate::sim::SimError> for Error {
             S::BadLayer { .. } => "e.g. --gemm 2048x4096x4096 --sparsity 2:4 --precision fp16",
         };
         Error::Sim {
-            source,
+            problem,
             hint: hint.to_owned(),
         }
     }
