@@ -17,6 +17,7 @@
 
 pub mod energy;
 pub mod layer;
+pub mod model;
 pub mod preset;
 pub mod sparse;
 pub mod tiling;
