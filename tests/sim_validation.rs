@@ -392,3 +392,25 @@ fn issue_4_every_builtin_preset_parses_and_unknown_names_are_typed_errors() {
         sparsegate::sim::SimError::UnsupportedPrecision { .. }
     ));
 }
+
+#[test]
+fn issue_4_power_limit_throttles_the_clock() {
+    // A user preset: the A100 with a tight sustained power limit (150 W; the real TDP is
+    // 400 W, §F, but the 45 nm energies are only relative). A big fp16 GEMM draws more, so
+    // the clock throttles and the layer is thermal-bound; a decode GEMM (memory-bound,
+    // little MAC power) is not.
+    let mut hot = preset("a100");
+    hot.power = Some(sparsegate::sim::preset::Power {
+        limit_w: 150.0,
+        static_w: 50.0,
+    });
+    let big = Layer::new(8192, 8192, 8192, Sparsity::Dense, Precision::Fp16);
+    let free = evaluate(&preset("a100"), &big).unwrap();
+    let r = evaluate(&hot, &big).unwrap();
+    assert!(r.clock_factor < 0.95, "{}", r.clock_factor);
+    assert_eq!(r.bottleneck, sparsegate::verdict::Bottleneck::Thermal);
+    assert!(r.latency_s > free.latency_s / r.clock_factor * 0.999);
+    assert!((r.power_w - 150.0).abs() < 1e-6, "{}", r.power_w);
+    let decode = evaluate(&hot, &Layer::new(1, 8192, 8192, Sparsity::Dense, Precision::Fp16)).unwrap();
+    assert_ne!(decode.bottleneck, sparsegate::verdict::Bottleneck::Thermal);
+}

@@ -19,6 +19,7 @@ pub mod energy;
 pub mod layer;
 pub mod model;
 pub mod preset;
+pub mod queue;
 pub mod sparse;
 pub mod tiling;
 pub mod traffic;
