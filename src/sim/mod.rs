@@ -159,11 +159,31 @@ pub struct SimRun {
     pub dense_latency_s: f64,
     /// Dense latency / this latency.
     pub effective_speedup: f64,
+    /// Tail latency with this layer as the service time under `--traffic`, if asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<queue::QueueReport>,
+}
+
+/// Load to put on a simulated layer: an arrival pattern string and a request count.
+#[derive(Debug, Clone, Copy)]
+pub struct TrafficRequest<'a> {
+    /// `steady:RATE`, `poisson:RATE` or `bursts:RATE:SIZE`.
+    pub arrivals: &'a str,
+    /// Requests to simulate.
+    pub requests: u64,
+    /// Seed of the arrival process.
+    pub seed: u64,
 }
 
 /// `sparsegate sim`: resolve the preset, parse the request, evaluate it and its dense
 /// comparator.
-pub fn simulate_one(arch: &str, gemm: &str, sparsity: &str, precision: &str) -> Result<SimRun, SimError> {
+pub fn simulate_one(
+    arch: &str,
+    gemm: &str,
+    sparsity: &str,
+    precision: &str,
+    traffic: Option<TrafficRequest<'_>>,
+) -> Result<SimRun, SimError> {
     let preset = Preset::resolve(arch)?;
     let (m, n, k) = parse_gemm(gemm)?;
     let sparsity: Sparsity =
@@ -175,6 +195,23 @@ pub fn simulate_one(arch: &str, gemm: &str, sparsity: &str, precision: &str) -> 
     let precision = parse_precision(precision)?;
     let layer = Layer::new(m, n, k, sparsity, precision);
     let report = evaluate(&preset, &layer)?;
+    let traffic = match traffic {
+        None => None,
+        Some(t) => {
+            let arrivals = queue::parse_arrivals(t.arrivals).ok_or_else(|| SimError::BadLayer {
+                message: format!(
+                    "--traffic `{}` is not steady:RATE, poisson:RATE or bursts:RATE:SIZE",
+                    t.arrivals
+                ),
+            })?;
+            if t.requests == 0 {
+                return Err(SimError::BadLayer {
+                    message: "--requests must be at least 1".into(),
+                });
+            }
+            Some(queue::simulate(report.latency_s, arrivals, t.requests, t.seed))
+        }
+    };
     let dense = evaluate(
         &preset,
         &Layer {
@@ -192,6 +229,7 @@ pub fn simulate_one(arch: &str, gemm: &str, sparsity: &str, precision: &str) -> 
         bottleneck_reason: report.explain(),
         dense_latency_s: dense.latency_s,
         effective_speedup: dense.latency_s / report.latency_s,
+        traffic,
         report,
     })
 }

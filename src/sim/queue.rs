@@ -35,6 +35,27 @@ pub enum Arrivals {
     },
 }
 
+/// Parse `steady:RATE`, `poisson:RATE` or `bursts:RATE:SIZE` (RATE in requests/s).
+pub fn parse_arrivals(text: &str) -> Option<Arrivals> {
+    let mut parts = text.split(':');
+    let kind = parts.next()?;
+    let rate: f64 = parts
+        .next()?
+        .parse()
+        .ok()
+        .filter(|r: &f64| r.is_finite() && *r > 0.0)?;
+    let a = match kind {
+        "steady" => Arrivals::Steady { rate_per_s: rate },
+        "poisson" => Arrivals::Poisson { rate_per_s: rate },
+        "bursts" => Arrivals::Bursts {
+            rate_per_s: rate,
+            size: parts.next()?.parse().ok().filter(|&s: &u32| s > 0)?,
+        },
+        _ => return None,
+    };
+    parts.next().is_none().then_some(a)
+}
+
 /// Latency distribution of a simulated load run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct QueueReport {

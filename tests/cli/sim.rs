@@ -236,3 +236,26 @@ fn issue_4_sim_slices_need_a_known_preset() {
     let out = sb.cmd(&["validate", "packs/ok.yaml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+#[test]
+fn issue_4_sim_reports_tail_latency_under_traffic() {
+    let sb = Sandbox::new();
+    let base = ["--arch", "h100", "--gemm", "2048x4096x4096", "--sparsity", "2:4"];
+    let plain = sim_json(&sb, &base);
+    assert!(plain["traffic"].is_null());
+    let mut args = base.to_vec();
+    args.extend(["--traffic", "poisson:10000", "--requests", "2000"]);
+    let v = sim_json(&sb, &args);
+    let t = &v["traffic"];
+    let (p50, p99) = (t["p50_s"].as_f64().unwrap(), t["p99_s"].as_f64().unwrap());
+    assert!(p50 >= v["latency_s"].as_f64().unwrap() && p99 > p50, "{t}");
+    assert_eq!(t["p99_min_requests"], 662);
+    assert_eq!(t["p99_trustworthy"], true);
+    assert_eq!(v, sim_json(&sb, &args), "seeded: identical on every run");
+    let out = sb
+        .cmd(&["sim", "--arch", "h100", "--gemm", "8x8x8", "--traffic", "lumpy:3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--traffic"));
+}

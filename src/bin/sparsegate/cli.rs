@@ -78,6 +78,17 @@ pub enum Command {
         /// Operand precision: fp32, fp16, bf16 or int8.
         #[arg(long, default_value = "fp16")]
         precision: String,
+        /// Serve requests of this layer under load: steady:RATE, poisson:RATE or
+        /// bursts:RATE:SIZE (requests/s); reports p50/p95/p99 latency.
+        #[arg(long, value_name = "PATTERN")]
+        traffic: Option<String>,
+        /// Requests to simulate under --traffic (a p99 claim needs at least 662, MLPerf
+        /// LoadGen's early-stopping minimum).
+        #[arg(long, default_value_t = 1000)]
+        requests: u64,
+        /// Seed of the arrival process.
+        #[arg(long, default_value_t = 0x5eed)]
+        seed: u64,
         /// Print the full result as JSON on stdout.
         #[arg(long)]
         json: bool,

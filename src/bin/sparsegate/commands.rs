@@ -76,9 +76,19 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             gemm,
             sparsity,
             precision,
+            traffic,
+            requests,
+            seed,
             json,
         } => {
-            let run = sparsegate::sim::simulate_one(&arch, &gemm, &sparsity, &precision)?;
+            let traffic = traffic
+                .as_deref()
+                .map(|arrivals| sparsegate::sim::TrafficRequest {
+                    arrivals,
+                    requests,
+                    seed,
+                });
+            let run = sparsegate::sim::simulate_one(&arch, &gemm, &sparsity, &precision, traffic)?;
             if json {
                 print!("{}", app::to_json(&run));
             } else {
@@ -108,6 +118,21 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                     run.bottleneck_reason,
                     run.effective_speedup
                 );
+                if let Some(t) = &run.traffic {
+                    println!(
+                        "under load ({} requests): p50 {:.3e} s, p95 {:.3e} s, p99 {:.3e} s, utilisation {:.1}%{}",
+                        t.requests,
+                        t.p50_s,
+                        t.p95_s,
+                        t.p99_s,
+                        t.utilisation * 100.0,
+                        if t.p99_trustworthy {
+                            String::new()
+                        } else {
+                            format!(" (p99 needs at least {} requests)", t.p99_min_requests)
+                        }
+                    );
+                }
             }
             Ok(ExitCode::Pass)
         }
