@@ -54,6 +54,7 @@ fn main() {
         let r = evaluate_model(
             &h100,
             Model::Llama2_7b,
+            1,
             4096,
             Sparsity::NOfM { n: 2, m: 4 },
             Precision::Fp16,
