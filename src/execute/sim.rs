@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Totals of one slice's ops on the simulated part.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct Totals {
     latency_s: f64,
     cycles: f64,
@@ -24,6 +24,33 @@ struct Totals {
     /// Σ occupancy × compute cycles, for the cycle-weighted mean.
     occupancy_cycles: f64,
     compute_cycles: f64,
+    /// Seconds per bottleneck class, in vocabulary order.
+    by_class: [(crate::verdict::Bottleneck, f64); 7],
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        use crate::verdict::Bottleneck as B;
+        Totals {
+            latency_s: 0.0,
+            cycles: 0.0,
+            energy_j: 0.0,
+            dram_bytes: 0.0,
+            metadata_bytes: 0.0,
+            value_bytes: 0.0,
+            occupancy_cycles: 0.0,
+            compute_cycles: 0.0,
+            by_class: [
+                (B::Compute, 0.0),
+                (B::MemoryBandwidth, 0.0),
+                (B::Occupancy, 0.0),
+                (B::Metadata, 0.0),
+                (B::Fallback, 0.0),
+                (B::Synchronization, 0.0),
+                (B::Thermal, 0.0),
+            ],
+        }
+    }
 }
 
 fn totals(slice: &Slice, plan: &Plan, dense: bool) -> Result<Totals, String> {
@@ -49,6 +76,9 @@ fn totals(slice: &Slice, plan: &Plan, dense: bool) -> Result<Totals, String> {
         t.value_bytes += r.value_bytes;
         t.occupancy_cycles += r.tc_occupancy * r.compute_cycles as f64;
         t.compute_cycles += r.compute_cycles as f64;
+        if let Some(slot) = t.by_class.iter_mut().find(|(c, _)| *c == r.bottleneck) {
+            slot.1 += r.latency_s;
+        }
     }
     Ok(t)
 }
@@ -99,6 +129,16 @@ pub fn execute_sim_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
                 evidence.counters.insert(name.into(), v);
             }
             evidence.counters.insert("comparator_latency".into(), d.latency_s);
+            // Simulated time per bottleneck class: the validator names the class that holds
+            // most of it.
+            for (class, seconds) in s.by_class {
+                if seconds > 0.0 {
+                    evidence.counters.insert(
+                        crate::validate::bottleneck::sim_time_counter(class).into(),
+                        seconds,
+                    );
+                }
+            }
             evidence.counters.insert("value_bytes".into(), s.value_bytes);
             evidence
                 .counters

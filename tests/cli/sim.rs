@@ -259,3 +259,23 @@ fn issue_4_sim_reports_tail_latency_under_traffic() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--traffic"));
 }
+
+#[test]
+fn issue_4_sim_slices_carry_the_simulators_bottleneck_class() {
+    let sb = Sandbox::new();
+    // A decode-sized GEMM on the H100 model is launch-bound (3 µs launch vs ~0.6 µs of
+    // work); the CPU ridge-point heuristic would have called it memory-bound.
+    sb.write(
+        "decode.yaml",
+        "schema_version: 1\nname: decode\nowners: [{name: A, email: a@b.c, role: owner}]\nrollback: {trigger: t}\n\
+         slices:\n  - id: s\n    backend: sim\n    preset: h100\n    sparsity: [dense]\n    precision: [fp16]\n\
+         \x20   workload: {ops: [{gemm: {name: g, m: 8, n: 768, k: 768}}]}\n    guardrails: [{metric: latency, at_most: 1}]\n",
+    );
+    let out = sb
+        .cmd(&["gate", "decode.yaml", "--out", "o", "-q", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["guardrails"][0]["bottleneck"], "synchronization", "{v}");
+}
