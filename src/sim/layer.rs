@@ -24,6 +24,10 @@ pub const LAUNCH_SHARE_LIMIT: f64 = 0.5;
 /// Clock factor below which a layer is called thermal-bound (5% throttled).
 pub const THROTTLE_LIMIT: f64 = 0.95;
 
+/// Largest GEMM dimension accepted (2^32): products of three stay exact enough in f64 and
+/// tile arithmetic cannot overflow.
+pub const MAX_DIM: u64 = 1 << 32;
+
 /// Everything the model says about one GEMM.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LayerReport {
@@ -127,9 +131,9 @@ impl LayerReport {
 /// Evaluate one GEMM on `preset`.
 pub fn evaluate(preset: &Preset, layer: &Layer) -> Result<LayerReport, SimError> {
     let (m, n, k) = (layer.m, layer.n, layer.k);
-    if m == 0 || n == 0 || k == 0 {
+    if m == 0 || n == 0 || k == 0 || m > MAX_DIM || n > MAX_DIM || k > MAX_DIM {
         return Err(SimError::BadLayer {
-            message: format!("GEMM dimensions must be positive, got {m}x{n}x{k}"),
+            message: format!("GEMM dimensions must be in 1..={MAX_DIM}, got {m}x{n}x{k}"),
         });
     }
     let precision = layer.precision;
@@ -173,10 +177,12 @@ pub fn evaluate(preset: &Preset, layer: &Layer) -> Result<LayerReport, SimError>
     let mut ideal = schedule.cycles;
     match path {
         SimPath::Unstructured { action, .. } => {
-            let u = preset
-                .sparse
-                .unstructured
-                .expect("unstructured path implies support");
+            let Some(u) = preset.sparse.unstructured else {
+                return Err(SimError::BadPreset {
+                    origin: preset.name.clone(),
+                    message: "unstructured path without sparse.unstructured".into(),
+                });
+            };
             let effectual = dense_macs * w_density * a_density;
             actions.macs_effectual = effectual;
             let payload_bits = (bytes * 8) as f64;

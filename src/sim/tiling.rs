@@ -44,13 +44,13 @@ pub fn tensor_core(tc: &TensorCore, rate_per_unit: u64, m: u64, n: u64, k_eff: u
 }
 
 fn one_tile(units: u32, tile: Tile, rate_per_unit: u64, m: u64, n: u64, k_eff: u64) -> Schedule {
-    let tiles = ceil_div(m, tile.m) * ceil_div(n, tile.n);
+    let tiles = ceil_div(m, tile.m).saturating_mul(ceil_div(n, tile.n));
     let units = u64::from(units);
     let waves = ceil_div(tiles, units);
-    let tile_cycles = ceil_div(tile.m * tile.n * k_eff, rate_per_unit);
+    let tile_cycles = ceil_div(tile.m.saturating_mul(tile.n).saturating_mul(k_eff), rate_per_unit);
     let slots = waves as f64 * units as f64 * (tile.m * tile.n) as f64;
     Schedule {
-        cycles: waves * tile_cycles,
+        cycles: waves.saturating_mul(tile_cycles),
         occupancy: (m as f64 * n as f64) / slots,
         tiles,
         waves,
@@ -74,12 +74,12 @@ pub fn systolic(s: &Systolic, m: u64, n: u64, k_eff: u64) -> Schedule {
         Dataflow::Ws => (k_eff, n, m),
         Dataflow::Is => (k_eff, m, n),
     };
-    let folds = ceil_div(sr, r) * ceil_div(sc, c);
+    let folds = ceil_div(sr, r).saturating_mul(ceil_div(sc, c));
     let per_fold = match s.dataflow {
-        Dataflow::Os => t + r + c - 2,
-        Dataflow::Ws | Dataflow::Is => 2 * r + c + t - 2,
+        Dataflow::Os => t.saturating_add(r + c - 2),
+        Dataflow::Ws | Dataflow::Is => t.saturating_add(2 * r + c - 2),
     };
-    let cycles = (folds * per_fold).saturating_sub(1).max(1);
+    let cycles = folds.saturating_mul(per_fold).saturating_sub(1).max(1);
     Schedule {
         cycles,
         occupancy: (sr as f64 * sc as f64) / (folds as f64 * r as f64 * c as f64),
