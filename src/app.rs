@@ -3,7 +3,10 @@
 //! callback so the binary decides how (and whether) to show it.
 
 use crate::error::{Error, Result};
-use crate::execute::{EVIDENCE_SCHEMA_VERSION, Evidence, PackRecord, SliceEvidence, execute_slice};
+use crate::execute::{
+    EVIDENCE_SCHEMA_VERSION, Evidence, PackRecord, SliceEvidence, execute_sim_slice, execute_slice,
+};
+use crate::ingress::Backend;
 use crate::ingress::{Environment, LoadedPack, PackError, Slice, load_pack};
 use crate::lower::lower;
 use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
@@ -124,7 +127,11 @@ fn run_under(
             total,
         });
         let plan = lower(slice);
-        let evidence = execute_slice(slice, &plan);
+        // Dispatch by backend: measured on this machine, or evaluated on the simulated part.
+        let evidence = match slice.backend {
+            Backend::Cpu => execute_slice(slice, &plan),
+            Backend::Sim => execute_sim_slice(slice, &plan),
+        };
         progress(Progress::SliceFinished { evidence: &evidence });
         slices.push(evidence);
     }

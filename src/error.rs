@@ -136,6 +136,17 @@ pub enum Error {
         problems: Vec<String>,
     },
 
+    /// The simulator was asked something it cannot answer: an unknown preset, a bad preset
+    /// file, a malformed shape, a precision the part lacks.
+    #[error("{problem}")]
+    #[diagnostic(code(sparsegate::sim), help("{hint}"))]
+    Sim {
+        /// What the simulator refused.
+        problem: crate::sim::SimError,
+        /// What to do about it.
+        hint: String,
+    },
+
     /// A memo template failed to render (a bug in a template).
     #[error("cannot render {template}: {message}")]
     #[diagnostic(code(sparsegate::render))]
@@ -168,6 +179,29 @@ impl Error {
             line: err.line(),
             column: err.column(),
             message: err.to_string(),
+            hint: hint.to_owned(),
+        }
+    }
+}
+
+impl From<crate::sim::SimError> for Error {
+    fn from(problem: crate::sim::SimError) -> Self {
+        use crate::sim::SimError as S;
+        let hint = match &problem {
+            S::UnknownPreset { .. } => {
+                "pass a built-in preset name or the path of a preset YAML file (format: schemas/accelerator-preset.schema.json)"
+            }
+            S::ReadPreset { .. } => "check that the preset file exists and is readable",
+            S::BadPreset { .. } => {
+                "preset files follow schemas/accelerator-preset.schema.json; the built-ins under scenarios/presets/ are examples"
+            }
+            S::UnsupportedPrecision { .. } => {
+                "choose a precision the preset lists under macs_per_cycle_per_unit (or the systolic precisions)"
+            }
+            S::BadLayer { .. } => "e.g. --gemm 2048x4096x4096 --sparsity 2:4 --precision fp16",
+        };
+        Error::Sim {
+            problem,
             hint: hint.to_owned(),
         }
     }

@@ -22,6 +22,7 @@ pub mod metric;
 pub mod release;
 pub mod schedule;
 pub mod schema;
+pub mod sim;
 pub mod stage;
 pub mod validate;
 pub mod verdict;

@@ -25,6 +25,7 @@ pub const COMMITTED: &[CommittedSchema] = &[
     ),
     ("memo.schema.json", generate::<crate::release::Memo>),
     ("verdict.schema.json", generate::<crate::release::Decision>),
+    ("accelerator-preset.schema.json", generate::<crate::sim::Preset>),
 ];
 
 /// A schema as it is committed: pretty JSON with a trailing newline.

@@ -124,6 +124,7 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
         sparsity: req.sparsity,
         precision: req.precision,
         backend: Backend::Cpu,
+        preset: None,
         guardrails: vec![],
         samples: req.samples.clone(),
         seed: req.seed,

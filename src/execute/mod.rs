@@ -5,9 +5,11 @@ pub mod bench;
 mod evidence;
 pub mod kernels;
 mod run;
+mod sim;
 mod workload;
 
 pub use evidence::{
     EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, PackRecord, SliceEvidence, SliceFailure,
 };
 pub use run::execute_slice;
+pub use sim::execute_sim_slice;

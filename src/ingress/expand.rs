@@ -65,6 +65,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     sparsity: *sparsity,
                     precision,
                     backend: spec.backend,
+                    preset: checked.presets.get(i).cloned().flatten(),
                     guardrails: guardrails.clone(),
                     samples: pack.samples.clone(),
                     threads,

@@ -60,6 +60,8 @@ pub struct Slice {
     pub precision: Precision,
     /// Where it runs.
     pub backend: Backend,
+    /// The accelerator preset of a `sim` slice (resolved and checked at ingress).
+    pub preset: Option<crate::sim::Preset>,
     /// Pack-level guardrails followed by the slice's own.
     pub guardrails: Vec<GuardrailSpec>,
     /// Sampling budget.

@@ -159,6 +159,9 @@ impl Default for SamplePolicy {
 pub enum Backend {
     /// The built-in CPU kernels, timed on this machine.
     Cpu,
+    /// The simulated accelerator (`src/sim/`) named by the slice's `preset`: deterministic,
+    /// so every sample of a metric is the same number.
+    Sim,
 }
 
 impl Backend {
@@ -166,6 +169,7 @@ impl Backend {
     pub fn as_str(self) -> &'static str {
         match self {
             Backend::Cpu => "cpu",
+            Backend::Sim => "sim",
         }
     }
 
@@ -184,6 +188,18 @@ impl Backend {
                     | Metric::FallbackRate
                     | Metric::MetadataOverhead
             ),
+            Backend::Sim => matches!(
+                metric,
+                Metric::Latency
+                    | Metric::Cycles
+                    | Metric::EnergyJ
+                    | Metric::TcOccupancy
+                    | Metric::FallbackRate
+                    | Metric::MetadataOverhead
+                    | Metric::DramBytes
+                    | Metric::EffectiveSpeedup
+                    | Metric::ThroughputGflops
+            ),
         }
     }
 
@@ -200,6 +216,8 @@ impl Backend {
     pub fn supports_precision(self, precision: Precision) -> bool {
         match self {
             Backend::Cpu => precision == Precision::Fp32,
+            // The preset decides; ingress checks the slice's precisions against it.
+            Backend::Sim => true,
         }
     }
 }
@@ -262,6 +280,11 @@ pub struct SliceSpec {
     /// Where it runs.
     #[serde(default = "default_backend")]
     pub backend: Backend,
+    /// For `backend: sim`: the accelerator preset, a built-in name (`a100`, `h100`, `h200`,
+    /// `sparseloop-stc`, `systolic-32-os`, ...) or a preset YAML file relative to the pack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub preset: Option<String>,
     /// Guardrails for this slice (added to the pack-level ones).
     #[serde(default)]
     pub guardrails: Vec<Guardrail>,

@@ -135,6 +135,21 @@ pub(crate) struct Checked {
     pub pack_guardrails: Vec<GuardrailSpec>,
     /// Each slice spec's own guardrails.
     pub slice_guardrails: Vec<Vec<GuardrailSpec>>,
+    /// Each slice spec's resolved accelerator preset (`backend: sim` only).
+    pub presets: Vec<Option<crate::sim::Preset>>,
+}
+
+/// Resolve a `sim` slice's preset: a built-in name, else a file relative to the pack.
+fn resolve_preset(name: &str, pack_file: &str) -> Result<crate::sim::Preset, crate::sim::SimError> {
+    let builtin = crate::sim::preset::BUILTIN.iter().any(|(n, _)| *n == name);
+    let path = std::path::Path::new(name);
+    if builtin || path.is_absolute() {
+        return crate::sim::Preset::resolve(name);
+    }
+    let beside = std::path::Path::new(pack_file)
+        .parent()
+        .map_or_else(|| path.to_path_buf(), |dir| dir.join(path));
+    crate::sim::Preset::resolve(&beside.display().to_string())
 }
 
 /// Run every semantic check; `Err` carries all problems found.
@@ -194,6 +209,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
     let pack_guardrails = guardrails(&pack.guardrails, "/guardrails", &backends, loc, &mut diags);
 
     let mut sparsities = Vec::with_capacity(pack.slices.len());
+    let mut presets = Vec::with_capacity(pack.slices.len());
     let mut slice_guardrails = Vec::with_capacity(pack.slices.len());
     // Expanded id → pointer of the spec id that first produced it.
     let mut ids: HashMap<String, usize> = HashMap::new();
@@ -220,6 +236,49 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             }
         }
 
+        let preset = match (spec.backend, &spec.preset) {
+            (Backend::Sim, None) => {
+                diags.push(loc.at_key(
+                    &base,
+                    format!("slice `{}` has `backend: sim` but no `preset`", spec.id),
+                    Some(format!(
+                        "add `preset: h100` (built-in: {}) or the path of a preset YAML file",
+                        crate::sim::preset::builtin_names().join(", ")
+                    )),
+                ));
+                None
+            }
+            (Backend::Sim, Some(name)) => match resolve_preset(name, &loc.file) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    diags.push(
+                        loc.at_value(
+                            &format!("{base}/preset"),
+                            e.to_string(),
+                            Some(
+                                "use a built-in preset name or a preset file relative to the pack \
+                             (format: schemas/accelerator-preset.schema.json)"
+                                    .into(),
+                            ),
+                        ),
+                    );
+                    None
+                }
+            },
+            (Backend::Cpu, Some(_)) => {
+                diags.push(loc.at_value(
+                    &format!("{base}/preset"),
+                    format!(
+                        "`preset` applies to `backend: sim`, but slice `{}` runs on cpu",
+                        spec.id
+                    ),
+                    Some("set `backend: sim` or remove `preset`".into()),
+                ));
+                None
+            }
+            (Backend::Cpu, None) => None,
+        };
+
         let mut seen_precisions = HashSet::new();
         for (j, &p) in spec.precision.iter().enumerate() {
             let pointer = format!("{base}/precision/{j}");
@@ -243,6 +302,14 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
                     ),
                     Some("the CPU backend measures fp32 in this version; use `precision: [fp32]`".into()),
                 ));
+            } else if let Some(preset) = &preset
+                && preset.peak_macs_per_cycle(p).is_none()
+            {
+                diags.push(loc.at_value(
+                    &pointer,
+                    format!("preset `{}` has no {} datapath", preset.name, p.as_str()),
+                    Some("choose a precision the preset supports (see its macs_per_cycle_per_unit)".into()),
+                ));
             }
         }
 
@@ -264,7 +331,8 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
                 ));
             }
             let bytes = operand_bytes(g.m, g.n, g.k, widest);
-            if bytes > u128::from(MEMORY_BUDGET_BYTES) {
+            // The simulator allocates nothing per op, so only real backends have a budget.
+            if spec.backend != Backend::Sim && bytes > u128::from(MEMORY_BUDGET_BYTES) {
                 diags.push(
                     loc.at_key(
                         &pointer,
@@ -311,6 +379,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             }
         }
         sparsities.push(parsed);
+        presets.push(preset);
     }
 
     if diags.is_empty() {
@@ -318,6 +387,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             sparsities,
             pack_guardrails,
             slice_guardrails,
+            presets,
         })
     } else {
         Err(diags)

@@ -58,7 +58,10 @@ pub fn lower(slice: &Slice) -> Plan {
             .ops
             .iter()
             .map(|op| {
-                let (path, reason) = select(slice.backend, slice.precision, slice.sparsity, op);
+                let (path, reason) = match (slice.backend, &slice.preset) {
+                    (Backend::Sim, Some(preset)) => select_sim(preset, slice.precision, slice.sparsity, op),
+                    _ => select(slice.precision, slice.sparsity, op),
+                };
                 OpPlan {
                     op: op.clone(),
                     path,
@@ -69,8 +72,39 @@ pub fn lower(slice: &Slice) -> Plan {
     }
 }
 
-fn select(backend: Backend, precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath, String) {
-    let Backend::Cpu = backend;
+/// The simulated part's choice: its sparse math units take what the hardware pattern
+/// contains; everything else is a counted dense fallback, with the simulator's reason.
+fn select_sim(
+    preset: &crate::sim::Preset,
+    precision: Precision,
+    sparsity: Sparsity,
+    op: &GemmOp,
+) -> (KernelPath, String) {
+    use crate::sim::SimPath;
+    match crate::sim::sparse::select(preset, sparsity, precision, op.k as u64) {
+        SimPath::Dense => (
+            KernelPath::Dense,
+            format!("dense slice: {} dense tensor-core GEMM", preset.name),
+        ),
+        SimPath::Structured { hw_n, hw_m } => (
+            KernelPath::Sparse,
+            format!(
+                "{} sparse math units, hardware pattern {hw_n}:{hw_m}",
+                preset.name
+            ),
+        ),
+        SimPath::Unstructured { action, format } => (
+            KernelPath::Sparse,
+            format!(
+                "{} unstructured support ({format:?} format, {action:?})",
+                preset.name
+            ),
+        ),
+        SimPath::Fallback { reason } => (KernelPath::DenseFallback, format!("{}: {reason}", preset.name)),
+    }
+}
+
+fn select(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath, String) {
     match sparsity {
         Sparsity::Dense => (KernelPath::Dense, "dense slice: dense f32 GEMM".into()),
         _ if precision != Precision::Fp32 => (
@@ -131,6 +165,7 @@ mod tests {
             sparsity,
             precision,
             backend: Backend::Cpu,
+            preset: None,
             guardrails: vec![],
             samples: SamplePolicy::default(),
             seed: 1,

@@ -35,6 +35,9 @@ pub fn classify(ev: &SliceEvidence) -> Option<Bottleneck> {
     if fallback > 0.0 {
         return Some(Bottleneck::Fallback);
     }
+    if let Some(class) = simulated(ev) {
+        return Some(class);
+    }
     if ev
         .counters
         .get("metadata_overhead")
@@ -54,4 +57,39 @@ pub fn classify(ev: &SliceEvidence) -> Option<Bottleneck> {
     } else {
         Bottleneck::MemoryBandwidth
     })
+}
+
+/// The simulator's own classes, by the counter `sim_time_<class>_s` it records for each.
+const SIM_CLASSES: &[(Bottleneck, &str)] = &[
+    (Bottleneck::Compute, "sim_time_compute_s"),
+    (Bottleneck::MemoryBandwidth, "sim_time_memory_bandwidth_s"),
+    (Bottleneck::Occupancy, "sim_time_occupancy_s"),
+    (Bottleneck::Metadata, "sim_time_metadata_s"),
+    (Bottleneck::Fallback, "sim_time_fallback_s"),
+    (Bottleneck::Synchronization, "sim_time_synchronization_s"),
+    (Bottleneck::Thermal, "sim_time_thermal_s"),
+];
+
+/// For a `sim` slice: the class that holds most of the simulated time, as the accelerator
+/// model classified each op (its roofline, occupancy and throttling, not the CPU ridge
+/// point above). Ties go to the earlier class in vocabulary order.
+fn simulated(ev: &SliceEvidence) -> Option<Bottleneck> {
+    let mut best: Option<(Bottleneck, f64)> = None;
+    for &(class, key) in SIM_CLASSES {
+        if let Some(&t) = ev.counters.get(key)
+            && t > 0.0
+            && best.is_none_or(|(_, b)| t > b)
+        {
+            best = Some((class, t));
+        }
+    }
+    best.map(|(c, _)| c)
+}
+
+/// The counter name under which the simulator records time spent bound by `class`.
+pub fn sim_time_counter(class: Bottleneck) -> &'static str {
+    SIM_CLASSES
+        .iter()
+        .find(|(c, _)| *c == class)
+        .map_or("sim_time_compute_s", |(_, k)| k)
 }

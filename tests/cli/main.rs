@@ -7,5 +7,6 @@ mod ci;
 mod exit_codes;
 mod malformed;
 mod memo;
+mod sim;
 mod stats;
 mod support;

@@ -77,6 +77,37 @@ pub enum Command {
     /// Micro-benchmark one built-in kernel against its dense comparator, interleaved in one
     /// process: median times, GFLOP/s (dense-equivalent and useful), speedup with its interval.
     Bench(BenchArgs),
+    /// Simulate one GEMM layer on an accelerator preset: cycles, latency, energy,
+    /// tensor-core occupancy, DRAM and metadata bytes, fallback and bottleneck class.
+    Sim {
+        /// A built-in preset (a100, h100, h200, sparseloop-stc, systolic-32-os, ...) or the
+        /// path of a preset YAML file.
+        #[arg(long, value_name = "NAME_OR_FILE")]
+        arch: String,
+        /// The GEMM as MxNxK: M tokens, N output features, K reduction.
+        #[arg(long, value_name = "MxNxK")]
+        gemm: String,
+        /// Weight sparsity: dense, N:M (e.g. 2:4) or unstructured:D.
+        #[arg(long, default_value = "dense")]
+        sparsity: String,
+        /// Operand precision: fp32, fp16, bf16 or int8.
+        #[arg(long, default_value = "fp16")]
+        precision: String,
+        /// Serve requests of this layer under load: steady:RATE, poisson:RATE or
+        /// bursts:RATE:SIZE (requests/s); reports p50/p95/p99 latency.
+        #[arg(long, value_name = "PATTERN")]
+        traffic: Option<String>,
+        /// Requests to simulate under --traffic (a p99 claim needs at least 662, MLPerf
+        /// LoadGen's early-stopping minimum).
+        #[arg(long, default_value_t = 1000)]
+        requests: u64,
+        /// Seed of the arrival process.
+        #[arg(long, default_value_t = 0x5eed)]
+        seed: u64,
+        /// Print the full result as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `sparsegate stats ...`

@@ -20,6 +20,7 @@ fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
         sparsity,
         precision: Precision::Fp32,
         backend: Backend::Cpu,
+        preset: None,
         guardrails: vec![],
         samples: SamplePolicy {
             warmup: 2,

@@ -59,6 +59,7 @@ pub(super) fn slice(id: &str, guardrails: Vec<GuardrailSpec>) -> Slice {
         sparsity: Sparsity::NOfM { n: 2, m: 4 },
         precision: Precision::Fp32,
         backend: Backend::Cpu,
+        preset: None,
         guardrails,
         samples: SamplePolicy::default(),
         seed: 42,
