@@ -7,6 +7,7 @@ use crate::execute::{
     EVIDENCE_SCHEMA_VERSION, Evidence, PackRecord, SliceEvidence, execute_sim_slice, execute_slice,
 };
 use crate::ingress::Backend;
+use crate::ingress::shard::Shard;
 use crate::ingress::{Environment, LoadedPack, PackError, Slice, load_pack};
 use crate::lower::lower;
 use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
@@ -229,9 +230,22 @@ pub fn gate(
         progress(Progress::PowerWarning { note });
     }
     let evidence = run_under(&packs, environment, progress);
-    let assessment = assess(&slices, &evidence, &baselines);
+    decide_and_write(&packs, evidence, &baselines, drift, out_dir, options)
+}
+
+/// Validate evidence against the packs' guardrails, decide, and write every output.
+fn decide_and_write(
+    packs: &[LoadedPack],
+    evidence: Evidence,
+    baselines: &Baselines,
+    drift: Vec<DriftNote>,
+    out_dir: &Path,
+    options: &Options,
+) -> Result<GateReport> {
+    let slices: Vec<Slice> = all_slices(packs).cloned().collect();
+    let assessment = assess(&slices, &evidence, baselines);
     let decision = decide(&assessment, drift);
-    let memo = Memo::new(&packs, &evidence, &baselines, &options.golden_dir, &decision);
+    let memo = Memo::new(packs, &evidence, baselines, &options.golden_dir, &decision);
 
     let outputs = [
         ("memo.json", to_json(&memo)),
@@ -253,6 +267,122 @@ pub fn gate(
         memo,
         files,
     })
+}
+
+/// Keep only the slices of `shard` (the `run --shard K/N` of a CI matrix job).
+pub fn select_shard(packs: &mut [LoadedPack], shard: Shard) {
+    for pack in packs {
+        pack.slices.retain(|s| shard.contains(s));
+    }
+}
+
+/// Combine the evidence of shard runs (`DIR/evidence.json` each) into one gate decision,
+/// written to `out_dir` like `gate`'s. Refuses shards measured under different locks, from
+/// different versions of a pack, overlapping shards, and an incomplete set.
+pub fn merge(dirs: &[PathBuf], out_dir: &Path, options: &Options) -> Result<GateReport> {
+    let refuse = |message: String, hint: &str| Error::Usage {
+        message,
+        hint: hint.to_owned(),
+    };
+    let mut shards = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        let path = dir.join("evidence.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| Error::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let evidence: Evidence = serde_json::from_str(&text)
+            .map_err(|e| Error::json(&path, &e, "evidence.json is written by `sparsegate run`"))?;
+        shards.push((path, evidence));
+    }
+    let Some((first_path, first)) = shards.first() else {
+        return Err(refuse(
+            "no shard directories given".into(),
+            "pass the output directory of every shard",
+        ));
+    };
+    let mut records: Vec<PackRecord> = Vec::new();
+    let mut slices: Vec<SliceEvidence> = Vec::new();
+    for (path, evidence) in &shards {
+        let fields = evidence.environment.lock_diff(&first.environment);
+        if !fields.is_empty() {
+            let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
+            return Err(refuse(
+                format!(
+                    "{} and {} were measured under different locks ({})",
+                    first_path.display(),
+                    path.display(),
+                    names.join(", ")
+                ),
+                "run every shard on the same machine class with the same sparsegate build",
+            ));
+        }
+        for record in &evidence.packs {
+            match records.iter().find(|r| r.name == record.name) {
+                Some(known) if known.digest != record.digest => {
+                    return Err(refuse(
+                        format!(
+                            "shards ran different versions of pack `{}` ({})",
+                            record.name,
+                            path.display()
+                        ),
+                        "run every shard from the same commit",
+                    ));
+                }
+                Some(_) => {}
+                None => records.push(record.clone()),
+            }
+        }
+        for slice in &evidence.slices {
+            if slices
+                .iter()
+                .any(|s| s.pack == slice.pack && s.slice == slice.slice)
+            {
+                return Err(refuse(
+                    format!(
+                        "slice `{}/{}` appears in more than one shard",
+                        slice.pack, slice.slice
+                    ),
+                    "give each shard a distinct --shard K/N with the same N",
+                ));
+            }
+            slices.push(slice.clone());
+        }
+    }
+    let mut packs = Vec::with_capacity(records.len());
+    for record in &records {
+        let pack = load_pack(Path::new(&record.path)).map_err(Error::from)?;
+        if pack.digest != record.digest {
+            return Err(refuse(
+                format!("pack {} changed since the shards ran", record.path),
+                "merge the shards of this commit, or run them again",
+            ));
+        }
+        packs.push(pack);
+    }
+    let missing: Vec<String> = all_slices(&packs)
+        .filter(|s| !slices.iter().any(|e| e.pack == s.pack && e.slice == s.id))
+        .map(|s| format!("{}/{}", s.pack, s.id))
+        .collect();
+    if !missing.is_empty() {
+        return Err(refuse(
+            format!("no shard measured {}", missing.join(", ")),
+            "pass the output directory of every shard (K = 1..N)",
+        ));
+    }
+    // Slices in pack order, as an unsharded run would have them.
+    let order: Vec<(&str, &str)> = all_slices(&packs)
+        .map(|s| (s.pack.as_str(), s.id.as_str()))
+        .collect();
+    slices.sort_by_key(|e| order.iter().position(|(p, s)| *p == e.pack && *s == e.slice));
+    let evidence = Evidence {
+        schema_version: EVIDENCE_SCHEMA_VERSION,
+        environment: first.environment.clone(),
+        packs: records,
+        slices,
+    };
+    let (baselines, drift) = load_required_baselines(&packs, &evidence.environment, options)?;
+    decide_and_write(&packs, evidence, &baselines, drift, out_dir, options)
 }
 
 /// Write the evidence of a `run` to `out_dir/evidence.json`.

@@ -8,6 +8,7 @@
 
 pub mod environment;
 pub mod pack;
+pub mod shard;
 
 mod diagnostic;
 mod expand;

@@ -1,6 +1,7 @@
 //! The command-line surface, defined once: these doc comments are the `--help` text.
 
 use clap::{Args, Parser, Subcommand};
+use sparsegate::ingress::shard::Shard;
 use sparsegate::ingress::{Precision, Sparsity};
 use std::path::PathBuf;
 
@@ -33,7 +34,29 @@ pub enum Command {
         /// Output directory.
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
+        /// Run only shard K of N (a stable partition by slice id); combine with `merge`.
+        #[arg(long, value_name = "K/N")]
+        shard: Option<Shard>,
         /// Print a per-slice summary as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Combine the evidence of `run --shard K/N` jobs into one gate decision; writes the same
+    /// files as `gate`. Refuses shards from different locks or pack versions, and gaps.
+    Merge {
+        /// The output directory of every shard.
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+        /// Output directory.
+        #[arg(long, value_name = "DIR", default_value = "out")]
+        out: PathBuf,
+        /// Directory of golden baselines.
+        #[arg(long, value_name = "DIR", default_value = "golden")]
+        golden: PathBuf,
+        /// Compare with baselines taken under a different environment lock (the memo says so).
+        #[arg(long)]
+        allow_env_drift: bool,
+        /// Print verdict.json on stdout instead of the text summary.
         #[arg(long)]
         json: bool,
     },

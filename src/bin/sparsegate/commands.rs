@@ -8,8 +8,16 @@ use sparsegate::{Error, Result};
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Validate { packs, json } => validate(&packs, json),
-        Command::Run { run, out, json } => {
-            let packs = app::load_packs(&run.packs)?;
+        Command::Run {
+            run,
+            out,
+            shard,
+            json,
+        } => {
+            let mut packs = app::load_packs(&run.packs)?;
+            if let Some(shard) = shard {
+                app::select_shard(&mut packs, shard);
+            }
             let evidence = app::run(&packs, &options(&run, false), &mut progress(run.quiet))?;
             let path = app::write_evidence(&evidence, &out)?;
             if json {
@@ -21,6 +29,22 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 println!("wrote {}", path.display());
             }
             Ok(ExitCode::Pass)
+        }
+        Command::Merge {
+            shards,
+            out,
+            golden,
+            allow_env_drift,
+            json,
+        } => {
+            let options = Options {
+                golden_dir: golden,
+                allow_env_drift,
+                work_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+            };
+            let report = app::merge(&shards, &out, &options)?;
+            print_gate_report(&report, json)?;
+            Ok(report.decision.exit_code)
         }
         Command::Gate {
             run,
@@ -34,15 +58,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 &options(&run, allow_env_drift),
                 &mut progress(run.quiet),
             )?;
-            github_actions(&report)?;
-            if json {
-                print!("{}", app::to_json(&report.decision));
-            } else {
-                print!("{}", render_summary(&report.decision));
-                for file in &report.files {
-                    println!("wrote {}", file.display());
-                }
-            }
+            print_gate_report(&report, json)?;
             Ok(report.decision.exit_code)
         }
         Command::Memo(MemoCommand::Sign { dir, key, role, json }) => {
@@ -363,6 +379,20 @@ fn validate(paths: &[std::path::PathBuf], json: bool) -> Result<ExitCode> {
         print!("{}", app::to_json(&report));
     }
     Ok(if ok { ExitCode::Pass } else { ExitCode::Error })
+}
+
+/// The gate's result on stdout: verdict.json with `--json`, else the summary and the files.
+fn print_gate_report(report: &app::GateReport, json: bool) -> Result<()> {
+    github_actions(report)?;
+    if json {
+        print!("{}", app::to_json(&report.decision));
+    } else {
+        print!("{}", render_summary(&report.decision));
+        for file in &report.files {
+            println!("wrote {}", file.display());
+        }
+    }
+    Ok(())
 }
 
 /// In GitHub Actions: annotate the pack lines of guardrails that did not pass, and add the

@@ -1,0 +1,133 @@
+//! Sharding (issue 8): `run --shard K/N` jobs merged into one decision equal to the
+//! unsharded gate, and every merge refusal.
+
+use crate::support::{Sandbox, stderr, stdout};
+
+/// Five slices whose guardrails are decided exactly (fallback counters), so the sharded and
+/// unsharded verdicts can be compared row for row despite timing noise.
+const PACK: &str = "
+schema_version: 1
+name: sharded
+owners:
+  - {name: Ada, email: ada@example.com, role: owner}
+rollback:
+  trigger: any layer falls back
+samples: {warmup: 1, min: 4, max: 6, time_budget_s: 0.02}
+guardrails:
+  - {metric: fallback_rate, at_most: 0}
+slices:
+  - {id: a, workload: {ops: [{gemm: {name: x, m: 16, n: 32, k: 32}}]}, sparsity: [\"2:4\", dense]}
+  - {id: b, workload: {ops: [{gemm: {name: x, m: 16, n: 32, k: 30}}]}, sparsity: [\"2:4\"]}
+  - {id: c, workload: {ops: [{gemm: {name: x, m: 16, n: 48, k: 64}}]}, sparsity: [\"1:4\"]}
+  - {id: d, workload: {ops: [{gemm: {name: x, m: 8, n: 32, k: 32}}]}, sparsity: [\"unstructured:0.5\"]}
+";
+
+fn rows(verdict_json: &str) -> Vec<(String, String, String, String)> {
+    let v: serde_json::Value = serde_json::from_str(verdict_json).unwrap();
+    v["guardrails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let s = |k: &str| g[k].as_str().unwrap_or_default().to_owned();
+            (s("pack"), s("slice"), s("metric"), s("verdict"))
+        })
+        .collect()
+}
+
+fn run_shards(sb: &Sandbox) {
+    for k in 1..=3 {
+        let shard = format!("{k}/3");
+        let out = sb
+            .cmd(&[
+                "run",
+                "pack.yaml",
+                "--shard",
+                &shard,
+                "--out",
+                &format!("shard{k}"),
+                "-q",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn issue_8_three_shards_merged_equal_the_single_run() {
+    let sb = Sandbox::new();
+    sb.write("pack.yaml", PACK);
+    let single = sb
+        .cmd(&["gate", "pack.yaml", "--out", "single", "--json", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(single.status.code(), Some(1), "{}", stderr(&single));
+    run_shards(&sb);
+    let merged = sb
+        .cmd(&["merge", "shard1", "shard2", "shard3", "--out", "merged", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(merged.status.code(), Some(1), "{}", stderr(&merged));
+    assert_eq!(rows(&stdout(&merged)), rows(&stdout(&single)));
+    assert_eq!(rows(&stdout(&single)).len(), 5);
+    assert!(sb.path().join("merged/memo.html").exists());
+}
+
+#[test]
+fn issue_8_merge_refuses_gaps_overlaps_and_changed_packs() {
+    let sb = Sandbox::new();
+    sb.write("pack.yaml", PACK);
+    run_shards(&sb);
+    let refused = |args: &[&str], needle: &str| {
+        let out = sb.cmd(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(needle),
+            "{args:?}: expected {needle:?} in {}",
+            stderr(&out)
+        );
+    };
+    // Leave out a shard that measured something (a shard may legitimately be empty).
+    let nonempty = (1..=3)
+        .find(|k| {
+            let text = std::fs::read_to_string(sb.path().join(format!("shard{k}/evidence.json"))).unwrap();
+            !serde_json::from_str::<serde_json::Value>(&text).unwrap()["slices"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        })
+        .unwrap();
+    let others: Vec<String> = (1..=3)
+        .filter(|k| *k != nonempty)
+        .map(|k| format!("shard{k}"))
+        .collect();
+    let mut gap: Vec<&str> = vec!["merge"];
+    gap.extend(others.iter().map(String::as_str));
+    refused(&gap, "no shard measured");
+    let dup = format!("shard{nonempty}");
+    refused(
+        &["merge", "shard1", "shard2", "shard3", &dup],
+        "more than one shard",
+    );
+
+    let path = sb.path().join("shard1/evidence.json");
+    let mut evidence: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    evidence["environment"]["cpu_model"] = "Imaginary CPU 9000".into();
+    std::fs::write(&path, evidence.to_string()).unwrap();
+    refused(
+        &["merge", "shard1", "shard2", "shard3"],
+        "different locks (cpu_model)",
+    );
+    run_shards(&sb);
+
+    sb.write(
+        "pack.yaml",
+        &PACK.replace("any layer falls back", "any layer falls back to dense"),
+    );
+    refused(
+        &["merge", "shard1", "shard2", "shard3"],
+        "changed since the shards ran",
+    );
+}
