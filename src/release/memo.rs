@@ -53,6 +53,8 @@ pub struct Memo {
     pub environment_drift: Vec<DriftNote>,
     /// The baselines compared against, with their digests.
     pub baselines: Vec<MemoBaseline>,
+    /// The accelerator presets simulated slices ran on: `name sha256:<hex>`.
+    pub presets: Vec<String>,
     /// Wall time of all slices, in seconds.
     pub measured_s: f64,
 }
@@ -224,6 +226,11 @@ impl Memo {
                     digest: b.digest.clone(),
                 })
                 .collect(),
+            presets: {
+                let mut presets: Vec<String> = all_presets(packs);
+                presets.dedup();
+                presets
+            },
             measured_s: evidence.slices.iter().map(|s| s.wall_time_s).sum(),
         }
     }
@@ -266,6 +273,17 @@ impl Memo {
             .render(minijinja::context! { memo => minijinja::Value::from(minijinja::value::Serde(self)), charts => charts })
             .map_err(render_error)
     }
+}
+
+fn all_presets(packs: &[LoadedPack]) -> Vec<String> {
+    let mut presets: Vec<String> = packs
+        .iter()
+        .flat_map(|p| p.slices.iter())
+        .filter_map(|s| s.preset.as_ref())
+        .map(|p| format!("{} {}", p.name, p.digest()))
+        .collect();
+    presets.sort();
+    presets
 }
 
 fn sign_off(packs: &[LoadedPack]) -> Vec<SignOff> {
@@ -537,6 +555,7 @@ mod tests {
             }],
             environment_drift: vec![],
             baselines: vec![],
+            presets: vec![],
             measured_s: 1.5,
         }
     }

@@ -434,6 +434,13 @@ pub fn builtin_names() -> Vec<&'static str> {
 }
 
 impl Preset {
+    /// `sha256:<hex>` of the preset's canonical JSON: the memo records it so a result can be
+    /// tied to the exact hardware description it came from.
+    pub fn digest(&self) -> String {
+        let value = serde_json::to_value(self).expect("presets serialize");
+        crate::digest::sha256_hex(value.to_string().as_bytes())
+    }
+
     /// Parse a preset from YAML text; `origin` names it in errors.
     pub fn from_yaml(text: &str, origin: &str) -> Result<Preset, SimError> {
         let preset: Preset = serde_saphyr::from_str(text).map_err(|e| SimError::BadPreset {
