@@ -11,6 +11,7 @@
 //!   and from f32 with one scale per output channel (weight row) and one for the activations.
 
 use super::error::{KernelError, check_len};
+use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
 /// A 16-bit storage type.
@@ -56,9 +57,10 @@ impl HalfBuf {
     /// Widen into the f32 panel `out` (exact: every 16-bit value is an f32).
     pub fn to_f32_into(&self, out: &mut [f32]) -> Result<(), KernelError> {
         check_len("panel", out.len(), 1, self.len())?;
+        // The slice conversions use F16C when the CPU has it (runtime detection, `std`).
         match self {
-            HalfBuf::F16(v) => out.iter_mut().zip(v).for_each(|(o, e)| *o = e.to_f32()),
-            HalfBuf::Bf16(v) => out.iter_mut().zip(v).for_each(|(o, e)| *o = e.to_f32()),
+            HalfBuf::F16(v) => v.convert_to_f32_slice(out),
+            HalfBuf::Bf16(v) => v.convert_to_f32_slice(out),
         }
         Ok(())
     }
