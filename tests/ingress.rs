@@ -119,7 +119,7 @@ fn all_problems_are_reported_at_once() {
         .replace("    color: red\n", "");
     let text = text.replace(
         "sparsity: [\"4:4\"]",
-        "sparsity: [\"4:4\", \"unstructured:2\"]\n    precision: [int8]",
+        "sparsity: [\"4:4\", \"unstructured:2\"]\n    precision: [int8, int8]",
     );
     let err = parse_pack(Path::new("many.yaml"), text).expect_err("invalid");
     assert_eq!(err.diagnostics.len(), 3, "{err}");

@@ -4,9 +4,17 @@
 //! Both sides of the comparison live here. The *candidate* runs each op on its planned path;
 //! the *comparator* runs the dense kernel on the same (pruned) weights, so the only thing the
 //! speedup measures is the kernel, never a difference in data.
+//!
+//! Precisions: fp16 and bf16 round the weights and activations to the storage type; the
+//! weights are widened to f32 panels once (weight-stationary, both sides) and every pass
+//! widens the stored activations to f32 before the f32 kernel runs (both sides again), so the
+//! accumulation is f32. int8 quantises the weights per output channel and the activations with
+//! one scale, multiplies into exact i32 sums ([`super::kernels::precision`]) and dequantises;
+//! the check then requires the candidate's i32 sums to equal the comparator's exactly.
 
+use super::kernels::precision::{self, Half, HalfBuf, SparseI8};
 use super::kernels::{KernelError, SparseWeights, dense::gemm_f32};
-use crate::ingress::{GemmOp, Slice, Sparsity};
+use crate::ingress::{GemmOp, Precision, Slice, Sparsity};
 use crate::lower::{KernelPath, Plan};
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rand::distr::{Distribution, Uniform};
@@ -33,6 +41,22 @@ struct PreparedOp {
     y_candidate: Vec<f32>,
     y_comparator: Vec<f32>,
     schedule: CpuSchedule,
+    /// The stored activations for fp16/bf16: widened into `x` on every pass.
+    x_store: Option<HalfBuf>,
+    /// The int8 operands for an int8 slice.
+    int8: Option<Int8Op>,
+}
+
+/// int8 operands and i32 accumulators.
+struct Int8Op {
+    w: Vec<i8>,
+    w_scale: Vec<f32>,
+    x: Vec<i8>,
+    x_scale: f32,
+    /// The kept entries when the op takes the sparse path.
+    sparse: Option<SparseI8>,
+    acc_candidate: Vec<i32>,
+    acc_comparator: Vec<i32>,
 }
 
 impl Workload {
@@ -43,7 +67,15 @@ impl Workload {
         let ops = plan
             .ops
             .iter()
-            .map(|p| prepare_op(&p.op, p.path, slice.sparsity, threads, &mut rng))
+            .map(|p| {
+                prepare_op(
+                    &p.op,
+                    p.path,
+                    (slice.sparsity, slice.precision),
+                    threads,
+                    &mut rng,
+                )
+            })
             .collect::<Result<_, _>>()?;
         Ok(Workload { ops, threads })
     }
@@ -52,6 +84,17 @@ impl Workload {
     pub(crate) fn run_candidate(&mut self) -> Result<(), KernelError> {
         for p in &mut self.ops {
             let GemmOp { m, n, k, .. } = p.op;
+            if let Some(q) = &mut p.int8 {
+                match &q.sparse {
+                    Some(a) => a.spmm(self.threads, &q.x, &mut q.acc_candidate, m)?,
+                    None => precision::gemm_i8(self.threads, &q.w, &q.x, &mut q.acc_candidate, n, k, m)?,
+                }
+                precision::dequantize(&q.acc_candidate, &q.w_scale, q.x_scale, &mut p.y_candidate, m)?;
+                continue;
+            }
+            if let Some(store) = &p.x_store {
+                store.to_f32_into(&mut p.x)?;
+            }
             match &p.sparse {
                 Some(a) => a.spmm_scheduled(&p.schedule, &p.x, &mut p.y_candidate, m)?,
                 None => gemm_f32(self.threads, &p.dense_w, &p.x, &mut p.y_candidate, n, k, m)?,
@@ -64,6 +107,14 @@ impl Workload {
     pub(crate) fn run_comparator(&mut self) -> Result<(), KernelError> {
         for p in &mut self.ops {
             let GemmOp { m, n, k, .. } = p.op;
+            if let Some(q) = &mut p.int8 {
+                precision::gemm_i8(self.threads, &q.w, &q.x, &mut q.acc_comparator, n, k, m)?;
+                precision::dequantize(&q.acc_comparator, &q.w_scale, q.x_scale, &mut p.y_comparator, m)?;
+                continue;
+            }
+            if let Some(store) = &p.x_store {
+                store.to_f32_into(&mut p.x)?;
+            }
             gemm_f32(self.threads, &p.dense_w, &p.x, &mut p.y_comparator, n, k, m)?;
         }
         Ok(())
@@ -72,6 +123,21 @@ impl Workload {
     /// Compare the last candidate outputs with the last comparator outputs, op by op.
     pub(crate) fn check(&self) -> Result<(), String> {
         for p in &self.ops {
+            if let Some(q) = &p.int8 {
+                if let Some(i) = q
+                    .acc_candidate
+                    .iter()
+                    .zip(&q.acc_comparator)
+                    .position(|(a, b)| a != b)
+                {
+                    return Err(format!(
+                        "op `{}`: int8 candidate sum {} differs from the dense comparator's {} at element {i} \
+                         (int8 products are exact in i32)",
+                        p.op.name, q.acc_candidate[i], q.acc_comparator[i]
+                    ));
+                }
+                continue;
+            }
             let scale = p
                 .y_comparator
                 .iter()
@@ -97,9 +163,13 @@ impl Workload {
     pub(crate) fn weight_bytes(&self) -> usize {
         self.ops
             .iter()
-            .map(|p| match &p.sparse {
-                Some(a) => a.value_bytes() + a.metadata_bytes(),
-                None => p.dense_w.len() * 4,
+            .map(|p| match (&p.int8, &p.sparse) {
+                (Some(q), _) => q
+                    .sparse
+                    .as_ref()
+                    .map_or(q.w.len(), |a| a.value_bytes() + a.metadata_bytes()),
+                (None, Some(a)) => a.value_bytes() + a.metadata_bytes(),
+                (None, None) => p.dense_w.len() * 4,
             })
             .sum()
     }
@@ -108,15 +178,18 @@ impl Workload {
     pub(crate) fn sparse_bytes(&self) -> (usize, usize) {
         self.ops
             .iter()
-            .filter_map(|p| p.sparse.as_ref())
-            .fold((0, 0), |(v, m), a| (v + a.value_bytes(), m + a.metadata_bytes()))
+            .filter_map(|p| match &p.int8 {
+                Some(q) => q.sparse.as_ref().map(|a| (a.value_bytes(), a.metadata_bytes())),
+                None => p.sparse.as_ref().map(|a| (a.value_bytes(), a.metadata_bytes())),
+            })
+            .fold((0, 0), |(v, m), (a, b)| (v + a, m + b))
     }
 }
 
 fn prepare_op(
     op: &GemmOp,
     path: KernelPath,
-    sparsity: Sparsity,
+    (sparsity, precision): (Sparsity, Precision),
     threads: usize,
     rng: &mut ChaCha8Rng,
 ) -> Result<PreparedOp, String> {
@@ -124,7 +197,20 @@ fn prepare_op(
     // Weights with variance 1/K (uniform ±√(3/K)), so outputs stay O(1) at any K.
     let bound = if k == 0 { 1.0 } else { (3.0 / k as f32).sqrt() };
     let mut dense_w = random(rng, n, k, bound, &op.name)?;
-    let x = random(rng, k, m, 1.0, &op.name)?;
+    let mut x = random(rng, k, m, 1.0, &op.name)?;
+    let half = match precision {
+        Precision::Fp16 => Some(Half::F16),
+        Precision::Bf16 => Some(Half::Bf16),
+        Precision::Fp32 | Precision::Int8 => None,
+    };
+    let mut x_store = None;
+    if let Some(kind) = half {
+        // Round to the storage type first, so the compressed values are the stored ones.
+        dense_w = HalfBuf::from_f32(kind, &dense_w).to_f32();
+        let store = HalfBuf::from_f32(kind, &x);
+        x = store.to_f32();
+        x_store = Some(store);
+    }
     let sparse = match path {
         KernelPath::Sparse => {
             let a = SparseWeights::prune_and_compress(&mut dense_w, n, k, sparsity)
@@ -139,6 +225,27 @@ fn prepare_op(
         }
         _ => None,
     };
+    let mut int8 = None;
+    let mut sparse = sparse;
+    if precision == Precision::Int8 {
+        let fail = |e: KernelError| format!("op `{}`: int8: {e}", op.name);
+        let (w, w_scale) = precision::quantize_per_channel(&dense_w, n, k).map_err(fail)?;
+        let (xq, x_scale) = precision::quantize_per_channel(&x, 1, x.len()).map_err(fail)?;
+        let kept = match sparse.take() {
+            Some(_) => Some(SparseI8::compress(&w, n, k).map_err(fail)?),
+            None => None,
+        };
+        let acc = |name: &str| zeros(n, m, name).map(|v| v.into_iter().map(|_| 0i32).collect::<Vec<_>>());
+        int8 = Some(Int8Op {
+            acc_candidate: acc(&op.name)?,
+            acc_comparator: acc(&op.name)?,
+            w,
+            w_scale,
+            x: xq,
+            x_scale: x_scale[0],
+            sparse: kept,
+        });
+    }
     Ok(PreparedOp {
         op: op.clone(),
         dense_w,
@@ -147,6 +254,8 @@ fn prepare_op(
         y_candidate: zeros(n, m, &op.name)?,
         y_comparator: zeros(n, m, &op.name)?,
         schedule: schedule_cpu(op, threads),
+        x_store,
+        int8,
     })
 }
 

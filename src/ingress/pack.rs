@@ -212,10 +212,14 @@ impl Backend {
             .collect()
     }
 
-    /// The precisions this backend runs in this version.
+    /// The precisions this backend runs in this version: the CPU runs all four (fp16/bf16 as
+    /// 16-bit storage with f32 arithmetic, int8 into exact i32 sums).
     pub fn supports_precision(self, precision: Precision) -> bool {
         match self {
-            Backend::Cpu => precision == Precision::Fp32,
+            Backend::Cpu => matches!(
+                precision,
+                Precision::Fp32 | Precision::Fp16 | Precision::Bf16 | Precision::Int8
+            ),
             // The preset decides; ingress checks the slice's precisions against it.
             Backend::Sim => true,
         }

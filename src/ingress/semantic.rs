@@ -300,7 +300,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
                         p.as_str(),
                         spec.backend.as_str()
                     ),
-                    Some("the CPU backend measures fp32 in this version; use `precision: [fp32]`".into()),
+                    Some("choose one of fp32, fp16, bf16, int8".into()),
                 ));
             } else if let Some(preset) = &preset
                 && preset.peak_macs_per_cycle(p).is_none()

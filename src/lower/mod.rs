@@ -60,7 +60,7 @@ pub fn lower(slice: &Slice) -> Plan {
             .map(|op| {
                 let (path, reason) = match (slice.backend, &slice.preset) {
                     (Backend::Sim, Some(preset)) => select_sim(preset, slice.precision, slice.sparsity, op),
-                    _ => select(slice.precision, slice.sparsity, op),
+                    _ => select_cpu(slice.precision, slice.sparsity, op),
                 };
                 OpPlan {
                     op: op.clone(),
@@ -104,15 +104,45 @@ fn select_sim(
     }
 }
 
+/// [`select`], with the storage conversion named for fp16/bf16 sparse kernels.
+fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath, String) {
+    let (path, reason) = select(precision, sparsity, op);
+    match precision {
+        Precision::Fp16 | Precision::Bf16 if path == KernelPath::Sparse => (
+            path,
+            format!("{reason}; {} storage widened to f32 panels", precision.as_str()),
+        ),
+        _ => (path, reason),
+    }
+}
+
+/// The dense kernel a precision runs on.
+fn dense_kernel(precision: Precision) -> &'static str {
+    match precision {
+        Precision::Fp32 => "dense f32 GEMM",
+        Precision::Fp16 => "dense GEMM on f16 storage widened to f32 panels",
+        Precision::Bf16 => "dense GEMM on bf16 storage widened to f32 panels",
+        Precision::Int8 => "dense int8 GEMM into i32",
+    }
+}
+
 fn select(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath, String) {
     match sparsity {
-        Sparsity::Dense => (KernelPath::Dense, "dense slice: dense f32 GEMM".into()),
-        _ if precision != Precision::Fp32 => (
+        Sparsity::Dense => (
+            KernelPath::Dense,
+            format!("dense slice: {}", dense_kernel(precision)),
+        ),
+        Sparsity::Block { .. } if precision == Precision::Int8 => (
             KernelPath::DenseFallback,
-            format!(
-                "no {} sparse CPU kernel; sparse kernels support fp32",
-                precision.as_str()
-            ),
+            "no int8 block-sparse CPU kernel; int8 sparse kernels cover N:M and unstructured".into(),
+        ),
+        Sparsity::NOfM { n, m } if precision == Precision::Int8 && op.k.is_multiple_of(m as usize) => (
+            KernelPath::Sparse,
+            format!("{n}:{m} as int8 kept entries per row (i8 values, u32 positions, exact i32 sums)"),
+        ),
+        Sparsity::Unstructured { .. } if precision == Precision::Int8 => (
+            KernelPath::Sparse,
+            "unstructured int8 kept entries per row (i8 values, u32 positions, exact i32 sums)".into(),
         ),
         Sparsity::NOfM { n, m } if !op.k.is_multiple_of(m as usize) => (
             KernelPath::DenseFallback,
@@ -218,9 +248,27 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_precision_falls_back_with_reason() {
-        let plan = lower(&slice(Sparsity::NOfM { n: 2, m: 4 }, Precision::Bf16, &[16]));
+    fn issue_3_int8_block_falls_back_with_reason() {
+        let block = Sparsity::Block {
+            rows: 4,
+            cols: 4,
+            density: 0.5,
+        };
+        let plan = lower(&slice(block, Precision::Int8, &[16]));
         assert_eq!(plan.ops[0].path, KernelPath::DenseFallback);
-        assert!(plan.ops[0].reason.contains("bf16"));
+        assert!(plan.ops[0].reason.contains("int8"), "{}", plan.ops[0].reason);
+    }
+
+    #[test]
+    fn issue_3_reduced_precisions_take_the_sparse_kernels() {
+        for p in [Precision::Fp16, Precision::Bf16, Precision::Int8] {
+            let plan = lower(&slice(Sparsity::NOfM { n: 2, m: 4 }, p, &[16, 18]));
+            assert_eq!(plan.ops[0].path, KernelPath::Sparse, "{p:?}");
+            assert_eq!(plan.ops[1].path, KernelPath::DenseFallback, "{p:?}");
+            let plan = lower(&slice(Sparsity::Unstructured { density: 0.5 }, p, &[16]));
+            assert_eq!(plan.ops[0].path, KernelPath::Sparse, "{p:?}");
+        }
+        let plan = lower(&slice(Sparsity::NOfM { n: 2, m: 4 }, Precision::Fp16, &[16]));
+        assert!(plan.ops[0].reason.contains("fp16"), "{}", plan.ops[0].reason);
     }
 }

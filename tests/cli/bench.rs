@@ -70,3 +70,42 @@ fn issue_3_bench_refuses_bad_shapes_and_patterns_with_exit_2() {
         sb.cmd(&args).assert().code(2);
     }
 }
+
+#[test]
+fn issue_3_bench_runs_every_cpu_precision() {
+    for precision in ["fp16", "bf16", "int8"] {
+        for sparsity in ["dense", "2:4", "unstructured:0.25"] {
+            let r = bench_json(&[
+                "--gemm",
+                "9x16x32",
+                "--sparsity",
+                sparsity,
+                "--precision",
+                precision,
+                "--threads",
+                "1",
+            ]);
+            assert_eq!(r["precision"], precision);
+            let want = if sparsity == "dense" { "dense" } else { "sparse" };
+            assert_eq!(r["path"], want, "{precision} {sparsity}: {}", r["reason"]);
+            assert!(
+                r["speedup"]["estimate"].as_f64().unwrap() > 0.0,
+                "{precision} {sparsity}"
+            );
+        }
+    }
+}
+
+#[test]
+fn issue_3_bench_int8_block_falls_back_with_its_reason() {
+    let r = bench_json(&[
+        "--gemm",
+        "9x16x32",
+        "--sparsity",
+        "block:8x8:0.25",
+        "--precision",
+        "int8",
+    ]);
+    assert_eq!(r["path"], "dense_fallback");
+    assert!(r["reason"].as_str().unwrap().contains("int8"), "{}", r["reason"]);
+}

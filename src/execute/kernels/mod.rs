@@ -14,6 +14,7 @@ pub mod csr;
 pub mod dense;
 mod error;
 pub mod nm;
+pub mod precision;
 pub mod prune;
 pub mod reference;
 mod sparse_rows;
