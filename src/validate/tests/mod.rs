@@ -113,6 +113,8 @@ pub(super) fn slice_ev(
         warmup_iterations: 3,
         wall_time_s: 1.0,
         failure: None,
+        runs: vec![],
+        run_mode: None,
     }
 }
 
