@@ -55,7 +55,7 @@ pub struct SliceEvidence {
     /// Counters that are properties of the run, not samples (`fallback_rate`,
     /// `metadata_overhead`, `value_bytes`, `metadata_bytes`, `dense_flops`).
     pub counters: BTreeMap<String, f64>,
-    /// Warm-up iterations run before timing started.
+    /// Warm-up iterations run before timing started, summed over all runs.
     pub warmup_iterations: u32,
     /// Wall time spent on this slice, warm-up included, in seconds.
     pub wall_time_s: f64,

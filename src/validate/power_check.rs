@@ -72,7 +72,13 @@ pub(crate) fn note_for(
     };
     let per_run = groups.len() > 1;
     let per_side = if per_run {
-        slice.samples.runs.max(2) as usize
+        // The pack's planned runs; a single-run pack against a run-grouped baseline keeps
+        // the baseline's run count.
+        if slice.samples.runs >= 2 {
+            slice.samples.runs as usize
+        } else {
+            groups.len()
+        }
     } else {
         slice.samples.max as usize
     };
