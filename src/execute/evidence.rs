@@ -1,6 +1,7 @@
 //! Evidence: what was measured, raw, with the environment it was measured under.
 //! Never only summaries: every sample is kept, with the run it came from.
 
+use crate::ingress::pack::RunMode;
 use crate::ingress::{Environment, Precision};
 use crate::lower::Plan;
 use crate::stage::Stage;
@@ -54,12 +55,38 @@ pub struct SliceEvidence {
     /// Counters that are properties of the run, not samples (`fallback_rate`,
     /// `metadata_overhead`, `value_bytes`, `metadata_bytes`, `dense_flops`).
     pub counters: BTreeMap<String, f64>,
-    /// Warm-up iterations run before timing started.
+    /// Warm-up iterations run before timing started, summed over all runs.
     pub warmup_iterations: u32,
     /// Wall time spent on this slice, warm-up included, in seconds.
     pub wall_time_s: f64,
     /// Set when the slice could not be measured.
     pub failure: Option<SliceFailure>,
+    /// One summary per run, in run order (empty in evidence from before runs were kept,
+    /// and for simulated slices).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunSummary>,
+    /// How the runs were separated, when the slice was measured in runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_mode: Option<RunMode>,
+}
+
+/// Medians of one run of a slice: the unit of replication (DESIGN.md §6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The run id, as in [`MetricSamples::runs`].
+    pub run: u32,
+    /// Warm-up iterations before this run's timing started.
+    pub warmup_iterations: u32,
+    /// Timed samples (slice/comparator/calibration triples) in this run.
+    pub samples: usize,
+    /// Median slice latency, seconds.
+    pub latency_s: f64,
+    /// Median dense-comparator latency, seconds.
+    pub comparator_s: f64,
+    /// Median calibration-workload latency, seconds.
+    pub calibration_s: f64,
+    /// Median of the run's paired speedups (comparator / slice).
+    pub speedup: f64,
 }
 
 /// Raw samples of one metric.
@@ -82,6 +109,19 @@ impl MetricSamples {
             samples,
             runs,
         }
+    }
+
+    /// Samples grouped by run (ascending run id); `None` when the run ids do not match
+    /// the samples one for one.
+    pub fn by_run(&self) -> Option<Vec<Vec<f64>>> {
+        if self.runs.len() != self.samples.len() {
+            return None;
+        }
+        let mut groups: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+        for (&x, &r) in self.samples.iter().zip(&self.runs) {
+            groups.entry(r).or_default().push(x);
+        }
+        Some(groups.into_values().collect())
     }
 }
 

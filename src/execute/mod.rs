@@ -9,7 +9,7 @@ mod sim;
 mod workload;
 
 pub use evidence::{
-    EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, PackRecord, SliceEvidence, SliceFailure,
+    EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, PackRecord, RunSummary, SliceEvidence, SliceFailure,
 };
-pub use run::execute_slice;
+pub use run::{CALIBRATION_METRIC, execute_slice};
 pub use sim::execute_sim_slice;

@@ -3,7 +3,7 @@
 //! same process, so the speedup of every pair is a same-moment ratio that machine drift
 //! cannot fake.
 
-use super::evidence::{MetricSamples, SliceEvidence, SliceFailure};
+use super::evidence::{MetricSamples, RunSummary, SliceEvidence, SliceFailure};
 use super::workload::Workload;
 use crate::ingress::Slice;
 use crate::lower::Plan;
@@ -37,13 +37,15 @@ pub fn execute_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
         warmup_iterations: 0,
         wall_time_s: 0.0,
         failure: None,
+        runs: vec![],
+        run_mode: None,
     };
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     evidence
         .counters
         .insert("fallback_rate".into(), plan.fallback_rate());
     evidence.counters.insert("dense_flops".into(), dense_flops);
-    if let Err(message) = measure(slice, plan, start, dense_flops, &mut evidence) {
+    if let Err(message) = measure(slice, plan, dense_flops, &mut evidence) {
         evidence.failure = Some(SliceFailure {
             stage: Stage::Execution,
             message,
@@ -53,13 +55,7 @@ pub fn execute_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
     evidence
 }
 
-fn measure(
-    slice: &Slice,
-    plan: &Plan,
-    start: Instant,
-    dense_flops: f64,
-    evidence: &mut SliceEvidence,
-) -> Result<(), String> {
+fn measure(slice: &Slice, plan: &Plan, dense_flops: f64, evidence: &mut SliceEvidence) -> Result<(), String> {
     if plan.ops.is_empty() {
         return Err("the slice has no ops to run".into());
     }
@@ -80,46 +76,138 @@ fn measure(
     counters.insert("metadata_overhead".into(), overhead);
     counters.insert("weight_bytes".into(), work.weight_bytes() as f64);
 
-    let timed = pool.install(|| sample(slice, &mut work, start))?;
-    evidence.warmup_iterations = timed.warmup_iterations;
+    let runs = slice.samples.runs.max(1);
+    let mut calibration = Calibration::new();
+    let (mut latency, mut comparator, mut speedup, mut calib) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut run_ids = Vec::new();
+    for run in 0..runs {
+        let timed = pool.install(|| sample(slice, &mut work, &mut calibration, run == 0))?;
+        let pairs: Vec<f64> = timed
+            .comparator
+            .iter()
+            .zip(&timed.candidate)
+            .map(|(c, s)| c / s)
+            .collect();
+        evidence.warmup_iterations += timed.warmup_iterations;
+        evidence.runs.push(RunSummary {
+            run,
+            warmup_iterations: timed.warmup_iterations,
+            samples: timed.candidate.len(),
+            latency_s: median(&timed.candidate),
+            comparator_s: median(&timed.comparator),
+            calibration_s: median(&timed.calibration),
+            speedup: median(&pairs),
+        });
+        run_ids.extend(std::iter::repeat_n(run, timed.candidate.len()));
+        latency.extend(timed.candidate);
+        comparator.extend(timed.comparator);
+        calib.extend(timed.calibration);
+        speedup.extend(pairs);
+    }
+    evidence.run_mode = Some(slice.samples.run_mode);
+    evidence.counters.insert("samples".into(), latency.len() as f64);
+    evidence.counters.insert("runs".into(), f64::from(runs));
+    let throughput = latency.iter().map(|s| dense_flops / s / 1e9).collect();
+    let tagged = |unit: &str, samples: Vec<f64>| MetricSamples {
+        unit: unit.to_owned(),
+        samples,
+        runs: run_ids.clone(),
+    };
+    evidence.metrics.insert("latency".into(), tagged("s", latency));
     evidence
-        .counters
-        .insert("samples".into(), timed.candidate.len() as f64);
-    let speedup = timed
-        .comparator
-        .iter()
-        .zip(&timed.candidate)
-        .map(|(c, s)| c / s)
-        .collect();
-    let throughput = timed.candidate.iter().map(|s| dense_flops / s / 1e9).collect();
-    evidence.metrics.insert(
-        "latency".into(),
-        MetricSamples::single_run("s", timed.candidate.clone()),
-    );
-    evidence.metrics.insert(
-        "effective_speedup".into(),
-        MetricSamples::single_run("x", speedup),
-    );
-    evidence.metrics.insert(
-        "throughput_gflops".into(),
-        MetricSamples::single_run("GFLOP/s", throughput),
-    );
-    evidence.comparator = Some(MetricSamples::single_run("s", timed.comparator));
+        .metrics
+        .insert("effective_speedup".into(), tagged("x", speedup));
+    evidence
+        .metrics
+        .insert("throughput_gflops".into(), tagged("GFLOP/s", throughput));
+    evidence
+        .metrics
+        .insert(CALIBRATION_METRIC.into(), tagged("s", calib));
+    evidence.comparator = Some(tagged("s", comparator));
     Ok(())
 }
 
-/// Raw timings of one slice, in the order they were taken.
+/// Name of the calibration workload's samples in [`SliceEvidence::metrics`].
+pub const CALIBRATION_METRIC: &str = "calibration";
+
+/// Side of the calibration GEMM: small enough to cost little next to a slice, large
+/// enough (≈ 110k multiply-adds) to be timed well above clock resolution.
+const CALIBRATION_DIM: usize = 48;
+
+/// A fixed dense GEMM timed interleaved with every pair of a run: its per-run median
+/// measures how fast *this run* of the machine is, independent of the slice, so absolute
+/// times can be normalised by it (DESIGN.md §6).
+struct Calibration {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c: Vec<f32>,
+}
+
+impl Calibration {
+    fn new() -> Calibration {
+        let n = CALIBRATION_DIM * CALIBRATION_DIM;
+        let a = (0..n).map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0).collect();
+        let b = (0..n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0).collect();
+        Calibration {
+            a,
+            b,
+            c: vec![0.0; n],
+        }
+    }
+
+    /// One product `C = A·B` (i-k-j order, so the inner loop vectorises).
+    fn run(&mut self) -> Result<(), String> {
+        let d = CALIBRATION_DIM;
+        self.c.fill(0.0);
+        for i in 0..d {
+            for k in 0..d {
+                let aik = self.a[i * d + k];
+                let (row, b) = (&mut self.c[i * d..(i + 1) * d], &self.b[k * d..(k + 1) * d]);
+                for (c, b) in row.iter_mut().zip(b) {
+                    *c += aik * b;
+                }
+            }
+        }
+        std::hint::black_box(&self.c);
+        Ok(())
+    }
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Raw timings of one run of a slice, in the order they were taken.
 struct Timings {
     warmup_iterations: u32,
     candidate: Vec<f64>,
     comparator: Vec<f64>,
+    calibration: Vec<f64>,
 }
 
-fn sample(slice: &Slice, work: &mut Workload, start: Instant) -> Result<Timings, String> {
+/// One run: (on the first run, check correctness), warm up until timings settle, then
+/// sample slice, comparator and calibration interleaved. The sample counts and time
+/// budget of the pack apply to each run.
+fn sample(
+    slice: &Slice,
+    work: &mut Workload,
+    calibration: &mut Calibration,
+    first: bool,
+) -> Result<Timings, String> {
+    let start = Instant::now();
     let kernel_error = |e| format!("kernel refused its inputs: {e}");
-    work.run_candidate().map_err(kernel_error)?;
-    work.run_comparator().map_err(kernel_error)?;
-    work.check()?;
+    if first {
+        work.run_candidate().map_err(kernel_error)?;
+        work.run_comparator().map_err(kernel_error)?;
+        work.check()?;
+    }
 
     let policy = &slice.samples;
     let budget = policy.time_budget_s.max(0.0);
@@ -129,6 +217,7 @@ fn sample(slice: &Slice, work: &mut Workload, start: Instant) -> Result<Timings,
     loop {
         warm.push(time(|| work.run_candidate()).map_err(kernel_error)?);
         time(|| work.run_comparator()).map_err(kernel_error)?;
+        calibration.run()?;
         let done = warm.len() as u32;
         if done < policy.warmup {
             continue;
@@ -141,9 +230,10 @@ fn sample(slice: &Slice, work: &mut Workload, start: Instant) -> Result<Timings,
         }
     }
 
-    let (mut candidate, mut comparator) = (Vec::new(), Vec::new());
+    let (mut candidate, mut comparator, mut calib) = (Vec::new(), Vec::new(), Vec::new());
     loop {
-        // Alternate which side goes first (A B, B A, …) so order effects cancel in the ratio.
+        // Alternate which side goes first (A B C, B A C, …) so order effects cancel in the
+        // ratio; the calibration workload follows every pair.
         let (c, d) = if candidate.len() % 2 == 0 {
             let c = time(|| work.run_candidate()).map_err(kernel_error)?;
             (c, time(|| work.run_comparator()).map_err(kernel_error)?)
@@ -153,6 +243,7 @@ fn sample(slice: &Slice, work: &mut Workload, start: Instant) -> Result<Timings,
         };
         candidate.push(c);
         comparator.push(d);
+        calib.push(time(|| calibration.run())?);
         let n = candidate.len() as u32;
         if n >= policy.min && (elapsed() >= budget || n >= policy.max) {
             break;
@@ -162,6 +253,7 @@ fn sample(slice: &Slice, work: &mut Workload, start: Instant) -> Result<Timings,
         warmup_iterations: warm.len() as u32,
         candidate,
         comparator,
+        calibration: calib,
     })
 }
 

@@ -98,6 +98,8 @@ pub fn execute_sim_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
         warmup_iterations: 0,
         wall_time_s: 0.0,
         failure: None,
+        runs: vec![],
+        run_mode: None,
     };
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     let outcome = totals(slice, plan, false).and_then(|s| Ok((s, totals(slice, plan, true)?)));

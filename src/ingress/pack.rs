@@ -126,6 +126,31 @@ pub struct SamplePolicy {
     /// itself, so removing it must be a decision the pack owner writes down.
     #[serde(default)]
     pub drop_outliers: bool,
+    /// Independent runs per slice (DESIGN.md §6): each warms up afresh, then samples the
+    /// slice, its dense comparator and a small calibration workload interleaved. The run
+    /// is the unit of replication; with 2 or more, baseline-relative rules use run-level
+    /// statistics. The sample counts and the time budget above apply to each run.
+    #[serde(default = "default_runs")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub runs: u32,
+    /// How runs are separated: `in_process` (runs repeat inside one process; fast, but
+    /// process-level speed modes are not sampled, and the memo says so).
+    #[serde(default)]
+    pub run_mode: RunMode,
+}
+
+/// How a slice's runs are separated from one another.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunMode {
+    /// Every run in the gate's own process, one after another: each warms up afresh, but
+    /// all share the process's speed mode (memory layout, frequency, scheduler placement).
+    #[default]
+    InProcess,
+}
+
+fn default_runs() -> u32 {
+    1
 }
 
 fn default_warmup() -> u32 {
@@ -149,6 +174,8 @@ impl Default for SamplePolicy {
             max: default_max_samples(),
             time_budget_s: default_time_budget(),
             drop_outliers: false,
+            runs: default_runs(),
+            run_mode: RunMode::InProcess,
         }
     }
 }

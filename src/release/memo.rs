@@ -120,6 +120,40 @@ pub struct MemoSlice {
     pub ops: Vec<MemoOp>,
     /// Why the slice did not run, if it did not.
     pub failure: Option<String>,
+    /// Independent runs the slice was measured in (0 for evidence without run summaries).
+    #[serde(default)]
+    pub runs: usize,
+    /// How the runs were separated (`in_process`), when the slice was measured in runs.
+    #[serde(default)]
+    pub run_mode: Option<String>,
+    /// Noise decomposition of the latency: mean coefficient of variation inside a run, %.
+    #[serde(default)]
+    pub within_run_cv: Option<f64>,
+    /// Noise decomposition of the latency: coefficient of variation of the per-run
+    /// medians, % (two or more runs only).
+    #[serde(default)]
+    pub between_run_cv: Option<f64>,
+}
+
+/// Coefficient of variation (sample standard deviation over mean), in %.
+fn cv_percent(xs: &[f64]) -> Option<f64> {
+    if xs.len() < 2 {
+        return None;
+    }
+    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (xs.len() - 1) as f64;
+    (mean > 0.0).then(|| var.sqrt() / mean * 100.0)
+}
+
+/// Within-run and between-run CV of a slice's latency (DESIGN.md §6).
+fn noise_decomposition(s: &SliceEvidence) -> (Option<f64>, Option<f64>) {
+    let Some(groups) = s.metrics.get("latency").and_then(|m| m.by_run()) else {
+        return (None, None);
+    };
+    let within: Vec<f64> = groups.iter().filter_map(|g| cv_percent(g)).collect();
+    let within = (!within.is_empty()).then(|| within.iter().sum::<f64>() / within.len() as f64);
+    let medians: Vec<f64> = groups.iter().filter_map(|g| median(g).ok()).collect();
+    (within, cv_percent(&medians))
 }
 
 /// Minimum, quartiles (type 7) and maximum of a sample: enough to draw a box plot.
@@ -388,6 +422,12 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
             .and_then(|m| quantile_ci(&m.samples, 0.5, 0.95)),
         latency_summary: s.metrics.get("latency").and_then(|m| FiveNumber::of(&m.samples)),
         comparator_summary: s.comparator.as_ref().and_then(|m| FiveNumber::of(&m.samples)),
+        runs: s.runs.len(),
+        run_mode: s.run_mode.map(|m| match m {
+            crate::ingress::pack::RunMode::InProcess => "in_process".to_owned(),
+        }),
+        within_run_cv: noise_decomposition(s).0,
+        between_run_cv: noise_decomposition(s).1,
         fallback_rate: s.plan.fallback_rate(),
         metadata_overhead: s.counters.get("metadata_overhead").copied().unwrap_or(0.0),
         bottleneck: decision
@@ -529,6 +569,10 @@ mod tests {
                     reason: "2:4 structured kernel".into(),
                 }],
                 failure: None,
+                runs: 3,
+                run_mode: Some("in_process".into()),
+                within_run_cv: Some(2.1),
+                between_run_cv: Some(4.3),
             }],
             guardrails: vec![
                 outcome(

@@ -4,10 +4,11 @@
 
 use super::bottleneck::classify;
 use super::golden::Baselines;
+use super::observe::Observed;
 use super::observe::observe;
 use super::outcome::{Assessment, GuardrailOutcome};
 use super::power_check::note_for;
-use super::rules::{Judgement, absolute, regression};
+use super::rules::{Judgement, absolute, absolute_by_run, normalise_by_calibration, regression};
 use super::stats::{Bootstrap, DEFAULT_RESAMPLES, holm};
 use crate::execute::{Evidence, SliceEvidence};
 use crate::ingress::{GuardrailSpec, Rule, Severity, Slice};
@@ -147,6 +148,54 @@ fn is_speed(metric: Metric) -> bool {
     )
 }
 
+/// An absolute rule: run-aware for `effective_speedup` measured in two or more runs (per-run
+/// paired ratios, see [`absolute_by_run`]), the sample-level order-statistic rule otherwise.
+fn absolute_rule(
+    metric: Metric,
+    ev: &SliceEvidence,
+    obs: &Observed,
+    bound: f64,
+    upper: bool,
+    confidence: f64,
+) -> Judgement {
+    if metric == Metric::EffectiveSpeedup
+        && let Some(groups) = ev.metrics.get(metric.name()).and_then(|m| m.by_run())
+        && groups.len() >= 2
+        && let Some(j) = absolute_by_run(metric, &groups, bound, upper, confidence)
+    {
+        return j;
+    }
+    absolute(metric, obs, bound, upper, confidence)
+}
+
+/// Latency observations of both sides divided by their runs' calibration medians, when the
+/// metric is a latency and both the evidence and the baseline carry calibration samples.
+fn calibrated(
+    metric: Metric,
+    ev: &SliceEvidence,
+    obs: &Observed,
+    b: &super::golden::Baseline,
+    base: &Observed,
+) -> Option<(Observed, Observed)> {
+    if !matches!(
+        metric,
+        Metric::Latency | Metric::LatencyP50 | Metric::LatencyP95 | Metric::LatencyP99
+    ) {
+        return None;
+    }
+    let name = crate::execute::CALIBRATION_METRIC;
+    let (cal_c, cal_b) = (ev.metrics.get(name)?, b.metrics.get(name)?);
+    let norm = |o: &Observed, cal| match o {
+        Observed::Sampled { samples, runs, q } => Some(Observed::Sampled {
+            samples: normalise_by_calibration(samples, runs, cal)?,
+            runs: runs.clone(),
+            q: *q,
+        }),
+        Observed::Point(_) => None,
+    };
+    Some((norm(obs, cal_c)?, norm(base, cal_b)?))
+}
+
 /// Seed of guardrail `index` of a slice: distinct per guardrail so two bootstraps in one
 /// slice do not share draws, stable as long as the pack does not reorder them.
 fn guardrail_seed(slice_seed: u64, index: usize) -> u64 {
@@ -209,22 +258,43 @@ fn judge(
     let j = match observe(g.metric, &ev.metrics, &ev.counters, Some(plan_fallback)) {
         Err(why) => Judgement::inconclusive(format!("{why}: inconclusive")),
         Ok(obs) => match g.rule {
-            Rule::AtMost { bound } => absolute(g.metric, &obs, bound, true, g.confidence),
-            Rule::AtLeast { bound } => absolute(g.metric, &obs, bound, false, g.confidence),
+            Rule::AtMost { bound } => absolute_rule(g.metric, ev, &obs, bound, true, g.confidence),
+            Rule::AtLeast { bound } => absolute_rule(g.metric, ev, &obs, bound, false, g.confidence),
             Rule::RegressAtMost { margin } => match baseline {
                 None => Judgement::inconclusive("no baseline: inconclusive".into()),
                 Some(b) => match observe(g.metric, &b.metrics, &b.counters, None) {
                     Err(why) => Judgement::inconclusive(format!("baseline: {why}: inconclusive")),
                     Ok(base) => {
-                        let mut j = regression(
-                            g.metric,
-                            &obs,
-                            &base,
-                            margin,
-                            g.confidence,
-                            Bootstrap::new(opts.resamples, guardrail_seed(slice.seed, index)),
-                            slice.samples.drop_outliers,
-                        );
+                        let boot = Bootstrap::new(opts.resamples, guardrail_seed(slice.seed, index));
+                        let judge = |c: &Observed, b: &Observed| {
+                            regression(
+                                g.metric,
+                                c,
+                                b,
+                                margin,
+                                g.confidence,
+                                boot,
+                                slice.samples.drop_outliers,
+                            )
+                        };
+                        let mut j = match calibrated(g.metric, ev, &obs, b, &base) {
+                            Some((c_norm, b_norm)) => {
+                                let raw = judge(&obs, &base);
+                                let mut j = judge(&c_norm, &b_norm);
+                                j.value = raw.value;
+                                j.baseline = raw.baseline;
+                                j.detail = format!(
+                                    "calibration-normalised (latency ÷ the median of the in-process calibration \
+                                     GEMM of its run, both sides): {}; raw, not normalised: {} (ratio CI {})",
+                                    j.detail,
+                                    raw.verdict,
+                                    raw.ci
+                                        .map_or_else(|| "?".into(), |c| super::describe::range(c.0, c.1))
+                                );
+                                j
+                            }
+                            None => judge(&obs, &base),
+                        };
                         if let Some(note) = note_for(slice, g.metric, margin, g.confidence, b)
                             .filter(|n| !n.plan.margin_resolvable)
                         {

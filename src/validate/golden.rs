@@ -355,6 +355,8 @@ mod tests {
             warmup_iterations: 3,
             wall_time_s: 0.1,
             failure: None,
+            runs: vec![],
+            run_mode: None,
         }
     }
 

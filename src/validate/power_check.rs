@@ -72,7 +72,13 @@ pub(crate) fn note_for(
     };
     let per_run = groups.len() > 1;
     let per_side = if per_run {
-        groups.len()
+        // The pack's planned runs; a single-run pack against a run-grouped baseline keeps
+        // the baseline's run count.
+        if slice.samples.runs >= 2 {
+            slice.samples.runs as usize
+        } else {
+            groups.len()
+        }
     } else {
         slice.samples.max as usize
     };
@@ -95,9 +101,10 @@ pub(crate) fn note_for(
         )
     } else {
         format!(
-            "warning: with {per_side} {unit} per side (samples.max) the baseline's spread cannot resolve the \
+            "warning: with {per_side} {unit} per side ({}) the baseline's spread cannot resolve the \
              {}% margin: an unchanged candidate passes with p ≈ {} only, and the smallest regression failed with \
              80% power is ≈ {}%; {} {unit} per side would be needed (or a wider margin)",
+            if per_run { "samples.runs" } else { "samples.max" },
             super::describe::num(margin * 100.0),
             super::describe::num(plan.pass_probability),
             super::describe::num(plan.mde * 100.0),

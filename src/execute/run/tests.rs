@@ -27,7 +27,7 @@ fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
             min: 3,
             max: 20,
             time_budget_s: 0.01,
-            drop_outliers: false,
+            ..Default::default()
         },
         seed: 7,
         threads: 2,
@@ -158,7 +158,7 @@ fn bert_base_two_of_four_report() {
             min: 10,
             max: 200,
             time_budget_s: 2.0,
-            drop_outliers: false,
+            ..Default::default()
         };
         let ev = execute_slice(&s, &lower(&s));
         assert_eq!(ev.failure, None);
@@ -178,4 +178,44 @@ fn bert_base_two_of_four_report() {
             ev.counters["metadata_overhead"],
         );
     }
+}
+
+#[test]
+fn issue_9_runs_tag_every_sample_and_keep_per_run_summaries() {
+    let mut s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(16, 24, 32)]);
+    s.samples.runs = 3;
+    let ev = execute_slice(&s, &lower(&s));
+    assert_eq!(ev.failure, None);
+    assert_eq!(ev.runs.len(), 3);
+    assert_eq!(ev.run_mode, Some(crate::ingress::pack::RunMode::InProcess));
+    let n = ev.metrics["latency"].samples.len();
+    assert_eq!(ev.runs.iter().map(|r| r.samples).sum::<usize>(), n);
+    for name in [
+        "latency",
+        "effective_speedup",
+        "throughput_gflops",
+        CALIBRATION_METRIC,
+    ] {
+        let m = &ev.metrics[name];
+        assert_eq!(m.samples.len(), n, "{name}");
+        let groups = m.by_run().expect("run ids match samples");
+        assert_eq!(groups.len(), 3, "{name}");
+        assert!(groups.iter().all(|g| g.len() >= 3), "{name}");
+    }
+    for (i, r) in ev.runs.iter().enumerate() {
+        assert_eq!(r.run, i as u32);
+        for v in [r.latency_s, r.comparator_s, r.calibration_s, r.speedup] {
+            assert!(v > 0.0 && v.is_finite(), "{r:?}");
+        }
+        assert!(r.warmup_iterations >= 2);
+    }
+    assert_eq!(ev.counters["runs"], 3.0);
+}
+
+#[test]
+fn issue_9_one_run_is_todays_protocol() {
+    let s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(16, 24, 32)]);
+    let ev = execute_slice(&s, &lower(&s));
+    assert_eq!(ev.runs.len(), 1);
+    assert!(ev.metrics["latency"].runs.iter().all(|&r| r == 0));
 }

@@ -3,9 +3,11 @@
 
 mod absolute;
 mod regression;
+mod runs;
 
 pub(crate) use absolute::absolute;
 pub(crate) use regression::regression;
+pub(crate) use runs::{absolute_by_run, normalise_by_calibration};
 
 use crate::verdict::Verdict;
 

@@ -192,11 +192,17 @@ fn sampled(
             vec![xs.to_vec()]
         }
     };
-    let dist = match boot.distribution(
-        &groups(bs, br),
-        &groups(cs, cr),
-        TwoSample::RatioOfQuantiles { q },
-    ) {
+    let (gb, gc) = (groups(bs, br), groups(cs, cr));
+    let runs_s = if gb.len() >= 2 || gc.len() >= 2 {
+        format!(
+            "; run-aware: {} candidate and {} baseline runs, bootstrap resamples runs then samples within runs",
+            gc.len(),
+            gb.len()
+        )
+    } else {
+        String::new()
+    };
+    let dist = match boot.distribution(&gb, &gc, TwoSample::RatioOfQuantiles { q }) {
         Ok(d) => d,
         Err(e) => {
             return with_numbers(Judgement::inconclusive(format!(
@@ -258,7 +264,7 @@ fn sampled(
         p_value: Some(p_fail),
         detail: format!(
             "{stat} {} vs baseline {}: ratio {} ({} CI {}, half-width {}%, bootstrap ×{}, n = {nc}/{nb}), \
-             allowed {}: {verdict}; bootstrap p(within margin) = {}{mde_s}{hl_s}{p_s}{outliers_s}",
+             allowed {}: {verdict}; bootstrap p(within margin) = {}{runs_s}{mde_s}{hl_s}{p_s}{outliers_s}",
             show(value),
             show(base),
             num(dist.estimate),

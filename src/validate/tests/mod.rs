@@ -113,6 +113,8 @@ pub(super) fn slice_ev(
         warmup_iterations: 3,
         wall_time_s: 1.0,
         failure: None,
+        runs: vec![],
+        run_mode: None,
     }
 }
 
@@ -534,4 +536,89 @@ fn bottleneck_follows_arithmetic_intensity() {
     assert_eq!(classify(&gemv), Some(Bottleneck::MemoryBandwidth));
     let empty = slice_ev("s", vec![], vec![], plan(vec![], KernelPath::Sparse));
     assert_eq!(classify(&empty), None);
+}
+
+/// Tag every metric of `ev` (and the baseline `b`, if given) with `k` equal runs.
+fn into_runs(metrics: &mut BTreeMap<String, MetricSamples>, k: usize) {
+    for m in metrics.values_mut() {
+        let per = m.samples.len().div_ceil(k);
+        m.runs = (0..m.samples.len()).map(|i| (i / per) as u32).collect();
+    }
+}
+
+#[test]
+fn issue_9_speedup_bound_with_runs_uses_per_run_medians_and_states_the_mde() {
+    let g = guard(
+        Metric::EffectiveSpeedup,
+        Rule::AtLeast { bound: 1.2 },
+        Severity::Block,
+    );
+    // Five runs whose speed modes differ (1.5, 1.6, …): the run-level interval holds them.
+    let samples: Vec<f64> = (0..5)
+        .flat_map(|r| lognormal(10, 1.5 + 0.1 * r as f64, 0.02, r as u64))
+        .collect();
+    let mut ev = slice_ev("s", vec![("effective_speedup", samples)], vec![], sparse_plan());
+    into_runs(&mut ev.metrics, 5);
+    let a = assess_with(
+        &[slice("s", vec![g])],
+        &evidence(vec![ev]),
+        &Baselines::new(),
+        &AssessOptions { resamples: 200 },
+    );
+    let o = &a.outcomes[0];
+    assert_eq!(o.verdict, Verdict::Pass, "{}", o.detail);
+    assert!(o.detail.contains("5 per-run medians"), "{}", o.detail);
+    assert!(
+        o.detail.contains("detectable with 80% power from 5 runs"),
+        "{}",
+        o.detail
+    );
+    assert!((o.value.unwrap() - 1.7).abs() < 0.05, "{:?}", o.value);
+    // The interval comes from 5 runs, not 50 samples: wider than the sample-level one.
+    assert!(
+        o.ci_high.unwrap() - o.ci_low.unwrap() > 0.1,
+        "{:?}",
+        (o.ci_low, o.ci_high)
+    );
+}
+
+#[test]
+fn issue_9_latency_regression_is_judged_on_calibration_normalised_times() {
+    let g = guard(
+        Metric::Latency,
+        Rule::RegressAtMost { margin: 0.05 },
+        Severity::Block,
+    );
+    // The candidate's machine is 20% slower across the board: its calibration GEMM is too,
+    // so the normalised latency is unchanged while the raw one regresses.
+    let mut base = baseline(
+        "s",
+        vec![
+            ("latency", lognormal(40, 1e-3, 0.01, 1)),
+            ("calibration", lognormal(40, 1e-4, 0.01, 2)),
+        ],
+    );
+    for b in base.values_mut() {
+        into_runs(&mut b.metrics, 4);
+    }
+    let mut ev = slice_ev(
+        "s",
+        vec![
+            ("latency", lognormal(40, 1.2e-3, 0.01, 3)),
+            ("calibration", lognormal(40, 1.2e-4, 0.01, 4)),
+        ],
+        vec![],
+        sparse_plan(),
+    );
+    into_runs(&mut ev.metrics, 4);
+    let a = assess_with(
+        &[slice("s", vec![g])],
+        &evidence(vec![ev]),
+        &base,
+        &AssessOptions { resamples: 300 },
+    );
+    let o = &a.outcomes[0];
+    assert_eq!(o.verdict, Verdict::Pass, "{}", o.detail);
+    assert!(o.detail.contains("calibration-normalised"), "{}", o.detail);
+    assert!(o.detail.contains("raw, not normalised: fail"), "{}", o.detail);
 }
