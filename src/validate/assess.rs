@@ -231,7 +231,12 @@ fn judge(
             samples: j.samples,
             bottleneck,
             stage,
-            detail: j.detail,
+            // The detail reads the underlying check ("…: fail"); say why the verdict is milder.
+            detail: if verdict == Verdict::Warn {
+                format!("{} (advisory guardrail: reported as warn, never blocks)", j.detail)
+            } else {
+                j.detail
+            },
             location: g.location.clone(),
         }
     };

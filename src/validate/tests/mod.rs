@@ -284,6 +284,7 @@ fn warn_severity_turns_a_failure_into_a_warning_and_keeps_the_numbers() {
     assert_eq!(o.verdict, Verdict::Warn);
     assert!(o.value.is_some() && o.ci_low.is_some());
     assert!(o.detail.contains("fail"), "{}", o.detail);
+    assert!(o.detail.contains("advisory guardrail"), "{}", o.detail);
 }
 
 #[test]
