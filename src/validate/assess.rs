@@ -233,7 +233,10 @@ fn judge(
             stage,
             // The detail reads the underlying check ("…: fail"); say why the verdict is milder.
             detail: if verdict == Verdict::Warn {
-                format!("{} (advisory guardrail: reported as warn, never blocks)", j.detail)
+                format!(
+                    "{} (advisory guardrail: reported as warn, never blocks)",
+                    j.detail
+                )
             } else {
                 j.detail
             },
