@@ -9,9 +9,10 @@
 
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
-use super::sparse_rows::{Entries, PackedX, grown_blocking, panels, rows_strip};
-use crate::ingress::GemmOp;
-use crate::schedule::{CpuSchedule, schedule_cpu};
+use super::sparse_rows::{
+    Entries, RowKernel, default_schedule, grown_blocking, panels, rows_strip, spmm_checked,
+};
+use crate::schedule::CpuSchedule;
 use rayon::prelude::*;
 
 /// A row-major `rows × k` weight matrix with only its non-zeros stored.
@@ -118,13 +119,7 @@ impl CsrMatrix {
     /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`] for `threads` workers
     /// of the current rayon pool.
     pub fn spmm(&self, threads: usize, x: &[f32], y: &mut [f32], cols: usize) -> Result<(), KernelError> {
-        let op = GemmOp {
-            name: String::new(),
-            m: cols,
-            n: self.rows,
-            k: self.k,
-        };
-        self.spmm_scheduled(&schedule_cpu(&op, threads), x, y, cols)
+        self.spmm_scheduled(&default_schedule(self, cols, threads), x, y, cols)
     }
 
     /// `y = W · x` with an explicit schedule.
@@ -135,47 +130,7 @@ impl CsrMatrix {
         y: &mut [f32],
         cols: usize,
     ) -> Result<(), KernelError> {
-        check_len("x", x.len(), self.k, cols)?;
-        check_len("y", y.len(), self.rows, cols)?;
-        if self.rows == 0 || cols == 0 {
-            return Ok(());
-        }
-        if self.k == 0 {
-            y.fill(0.0);
-            return Ok(());
-        }
-        let packed = PackedX::new(x, self.k, cols, schedule.threads);
-        self.spmm_on(Isa::detect(), schedule, packed.view(), y, cols);
-        Ok(())
-    }
-
-    /// The product on a given instruction set; shapes checked and non-empty.
-    pub(crate) fn spmm_on(
-        &self,
-        isa: Isa,
-        schedule: &CpuSchedule,
-        (x, xs): (&[f32], usize),
-        y: &mut [f32],
-        cols: usize,
-    ) {
-        let (k_block, per_task) = self.blocking(schedule);
-        for range in panels(self.k, cols, schedule.strip_width) {
-            let task = |(t, y_rows): (usize, &mut [f32])| {
-                self.task(
-                    isa,
-                    (schedule.strip_width, k_block),
-                    t * per_task,
-                    (x, xs),
-                    y_rows,
-                    (cols, range.clone()),
-                )
-            };
-            if schedule.threads <= 1 {
-                y.chunks_mut(per_task * cols).enumerate().for_each(task);
-            } else {
-                y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
-            }
-        }
+        spmm_checked(self, schedule, x, y, cols)
     }
 
     fn task(
@@ -223,12 +178,53 @@ impl CsrMatrix {
     }
 }
 
+impl RowKernel for CsrMatrix {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The product on a given instruction set; shapes checked and non-empty.
+    fn spmm_on(
+        &self,
+        isa: Isa,
+        schedule: &CpuSchedule,
+        (x, xs): (&[f32], usize),
+        y: &mut [f32],
+        cols: usize,
+    ) {
+        let (k_block, per_task) = self.blocking(schedule);
+        for range in panels(self.k, cols, schedule.strip_width) {
+            let task = |(t, y_rows): (usize, &mut [f32])| {
+                self.task(
+                    isa,
+                    (schedule.strip_width, k_block),
+                    t * per_task,
+                    (x, xs),
+                    y_rows,
+                    (cols, range.clone()),
+                )
+            };
+            if schedule.threads <= 1 {
+                y.chunks_mut(per_task * cols).enumerate().for_each(task);
+            } else {
+                y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::execute::kernels::prune::{prune_unstructured_global, prune_unstructured_per_row};
     use crate::execute::kernels::reference::gemm_naive;
     use crate::execute::kernels::testing::{assert_close, data};
+    use crate::ingress::GemmOp;
+    use crate::schedule::schedule_cpu;
     use proptest::prelude::*;
 
     fn check(rows: usize, k: usize, cols: usize, density: f64, threads: usize, global: bool, seed: u64) {

@@ -10,8 +10,10 @@
 //! Entries come from a small trait so CSR (one index per weight) and BSR (one index per block,
 //! weights contiguous) share one loop without materialising offsets.
 
+use super::error::{KernelError, check_len};
 use super::nm::Isa;
-use crate::schedule::CpuSchedule;
+use crate::ingress::GemmOp;
+use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
 
 /// Kept weights a row should have in one K block (see [`grown_blocking`]).
@@ -370,3 +372,49 @@ strip_loop!(
     _mm256_storeu_ps,
     _mm256_fmadd_ps
 );
+
+/// A sparse weight format the shared driver can run: its shape and its product on a given
+/// instruction set (shapes checked, non-empty, activations packed).
+pub(crate) trait RowKernel {
+    /// Output rows (N of the GEMM).
+    fn rows(&self) -> usize;
+    /// Reduction length (K of the GEMM).
+    fn k(&self) -> usize;
+    /// The product, `x` rows `xs` apart.
+    fn spmm_on(&self, isa: Isa, schedule: &CpuSchedule, x: (&[f32], usize), y: &mut [f32], cols: usize);
+}
+
+/// The default schedule of a `rows × k` sparse weight times `cols` activation columns.
+pub(crate) fn default_schedule(kernel: &impl RowKernel, cols: usize, threads: usize) -> CpuSchedule {
+    let op = GemmOp {
+        name: String::new(),
+        m: cols,
+        n: kernel.rows(),
+        k: kernel.k(),
+    };
+    schedule_cpu(&op, threads)
+}
+
+/// `y = W · x` for any sparse format: check the shapes, handle empty products, pack the
+/// activations into line-aligned rows, and run the format's kernel on the detected ISA.
+pub(crate) fn spmm_checked(
+    kernel: &impl RowKernel,
+    schedule: &CpuSchedule,
+    x: &[f32],
+    y: &mut [f32],
+    cols: usize,
+) -> Result<(), KernelError> {
+    let (rows, k) = (kernel.rows(), kernel.k());
+    check_len("x", x.len(), k, cols)?;
+    check_len("y", y.len(), rows, cols)?;
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        y.fill(0.0);
+        return Ok(());
+    }
+    let packed = PackedX::new(x, k, cols, schedule.threads);
+    kernel.spmm_on(Isa::detect(), schedule, packed.view(), y, cols);
+    Ok(())
+}

@@ -11,10 +11,11 @@ use super::NmMatrix;
 use super::any_pattern::{self, Pattern};
 use super::microkernel::{Isa, Offsets, RowBlock, row_strip};
 use super::two_of_four;
-use crate::execute::kernels::error::{KernelError, check_len};
-use crate::execute::kernels::sparse_rows::{PackedX, grown_blocking, panels};
-use crate::ingress::GemmOp;
-use crate::schedule::{CpuSchedule, schedule_cpu};
+use crate::execute::kernels::error::KernelError;
+use crate::execute::kernels::sparse_rows::{
+    RowKernel, default_schedule, grown_blocking, panels, spmm_checked,
+};
+use crate::schedule::CpuSchedule;
 use rayon::prelude::*;
 
 /// Rows ahead whose weights are prefetched: the K-block-major loop reads each row's values
@@ -56,13 +57,7 @@ impl NmMatrix {
     /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`] for `threads` workers of
     /// the current rayon pool.
     pub fn spmm(&self, threads: usize, x: &[f32], y: &mut [f32], cols: usize) -> Result<(), KernelError> {
-        let op = GemmOp {
-            name: String::new(),
-            m: cols,
-            n: self.rows,
-            k: self.k,
-        };
-        self.spmm_scheduled(&schedule_cpu(&op, threads), x, y, cols)
+        self.spmm_scheduled(&default_schedule(self, cols, threads), x, y, cols)
     }
 
     /// `y = W · x` with an explicit schedule, so the execution stage can schedule once per op
@@ -74,59 +69,7 @@ impl NmMatrix {
         y: &mut [f32],
         cols: usize,
     ) -> Result<(), KernelError> {
-        check_len("x", x.len(), self.k, cols)?;
-        check_len("y", y.len(), self.rows, cols)?;
-        if self.rows == 0 || cols == 0 {
-            return Ok(());
-        }
-        if self.k == 0 {
-            y.fill(0.0);
-            return Ok(());
-        }
-        let packed = PackedX::new(x, self.k, cols, schedule.threads);
-        self.spmm_on(Isa::detect(), schedule, packed.view(), y, cols);
-        Ok(())
-    }
-
-    /// The product on a given instruction set, `x` rows `xs` apart; shapes already checked and
-    /// non-empty. Tests use it to cover every path the machine supports, not only the one
-    /// detection picks.
-    pub(crate) fn spmm_on(
-        &self,
-        isa: Isa,
-        schedule: &CpuSchedule,
-        (x, xs): (&[f32], usize),
-        y: &mut [f32],
-        cols: usize,
-    ) {
-        // Grown like the other sparse formats: a row keeps n/m of each K block.
-        let kept = (self.k / self.m * self.n) as f64;
-        let (k_block, rows_per_task) = grown_blocking(schedule, self.rows, self.k, kept, (8, 1));
-        let grown = CpuSchedule {
-            k_block,
-            rows_per_task,
-            ..*schedule
-        };
-        let schedule = &grown;
-        let chunk = schedule.rows_per_task.max(1) * cols;
-        // Column panels (see `panels`): the activations stay in L2 across tasks.
-        for range in panels(self.k, cols, schedule.strip_width) {
-            let task = |(t, y_rows): (usize, &mut [f32])| {
-                self.rows_task(
-                    isa,
-                    schedule,
-                    t * schedule.rows_per_task.max(1),
-                    (x, xs),
-                    y_rows,
-                    (cols, range.clone()),
-                )
-            };
-            if schedule.threads <= 1 {
-                y.chunks_mut(chunk).enumerate().for_each(task);
-            } else {
-                y.par_chunks_mut(chunk).enumerate().for_each(task);
-            }
-        }
+        spmm_checked(self, schedule, x, y, cols)
     }
 
     /// One task: output rows `row0 ..` (as many as `y` holds).
@@ -300,4 +243,55 @@ fn prefetch(p: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+impl RowKernel for NmMatrix {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The product on a given instruction set, `x` rows `xs` apart; shapes already checked and
+    /// non-empty. Tests use it to cover every path the machine supports, not only the one
+    /// detection picks.
+    fn spmm_on(
+        &self,
+        isa: Isa,
+        schedule: &CpuSchedule,
+        (x, xs): (&[f32], usize),
+        y: &mut [f32],
+        cols: usize,
+    ) {
+        // Grown like the other sparse formats: a row keeps n/m of each K block.
+        let kept = (self.k / self.m * self.n) as f64;
+        let (k_block, rows_per_task) = grown_blocking(schedule, self.rows, self.k, kept, (8, 1));
+        let grown = CpuSchedule {
+            k_block,
+            rows_per_task,
+            ..*schedule
+        };
+        let schedule = &grown;
+        let chunk = schedule.rows_per_task.max(1) * cols;
+        // Column panels (see `panels`): the activations stay in L2 across tasks.
+        for range in panels(self.k, cols, schedule.strip_width) {
+            let task = |(t, y_rows): (usize, &mut [f32])| {
+                self.rows_task(
+                    isa,
+                    schedule,
+                    t * schedule.rows_per_task.max(1),
+                    (x, xs),
+                    y_rows,
+                    (cols, range.clone()),
+                )
+            };
+            if schedule.threads <= 1 {
+                y.chunks_mut(chunk).enumerate().for_each(task);
+            } else {
+                y.par_chunks_mut(chunk).enumerate().for_each(task);
+            }
+        }
+    }
 }

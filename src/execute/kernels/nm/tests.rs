@@ -1,6 +1,7 @@
 use super::microkernel::Isa;
 use super::*;
 use crate::execute::kernels::reference::gemm_naive;
+use crate::execute::kernels::sparse_rows::RowKernel;
 use crate::schedule::CpuSchedule;
 use proptest::prelude::*;
 
