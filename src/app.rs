@@ -4,7 +4,8 @@
 
 use crate::error::{Error, Result};
 use crate::execute::{
-    EVIDENCE_SCHEMA_VERSION, Evidence, PackRecord, SliceEvidence, execute_sim_slice, execute_slice,
+    EVIDENCE_SCHEMA_VERSION, Evidence, PackRecord, RunLauncher, RunReply, RunRequest, SliceEvidence,
+    execute_sim_slice, execute_slice_with, measure_run,
 };
 use crate::ingress::Backend;
 use crate::ingress::shard::Shard;
@@ -12,8 +13,10 @@ use crate::ingress::{Environment, LoadedPack, PackError, Slice, load_pack};
 use crate::lower::lower;
 use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
 use crate::validate::golden::{self, Baseline, Baselines, BlessChange};
-use crate::validate::{PowerNote, assess, power_check};
+use crate::validate::{PowerNote, RunPlan, assess, plan_runs, power_check};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Settings shared by the commands that run slices.
 #[derive(Debug, Clone)]
@@ -24,6 +27,10 @@ pub struct Options {
     pub allow_env_drift: bool,
     /// Where to look for the git repository whose state is recorded.
     pub work_dir: PathBuf,
+    /// How `process`-mode runs are started (the binary injects one that spawns
+    /// `sparsegate __run-slice`). Without one, every run takes place in this process and
+    /// the evidence says `in_process`.
+    pub run_launcher: Option<Arc<dyn RunLauncher>>,
 }
 
 /// Progress of a run, for the binary to display.
@@ -48,6 +55,12 @@ pub enum Progress<'a> {
     PowerWarning {
         /// The estimate and its sentence.
         note: &'a PowerNote,
+    },
+    /// Before running: the run count planned for a slice from its baseline's between-run
+    /// spread (`samples.max_runs`).
+    RunsPlanned {
+        /// The plan.
+        plan: &'a RunPlan,
     },
 }
 
@@ -111,26 +124,62 @@ pub fn run(
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Evidence> {
     let environment = capture_environment(packs, options)?;
-    Ok(run_under(packs, environment, progress))
+    Ok(run_under(packs, environment, options, progress))
+}
+
+/// How long one child run may take before it is killed: generous (a slice's runs are
+/// bounded by its time budget, but `samples.min` may outlast it on a slow kernel), yet
+/// finite, so a wedged child can never hang the gate.
+fn child_timeout(slice: &Slice) -> Duration {
+    Duration::from_secs_f64(300.0 + 10.0 * slice.samples.time_budget_s)
 }
 
 fn run_under(
     packs: &[LoadedPack],
     environment: Environment,
+    options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Evidence {
     let total = all_slices(packs).count();
     let mut slices = Vec::with_capacity(total);
-    for (i, slice) in all_slices(packs).enumerate() {
+    let with_pack = packs.iter().flat_map(|p| p.slices.iter().map(move |s| (p, s)));
+    for (i, (pack, slice)) in with_pack.enumerate() {
         progress(Progress::SliceStarted {
             slice,
             index: i + 1,
             total,
         });
         let plan = lower(slice);
+        let launch = |run: u32| {
+            let launcher = options.run_launcher.as_ref().ok_or("no run launcher")?;
+            let request = RunRequest {
+                pack_path: pack.path.clone(),
+                pack_digest: pack.digest.clone(),
+                slice: slice.id.clone(),
+                run,
+                environment: environment.clone(),
+            };
+            let reply = launcher.launch(&request, child_timeout(slice))?;
+            let fields = environment.lock_diff(&reply.environment);
+            if !fields.is_empty() {
+                let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
+                return Err(format!(
+                    "the child process measured under a different environment lock ({})",
+                    names.join(", ")
+                ));
+            }
+            Ok(reply.record)
+        };
         // Dispatch by backend: measured on this machine, or evaluated on the simulated part.
         let evidence = match slice.backend {
-            Backend::Cpu => execute_slice(slice, &plan),
+            Backend::Cpu => execute_slice_with(
+                slice,
+                &plan,
+                options
+                    .run_launcher
+                    .is_some()
+                    .then_some(&launch as &crate::execute::LaunchRun<'_>),
+            ),
             Backend::Sim => execute_sim_slice(slice, &plan),
         };
         progress(Progress::SliceFinished { evidence: &evidence });
@@ -219,9 +268,15 @@ pub fn gate(
     options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<GateReport> {
-    let packs = load_packs(paths)?;
+    let mut packs = load_packs(paths)?;
     let environment = capture_environment(&packs, options)?;
     let (baselines, drift) = load_required_baselines(&packs, &environment, options)?;
+    for slice in packs.iter_mut().flat_map(|p| p.slices.iter_mut()) {
+        if let Some(plan) = plan_runs(slice, &baselines) {
+            slice.samples.runs = plan.runs;
+            progress(Progress::RunsPlanned { plan: &plan });
+        }
+    }
     let slices: Vec<Slice> = all_slices(&packs).cloned().collect();
     for note in power_check(&slices, &baselines)
         .iter()
@@ -229,7 +284,7 @@ pub fn gate(
     {
         progress(Progress::PowerWarning { note });
     }
-    let evidence = run_under(&packs, environment, progress);
+    let evidence = run_under(&packs, environment, options, progress);
     decide_and_write(&packs, evidence, &baselines, drift, out_dir, options)
 }
 
@@ -427,7 +482,7 @@ pub fn bless(
         let path = golden::baseline_path(&options.golden_dir, &slice.pack, &slice.id);
         old.push((golden::load_baseline(&path)?, path));
     }
-    let evidence = run_under(&packs, environment, progress);
+    let evidence = run_under(&packs, environment, options, progress);
     if let Some(failed) = evidence.slices.iter().find(|s| s.failure.is_some()) {
         let failure = failed
             .failure
@@ -461,6 +516,55 @@ pub fn bless(
         changes.push(golden::describe_change(&path, old.as_ref(), &baseline));
     }
     Ok(changes)
+}
+
+/// The child's side of a `process`-mode run (the hidden `__run-slice` command): reload the
+/// pack (refusing one that changed since the gate loaded it), capture this process's
+/// environment and refuse a lock that differs from the gate's, then measure one run of the
+/// slice in this fresh process.
+pub fn serve_run(request: &RunRequest, options: &Options) -> Result<RunReply> {
+    let pack = load_pack(&request.pack_path).map_err(Error::from)?;
+    if pack.digest != request.pack_digest {
+        return Err(Error::Usage {
+            message: format!(
+                "pack {} changed after the gate loaded it",
+                request.pack_path.display()
+            ),
+            hint: "do not edit packs while a gate is running; run the gate again".into(),
+        });
+    }
+    let slice = pack
+        .slices
+        .iter()
+        .find(|s| s.id == request.slice)
+        .ok_or_else(|| Error::Usage {
+            message: format!(
+                "pack {} has no slice `{}`",
+                request.pack_path.display(),
+                request.slice
+            ),
+            hint: "`__run-slice` is started by the gate; do not call it by hand".into(),
+        })?;
+    let environment = Environment::capture(slice.threads, &options.work_dir);
+    let fields = environment.lock_diff(&request.environment);
+    if !fields.is_empty() {
+        let diffs: Vec<String> = fields
+            .iter()
+            .map(|f| format!("{}: gate `{}`, child `{}`", f.field, f.baseline, f.current))
+            .collect();
+        return Err(Error::Usage {
+            message: format!(
+                "this run's process has a different environment lock than the gate's ({})",
+                diffs.join("; ")
+            ),
+            hint: "runs of one gate must share the lock; start the gate and its runs the same way".into(),
+        });
+    }
+    let record = measure_run(slice, &lower(slice)).map_err(|message| Error::Usage {
+        message: format!("run {} of slice `{}`: {message}", request.run, slice.id),
+        hint: "the gate reports this as an execution failure of the slice".into(),
+    })?;
+    Ok(RunReply { environment, record })
 }
 
 /// Pretty JSON with a trailing newline: our files are read by people in PRs too.
@@ -528,6 +632,92 @@ fn rfc3339(secs: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tiny_pack(dir: &Path, samples: &str) -> PathBuf {
+        let path = dir.join("pack.yaml");
+        let text = format!(
+            "schema_version: 1\nname: tiny\nowners:\n  - {{name: O, email: o@example.com, role: owner}}\n\
+             rollback: {{trigger: t}}\nsamples: {samples}\nslices:\n  - id: s\n    workload:\n      ops:\n\
+             \x20       - gemm: {{name: p, m: 16, n: 32, k: 32}}\n    sparsity: [\"2:4\"]\n    guardrails:\n\
+             \x20     - {{metric: effective_speedup, at_least: 0.01}}\n"
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn options(dir: &Path, launcher: Option<Arc<dyn RunLauncher>>) -> Options {
+        Options {
+            golden_dir: dir.join("golden"),
+            allow_env_drift: false,
+            work_dir: dir.to_owned(),
+            run_launcher: launcher,
+        }
+    }
+
+    #[test]
+    fn issue_9_a_crashing_child_fails_the_slice_at_execution_with_its_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let pack = tiny_pack(dir.path(), "{min: 3, max: 4, time_budget_s: 0.01, runs: 2}");
+        let crash: Arc<dyn RunLauncher> = Arc::new(crate::execute::ChildProcessLauncher::new(
+            "/bin/sh",
+            [
+                "-c",
+                "cat >/dev/null; echo 'segfault in kernel' >&2; kill -SEGV $$",
+            ],
+        ));
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let report = gate(&[pack], &out, &options(dir.path(), Some(crash)), &mut |_| {}).unwrap();
+        let slice = &report.evidence.slices[0];
+        let failure = slice.failure.as_ref().expect("the slice must fail");
+        assert_eq!(failure.stage, crate::stage::Stage::Execution);
+        assert!(
+            failure.message.contains("segfault in kernel"),
+            "{}",
+            failure.message
+        );
+        assert_eq!(report.decision.exit_code, crate::release::ExitCode::Fail);
+        assert_eq!(
+            report.decision.first_failing_stage,
+            Some(crate::stage::Stage::Execution)
+        );
+    }
+
+    #[test]
+    fn issue_9_a_child_under_another_lock_is_refused() {
+        // A "child" that answers with a reply measured under another CPU model.
+        let dir = tempfile::tempdir().unwrap();
+        let pack = tiny_pack(dir.path(), "{min: 3, max: 4, time_budget_s: 0.01, runs: 2}");
+        let mut environment = Environment::capture(1, dir.path());
+        environment.cpu_model = "Some Other CPU".into();
+        let reply = RunReply {
+            environment,
+            record: crate::execute::RunRecord {
+                pid: Some(7),
+                warmup_iterations: 1,
+                candidate: vec![1.0; 3],
+                comparator: vec![1.0; 3],
+                calibration: vec![1.0; 3],
+                counters: Default::default(),
+            },
+        };
+        let script = format!(
+            "cat >/dev/null; printf '%s' '{}'",
+            serde_json::to_string(&reply).unwrap()
+        );
+        let liar: Arc<dyn RunLauncher> = Arc::new(crate::execute::ChildProcessLauncher::new(
+            "/bin/sh",
+            ["-c".to_owned(), script],
+        ));
+        let packs = load_packs(&[pack]).unwrap();
+        let evidence = run(&packs, &options(dir.path(), Some(liar)), &mut |_| {}).unwrap();
+        let failure = evidence.slices[0].failure.as_ref().expect("the slice must fail");
+        assert!(
+            failure.message.contains("different environment lock (cpu_model"),
+            "{}",
+            failure.message
+        );
+    }
 
     #[test]
     fn rfc3339_matches_known_dates() {

@@ -75,6 +75,10 @@ pub struct SliceEvidence {
 pub struct RunSummary {
     /// The run id, as in [`MetricSamples::runs`].
     pub run: u32,
+    /// The child process the run took place in (`process` run mode); absent for runs
+    /// inside the gate's own process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
     /// Warm-up iterations before this run's timing started.
     pub warmup_iterations: u32,
     /// Timed samples (slice/comparator/calibration triples) in this run.

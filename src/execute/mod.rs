@@ -2,14 +2,16 @@
 //! produces [`Evidence`]. It measures; it never judges.
 
 pub mod bench;
+mod child;
 mod evidence;
 pub mod kernels;
 mod run;
 mod sim;
 mod workload;
 
+pub use child::{ChildProcessLauncher, RunLauncher, RunReply, RunRequest};
 pub use evidence::{
     EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, PackRecord, RunSummary, SliceEvidence, SliceFailure,
 };
-pub use run::{CALIBRATION_METRIC, execute_slice};
+pub use run::{CALIBRATION_METRIC, LaunchRun, RunRecord, execute_slice, execute_slice_with, measure_run};
 pub use sim::execute_sim_slice;

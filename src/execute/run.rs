@@ -6,8 +6,10 @@
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence, SliceFailure};
 use super::workload::Workload;
 use crate::ingress::Slice;
+use crate::ingress::pack::RunMode;
 use crate::lower::Plan;
 use crate::stage::Stage;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -21,9 +23,43 @@ const STABLE_SPREAD: f64 = 0.05;
 /// Shortest duration a timing may report: keeps ratios finite on sub-resolution workloads.
 const MIN_TIMING_S: f64 = 1e-9;
 
-/// Measure `slice` under `plan`. Never panics on a user's shape: anything that prevents a
-/// measurement comes back as [`SliceEvidence::failure`] with the execution stage.
+/// The raw timings of one run of a slice, wherever it ran (this process or a child
+/// process): what a child sends back to the gate, and what the gate merges into the
+/// slice's evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The process the run took place in, when it was a child of the gate.
+    pub pid: Option<u32>,
+    /// Warm-up iterations before timing started.
+    pub warmup_iterations: u32,
+    /// Slice timings, seconds, in the order taken.
+    pub candidate: Vec<f64>,
+    /// Dense-comparator timings, interleaved with the slice's.
+    pub comparator: Vec<f64>,
+    /// Calibration-workload timings, one after every pair.
+    pub calibration: Vec<f64>,
+    /// Properties of the prepared weights (`value_bytes`, `metadata_bytes`,
+    /// `metadata_overhead`, `weight_bytes`): the same in every run.
+    pub counters: BTreeMap<String, f64>,
+}
+
+/// Runs one run of a slice elsewhere (in practice: a fresh child process) and returns its
+/// record, or why it could not. Given the run index.
+pub type LaunchRun<'a> = dyn Fn(u32) -> Result<RunRecord, String> + 'a;
+
+/// Measure `slice` under `plan` with every run in this process. Never panics on a user's
+/// shape: anything that prevents a measurement comes back as [`SliceEvidence::failure`]
+/// with the execution stage.
 pub fn execute_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
+    execute_slice_with(slice, plan, None)
+}
+
+/// Measure `slice` under `plan`. When the slice's run mode is `process` and `launch` is
+/// given, every run is delegated to it (the gate passes one that spawns a child process
+/// per run), and the records are merged here; otherwise the runs take place in this
+/// process, and the evidence says `in_process` (a library caller that injects no
+/// launcher gets in-process runs, honestly labelled).
+pub fn execute_slice_with(slice: &Slice, plan: &Plan, launch: Option<&LaunchRun<'_>>) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence {
         pack: slice.pack.clone(),
@@ -45,44 +81,113 @@ pub fn execute_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
         .counters
         .insert("fallback_rate".into(), plan.fallback_rate());
     evidence.counters.insert("dense_flops".into(), dense_flops);
-    if let Err(message) = measure(slice, plan, dense_flops, &mut evidence) {
-        evidence.failure = Some(SliceFailure {
-            stage: Stage::Execution,
-            message,
-        });
+    let runs = slice.samples.runs.max(1);
+    let outcome = if plan.ops.is_empty() {
+        Err("the slice has no ops to run".to_owned())
+    } else {
+        match launch.filter(|_| slice.samples.effective_run_mode() == RunMode::Process) {
+            Some(launch) => (0..runs)
+                .map(|run| launch(run).map_err(|e| format!("run {run} (child process): {e}")))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|records| (RunMode::Process, records)),
+            None => measure_in_process(slice, plan, runs).map(|records| (RunMode::InProcess, records)),
+        }
+    };
+    match outcome {
+        Ok((mode, records)) => merge_runs(&mut evidence, mode, records, dense_flops),
+        Err(message) => {
+            evidence.failure = Some(SliceFailure {
+                stage: Stage::Execution,
+                message,
+            })
+        }
     }
     evidence.wall_time_s = start.elapsed().as_secs_f64();
     evidence
 }
 
-fn measure(slice: &Slice, plan: &Plan, dense_flops: f64, evidence: &mut SliceEvidence) -> Result<(), String> {
+/// One run of `slice` in a fresh workload, as a child process does it: prepare, check the
+/// sparse result against the comparator, warm up, sample.
+pub fn measure_run(slice: &Slice, plan: &Plan) -> Result<RunRecord, String> {
     if plan.ops.is_empty() {
         return Err("the slice has no ops to run".into());
     }
-    let pool = rayon::ThreadPoolBuilder::new()
+    let pool = thread_pool(slice)?;
+    let mut work = Workload::prepare(slice, plan)?;
+    let mut calibration = Calibration::new();
+    let timed = pool.install(|| sample(slice, &mut work, &mut calibration, true))?;
+    Ok(record(timed, weight_counters(&work), Some(std::process::id())))
+}
+
+fn thread_pool(slice: &Slice) -> Result<rayon::ThreadPool, String> {
+    rayon::ThreadPoolBuilder::new()
         .num_threads(slice.threads.max(1))
         .build()
-        .map_err(|e| format!("cannot start {} worker threads: {e}", slice.threads))?;
+        .map_err(|e| format!("cannot start {} worker threads: {e}", slice.threads))
+}
+
+/// All runs in this process, one workload prepared (and checked) once.
+fn measure_in_process(slice: &Slice, plan: &Plan, runs: u32) -> Result<Vec<RunRecord>, String> {
+    let pool = thread_pool(slice)?;
     let mut work = Workload::prepare(slice, plan)?;
+    let counters = weight_counters(&work);
+    let mut calibration = Calibration::new();
+    (0..runs)
+        .map(|run| {
+            let timed = pool.install(|| sample(slice, &mut work, &mut calibration, run == 0))?;
+            Ok(record(timed, counters.clone(), None))
+        })
+        .collect()
+}
+
+fn weight_counters(work: &Workload) -> BTreeMap<String, f64> {
     let (value_bytes, metadata_bytes) = work.sparse_bytes();
-    let counters = &mut evidence.counters;
-    counters.insert("value_bytes".into(), value_bytes as f64);
-    counters.insert("metadata_bytes".into(), metadata_bytes as f64);
     let overhead = if value_bytes == 0 {
         0.0
     } else {
         metadata_bytes as f64 / value_bytes as f64
     };
-    counters.insert("metadata_overhead".into(), overhead);
-    counters.insert("weight_bytes".into(), work.weight_bytes() as f64);
+    BTreeMap::from([
+        ("value_bytes".to_owned(), value_bytes as f64),
+        ("metadata_bytes".to_owned(), metadata_bytes as f64),
+        ("metadata_overhead".to_owned(), overhead),
+        ("weight_bytes".to_owned(), work.weight_bytes() as f64),
+    ])
+}
 
-    let runs = slice.samples.runs.max(1);
-    let mut calibration = Calibration::new();
+fn record(timed: Timings, counters: BTreeMap<String, f64>, pid: Option<u32>) -> RunRecord {
+    RunRecord {
+        pid,
+        warmup_iterations: timed.warmup_iterations,
+        candidate: timed.candidate,
+        comparator: timed.comparator,
+        calibration: timed.calibration,
+        counters,
+    }
+}
+
+/// Merge the runs' records, in run order, into the slice's evidence: every sample tagged
+/// with its run id, one [`RunSummary`] per run. Refuses records that do not hold together
+/// (a child that sent ragged or non-positive timings).
+fn merge_runs(evidence: &mut SliceEvidence, mode: RunMode, records: Vec<RunRecord>, dense_flops: f64) {
+    if let Some(message) = records
+        .iter()
+        .enumerate()
+        .find_map(|(run, r)| check_record(run, r))
+    {
+        evidence.failure = Some(SliceFailure {
+            stage: Stage::Execution,
+            message,
+        });
+        return;
+    }
     let (mut latency, mut comparator, mut speedup, mut calib) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut run_ids = Vec::new();
-    for run in 0..runs {
-        let timed = pool.install(|| sample(slice, &mut work, &mut calibration, run == 0))?;
+    for (run, timed) in (0u32..).zip(records) {
+        if run == 0 {
+            evidence.counters.extend(timed.counters.clone());
+        }
         let pairs: Vec<f64> = timed
             .comparator
             .iter()
@@ -92,6 +197,7 @@ fn measure(slice: &Slice, plan: &Plan, dense_flops: f64, evidence: &mut SliceEvi
         evidence.warmup_iterations += timed.warmup_iterations;
         evidence.runs.push(RunSummary {
             run,
+            pid: timed.pid,
             warmup_iterations: timed.warmup_iterations,
             samples: timed.candidate.len(),
             latency_s: median(&timed.candidate),
@@ -105,9 +211,11 @@ fn measure(slice: &Slice, plan: &Plan, dense_flops: f64, evidence: &mut SliceEvi
         calib.extend(timed.calibration);
         speedup.extend(pairs);
     }
-    evidence.run_mode = Some(slice.samples.run_mode);
+    evidence.run_mode = Some(mode);
     evidence.counters.insert("samples".into(), latency.len() as f64);
-    evidence.counters.insert("runs".into(), f64::from(runs));
+    evidence
+        .counters
+        .insert("runs".into(), evidence.runs.len() as f64);
     let throughput = latency.iter().map(|s| dense_flops / s / 1e9).collect();
     let tagged = |unit: &str, samples: Vec<f64>| MetricSamples {
         unit: unit.to_owned(),
@@ -125,7 +233,26 @@ fn measure(slice: &Slice, plan: &Plan, dense_flops: f64, evidence: &mut SliceEvi
         .metrics
         .insert(CALIBRATION_METRIC.into(), tagged("s", calib));
     evidence.comparator = Some(tagged("s", comparator));
-    Ok(())
+}
+
+/// Why a run's record cannot be used, if it cannot.
+fn check_record(run: usize, r: &RunRecord) -> Option<String> {
+    let n = r.candidate.len();
+    if n == 0 || r.comparator.len() != n || r.calibration.len() != n {
+        return Some(format!(
+            "run {run} sent {n} slice, {} comparator and {} calibration timings; expected the same \
+             positive number of each",
+            r.comparator.len(),
+            r.calibration.len()
+        ));
+    }
+    let all = r.candidate.iter().chain(&r.comparator).chain(&r.calibration);
+    if let Some(bad) = all.copied().find(|t| !(t.is_finite() && *t > 0.0)) {
+        return Some(format!(
+            "run {run} sent a timing of {bad} s; timings must be positive and finite"
+        ));
+    }
+    None
 }
 
 /// Name of the calibration workload's samples in [`SliceEvidence::metrics`].

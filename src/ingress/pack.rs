@@ -133,20 +133,58 @@ pub struct SamplePolicy {
     #[serde(default = "default_runs")]
     #[schemars(range(min = 1, max = 1000))]
     pub runs: u32,
-    /// How runs are separated: `in_process` (runs repeat inside one process; fast, but
-    /// process-level speed modes are not sampled, and the memo says so).
-    #[serde(default)]
-    pub run_mode: RunMode,
+    /// Most runs the gate may plan for this slice from its golden baseline. When set (and
+    /// at least `runs`), `runs` is the minimum: before anything runs, the gate estimates
+    /// from the baseline's between-run spread how many runs per side make each
+    /// baseline-relative margin detectable (80% power at the guardrail's confidence) and
+    /// runs that many, capped here; when even the cap cannot resolve the margin it says so
+    /// before spending the time. Unset: exactly `runs` runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_runs: Option<u32>,
+    /// How runs are separated: `process` (each run in a fresh child process of sparsegate,
+    /// so process-level speed modes are sampled; the default with 2 or more runs) or
+    /// `in_process` (runs repeat inside the gate's process; faster, but every run shares
+    /// one speed mode, and the memo says so; the default for a single run, where there is
+    /// no between-run spread to sample).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_mode: Option<RunMode>,
+}
+
+impl SamplePolicy {
+    /// The run mode in force: the pack's choice, else `process` for 2 or more runs (the
+    /// run is the unit of replication, so runs must be able to differ as processes do)
+    /// and `in_process` for one.
+    pub fn effective_run_mode(&self) -> RunMode {
+        self.run_mode.unwrap_or(if self.runs >= 2 {
+            RunMode::Process
+        } else {
+            RunMode::InProcess
+        })
+    }
 }
 
 /// How a slice's runs are separated from one another.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunMode {
     /// Every run in the gate's own process, one after another: each warms up afresh, but
     /// all share the process's speed mode (memory layout, frequency, scheduler placement).
-    #[default]
     InProcess,
+    /// Every run in a fresh child process of sparsegate (`sparsegate __run-slice`), which
+    /// prepares the slice, checks it, warms up and samples on its own: process-level speed
+    /// modes are sampled, as the run-level statistics assume.
+    Process,
+}
+
+impl RunMode {
+    /// The name used in packs and the memo.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunMode::InProcess => "in_process",
+            RunMode::Process => "process",
+        }
+    }
 }
 
 fn default_runs() -> u32 {
@@ -175,7 +213,8 @@ impl Default for SamplePolicy {
             time_budget_s: default_time_budget(),
             drop_outliers: false,
             runs: default_runs(),
-            run_mode: RunMode::InProcess,
+            max_runs: None,
+            run_mode: None,
         }
     }
 }

@@ -199,6 +199,16 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             Some("raise `max` or lower `min` so that min ≤ max".into()),
         ));
     }
+    if let Some(max_runs) = pack.samples.max_runs.filter(|&m| m < pack.samples.runs) {
+        diags.push(loc.at_value(
+            "/samples/max_runs",
+            format!(
+                "samples.max_runs ({max_runs}) is less than samples.runs ({})",
+                pack.samples.runs
+            ),
+            Some("`runs` is the minimum the gate runs and `max_runs` the most it may plan; make runs ≤ max_runs".into()),
+        ));
+    }
 
     let backends: Vec<Backend> = {
         let mut b: Vec<Backend> = pack.slices.iter().map(|s| s.backend).collect();

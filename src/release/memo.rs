@@ -423,9 +423,7 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
         latency_summary: s.metrics.get("latency").and_then(|m| FiveNumber::of(&m.samples)),
         comparator_summary: s.comparator.as_ref().and_then(|m| FiveNumber::of(&m.samples)),
         runs: s.runs.len(),
-        run_mode: s.run_mode.map(|m| match m {
-            crate::ingress::pack::RunMode::InProcess => "in_process".to_owned(),
-        }),
+        run_mode: s.run_mode.map(|m| m.as_str().to_owned()),
         within_run_cv: noise_decomposition(s).0,
         between_run_cv: noise_decomposition(s).1,
         fallback_rate: s.plan.fallback_rate(),

@@ -17,4 +17,4 @@ mod tests;
 
 pub use assess::{AssessOptions, assess, assess_with};
 pub use outcome::{Assessment, GuardrailOutcome};
-pub use power_check::{PowerNote, power_check};
+pub use power_check::{PowerNote, RunPlan, plan_runs, power_check};

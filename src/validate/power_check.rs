@@ -54,6 +54,53 @@ pub fn power_check(slices: &[Slice], baselines: &Baselines) -> Vec<PowerNote> {
     out
 }
 
+/// How many runs a slice should take, planned from its golden baseline (issue 9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPlan {
+    /// The pack name.
+    pub pack: String,
+    /// The slice id.
+    pub slice: String,
+    /// Runs per side that resolve every baseline-relative margin of the slice (80% power
+    /// at each guardrail's confidence), from the baseline's between-run spread.
+    pub needed: usize,
+    /// Runs it will take: `needed` within `[samples.runs, samples.max_runs]`.
+    pub runs: u32,
+    /// The pack's cap (`samples.max_runs`).
+    pub cap: u32,
+}
+
+/// For a slice whose pack sets `samples.max_runs` and whose baseline was recorded in
+/// several runs: the runs its `regress_at_most` margins need, and the runs to take.
+/// `None` when there is nothing to plan from (no cap, no run-grouped baseline, no such
+/// guardrail); the caller then takes `samples.runs` runs.
+pub fn plan_runs(slice: &Slice, baselines: &Baselines) -> Option<RunPlan> {
+    let cap = slice.samples.max_runs?;
+    let b = baselines.get(&(slice.pack.clone(), slice.id.clone()))?;
+    let needed = slice
+        .guardrails
+        .iter()
+        .filter_map(|g| match g.rule {
+            Rule::RegressAtMost { margin } => note_for(slice, g.metric, margin, g.confidence, b),
+            _ => None,
+        })
+        .filter(|note| note.per_run)
+        // An unresolvable plan (no finite run count) asks for everything the cap allows.
+        .map(|note| note.plan.needed_per_side.unwrap_or(usize::MAX))
+        .max()?;
+    let floor = slice.samples.runs.max(1);
+    let runs = u32::try_from(needed)
+        .unwrap_or(u32::MAX)
+        .clamp(floor, cap.max(floor));
+    Some(RunPlan {
+        pack: slice.pack.clone(),
+        slice: slice.id.clone(),
+        needed,
+        runs,
+        cap,
+    })
+}
+
 /// The note for one guardrail, if its metric is sampled in the baseline.
 pub(crate) fn note_for(
     slice: &Slice,
@@ -104,7 +151,11 @@ pub(crate) fn note_for(
             "warning: with {per_side} {unit} per side ({}) the baseline's spread cannot resolve the \
              {}% margin: an unchanged candidate passes with p ≈ {} only, and the smallest regression failed with \
              80% power is ≈ {}%; {} {unit} per side would be needed (or a wider margin)",
-            if per_run { "samples.runs" } else { "samples.max" },
+            match (per_run, slice.samples.max_runs) {
+                (true, Some(_)) => "planned up to samples.max_runs",
+                (true, None) => "samples.runs",
+                (false, _) => "samples.max",
+            },
             super::describe::num(margin * 100.0),
             super::describe::num(plan.pass_probability),
             super::describe::num(plan.mde * 100.0),

@@ -97,6 +97,11 @@ pub enum Command {
         #[command(subcommand)]
         command: StatsCommand,
     },
+    /// Internal: measure one run of a slice in this fresh process for a gate that runs
+    /// slices in `process` mode. Reads the run request (JSON) on stdin, writes the run's
+    /// timings (JSON) on stdout.
+    #[command(name = "__run-slice", hide = true)]
+    RunSlice,
     /// Micro-benchmark one built-in kernel against its dense comparator, interleaved in one
     /// process: median times, GFLOP/s (dense-equivalent and useful), speedup with its interval.
     Bench(BenchArgs),

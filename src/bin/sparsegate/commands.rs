@@ -2,12 +2,14 @@
 
 use crate::cli::{BenchArgs, Cli, Command, MemoCommand, RunArgs, StatsCommand};
 use sparsegate::app::{self, Options, Progress};
+use sparsegate::execute::{ChildProcessLauncher, RunLauncher, RunRequest};
 use sparsegate::release::{ExitCode, github_annotations, render_summary, sign};
 use sparsegate::{Error, Result};
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Validate { packs, json } => validate(&packs, json),
+        Command::RunSlice => run_slice(),
         Command::Run {
             run,
             out,
@@ -41,6 +43,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 golden_dir: golden,
                 allow_env_drift,
                 work_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+                run_launcher: None,
             };
             let report = app::merge(&shards, &out, &options)?;
             print_gate_report(&report, json)?;
@@ -422,7 +425,42 @@ fn options(run: &RunArgs, allow_env_drift: bool) -> Options {
         golden_dir: run.golden.clone(),
         allow_env_drift,
         work_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+        run_launcher: run_launcher(),
     }
+}
+
+/// `process`-mode runs start this very executable with the hidden `__run-slice` command,
+/// so parent and children are the same build (and share the environment lock). When the
+/// executable cannot be located, runs stay in process and the evidence says so.
+fn run_launcher() -> Option<std::sync::Arc<dyn RunLauncher>> {
+    let exe = std::env::current_exe().ok()?;
+    Some(std::sync::Arc::new(ChildProcessLauncher::new(
+        exe,
+        ["__run-slice"],
+    )))
+}
+
+/// The child's side of a `process`-mode run: request on stdin, reply on stdout. Errors go
+/// to stderr (rendered like any other) with exit code 2; the gate quotes their tail.
+fn run_slice() -> Result<ExitCode> {
+    let mut input = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).map_err(|source| Error::Read {
+        path: "<stdin>".into(),
+        source,
+    })?;
+    let request: RunRequest = serde_json::from_str(&input).map_err(|e| Error::Usage {
+        message: format!("the run request on stdin is not valid: {e}"),
+        hint: "`__run-slice` is started by `sparsegate gate`/`run`/`bless`; do not call it by hand".into(),
+    })?;
+    let options = Options {
+        golden_dir: "golden".into(),
+        allow_env_drift: false,
+        work_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+        run_launcher: None,
+    };
+    let reply = app::serve_run(&request, &options)?;
+    print!("{}", app::to_json(&reply));
+    Ok(ExitCode::Pass)
 }
 
 /// Per-slice progress on stderr: a progress bar on a terminal, one line per slice otherwise
@@ -468,6 +506,25 @@ fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
                             bar.finish_and_clear();
                         }
                     }
+                    None => eprintln!("{line}"),
+                }
+            }
+            Progress::RunsPlanned { plan } => {
+                let line = format!(
+                    "{}/{}: {} runs planned from the baseline's between-run spread \
+                     (its margins need {}; samples.max_runs = {})",
+                    plan.pack,
+                    plan.slice,
+                    plan.runs,
+                    if plan.needed == usize::MAX {
+                        "more than any budget".to_owned()
+                    } else {
+                        plan.needed.to_string()
+                    },
+                    plan.cap
+                );
+                match &bar {
+                    Some(bar) => bar.println(line),
                     None => eprintln!("{line}"),
                 }
             }

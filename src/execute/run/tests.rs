@@ -219,3 +219,99 @@ fn issue_9_one_run_is_todays_protocol() {
     assert_eq!(ev.runs.len(), 1);
     assert!(ev.metrics["latency"].runs.iter().all(|&r| r == 0));
 }
+
+/// Stands in for a child process: each "run" measured on a fresh workload, with a fake pid.
+fn fake_child(s: &Slice) -> impl Fn(u32) -> Result<RunRecord, String> + '_ {
+    move |run| {
+        let mut record = measure_run(s, &lower(s))?;
+        record.pid = Some(1000 + run);
+        Ok(record)
+    }
+}
+
+#[test]
+fn issue_9_process_runs_merge_child_records_with_their_pids() {
+    let mut s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(16, 24, 32)]);
+    s.samples.runs = 3;
+    assert_eq!(s.samples.effective_run_mode(), RunMode::Process);
+    let launch = fake_child(&s);
+    let ev = execute_slice_with(&s, &lower(&s), Some(&launch));
+    assert_eq!(ev.failure, None);
+    assert_eq!(ev.run_mode, Some(RunMode::Process));
+    assert_eq!(
+        ev.runs.iter().map(|r| (r.run, r.pid)).collect::<Vec<_>>(),
+        [(0, Some(1000)), (1, Some(1001)), (2, Some(1002))]
+    );
+    let latency = &ev.metrics["latency"];
+    assert_eq!(latency.runs.len(), latency.samples.len());
+    assert_eq!(
+        ev.runs.iter().map(|r| r.samples).sum::<usize>(),
+        latency.samples.len()
+    );
+    assert_eq!(ev.counters["runs"], 3.0);
+    assert_eq!(ev.counters["value_bytes"], (24 * 16 * 4) as f64);
+}
+
+#[test]
+fn issue_9_in_process_mode_ignores_the_launcher_and_says_so() {
+    let mut s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(16, 24, 32)]);
+    s.samples.runs = 2;
+    s.samples.run_mode = Some(RunMode::InProcess);
+    let launch = |_run: u32| -> Result<RunRecord, String> { Err("must not be called".into()) };
+    let ev = execute_slice_with(&s, &lower(&s), Some(&launch));
+    assert_eq!(ev.failure, None);
+    assert_eq!(ev.run_mode, Some(RunMode::InProcess));
+    assert!(ev.runs.iter().all(|r| r.pid.is_none()));
+}
+
+#[test]
+fn issue_9_a_failed_child_run_fails_the_slice_at_execution() {
+    let mut s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(16, 24, 32)]);
+    s.samples.runs = 2;
+    let launch = |run: u32| -> Result<RunRecord, String> {
+        if run == 1 {
+            Err("the child process failed (signal: 11); its stderr ends: boom".into())
+        } else {
+            measure_run(&s, &lower(&s))
+        }
+    };
+    let ev = execute_slice_with(&s, &lower(&s), Some(&launch));
+    let failure = ev.failure.expect("the slice must fail");
+    assert_eq!(failure.stage, Stage::Execution);
+    assert!(
+        failure.message.contains("run 1") && failure.message.contains("boom"),
+        "{}",
+        failure.message
+    );
+    assert!(ev.metrics.is_empty());
+}
+
+#[test]
+fn issue_9_ragged_or_non_positive_child_records_are_refused() {
+    let mut s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(16, 24, 32)]);
+    s.samples.runs = 2;
+    for bad in [
+        RunRecord {
+            pid: Some(1),
+            warmup_iterations: 1,
+            candidate: vec![1.0, 1.0],
+            comparator: vec![1.0],
+            calibration: vec![1.0, 1.0],
+            counters: BTreeMap::new(),
+        },
+        RunRecord {
+            pid: Some(1),
+            warmup_iterations: 1,
+            candidate: vec![1.0, -1.0],
+            comparator: vec![1.0, 1.0],
+            calibration: vec![1.0, 1.0],
+            counters: BTreeMap::new(),
+        },
+    ] {
+        let launch = |_run: u32| -> Result<RunRecord, String> { Ok(bad.clone()) };
+        let ev = execute_slice_with(&s, &lower(&s), Some(&launch));
+        let failure = ev.failure.expect("the slice must fail");
+        assert_eq!(failure.stage, Stage::Execution);
+        assert!(ev.runs.is_empty() && ev.metrics.is_empty());
+    }
+}

@@ -120,41 +120,51 @@ fn issue_5_a_a_false_alarm_rate_is_at_most_nominal() {
     assert!(lo <= 0.025 && pass > 0.3, "pass {pass} fail {fail}");
 }
 
-/// Issue 5: an injected 5% slowdown at n = 30 per side. With the median rule at margin 0
-/// and 95% confidence the theoretical power is Φ(ln 1.05 / (1.2533·CV·√(2/30)) − 1.96):
-/// 0.85 at CV 5%, 0.53 at CV 7%, 0.28 at CV 10%: the median of 30 values is too noisy to
-/// reach 0.9 anywhere in the CV 5–10% band (0.9 needs n ≥ 35 per side at CV 5%, 68 at
-/// 7%, 139 at 10%). Asserted: power ≥ 0.9 at n = 30 for CV 4%, and ≥ 0.9 at CV 7% with the
-/// n the formula asks for (70 per side); the CV 5% n = 30 figure is reported.
+/// Issue 5: an injected 5% slowdown at n = 30 per side, caught with power ≥ 0.9 at CV 5%.
+///
+/// The median rule decides on the Hodges–Lehmann interval of the log-time shift (see
+/// `rules/regression.rs`), whose efficiency relative to the t-test is 3/π ≈ 0.955 under
+/// normal log times, so its theoretical power at margin 0 and 95% confidence is
+/// Φ(ln 1.05 / (σ·√(π/3)·√(2/n)) − 1.96): 0.96 at CV 5%, 0.75 at CV 7% and 0.46 at CV 10%
+/// for n = 30 (the bootstrap of the ratio of medians it replaced reached 0.85 / 0.53 /
+/// 0.28). Power 0.9 needs n ≥ 23 per side at CV 5%, 46 at CV 7% and 92 at CV 10%.
+/// Asserted: ≥ 0.9 at CV 5% with n = 30, and at CV 7% (n = 50) and CV 10% (n = 100) with
+/// the n the formula asks for; the CV 7% and 10% figures at n = 30 are reported.
 #[test]
 fn issue_5_a_five_percent_slowdown_is_caught() {
     let base = Study {
         trials: 300,
         n: 30,
-        cv: (0.04, 0.04),
+        cv: (0.05, 0.05),
         slowdown: 1.05,
         margin: 0.0,
         metric: Metric::Latency,
         seed: 3,
     };
-    let (_, _, power) = run(&base);
-    eprintln!("5% slowdown, n 30, CV 4%, margin 0: power {power:.3}");
-    assert!(power >= 0.9, "power {power}");
-    let (_, _, power5) = run(&Study {
-        cv: (0.05, 0.05),
-        seed: 4,
-        ..base
-    });
-    eprintln!("5% slowdown, n 30, CV 5%, margin 0: power {power5:.3} (theory 0.85; reported)");
-    assert!(power5 >= 0.7, "power {power5}");
-    let (_, _, power7) = run(&Study {
-        n: 70,
-        cv: (0.07, 0.07),
-        seed: 5,
-        ..base
-    });
-    eprintln!("5% slowdown, n 70, CV 7%, margin 0: power {power7:.3}");
-    assert!(power7 >= 0.9, "power {power7}");
+    let (_, _, power5) = run(&base);
+    let (lo, hi) = interval(power5, base.trials);
+    eprintln!("5% slowdown, n 30, CV 5%, margin 0: power {power5:.3} ({lo:.3}–{hi:.3}; theory 0.96)");
+    assert!(power5 >= 0.9, "power {power5}");
+    for (cv, n, seed, asserted) in [
+        (0.07, 30, 4, false),
+        (0.10, 30, 5, false),
+        (0.07, 50, 6, true),
+        (0.10, 100, 7, true),
+    ] {
+        let (_, _, power) = run(&Study {
+            n,
+            cv: (cv, cv),
+            seed,
+            ..base
+        });
+        eprintln!(
+            "5% slowdown, n {n}, CV {:.0}%, margin 0: power {power:.3}",
+            cv * 100.0
+        );
+        if asserted {
+            assert!(power >= 0.9, "CV {cv} n {n}: power {power}");
+        }
+    }
 }
 
 /// Issue 5: p99 guardrails. A p99 needs at least 367 values per side for any 95%

@@ -1,0 +1,234 @@
+//! Runs in fresh child processes (issue 9): the gate's process speed mode (memory layout,
+//! frequency, scheduler placement) lasts the whole process, so runs that must be able to
+//! differ as processes do are each measured by a new process.
+//!
+//! The library does not know the command line that starts such a child: the binary
+//! injects a [`RunLauncher`] (in practice a [`ChildProcessLauncher`] for
+//! `sparsegate __run-slice`). The parent writes a [`RunRequest`] as JSON to the child's
+//! stdin; the child answers with a [`RunReply`] as JSON on stdout. Anything else — a
+//! crash, a non-zero exit, output that is not a reply, a child that outlives its time —
+//! is an error carrying the tail of the child's stderr, and never a hang.
+
+use super::run::RunRecord;
+use crate::ingress::Environment;
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What a child needs to measure one run: the pack (path and digest, so a pack edited
+/// after the gate loaded it is refused), the slice id, the run index, and the parent's
+/// environment, whose lock the child must share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRequest {
+    /// The pack file, as the parent loaded it.
+    pub pack_path: PathBuf,
+    /// `sha256:<hex>` of the pack file when the parent loaded it.
+    pub pack_digest: String,
+    /// The slice id.
+    pub slice: String,
+    /// The run index (0-based).
+    pub run: u32,
+    /// The parent's environment: the child refuses to measure under a different lock.
+    pub environment: Environment,
+}
+
+/// A child's answer: its own environment (the parent checks the lock again) and the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReply {
+    /// The environment the child measured under.
+    pub environment: Environment,
+    /// The run's timings.
+    pub record: RunRecord,
+}
+
+/// Measures one run somewhere other than the gate's process.
+pub trait RunLauncher: std::fmt::Debug + Send + Sync {
+    /// Measure the requested run, giving up after `timeout`.
+    fn launch(&self, request: &RunRequest, timeout: Duration) -> Result<RunReply, String>;
+}
+
+/// Starts `program args…` once per run, request on stdin, reply on stdout.
+#[derive(Debug, Clone)]
+pub struct ChildProcessLauncher {
+    program: PathBuf,
+    args: Vec<OsString>,
+}
+
+/// How much of a failed child's stderr an error quotes.
+const STDERR_TAIL_BYTES: usize = 2000;
+/// How often a running child is checked on.
+const POLL: Duration = Duration::from_millis(2);
+
+impl ChildProcessLauncher {
+    /// A launcher for `program` with `args` before the request (e.g. the running
+    /// executable and `["__run-slice"]`).
+    pub fn new(program: impl Into<PathBuf>, args: impl IntoIterator<Item = impl Into<OsString>>) -> Self {
+        ChildProcessLauncher {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl RunLauncher for ChildProcessLauncher {
+    fn launch(&self, request: &RunRequest, timeout: Duration) -> Result<RunReply, String> {
+        let request_json =
+            serde_json::to_vec(request).map_err(|e| format!("cannot encode the run request: {e}"))?;
+        let mut child = Command::new(&self.program)
+            .args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
+        // Drain both pipes on their own threads so a chatty child can never block on a full
+        // pipe while we wait for it to exit.
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                if let Some(mut pipe) = pipe {
+                    let _ = pipe.read_to_end(&mut bytes);
+                }
+                bytes
+            })
+        };
+        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+        // A child that exits without reading its request closes the pipe: not our error
+        // to report (its exit status and stderr say more).
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = stdin.write_all(&request_json);
+        }
+        let start = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if start.elapsed() >= timeout => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+                Ok(None) => std::thread::sleep(POLL),
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!("lost track of the child process: {e}"));
+                }
+            }
+        };
+        let stdout = stdout.join().unwrap_or_default();
+        let stderr = tail(&stderr.join().unwrap_or_default());
+        let with_stderr = |what: String| {
+            if stderr.is_empty() {
+                format!("{what} (no stderr)")
+            } else {
+                format!("{what}; its stderr ends: {stderr}")
+            }
+        };
+        let Some(status) = status else {
+            return Err(with_stderr(format!(
+                "the child process ran longer than {:.0} s and was killed",
+                timeout.as_secs_f64()
+            )));
+        };
+        if !status.success() {
+            return Err(with_stderr(format!("the child process failed ({status})")));
+        }
+        serde_json::from_slice(&stdout).map_err(|e| {
+            with_stderr(format!(
+                "the child process exited cleanly but its output is not a run reply ({e})"
+            ))
+        })
+    }
+}
+
+/// The last [`STDERR_TAIL_BYTES`] of a child's stderr, as trimmed text.
+fn tail(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    let cut = text.len().saturating_sub(STDERR_TAIL_BYTES);
+    let start = (cut..=text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    let prefix = if start > 0 { "…" } else { "" };
+    format!("{prefix}{}", &text[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> RunRequest {
+        RunRequest {
+            pack_path: "pack.yaml".into(),
+            pack_digest: "sha256:00".into(),
+            slice: "s".into(),
+            run: 0,
+            environment: Environment::capture(1, std::path::Path::new(".")),
+        }
+    }
+
+    fn sh(script: &str) -> ChildProcessLauncher {
+        ChildProcessLauncher::new("/bin/sh", ["-c", script])
+    }
+
+    const LONG: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn issue_9_a_crashing_child_is_an_error_with_its_stderr() {
+        let err = sh("echo 'kernel exploded' >&2; kill -SEGV $$")
+            .launch(&request(), LONG)
+            .unwrap_err();
+        assert!(err.contains("failed"), "{err}");
+        assert!(err.contains("kernel exploded"), "{err}");
+    }
+
+    #[test]
+    fn issue_9_a_non_zero_exit_is_an_error() {
+        let err = sh("cat >/dev/null; echo nope >&2; exit 3")
+            .launch(&request(), LONG)
+            .unwrap_err();
+        assert!(err.contains("exit status: 3") && err.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn issue_9_malformed_output_is_an_error() {
+        let err = sh("cat >/dev/null; echo '{\"not\": \"a reply\"}'")
+            .launch(&request(), LONG)
+            .unwrap_err();
+        assert!(err.contains("not a run reply"), "{err}");
+    }
+
+    #[test]
+    fn issue_9_a_child_that_hangs_is_killed_at_its_timeout() {
+        let err = sh("sleep 30")
+            .launch(&request(), Duration::from_millis(200))
+            .unwrap_err();
+        assert!(err.contains("killed"), "{err}");
+    }
+
+    #[test]
+    fn issue_9_the_request_reaches_the_child_and_its_reply_comes_back() {
+        // The child echoes a reply built from its request: proves the stdin/stdout round trip.
+        let environment = serde_json::to_string(&request().environment).unwrap();
+        let script = format!(
+            "cat >/dev/null; printf '%s' '{{\"environment\": {environment}, \"record\": {{\"pid\": 42, \
+             \"warmup_iterations\": 1, \"candidate\": [1.0], \"comparator\": [2.0], \"calibration\": [0.5], \
+             \"counters\": {{}}}}}}'"
+        );
+        let reply = sh(&script).launch(&request(), LONG).unwrap();
+        assert_eq!(reply.record.pid, Some(42));
+        assert_eq!(reply.environment, request().environment);
+    }
+
+    #[test]
+    fn stderr_tail_keeps_the_end() {
+        let long = "x".repeat(5000) + "the end";
+        let t = tail(long.as_bytes());
+        assert!(t.ends_with("the end") && t.starts_with('…'));
+        assert!(t.len() <= STDERR_TAIL_BYTES + '…'.len_utf8());
+    }
+}
