@@ -13,7 +13,7 @@ use crate::ingress::{Environment, LoadedPack, PackError, Slice, load_pack};
 use crate::lower::lower;
 use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
 use crate::validate::golden::{self, Baseline, Baselines, BlessChange};
-use crate::validate::{PowerNote, RunPlan, assess, plan_runs, power_check};
+use crate::validate::{PowerNote, RunPlan, assess, interim_look, plan_runs, power_check};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,7 +124,7 @@ pub fn run(
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Evidence> {
     let environment = capture_environment(packs, options)?;
-    Ok(run_under(packs, environment, options, progress))
+    Ok(run_under(packs, environment, None, options, progress))
 }
 
 /// How long one child run may take before it is killed: generous (a slice's runs are
@@ -137,6 +137,7 @@ fn child_timeout(slice: &Slice) -> Duration {
 fn run_under(
     packs: &[LoadedPack],
     environment: Environment,
+    baselines: Option<&Baselines>,
     options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Evidence {
@@ -170,6 +171,9 @@ fn run_under(
             }
             Ok(reply.record)
         };
+        // Sequential sampling: execution asks validate's interim check after each run.
+        let baseline = baselines.and_then(|b| b.get(&(slice.pack.clone(), slice.id.clone())));
+        let stop = |ev: &SliceEvidence| interim_look(slice, ev, baseline);
         // Dispatch by backend: measured on this machine, or evaluated on the simulated part.
         let evidence = match slice.backend {
             Backend::Cpu => execute_slice_with(
@@ -179,6 +183,7 @@ fn run_under(
                     .run_launcher
                     .is_some()
                     .then_some(&launch as &crate::execute::LaunchRun<'_>),
+                Some(&stop),
             ),
             Backend::Sim => execute_sim_slice(slice, &plan),
         };
@@ -284,7 +289,7 @@ pub fn gate(
     {
         progress(Progress::PowerWarning { note });
     }
-    let evidence = run_under(&packs, environment, options, progress);
+    let evidence = run_under(&packs, environment, Some(&baselines), options, progress);
     decide_and_write(&packs, evidence, &baselines, drift, out_dir, options)
 }
 
@@ -482,7 +487,7 @@ pub fn bless(
         let path = golden::baseline_path(&options.golden_dir, &slice.pack, &slice.id);
         old.push((golden::load_baseline(&path)?, path));
     }
-    let evidence = run_under(&packs, environment, options, progress);
+    let evidence = run_under(&packs, environment, None, options, progress);
     if let Some(failed) = evidence.slices.iter().find(|s| s.failure.is_some()) {
         let failure = failed
             .failure

@@ -68,6 +68,24 @@ pub struct SliceEvidence {
     /// How the runs were separated, when the slice was measured in runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_mode: Option<RunMode>,
+    /// The interim looks of sequential sampling, in order (empty when the slice took a
+    /// fixed number of runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub looks: Vec<Look>,
+}
+
+/// One interim look of sequential sampling: after how many runs, what it spent, and
+/// whether it stopped the slice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Look {
+    /// Runs taken at this look.
+    pub runs: u32,
+    /// Samples (slice timings) taken at this look.
+    pub samples: usize,
+    /// The error rate this look spent (the smallest over the slice's blocking guardrails).
+    pub alpha: f64,
+    /// Whether every blocking guardrail was decided, which ended the sampling.
+    pub decided: bool,
 }
 
 /// Medians of one run of a slice: the unit of replication (DESIGN.md §6).

@@ -11,7 +11,11 @@ mod workload;
 
 pub use child::{ChildProcessLauncher, RunLauncher, RunReply, RunRequest};
 pub use evidence::{
-    EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, PackRecord, RunSummary, SliceEvidence, SliceFailure,
+    EVIDENCE_SCHEMA_VERSION, Evidence, Look, MetricSamples, PackRecord, RunSummary, SliceEvidence,
+    SliceFailure,
 };
-pub use run::{CALIBRATION_METRIC, LaunchRun, RunRecord, execute_slice, execute_slice_with, measure_run};
+pub use run::{
+    CALIBRATION_METRIC, LaunchRun, RunRecord, StopDecision, StopRule, execute_slice, execute_slice_with,
+    measure_run,
+};
 pub use sim::execute_sim_slice;

@@ -3,7 +3,7 @@
 //! same process, so the speedup of every pair is a same-moment ratio that machine drift
 //! cannot fake.
 
-use super::evidence::{MetricSamples, RunSummary, SliceEvidence, SliceFailure};
+use super::evidence::{Look, MetricSamples, RunSummary, SliceEvidence, SliceFailure};
 use super::workload::Workload;
 use crate::ingress::Slice;
 use crate::ingress::pack::RunMode;
@@ -47,19 +47,40 @@ pub struct RunRecord {
 /// record, or why it could not. Given the run index.
 pub type LaunchRun<'a> = dyn Fn(u32) -> Result<RunRecord, String> + 'a;
 
+/// What the validate stage answers at an interim look of sequential sampling.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StopDecision {
+    /// Every blocking guardrail is decided: take no more runs.
+    pub decided: bool,
+    /// The error rate this look spent.
+    pub alpha: f64,
+}
+
+/// Asked after each run from the `samples.runs`-th on when a slice samples sequentially,
+/// with the evidence so far (its `looks` hold the earlier looks). Execution measures and
+/// never judges: the rule is the validate stage's, passed in by the caller.
+pub type StopRule<'a> = dyn Fn(&SliceEvidence) -> StopDecision + 'a;
+
 /// Measure `slice` under `plan` with every run in this process. Never panics on a user's
 /// shape: anything that prevents a measurement comes back as [`SliceEvidence::failure`]
 /// with the execution stage.
 pub fn execute_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
-    execute_slice_with(slice, plan, None)
+    execute_slice_with(slice, plan, None, None)
 }
 
 /// Measure `slice` under `plan`. When the slice's run mode is `process` and `launch` is
 /// given, every run is delegated to it (the gate passes one that spawns a child process
 /// per run), and the records are merged here; otherwise the runs take place in this
 /// process, and the evidence says `in_process` (a library caller that injects no
-/// launcher gets in-process runs, honestly labelled).
-pub fn execute_slice_with(slice: &Slice, plan: &Plan, launch: Option<&LaunchRun<'_>>) -> SliceEvidence {
+/// launcher gets in-process runs, honestly labelled). With `samples.sequential` and a
+/// `stop` rule, runs are added one at a time past `samples.runs` until the rule says the
+/// guardrails are decided or `samples.max_runs` is reached; every look is recorded.
+pub fn execute_slice_with(
+    slice: &Slice,
+    plan: &Plan,
+    launch: Option<&LaunchRun<'_>>,
+    stop: Option<&StopRule<'_>>,
+) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence {
         pack: slice.pack.clone(),
@@ -75,26 +96,18 @@ pub fn execute_slice_with(slice: &Slice, plan: &Plan, launch: Option<&LaunchRun<
         failure: None,
         runs: vec![],
         run_mode: None,
+        looks: vec![],
     };
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     evidence
         .counters
         .insert("fallback_rate".into(), plan.fallback_rate());
     evidence.counters.insert("dense_flops".into(), dense_flops);
-    let runs = slice.samples.runs.max(1);
-    let outcome = if plan.ops.is_empty() {
-        Err("the slice has no ops to run".to_owned())
-    } else {
-        match launch.filter(|_| slice.samples.effective_run_mode() == RunMode::Process) {
-            Some(launch) => (0..runs)
-                .map(|run| launch(run).map_err(|e| format!("run {run} (child process): {e}")))
-                .collect::<Result<Vec<_>, _>>()
-                .map(|records| (RunMode::Process, records)),
-            None => measure_in_process(slice, plan, runs).map(|records| (RunMode::InProcess, records)),
+    match take_runs(slice, plan, launch, stop, &evidence, dense_flops) {
+        Ok((mode, records, looks)) => {
+            merge_runs(&mut evidence, mode, records, dense_flops);
+            evidence.looks = looks;
         }
-    };
-    match outcome {
-        Ok((mode, records)) => merge_runs(&mut evidence, mode, records, dense_flops),
         Err(message) => {
             evidence.failure = Some(SliceFailure {
                 stage: Stage::Execution,
@@ -106,17 +119,75 @@ pub fn execute_slice_with(slice: &Slice, plan: &Plan, launch: Option<&LaunchRun<
     evidence
 }
 
+/// The runs of a slice, in order, with the looks of sequential sampling.
+fn take_runs(
+    slice: &Slice,
+    plan: &Plan,
+    launch: Option<&LaunchRun<'_>>,
+    stop: Option<&StopRule<'_>>,
+    empty: &SliceEvidence,
+    dense_flops: f64,
+) -> Result<(RunMode, Vec<RunRecord>, Vec<Look>), String> {
+    if plan.ops.is_empty() {
+        return Err("the slice has no ops to run".into());
+    }
+    let launch = launch.filter(|_| slice.samples.effective_run_mode() == RunMode::Process);
+    let mut local = match launch {
+        Some(_) => None,
+        None => Some(InProcessRuns::prepare(slice, plan)?),
+    };
+    let mode = if launch.is_some() {
+        RunMode::Process
+    } else {
+        RunMode::InProcess
+    };
+    let first = slice.samples.runs.max(1);
+    let stop = stop.filter(|_| slice.samples.sequential);
+    let most = match stop {
+        Some(_) => slice.samples.max_runs.unwrap_or(first).max(first),
+        None => first,
+    };
+    let (mut records, mut looks) = (Vec::new(), Vec::new());
+    for run in 0..most {
+        let record = match (&mut local, launch) {
+            (Some(local), _) => local.run(slice, run)?,
+            (None, Some(launch)) => launch(run).map_err(|e| format!("run {run} (child process): {e}"))?,
+            (None, None) => unreachable!("a launcher or in-process runs"),
+        };
+        records.push(record);
+        let Some(stop) = stop.filter(|_| run + 1 >= first) else {
+            continue;
+        };
+        let mut so_far = empty.clone();
+        merge_runs(&mut so_far, mode, records.clone(), dense_flops);
+        if so_far.failure.is_some() {
+            break; // the final merge reports it
+        }
+        so_far.looks = looks.clone();
+        let decision = stop(&so_far);
+        looks.push(Look {
+            runs: run + 1,
+            samples: so_far.metrics.get("latency").map_or(0, |m| m.samples.len()),
+            alpha: decision.alpha,
+            decided: decision.decided,
+        });
+        if decision.decided {
+            break;
+        }
+    }
+    Ok((mode, records, looks))
+}
+
 /// One run of `slice` in a fresh workload, as a child process does it: prepare, check the
 /// sparse result against the comparator, warm up, sample.
 pub fn measure_run(slice: &Slice, plan: &Plan) -> Result<RunRecord, String> {
     if plan.ops.is_empty() {
         return Err("the slice has no ops to run".into());
     }
-    let pool = thread_pool(slice)?;
-    let mut work = Workload::prepare(slice, plan)?;
-    let mut calibration = Calibration::new();
-    let timed = pool.install(|| sample(slice, &mut work, &mut calibration, true))?;
-    Ok(record(timed, weight_counters(&work), Some(std::process::id())))
+    let mut local = InProcessRuns::prepare(slice, plan)?;
+    let mut record = local.run(slice, 0)?;
+    record.pid = Some(std::process::id());
+    Ok(record)
 }
 
 fn thread_pool(slice: &Slice) -> Result<rayon::ThreadPool, String> {
@@ -126,18 +197,32 @@ fn thread_pool(slice: &Slice) -> Result<rayon::ThreadPool, String> {
         .map_err(|e| format!("cannot start {} worker threads: {e}", slice.threads))
 }
 
-/// All runs in this process, one workload prepared (and checked) once.
-fn measure_in_process(slice: &Slice, plan: &Plan, runs: u32) -> Result<Vec<RunRecord>, String> {
-    let pool = thread_pool(slice)?;
-    let mut work = Workload::prepare(slice, plan)?;
-    let counters = weight_counters(&work);
-    let mut calibration = Calibration::new();
-    (0..runs)
-        .map(|run| {
-            let timed = pool.install(|| sample(slice, &mut work, &mut calibration, run == 0))?;
-            Ok(record(timed, counters.clone(), None))
+/// Runs in this process: one workload prepared once, checked on the first run.
+struct InProcessRuns {
+    pool: rayon::ThreadPool,
+    work: Workload,
+    calibration: Calibration,
+    counters: BTreeMap<String, f64>,
+}
+
+impl InProcessRuns {
+    fn prepare(slice: &Slice, plan: &Plan) -> Result<InProcessRuns, String> {
+        let pool = thread_pool(slice)?;
+        let work = Workload::prepare(slice, plan)?;
+        let counters = weight_counters(&work);
+        Ok(InProcessRuns {
+            pool,
+            work,
+            calibration: Calibration::new(),
+            counters,
         })
-        .collect()
+    }
+
+    fn run(&mut self, slice: &Slice, run: u32) -> Result<RunRecord, String> {
+        let (work, calibration) = (&mut self.work, &mut self.calibration);
+        let timed = self.pool.install(|| sample(slice, work, calibration, run == 0))?;
+        Ok(record(timed, self.counters.clone(), None))
+    }
 }
 
 fn weight_counters(work: &Workload) -> BTreeMap<String, f64> {

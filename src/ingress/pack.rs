@@ -149,6 +149,13 @@ pub struct SamplePolicy {
     /// no between-run spread to sample).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_mode: Option<RunMode>,
+    /// Sequential sampling over runs (issue 5): take `runs` runs, then keep adding one run
+    /// at a time while a blocking guardrail is undecided, up to `max_runs` (required, above
+    /// `runs`). Each look reads the intervals at an O'Brien–Fleming alpha-spending level,
+    /// so the error rates stay valid however many looks are taken; verdicts say which look
+    /// decided them. Replaces run planning for the slice.
+    #[serde(default)]
+    pub sequential: bool,
 }
 
 impl SamplePolicy {
@@ -215,6 +222,7 @@ impl Default for SamplePolicy {
             runs: default_runs(),
             max_runs: None,
             run_mode: None,
+            sequential: false,
         }
     }
 }

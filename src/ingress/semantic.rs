@@ -199,6 +199,18 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             Some("raise `max` or lower `min` so that min ≤ max".into()),
         ));
     }
+    if pack.samples.sequential && pack.samples.max_runs.is_none_or(|m| m <= pack.samples.runs) {
+        diags.push(loc.at_value(
+            "/samples/sequential",
+            format!(
+                "sequential sampling needs samples.max_runs above samples.runs ({})",
+                pack.samples.runs
+            ),
+            Some(
+                "set `max_runs`: the most runs the slice may take while its guardrails are undecided".into(),
+            ),
+        ));
+    }
     if let Some(max_runs) = pack.samples.max_runs.filter(|&m| m < pack.samples.runs) {
         diags.push(loc.at_value(
             "/samples/max_runs",

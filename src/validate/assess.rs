@@ -4,6 +4,7 @@
 
 use super::bottleneck::classify;
 use super::golden::Baselines;
+use super::interim::{at_look, describe_look, look_for};
 use super::observe::Observed;
 use super::observe::observe;
 use super::outcome::{Assessment, GuardrailOutcome};
@@ -80,11 +81,20 @@ pub fn assess_with(
         .flat_map(|slice| {
             let ev = evidence.slice(&slice.pack, &slice.id);
             let baseline = baselines.get(&(slice.pack.clone(), slice.id.clone()));
-            slice
-                .guardrails
-                .iter()
-                .enumerate()
-                .map(move |(i, g)| judge(slice, i, g, ev, baseline, opts))
+            slice.guardrails.iter().enumerate().map(move |(i, g)| {
+                // A slice sampled sequentially is read at its last look's level.
+                let looks: Vec<u32> = ev
+                    .map(|e| e.looks.iter().map(|l| l.runs).collect())
+                    .unwrap_or_default();
+                match look_for(g, slice, &looks).zip(ev) {
+                    Some((look, e)) => {
+                        let mut o = judge(slice, i, &at_look(g, &look), ev, baseline, opts);
+                        o.detail.push_str(&describe_look(g, &look, e, looks.len() - 1));
+                        o
+                    }
+                    None => judge(slice, i, g, ev, baseline, opts),
+                }
+            })
         })
         .collect();
     correct_for_multiplicity(&mut outcomes);
@@ -202,7 +212,7 @@ fn guardrail_seed(slice_seed: u64, index: usize) -> u64 {
     slice_seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
-fn judge(
+pub(crate) fn judge(
     slice: &Slice,
     index: usize,
     g: &GuardrailSpec,

@@ -8,6 +8,7 @@ pub mod stats;
 
 mod assess;
 mod describe;
+mod interim;
 mod observe;
 mod outcome;
 mod power_check;
@@ -16,5 +17,6 @@ mod rules;
 mod tests;
 
 pub use assess::{AssessOptions, assess, assess_with};
+pub use interim::interim_look;
 pub use outcome::{Assessment, GuardrailOutcome};
 pub use power_check::{PowerNote, RunPlan, plan_runs, power_check};

@@ -75,6 +75,9 @@ pub struct RunPlan {
 /// `None` when there is nothing to plan from (no cap, no run-grouped baseline, no such
 /// guardrail); the caller then takes `samples.runs` runs.
 pub fn plan_runs(slice: &Slice, baselines: &Baselines) -> Option<RunPlan> {
+    if slice.samples.sequential {
+        return None; // sequential sampling decides the run count as it goes
+    }
     let cap = slice.samples.max_runs?;
     let b = baselines.get(&(slice.pack.clone(), slice.id.clone()))?;
     let needed = slice

@@ -133,3 +133,56 @@ fn issue_9_max_runs_below_runs_is_refused_at_its_line() {
     );
     assert!(err.contains("pack.yaml:7:"), "{err}");
 }
+
+#[test]
+fn issue_5_a_sequential_slice_records_its_looks_and_its_verdict_says_which_decided() {
+    let sb = Sandbox::new();
+    sb.write(
+        "pack.yaml",
+        &tiny_pack(
+            "looks",
+            "{warmup: 1, min: 4, max: 6, time_budget_s: 0.01, runs: 2, max_runs: 4, sequential: true, \
+             run_mode: in_process}",
+            SPEEDUP,
+        ),
+    );
+    let out = sb
+        .cmd(&["gate", "pack.yaml", "--out", "out", "-q", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 3)),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let slice = &evidence(&sb, "out")["slices"][0];
+    let looks = slice["looks"].as_array().expect("looks recorded");
+    let runs = slice["runs"].as_array().unwrap().len();
+    assert!((2..=4).contains(&runs), "{runs}");
+    assert_eq!(
+        looks.len(),
+        runs - 1,
+        "a look at every run from the 2nd: {looks:?}"
+    );
+    assert_eq!(looks.last().unwrap()["runs"].as_u64(), Some(runs as u64));
+    let verdict: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let detail = verdict["guardrails"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("sequential: read at look"), "{detail}");
+}
+
+#[test]
+fn issue_5_sequential_without_room_to_add_runs_is_refused() {
+    let sb = Sandbox::new();
+    sb.write(
+        "pack.yaml",
+        &tiny_pack("seq", "{runs: 3, sequential: true}", SPEEDUP),
+    );
+    let out = sb.cmd(&["validate", "pack.yaml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out) + &stdout(&out);
+    assert!(
+        err.contains("sequential sampling needs samples.max_runs above samples.runs (3)"),
+        "{err}"
+    );
+}

@@ -235,7 +235,7 @@ fn issue_9_process_runs_merge_child_records_with_their_pids() {
     s.samples.runs = 3;
     assert_eq!(s.samples.effective_run_mode(), RunMode::Process);
     let launch = fake_child(&s);
-    let ev = execute_slice_with(&s, &lower(&s), Some(&launch));
+    let ev = execute_slice_with(&s, &lower(&s), Some(&launch), None);
     assert_eq!(ev.failure, None);
     assert_eq!(ev.run_mode, Some(RunMode::Process));
     assert_eq!(
@@ -258,7 +258,7 @@ fn issue_9_in_process_mode_ignores_the_launcher_and_says_so() {
     s.samples.runs = 2;
     s.samples.run_mode = Some(RunMode::InProcess);
     let launch = |_run: u32| -> Result<RunRecord, String> { Err("must not be called".into()) };
-    let ev = execute_slice_with(&s, &lower(&s), Some(&launch));
+    let ev = execute_slice_with(&s, &lower(&s), Some(&launch), None);
     assert_eq!(ev.failure, None);
     assert_eq!(ev.run_mode, Some(RunMode::InProcess));
     assert!(ev.runs.iter().all(|r| r.pid.is_none()));
@@ -275,7 +275,7 @@ fn issue_9_a_failed_child_run_fails_the_slice_at_execution() {
             measure_run(&s, &lower(&s))
         }
     };
-    let ev = execute_slice_with(&s, &lower(&s), Some(&launch));
+    let ev = execute_slice_with(&s, &lower(&s), Some(&launch), None);
     let failure = ev.failure.expect("the slice must fail");
     assert_eq!(failure.stage, Stage::Execution);
     assert!(
@@ -309,9 +309,45 @@ fn issue_9_ragged_or_non_positive_child_records_are_refused() {
         },
     ] {
         let launch = |_run: u32| -> Result<RunRecord, String> { Ok(bad.clone()) };
-        let ev = execute_slice_with(&s, &lower(&s), Some(&launch));
+        let ev = execute_slice_with(&s, &lower(&s), Some(&launch), None);
         let failure = ev.failure.expect("the slice must fail");
         assert_eq!(failure.stage, Stage::Execution);
         assert!(ev.runs.is_empty() && ev.metrics.is_empty());
     }
+}
+
+#[test]
+fn issue_5_sequential_runs_stop_when_the_rule_says_decided_and_record_the_looks() {
+    let mut s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(16, 24, 32)]);
+    s.samples.runs = 2;
+    s.samples.max_runs = Some(6);
+    s.samples.sequential = true;
+    s.samples.run_mode = Some(RunMode::InProcess);
+    // Decided once 4 runs are in; the rule sees the earlier looks.
+    let decide_at_4 = |ev: &SliceEvidence| {
+        assert_eq!(ev.looks.len() + 2, ev.runs.len());
+        StopDecision {
+            decided: ev.runs.len() >= 4,
+            alpha: 0.01,
+        }
+    };
+    let ev = execute_slice_with(&s, &lower(&s), None, Some(&decide_at_4));
+    assert_eq!(ev.failure, None);
+    assert_eq!(ev.runs.len(), 4);
+    assert_eq!(
+        ev.looks.iter().map(|l| (l.runs, l.decided)).collect::<Vec<_>>(),
+        [(2, false), (3, false), (4, true)]
+    );
+    assert_eq!(ev.looks[2].samples, ev.metrics["latency"].samples.len());
+    // Never decided: all 6 runs, 5 looks.
+    let never = |_: &SliceEvidence| StopDecision {
+        decided: false,
+        alpha: 0.0,
+    };
+    let ev = execute_slice_with(&s, &lower(&s), None, Some(&never));
+    assert_eq!((ev.runs.len(), ev.looks.len()), (6, 5));
+    // Without `sequential` the rule is not consulted: exactly `runs` runs.
+    s.samples.sequential = false;
+    let ev = execute_slice_with(&s, &lower(&s), None, Some(&never));
+    assert_eq!((ev.runs.len(), ev.looks.len()), (2, 0));
 }

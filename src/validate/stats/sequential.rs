@@ -8,9 +8,8 @@
 //! look here is read at its *increment* `α(t_k) − α(t_{k−1})`; by the union bound the
 //! chance of any false decision over all looks stays at most α, whatever the correlation
 //! between looks (conservative, but needs no recursive integration and no assumption on
-//! the statistic). This is a library helper for the execution loop (which takes batches
-//! until a guardrail is decided or `samples.max` is reached); the loop itself lives in
-//! `execute` and does not call it yet.
+//! the statistic). The execution loop uses it through `validate::interim_look` for slices
+//! with `samples.sequential`, with runs as the looks.
 
 use super::error::{StatsError, check_probability};
 use serde::{Deserialize, Serialize};

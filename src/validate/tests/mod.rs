@@ -2,6 +2,7 @@
 
 mod calibration;
 mod planning;
+mod sequential;
 
 use super::golden::{BASELINE_SCHEMA_VERSION, Baseline, Baselines};
 use super::{AssessOptions, Assessment, assess, assess_with};
@@ -116,6 +117,7 @@ pub(super) fn slice_ev(
         failure: None,
         runs: vec![],
         run_mode: None,
+        looks: vec![],
     }
 }
 
