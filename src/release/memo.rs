@@ -635,6 +635,7 @@ mod tests {
             baselines: vec![],
             presets: vec![],
             measured_s: 1.5,
+            trends: vec![],
         }
     }
 
