@@ -420,7 +420,12 @@ pub fn trend(
         return Err(Error::Usage {
             message: format!("no recorded values of `{metric}` for slice `{slice}` in {}", path.display()),
             hint: if known.is_empty() {
-                format!("no run recorded a slice `{slice}`; `sparsegate history` lists the runs")
+                let slices = history.slice_names()?;
+                if slices.is_empty() {
+                    "the history has no runs yet; `sparsegate gate` records them".to_owned()
+                } else {
+                    format!("no run recorded a slice `{slice}`; recorded slices: {}", slices.join(", "))
+                }
             } else {
                 format!("recorded metrics of `{slice}`: {}", known.join(", "))
             },

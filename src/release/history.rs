@@ -496,6 +496,16 @@ impl History {
         rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
     }
 
+    /// Every slice id recorded (`pack/slice`), for a helpful error on an unknown one.
+    pub fn slice_names(&self) -> Result<Vec<String>, HistoryError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT DISTINCT pack || '/' || slice FROM metrics ORDER BY 1")
+            .map_err(self.sql())?;
+        let rows = stmt.query_map([], |r| r.get(0)).map_err(self.sql())?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
+    }
+
     /// Whether run `id` exists (used by tests and by `trend` to report an empty history).
     pub fn has_run(&self, id: i64) -> Result<bool, HistoryError> {
         self.conn

@@ -40,7 +40,7 @@ fn gate(sb: &Sandbox, k: u32, extra: &[&str]) -> std::process::Output {
 
 fn trend_json(sb: &Sandbox, metric: &str) -> serde_json::Value {
     let out = sb
-        .cmd(&["trend", "--metric", metric, "--slice", "ffn", "--history", "h/history.db", "--json"])
+        .cmd(&["trend", "--metric", metric, "--slice", "ffn-2of4-fp16", "--history", "h/history.db", "--json"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -151,7 +151,7 @@ fn issue_8_history_commands_reject_bad_input_with_exit_2() {
     let out = gate(&sb, 768, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = sb
-        .cmd(&["trend", "--metric", "nonsense", "--slice", "ffn", "--history", "h/history.db"])
+        .cmd(&["trend", "--metric", "nonsense", "--slice", "ffn-2of4-fp16", "--history", "h/history.db"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
