@@ -10,12 +10,12 @@ use crate::ingress::Backend;
 use crate::ingress::shard::Shard;
 use crate::ingress::{Environment, LoadedPack, PackError, Slice, load_pack};
 use crate::lower::lower;
+use crate::release::MemoTrend;
 use crate::release::history::{DEFAULT_HISTORY_PATH, History, HistoryError, RunRow};
 use crate::release::trend::{self, TrendReport};
-use crate::release::MemoTrend;
-use crate::validate::stats::{EDivisiveOptions, e_divisive};
 use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
 use crate::validate::golden::{self, Baseline, Baselines, BlessChange};
+use crate::validate::stats::{EDivisiveOptions, e_divisive};
 use crate::validate::{PowerNote, assess, power_check};
 use std::path::{Path, PathBuf};
 
@@ -336,9 +336,7 @@ fn memo_trends(path: &Path, evidence: &Evidence) -> Vec<MemoTrend> {
         .slices
         .iter()
         .filter_map(|s| {
-            let (_, series) = history
-                .series(Some(&s.pack), &s.slice, MEMO_TREND_METRIC)
-                .ok()?;
+            let (_, series) = history.series(Some(&s.pack), &s.slice, MEMO_TREND_METRIC).ok()?;
             let recent = &series[series.len().saturating_sub(MEMO_TREND_RUNS)..];
             if recent.len() < 2 {
                 return None;
@@ -362,7 +360,12 @@ fn memo_trends(path: &Path, evidence: &Evidence) -> Vec<MemoTrend> {
 }
 
 /// Record a decided run in the history, if one is configured.
-fn record_history(command: &str, evidence: &Evidence, decision: &Decision, options: &Options) -> HistoryOutcome {
+fn record_history(
+    command: &str,
+    evidence: &Evidence,
+    decision: &Decision,
+    options: &Options,
+) -> HistoryOutcome {
     let Some(path) = &options.history else {
         return HistoryOutcome::Off;
     };
@@ -409,7 +412,10 @@ pub fn trend(
         let packs = history.packs_with_slice(slice)?;
         if packs.len() > 1 {
             return Err(Error::Usage {
-                message: format!("slice `{slice}` was recorded by several packs: {}", packs.join(", ")),
+                message: format!(
+                    "slice `{slice}` was recorded by several packs: {}",
+                    packs.join(", ")
+                ),
                 hint: "choose one with --pack NAME".into(),
             });
         }
@@ -418,13 +424,19 @@ pub fn trend(
     if report.points.is_empty() {
         let known = history.metric_names(slice)?;
         return Err(Error::Usage {
-            message: format!("no recorded values of `{metric}` for slice `{slice}` in {}", path.display()),
+            message: format!(
+                "no recorded values of `{metric}` for slice `{slice}` in {}",
+                path.display()
+            ),
             hint: if known.is_empty() {
                 let slices = history.slice_names()?;
                 if slices.is_empty() {
                     "the history has no runs yet; `sparsegate gate` records them".to_owned()
                 } else {
-                    format!("no run recorded a slice `{slice}`; recorded slices: {}", slices.join(", "))
+                    format!(
+                        "no run recorded a slice `{slice}`; recorded slices: {}",
+                        slices.join(", ")
+                    )
                 }
             } else {
                 format!("recorded metrics of `{slice}`: {}", known.join(", "))

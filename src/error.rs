@@ -152,7 +152,9 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(
         code(sparsegate::history),
-        help("pass another database with --history PATH (or SPARSEGATE_HISTORY), or check the file's permissions")
+        help(
+            "pass another database with --history PATH (or SPARSEGATE_HISTORY), or check the file's permissions"
+        )
     )]
     History(#[from] crate::release::history::HistoryError),
 

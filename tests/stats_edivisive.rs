@@ -33,8 +33,16 @@ fn close(ours: f64, theirs: f64, what: &str) {
 
 #[test]
 fn fixtures_cover_steps_flat_and_noise() {
-    let names: Vec<String> = cases().iter().map(|c| c["name"].as_str().unwrap().to_owned()).collect();
-    for wanted in ["step_at_30", "two_steps_at_25_and_45", "flat_constant", "flat_noisy"] {
+    let names: Vec<String> = cases()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect();
+    for wanted in [
+        "step_at_30",
+        "two_steps_at_25_and_45",
+        "flat_constant",
+        "flat_noisy",
+    ] {
         assert!(names.iter().any(|n| n == wanted), "missing {wanted}");
     }
 }
@@ -59,9 +67,21 @@ fn energy_statistics_match_the_package() {
         let series = floats(&case["series"]);
         let mid = case["energy_split"].as_u64().unwrap() as usize;
         let ours = energy_statistics(&series[..mid], &series[mid..]).unwrap();
-        close(ours.e, case["energy"]["e"].as_f64().unwrap(), &format!("{name} e"));
-        close(ours.t, case["energy"]["t"].as_f64().unwrap(), &format!("{name} t"));
-        close(ours.h, case["energy"]["h"].as_f64().unwrap(), &format!("{name} h"));
+        close(
+            ours.e,
+            case["energy"]["e"].as_f64().unwrap(),
+            &format!("{name} e"),
+        );
+        close(
+            ours.t,
+            case["energy"]["t"].as_f64().unwrap(),
+            &format!("{name} t"),
+        );
+        close(
+            ours.h,
+            case["energy"]["h"].as_f64().unwrap(),
+            &format!("{name} h"),
+        );
     }
 }
 
@@ -70,7 +90,10 @@ fn energy_statistics_match_the_package() {
 /// ours must hold under several seeds too.
 #[test]
 fn change_points_match_the_package() {
-    let stable: Vec<Value> = cases().into_iter().filter(|c| c["stable"].as_bool() == Some(true)).collect();
+    let stable: Vec<Value> = cases()
+        .into_iter()
+        .filter(|c| c["stable"].as_bool() == Some(true))
+        .collect();
     assert!(stable.len() >= 5);
     for case in stable {
         let name = case["name"].as_str().unwrap();

@@ -168,7 +168,9 @@ pub fn trend_chart(trend: &MemoTrend) -> String {
     let (lo, hi) = trend
         .points
         .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &(_, v)| (lo.min(v), hi.max(v)));
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &(_, v)| {
+            (lo.min(v), hi.max(v))
+        });
     let span = if hi > lo { hi - lo } else { hi.abs().max(1e-300) };
     let (left, right, top, bottom) = (PAD * 3.0, WIDTH - PAD, PAD, HEIGHT - PAD);
     let x = |i: usize| {

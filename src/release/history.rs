@@ -352,9 +352,11 @@ impl History {
                     .map_err(sql)?;
             }
             // Counters (fallback rate, metadata bytes, …) are one value per run: n = 1.
-            for (name, value) in slice.counters.iter().filter(|(n, v)| {
-                v.is_finite() && !slice.metrics.contains_key(n.as_str())
-            }) {
+            for (name, value) in slice
+                .counters
+                .iter()
+                .filter(|(n, v)| v.is_finite() && !slice.metrics.contains_key(n.as_str()))
+            {
                 insert_metric
                     .execute(params![
                         run_id,
@@ -475,9 +477,7 @@ impl History {
             .conn
             .prepare("SELECT DISTINCT pack FROM metrics WHERE slice = ?1 ORDER BY pack")
             .map_err(self.sql())?;
-        let rows = stmt
-            .query_map(params![slice], |r| r.get(0))
-            .map_err(self.sql())?;
+        let rows = stmt.query_map(params![slice], |r| r.get(0)).map_err(self.sql())?;
         rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
     }
 
@@ -490,9 +490,7 @@ impl History {
                  ORDER BY 1",
             )
             .map_err(self.sql())?;
-        let rows = stmt
-            .query_map(params![slice], |r| r.get(0))
-            .map_err(self.sql())?;
+        let rows = stmt.query_map(params![slice], |r| r.get(0)).map_err(self.sql())?;
         rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
     }
 
@@ -591,8 +589,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut h = History::open(&dir.path().join("h/history.db")).unwrap();
         assert_eq!(h.schema_version().unwrap(), MIGRATIONS.len() as i64);
-        let a = h.record("gate", "2026-01-01T00:00:00Z", &evidence(1.0), &decision()).unwrap();
-        let b = h.record("gate", "2026-01-02T00:00:00Z", &evidence(2.0), &decision()).unwrap();
+        let a = h
+            .record("gate", "2026-01-01T00:00:00Z", &evidence(1.0), &decision())
+            .unwrap();
+        let b = h
+            .record("gate", "2026-01-02T00:00:00Z", &evidence(2.0), &decision())
+            .unwrap();
         assert!(b > a);
         let (source, series) = h.series(Some("p"), "s1", "latency").unwrap();
         assert_eq!(source, SeriesSource::Metric);
@@ -638,7 +640,10 @@ mod tests {
         }
         let (source, series) = h.series(Some("p"), "s1", "quality_delta").unwrap();
         assert_eq!(source, SeriesSource::Guardrail);
-        assert_eq!(series.iter().map(|p| p.value).collect::<Vec<_>>(), [-0.001, -0.002, -0.03]);
+        assert_eq!(
+            series.iter().map(|p| p.value).collect::<Vec<_>>(),
+            [-0.001, -0.002, -0.03]
+        );
     }
 
     /// A run whose write fails part-way (here: the same slice twice violates the metrics
@@ -697,6 +702,9 @@ mod tests {
             .pragma_update(None, "user_version", 99)
             .unwrap();
         let err = History::open(&path).unwrap_err();
-        assert!(matches!(err, HistoryError::NewerSchema { found: 99, .. }), "{err}");
+        assert!(
+            matches!(err, HistoryError::NewerSchema { found: 99, .. }),
+            "{err}"
+        );
     }
 }

@@ -653,6 +653,25 @@ mod tests {
         insta::assert_snapshot!("memo_html", memo.render_html().unwrap());
     }
 
+    /// The trend partial appears only with history, and renders from the trends passed in.
+    #[test]
+    fn issue_8_trend_chart_comes_from_the_history_passed_in() {
+        let plain = fixed_memo("t").render_html().unwrap();
+        assert!(!plain.contains("Run history"));
+        let memo = fixed_memo("t").with_trends(vec![MemoTrend {
+            pack: "p".into(),
+            slice: "s".into(),
+            metric: "latency".into(),
+            points: vec![(7, 1.0), (8, 1.0), (9, 2.0)],
+            change_points: vec![2],
+        }]);
+        let html = memo.render_html().unwrap();
+        assert_eq!(html, memo.render_html().unwrap());
+        assert!(html.contains("<h2>Run history</h2>"));
+        assert!(html.contains("over the last 3 recorded runs"));
+        assert!(html.contains("run 9</text>"));
+    }
+
     #[test]
     fn contradictions_are_called_out() {
         let memo = fixed_memo("t");

@@ -85,7 +85,10 @@ fn kubernetes_documents(name: &str) -> Vec<serde_json::Value> {
 #[test]
 fn issue_8_kubernetes_indexed_job_shards_and_merges() {
     let docs = kubernetes_documents("sparsegate-sharded.yaml");
-    let pvc = docs.iter().find(|d| d["kind"] == "PersistentVolumeClaim").unwrap();
+    let pvc = docs
+        .iter()
+        .find(|d| d["kind"] == "PersistentVolumeClaim")
+        .unwrap();
     assert_eq!(pvc["spec"]["accessModes"][0], "ReadWriteMany");
     let job = docs.iter().find(|d| d["kind"] == "Job").unwrap();
     assert_eq!(job["apiVersion"], "batch/v1");
@@ -102,8 +105,14 @@ fn issue_8_kubernetes_indexed_job_shards_and_merges() {
         .unwrap();
     assert_eq!(shards_env["value"].as_str().unwrap(), n.to_string());
     let script = container["args"][0].as_str().unwrap();
-    assert!(script.contains("--shard $((JOB_COMPLETION_INDEX+1))/${SHARDS}"), "{script}");
-    assert!(script.contains("--out /shards/shard-$((JOB_COMPLETION_INDEX+1))"), "{script}");
+    assert!(
+        script.contains("--shard $((JOB_COMPLETION_INDEX+1))/${SHARDS}"),
+        "{script}"
+    );
+    assert!(
+        script.contains("--out /shards/shard-$((JOB_COMPLETION_INDEX+1))"),
+        "{script}"
+    );
     assert_eq!(container["volumeMounts"][0]["mountPath"], "/shards");
     assert_eq!(
         pod["volumes"][0]["persistentVolumeClaim"]["claimName"],

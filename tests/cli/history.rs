@@ -33,14 +33,31 @@ fn sim_pack(k: u32) -> String {
 
 fn gate(sb: &Sandbox, k: u32, extra: &[&str]) -> std::process::Output {
     sb.write("pack.yaml", &sim_pack(k));
-    let mut args = vec!["gate", "pack.yaml", "--out", "out", "-q", "--history", "h/history.db"];
+    let mut args = vec![
+        "gate",
+        "pack.yaml",
+        "--out",
+        "out",
+        "-q",
+        "--history",
+        "h/history.db",
+    ];
     args.extend_from_slice(extra);
     sb.cmd(&args).output().unwrap()
 }
 
 fn trend_json(sb: &Sandbox, metric: &str) -> serde_json::Value {
     let out = sb
-        .cmd(&["trend", "--metric", metric, "--slice", "ffn-2of4-fp16", "--history", "h/history.db", "--json"])
+        .cmd(&[
+            "trend",
+            "--metric",
+            metric,
+            "--slice",
+            "ffn-2of4-fp16",
+            "--history",
+            "h/history.db",
+            "--json",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -84,7 +101,12 @@ fn issue_8_trend_finds_a_planted_step_at_the_right_run() {
     assert_eq!(runs.len(), 3);
     assert_eq!(runs[0]["id"], points[13]["run_id"]);
     assert_eq!(runs[0]["verdict"], "pass");
-    assert!(runs[0]["packs"][0].as_str().unwrap().starts_with("trend-demo@sha256:"));
+    assert!(
+        runs[0]["packs"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("trend-demo@sha256:")
+    );
 }
 
 #[test]
@@ -100,7 +122,13 @@ fn issue_8_trend_finds_no_change_in_a_flat_history() {
     let html = std::fs::read_to_string(sb.path().join("out/memo.html")).unwrap();
     assert!(html.contains("recorded runs (this run last); no change point"));
     // Counters are series too.
-    assert_eq!(trend_json(&sb, "fallback_rate")["points"].as_array().unwrap().len(), 10);
+    assert_eq!(
+        trend_json(&sb, "fallback_rate")["points"]
+            .as_array()
+            .unwrap()
+            .len(),
+        10
+    );
 }
 
 #[test]
@@ -108,13 +136,32 @@ fn issue_8_a_history_write_failure_warns_and_keeps_the_verdict() {
     let sb = Sandbox::new();
     // A directory where the database file should be: SQLite cannot open it.
     std::fs::create_dir_all(sb.path().join("h/history.db")).unwrap();
-    sb.write("pack.yaml", &sim_pack(768).replace("at_most: 1}", "at_most: 1e-9}"));
+    sb.write(
+        "pack.yaml",
+        &sim_pack(768).replace("at_most: 1}", "at_most: 1e-9}"),
+    );
     let out = sb
-        .cmd(&["gate", "pack.yaml", "--out", "out", "-q", "--history", "h/history.db"])
+        .cmd(&[
+            "gate",
+            "pack.yaml",
+            "--out",
+            "out",
+            "-q",
+            "--history",
+            "h/history.db",
+        ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "the failing guardrail still fails the gate");
-    assert!(stderr(&out).contains("not recorded in the history"), "{}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the failing guardrail still fails the gate"
+    );
+    assert!(
+        stderr(&out).contains("not recorded in the history"),
+        "{}",
+        stderr(&out)
+    );
     assert!(sb.path().join("out/verdict.json").is_file());
 }
 
@@ -147,16 +194,31 @@ fn issue_8_history_commands_reject_bad_input_with_exit_2() {
     let sb = Sandbox::new();
     let out = sb.cmd(&["history", "--history", "missing.db"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("no run history at missing.db"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no run history at missing.db"),
+        "{}",
+        stderr(&out)
+    );
     let out = gate(&sb, 768, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = sb
-        .cmd(&["trend", "--metric", "nonsense", "--slice", "ffn-2of4-fp16", "--history", "h/history.db"])
+        .cmd(&[
+            "trend",
+            "--metric",
+            "nonsense",
+            "--slice",
+            "ffn-2of4-fp16",
+            "--history",
+            "h/history.db",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    assert!(err.contains("no recorded values of `nonsense`") && err.contains("latency"), "{err}");
+    assert!(
+        err.contains("no recorded values of `nonsense`") && err.contains("latency"),
+        "{err}"
+    );
     std::fs::write(sb.path().join("junk.db"), "not a database at all, just text").unwrap();
     let out = sb.cmd(&["history", "--history", "junk.db"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -173,7 +235,15 @@ fn issue_8_concurrent_gates_share_one_history() {
             scope.spawn(move || {
                 let out_dir = format!("out{i}");
                 let out = sb
-                    .cmd(&["gate", "pack.yaml", "--out", &out_dir, "-q", "--history", "h/history.db"])
+                    .cmd(&[
+                        "gate",
+                        "pack.yaml",
+                        "--out",
+                        &out_dir,
+                        "-q",
+                        "--history",
+                        "h/history.db",
+                    ])
                     .output()
                     .unwrap();
                 assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

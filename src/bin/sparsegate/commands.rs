@@ -190,8 +190,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 permutations: permutations as usize,
                 seed,
             };
-            let report =
-                app::trend(&history_path(history), pack.as_deref(), &slice, &metric, &options)?;
+            let report = app::trend(&history_path(history), pack.as_deref(), &slice, &metric, &options)?;
             if json {
                 print!("{}", app::to_json(&report));
             } else {
@@ -206,7 +205,11 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                     }
                 );
                 for (i, p) in report.points.iter().enumerate() {
-                    let mark = if report.change_points.iter().any(|c| c.index == i) { "  <- change" } else { "" };
+                    let mark = if report.change_points.iter().any(|c| c.index == i) {
+                        "  <- change"
+                    } else {
+                        ""
+                    };
                     println!("{:>6}  {}  {:.6e}{mark}", p.run_id, p.recorded_at, p.value);
                 }
                 if report.change_points.is_empty() {
@@ -222,10 +225,13 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                         c.index,
                         c.median_before,
                         c.median_after,
-                        c.relative_change.map_or_else(String::new, |r| format!(" ({:+.1}%)", r * 100.0)),
+                        c.relative_change
+                            .map_or_else(String::new, |r| format!(" ({:+.1}%)", r * 100.0)),
                         c.q,
                         c.p_value,
-                        c.git_commit.as_deref().map_or_else(String::new, |g| format!(", commit {g}"))
+                        c.git_commit
+                            .as_deref()
+                            .map_or_else(String::new, |g| format!(", commit {g}"))
                     );
                 }
             }
@@ -469,9 +475,7 @@ fn validate(paths: &[std::path::PathBuf], json: bool) -> Result<ExitCode> {
 /// the default location.
 fn history_path(flag: Option<std::path::PathBuf>) -> std::path::PathBuf {
     flag.or_else(|| std::env::var_os(HISTORY_ENV).map(Into::into))
-        .unwrap_or_else(|| {
-            app::default_history_path(&std::env::current_dir().unwrap_or_else(|_| ".".into()))
-        })
+        .unwrap_or_else(|| app::default_history_path(&std::env::current_dir().unwrap_or_else(|_| ".".into())))
 }
 
 /// Where `gate`/`merge` record: nowhere with `--no-history`, else as [`history_path`].

@@ -84,8 +84,15 @@ fn stats_from_sums(x: f64, y: f64, xy: f64, n: usize, m: usize) -> EnergyStatist
 pub fn energy_statistics(x: &[f64], y: &[f64]) -> Result<EnergyStatistics, StatsError> {
     check_sample("x", x, 1)?;
     check_sample("y", y, 1)?;
-    let within = |s: &[f64]| -> f64 { s.iter().map(|a| s.iter().map(|b| (a - b).abs()).sum::<f64>()).sum() };
-    let between: f64 = x.iter().map(|a| y.iter().map(|b| (a - b).abs()).sum::<f64>()).sum();
+    let within = |s: &[f64]| -> f64 {
+        s.iter()
+            .map(|a| s.iter().map(|b| (a - b).abs()).sum::<f64>())
+            .sum()
+    };
+    let between: f64 = x
+        .iter()
+        .map(|a| y.iter().map(|b| (a - b).abs()).sum::<f64>())
+        .sum();
     Ok(stats_from_sums(within(x), within(y), between, x.len(), y.len()))
 }
 
@@ -120,11 +127,10 @@ pub fn e_divisive_statistics(series: &[f64]) -> Result<Vec<f64>, StatsError> {
 
 /// First index of the maximum (numpy's `argmax`), with its value.
 fn argmax(values: &[f64]) -> (usize, f64) {
-    values
-        .iter()
-        .copied()
-        .enumerate()
-        .fold((0, f64::NEG_INFINITY), |best, (i, v)| if v > best.1 { (i, v) } else { best })
+    values.iter().copied().enumerate().fold(
+        (0, f64::NEG_INFINITY),
+        |best, (i, v)| if v > best.1 { (i, v) } else { best },
+    )
 }
 
 /// Find the change points of `series` by E-divisive means: bisect the window holding the
@@ -134,7 +140,9 @@ pub fn e_divisive(series: &[f64], options: &EDivisiveOptions) -> Result<Vec<Chan
     check_sample("series", series, 1)?;
     check_probability("pvalue", options.pvalue, false)?;
     if options.permutations == 0 {
-        return Err(StatsError::InvalidArgument("permutations must be at least 1".into()));
+        return Err(StatsError::InvalidArgument(
+            "permutations must be at least 1".into(),
+        ));
     }
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let mut found: Vec<ChangePoint> = Vec::new();
@@ -205,7 +213,9 @@ mod tests {
 
     #[test]
     fn a_clear_step_is_found_where_it_is() {
-        let series: Vec<f64> = (0..20).map(|i| if i < 12 { 1.0 } else { 2.0 } + (i % 3) as f64 * 0.01).collect();
+        let series: Vec<f64> = (0..20)
+            .map(|i| if i < 12 { 1.0 } else { 2.0 } + (i % 3) as f64 * 0.01)
+            .collect();
         assert_eq!(indices(&series, 1), [12]);
     }
 
@@ -231,7 +241,11 @@ mod tests {
         let q = e_divisive_statistics(&series).unwrap();
         for tau in 1..series.len() {
             let direct = energy_statistics(&series[..tau], &series[tau..]).unwrap().t;
-            assert!((q[tau] - direct).abs() < 1e-12, "tau {tau}: {} vs {direct}", q[tau]);
+            assert!(
+                (q[tau] - direct).abs() < 1e-12,
+                "tau {tau}: {} vs {direct}",
+                q[tau]
+            );
         }
     }
 
