@@ -257,3 +257,36 @@ fn issue_8_concurrent_gates_share_one_history() {
     let runs: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(runs.as_array().unwrap().len(), 4);
 }
+
+/// `merge` records its decision too, marked as a merge.
+#[test]
+fn issue_8_merge_records_its_decision() {
+    let sb = Sandbox::new();
+    sb.write("pack.yaml", &sim_pack(768));
+    // One shard of one: a second, empty shard would carry a different `threads` lock
+    // (an empty shard records the default thread count), which merge refuses.
+    let out = sb
+        .cmd(&["run", "pack.yaml", "--shard", "1/1", "--out", "shard1", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = sb
+        .cmd(&["merge", "shard1", "--out", "merged", "--history", "h/history.db"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = sb
+        .cmd(&[
+            "history",
+            "--history",
+            "h/history.db",
+            "--json",
+            "--pack",
+            "trend-demo",
+        ])
+        .output()
+        .unwrap();
+    let runs: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(runs[0]["command"], "merge", "{runs}");
+    assert_eq!(runs.as_array().unwrap().len(), 1);
+}
