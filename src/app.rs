@@ -434,7 +434,7 @@ pub fn trend(
                     "the history has no runs yet; `sparsegate gate` records them".to_owned()
                 } else {
                     format!(
-                        "no run recorded a slice `{slice}`; recorded slices: {}",
+                        "no run recorded a slice `{slice}`; recorded (pack/slice): {}",
                         slices.join(", ")
                     )
                 }

@@ -220,7 +220,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 }
                 for c in &report.change_points {
                     println!(
-                        "change at run {} (index {}): median {:.6e} -> {:.6e}{}, q = {:.4}, p = {:.3}{}",
+                        "change at run {} (index {}): median {:.6e} -> {:.6e}{}, q = {:.4e}, p = {:.3}{}",
                         c.run_id,
                         c.index,
                         c.median_before,
