@@ -158,6 +158,11 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let runs = app::history_runs(&history_path(history), pack.as_deref(), limit)?;
             if json {
                 print!("{}", app::to_json(&runs));
+            } else if runs.is_empty() {
+                println!(
+                    "no runs recorded{}",
+                    pack.map_or_else(String::new, |p| format!(" for pack `{p}`"))
+                );
             } else {
                 for r in &runs {
                     println!(
