@@ -11,8 +11,12 @@ use crate::ingress::Backend;
 use crate::ingress::shard::Shard;
 use crate::ingress::{Environment, LoadedPack, PackError, Slice, load_pack};
 use crate::lower::lower;
+use crate::release::MemoTrend;
+use crate::release::history::{DEFAULT_HISTORY_PATH, History, HistoryError, RunRow};
+use crate::release::trend::{self, TrendReport};
 use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
 use crate::validate::golden::{self, Baseline, Baselines, BlessChange};
+use crate::validate::stats::{EDivisiveOptions, e_divisive};
 use crate::validate::{PowerNote, RunPlan, assess, interim_look, plan_runs, power_check};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,6 +35,42 @@ pub struct Options {
     /// `sparsegate __run-slice`). Without one, every run takes place in this process and
     /// the evidence says `in_process`.
     pub run_launcher: Option<Arc<dyn RunLauncher>>,
+    /// The run-history database `gate` and `merge` record into; `None` records nothing.
+    pub history: Option<PathBuf>,
+}
+
+/// What became of recording a gate run in the history. A failure to record never changes
+/// the verdict or the exit code: the gate decided on its evidence, and a locked or
+/// unwritable history is an operations problem the binary reports on stderr.
+#[derive(Debug)]
+pub enum HistoryOutcome {
+    /// History is switched off (`--no-history`).
+    Off,
+    /// The run was recorded.
+    Recorded {
+        /// The database.
+        path: PathBuf,
+        /// The run's id in it.
+        run_id: i64,
+    },
+    /// Recording failed; the gate's outputs are unaffected.
+    Failed {
+        /// The database.
+        path: PathBuf,
+        /// Why.
+        error: HistoryError,
+    },
+}
+
+/// The default run-history location for a command run in `work_dir`:
+/// [`DEFAULT_HISTORY_PATH`] under the root of the git work tree holding `work_dir`, else
+/// under `work_dir` itself.
+pub fn default_history_path(work_dir: &Path) -> PathBuf {
+    let root = git2::Repository::discover(work_dir)
+        .ok()
+        .and_then(|r| r.workdir().map(Path::to_path_buf))
+        .unwrap_or_else(|| work_dir.to_path_buf());
+    root.join(DEFAULT_HISTORY_PATH)
 }
 
 /// Progress of a run, for the binary to display.
@@ -259,6 +299,8 @@ pub struct GateReport {
     pub memo: Memo,
     /// The files written, in order.
     pub files: Vec<PathBuf>,
+    /// Whether (and where) the run was recorded in the history.
+    pub history: HistoryOutcome,
 }
 
 /// Run, validate and decide (the `gate` command), writing `memo.json` (the memo model
@@ -290,11 +332,12 @@ pub fn gate(
         progress(Progress::PowerWarning { note });
     }
     let evidence = run_under(&packs, environment, Some(&baselines), options, progress);
-    decide_and_write(&packs, evidence, &baselines, drift, out_dir, options)
+    decide_and_write("gate", &packs, evidence, &baselines, drift, out_dir, options)
 }
 
 /// Validate evidence against the packs' guardrails, decide, and write every output.
 fn decide_and_write(
+    command: &str,
     packs: &[LoadedPack],
     evidence: Evidence,
     baselines: &Baselines,
@@ -305,7 +348,13 @@ fn decide_and_write(
     let slices: Vec<Slice> = all_slices(packs).cloned().collect();
     let assessment = assess(&slices, &evidence, baselines);
     let decision = decide(&assessment, drift);
-    let memo = Memo::new(packs, &evidence, baselines, &options.golden_dir, &decision);
+    // Record first, so the memo's trend charts end with this run.
+    let history = record_history(command, &evidence, &decision, options);
+    let trends = match &history {
+        HistoryOutcome::Recorded { path, .. } => memo_trends(path, &evidence),
+        _ => Vec::new(),
+    };
+    let memo = Memo::new(packs, &evidence, baselines, &options.golden_dir, &decision).with_trends(trends);
 
     let outputs = [
         ("memo.json", to_json(&memo)),
@@ -326,7 +375,135 @@ fn decide_and_write(
         evidence,
         memo,
         files,
+        history,
     })
+}
+
+/// Runs of history the memo charts per slice.
+pub const MEMO_TREND_RUNS: usize = 30;
+
+/// The metric the memo's trend chart follows: the one every backend records.
+const MEMO_TREND_METRIC: &str = "latency";
+
+/// The recent latency history of every slice with at least two recorded runs, with its
+/// change points, read back from the history just written. A read failure only drops the
+/// charts (the run is recorded; the memo stays correct without them).
+fn memo_trends(path: &Path, evidence: &Evidence) -> Vec<MemoTrend> {
+    let Ok(history) = History::open(path) else {
+        return Vec::new();
+    };
+    evidence
+        .slices
+        .iter()
+        .filter_map(|s| {
+            let (_, series) = history.series(Some(&s.pack), &s.slice, MEMO_TREND_METRIC).ok()?;
+            let recent = &series[series.len().saturating_sub(MEMO_TREND_RUNS)..];
+            if recent.len() < 2 {
+                return None;
+            }
+            let values: Vec<f64> = recent.iter().map(|p| p.value).collect();
+            let mut change_points: Vec<usize> = e_divisive(&values, &EDivisiveOptions::default())
+                .ok()?
+                .iter()
+                .map(|c| c.index)
+                .collect();
+            change_points.sort_unstable();
+            Some(MemoTrend {
+                pack: s.pack.clone(),
+                slice: s.slice.clone(),
+                metric: MEMO_TREND_METRIC.to_owned(),
+                points: recent.iter().map(|p| (p.run_id, p.value)).collect(),
+                change_points,
+            })
+        })
+        .collect()
+}
+
+/// Record a decided run in the history, if one is configured.
+fn record_history(
+    command: &str,
+    evidence: &Evidence,
+    decision: &Decision,
+    options: &Options,
+) -> HistoryOutcome {
+    let Some(path) = &options.history else {
+        return HistoryOutcome::Off;
+    };
+    match History::open(path).and_then(|mut h| h.record(command, &now_rfc3339(), evidence, decision)) {
+        Ok(run_id) => HistoryOutcome::Recorded {
+            path: path.clone(),
+            run_id,
+        },
+        Err(error) => HistoryOutcome::Failed {
+            path: path.clone(),
+            error,
+        },
+    }
+}
+
+/// Open an existing history for reading (`history`, `trend`): a missing file is bad input,
+/// not an empty history to create.
+fn open_existing_history(path: &Path) -> Result<History> {
+    if !path.is_file() {
+        return Err(Error::Usage {
+            message: format!("no run history at {}", path.display()),
+            hint: "`sparsegate gate` records one; point at another with --history PATH or SPARSEGATE_HISTORY"
+                .into(),
+        });
+    }
+    Ok(History::open(path)?)
+}
+
+/// The recorded runs, newest first (the `history` command).
+pub fn history_runs(path: &Path, pack: Option<&str>, limit: usize) -> Result<Vec<RunRow>> {
+    Ok(open_existing_history(path)?.runs(pack, limit)?)
+}
+
+/// A slice's metric over the recorded runs with its change points (the `trend` command).
+pub fn trend(
+    path: &Path,
+    pack: Option<&str>,
+    slice: &str,
+    metric: &str,
+    options: &EDivisiveOptions,
+) -> Result<TrendReport> {
+    let history = open_existing_history(path)?;
+    if pack.is_none() {
+        let packs = history.packs_with_slice(slice)?;
+        if packs.len() > 1 {
+            return Err(Error::Usage {
+                message: format!(
+                    "slice `{slice}` was recorded by several packs: {}",
+                    packs.join(", ")
+                ),
+                hint: "choose one with --pack NAME".into(),
+            });
+        }
+    }
+    let report = trend::trend(&history, pack, slice, metric, options)?;
+    if report.points.is_empty() {
+        let known = history.metric_names(slice)?;
+        return Err(Error::Usage {
+            message: format!(
+                "no recorded values of `{metric}` for slice `{slice}` in {}",
+                path.display()
+            ),
+            hint: if known.is_empty() {
+                let slices = history.slice_names()?;
+                if slices.is_empty() {
+                    "the history has no runs yet; `sparsegate gate` records them".to_owned()
+                } else {
+                    format!(
+                        "no run recorded a slice `{slice}`; recorded (pack/slice): {}",
+                        slices.join(", ")
+                    )
+                }
+            } else {
+                format!("recorded metrics of `{slice}`: {}", known.join(", "))
+            },
+        });
+    }
+    Ok(report)
 }
 
 /// Keep only the slices of `shard` (the `run --shard K/N` of a CI matrix job).
@@ -442,7 +619,7 @@ pub fn merge(dirs: &[PathBuf], out_dir: &Path, options: &Options) -> Result<Gate
         slices,
     };
     let (baselines, drift) = load_required_baselines(&packs, &evidence.environment, options)?;
-    decide_and_write(&packs, evidence, &baselines, drift, out_dir, options)
+    decide_and_write("merge", &packs, evidence, &baselines, drift, out_dir, options)
 }
 
 /// Write the evidence of a `run` to `out_dir/evidence.json`.
@@ -656,6 +833,7 @@ mod tests {
             allow_env_drift: false,
             work_dir: dir.to_owned(),
             run_launcher: launcher,
+            history: None,
         }
     }
 

@@ -147,6 +147,22 @@ pub enum Error {
         hint: String,
     },
 
+    /// The run history could not be opened, read or written (for `history` and `trend`;
+    /// `gate` only warns).
+    #[error(transparent)]
+    #[diagnostic(
+        code(sparsegate::history),
+        help(
+            "pass another database with --history PATH (or SPARSEGATE_HISTORY), or check the file's permissions"
+        )
+    )]
+    History(#[from] crate::release::history::HistoryError),
+
+    /// A trend could not be computed.
+    #[error(transparent)]
+    #[diagnostic(code(sparsegate::trend))]
+    Trend(#[from] crate::release::trend::TrendError),
+
     /// A memo template failed to render (a bug in a template).
     #[error("cannot render {template}: {message}")]
     #[diagnostic(code(sparsegate::render))]

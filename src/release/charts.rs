@@ -1,7 +1,7 @@
 //! Inline SVG charts for the HTML memo: no external assets, no scripts, and fixed-precision
 //! numbers so the same evidence always renders the same bytes.
 
-use super::memo::{FiveNumber, MemoSlice};
+use super::memo::{FiveNumber, MemoSlice, MemoTrend};
 use std::fmt::Write;
 
 const WIDTH: f64 = 640.0;
@@ -156,6 +156,83 @@ pub fn distribution_chart(slice: &MemoSlice) -> String {
     svg
 }
 
+/// A slice's recent history: one dot per recorded run joined by a line, the newest (this
+/// run) filled, and a dashed vertical line before each change point. The y axis spans the
+/// values' range, so a small drift is visible; the labels give the range.
+pub fn trend_chart(trend: &MemoTrend) -> String {
+    const HEIGHT: f64 = 160.0;
+    let n = trend.points.len();
+    if n == 0 {
+        return String::new();
+    }
+    let (lo, hi) = trend
+        .points
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &(_, v)| {
+            (lo.min(v), hi.max(v))
+        });
+    let span = if hi > lo { hi - lo } else { hi.abs().max(1e-300) };
+    let (left, right, top, bottom) = (PAD * 3.0, WIDTH - PAD, PAD, HEIGHT - PAD);
+    let x = |i: usize| {
+        if n == 1 {
+            (left + right) / 2.0
+        } else {
+            left + (right - left) * i as f64 / (n - 1) as f64
+        }
+    };
+    let y = |v: f64| bottom - (bottom - top) * ((v - lo) / span).clamp(0.0, 1.0);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH:.0} {HEIGHT:.0}\" role=\"img\" \
+         aria-label=\"{} of {} over recorded runs\" class=\"chart\">\n",
+        esc(&trend.metric),
+        esc(&trend.slice)
+    );
+    for &c in &trend.change_points {
+        let cx = if c == 0 { x(0) } else { (x(c - 1) + x(c)) / 2.0 };
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{cx:.1}\" x2=\"{cx:.1}\" y1=\"{top:.1}\" y2=\"{bottom:.1}\" stroke=\"#cf222e\" stroke-dasharray=\"4 3\"/>"
+        );
+    }
+    let path: Vec<String> = trend
+        .points
+        .iter()
+        .enumerate()
+        .map(|(i, &(_, v))| format!("{:.1},{:.1}", x(i), y(v)))
+        .collect();
+    let _ = writeln!(
+        svg,
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"#0969da\" stroke-width=\"1.5\"/>",
+        path.join(" ")
+    );
+    for (i, &(_, v)) in trend.points.iter().enumerate() {
+        let fill = if i + 1 == n { "#0969da" } else { "#ffffff" };
+        let _ = writeln!(
+            svg,
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{fill}\" stroke=\"#0969da\"/>",
+            x(i),
+            y(v)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"11\">{hi:.4e}</text>\
+         <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"11\">{lo:.4e}</text>\
+         <text x=\"{left:.1}\" y=\"{:.1}\" font-size=\"11\">run {}</text>\
+         <text x=\"{right:.1}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"11\">run {}</text>",
+        left - 4.0,
+        top + 4.0,
+        left - 4.0,
+        bottom,
+        bottom + 16.0,
+        trend.points[0].0,
+        bottom + 16.0,
+        trend.points[n - 1].0
+    );
+    svg.push_str("</svg>");
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +243,28 @@ mod tests {
         assert_eq!(nice_max(2.2), 2.5);
         assert_eq!(nice_max(0.0), 1.0);
         assert_eq!(nice_max(7.0), 10.0);
+    }
+
+    #[test]
+    fn trend_chart_marks_change_points_and_is_byte_stable() {
+        let trend = MemoTrend {
+            pack: "p".into(),
+            slice: "s<1>".into(),
+            metric: "latency".into(),
+            points: vec![(1, 1.0), (2, 1.0), (3, 2.0), (4, 2.0)],
+            change_points: vec![2],
+        };
+        let svg = trend_chart(&trend);
+        assert_eq!(svg, trend_chart(&trend));
+        assert_eq!(svg.matches("<circle").count(), 4);
+        assert_eq!(svg.matches("stroke-dasharray").count(), 1);
+        assert!(svg.contains("s&lt;1&gt;") && svg.contains("run 4"));
+        let flat = MemoTrend {
+            points: vec![(1, 3.0)],
+            change_points: vec![],
+            ..trend
+        };
+        assert!(!trend_chart(&flat).contains("NaN"));
     }
 
     #[test]

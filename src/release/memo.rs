@@ -23,6 +23,7 @@ pub const MEMO_SCHEMA_VERSION: u32 = 1;
 
 const MARKDOWN_TEMPLATE: &str = include_str!("../../templates/memo.md.j2");
 const HTML_TEMPLATE: &str = include_str!("../../templates/memo.html.j2");
+const TREND_HTML_TEMPLATE: &str = include_str!("../../templates/memo.trend.html.j2");
 
 /// Everything the memo says, as data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -57,6 +58,25 @@ pub struct Memo {
     pub presets: Vec<String>,
     /// Wall time of all slices, in seconds.
     pub measured_s: f64,
+    /// Recent run history per slice, with change points (only when the run was recorded in
+    /// a history; taken from the history passed in, never from the clock).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trends: Vec<MemoTrend>,
+}
+
+/// One slice's recent history of a metric, for the memo's trend chart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemoTrend {
+    /// Pack name.
+    pub pack: String,
+    /// Slice id.
+    pub slice: String,
+    /// The metric charted.
+    pub metric: String,
+    /// `(run id, value)`, oldest first; the last is this run.
+    pub points: Vec<(i64, f64)>,
+    /// Indices into `points` where E-divisive means found a change.
+    pub change_points: Vec<usize>,
 }
 
 /// A gated pack, as the memo shows it.
@@ -266,7 +286,14 @@ impl Memo {
                 presets
             },
             measured_s: evidence.slices.iter().map(|s| s.wall_time_s).sum(),
+            trends: Vec::new(),
         }
+    }
+
+    /// The memo with trend charts of the slices' recent history.
+    pub fn with_trends(mut self, trends: Vec<MemoTrend>) -> Memo {
+        self.trends = trends;
+        self
     }
 
     /// The memo as Markdown (`memo.md`).
@@ -283,6 +310,11 @@ impl Memo {
                 .slices
                 .iter()
                 .map(|s| minijinja::Value::from_safe_string(charts::distribution_chart(s)))
+                .collect::<Vec<_>>(),
+            trends => self
+                .trends
+                .iter()
+                .map(|t| minijinja::Value::from_safe_string(charts::trend_chart(t)))
                 .collect::<Vec<_>>(),
         };
         self.render("memo.html", HTML_TEMPLATE, charts)
@@ -301,6 +333,8 @@ impl Memo {
             .map_err(render_error)?;
         env.set_syntax(syntax);
         env.add_filter("num", format_number);
+        env.add_template("memo.trend.html.j2", TREND_HTML_TEMPLATE)
+            .map_err(render_error)?;
         env.add_template(name, source).map_err(render_error)?;
         let template = env.get_template(name).map_err(render_error)?;
         template
@@ -599,6 +633,7 @@ mod tests {
             baselines: vec![],
             presets: vec![],
             measured_s: 1.5,
+            trends: vec![],
         }
     }
 
@@ -614,6 +649,25 @@ mod tests {
     fn html_rendering_is_byte_stable() {
         let memo = fixed_memo("speedup below 1.2x");
         insta::assert_snapshot!("memo_html", memo.render_html().unwrap());
+    }
+
+    /// The trend partial appears only with history, and renders from the trends passed in.
+    #[test]
+    fn issue_8_trend_chart_comes_from_the_history_passed_in() {
+        let plain = fixed_memo("t").render_html().unwrap();
+        assert!(!plain.contains("Run history"));
+        let memo = fixed_memo("t").with_trends(vec![MemoTrend {
+            pack: "p".into(),
+            slice: "s".into(),
+            metric: "latency".into(),
+            points: vec![(7, 1.0), (8, 1.0), (9, 2.0)],
+            change_points: vec![2],
+        }]);
+        let html = memo.render_html().unwrap();
+        assert_eq!(html, memo.render_html().unwrap());
+        assert!(html.contains("<h2>Run history</h2>"));
+        assert!(html.contains("over the last 3 recorded runs"));
+        assert!(html.contains("run 9</text>"));
     }
 
     #[test]

@@ -5,14 +5,16 @@ mod annotations;
 mod charts;
 mod decision;
 mod exit;
+pub mod history;
 mod junit;
 mod memo;
 pub mod sign;
 mod summary;
+pub mod trend;
 
 pub use annotations::github_annotations;
 pub use decision::{Decision, DriftNote, VERDICT_SCHEMA_VERSION, VerdictCounts, decide};
 pub use exit::ExitCode;
 pub use junit::render_junit;
-pub use memo::{MEMO_SCHEMA_VERSION, Memo, MemoPack};
+pub use memo::{MEMO_SCHEMA_VERSION, Memo, MemoPack, MemoTrend};
 pub use summary::render_summary;

@@ -73,3 +73,67 @@ fn issue_6_junit_parses_with_a_standard_xml_parser() {
     let suite = doc.descendants().find(|n| n.has_tag_name("testsuite")).unwrap();
     assert_eq!(suite.attribute("name"), Some("junit"));
 }
+
+fn kubernetes_documents(name: &str) -> Vec<serde_json::Value> {
+    let path = format!("{}/ci/kubernetes/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The Kubernetes example (issue 8): an Indexed Job whose pod K-1 runs shard K of N into a
+/// shared volume, and a merge Job that reads exactly those N shard directories.
+#[test]
+fn issue_8_kubernetes_indexed_job_shards_and_merges() {
+    let docs = kubernetes_documents("sparsegate-sharded.yaml");
+    let pvc = docs
+        .iter()
+        .find(|d| d["kind"] == "PersistentVolumeClaim")
+        .unwrap();
+    assert_eq!(pvc["spec"]["accessModes"][0], "ReadWriteMany");
+    let job = docs.iter().find(|d| d["kind"] == "Job").unwrap();
+    assert_eq!(job["apiVersion"], "batch/v1");
+    assert_eq!(job["spec"]["completionMode"], "Indexed");
+    let n = job["spec"]["completions"].as_u64().unwrap();
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    let container = &pod["containers"][0];
+    let shards_env = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "SHARDS")
+        .unwrap();
+    assert_eq!(shards_env["value"].as_str().unwrap(), n.to_string());
+    let script = container["args"][0].as_str().unwrap();
+    assert!(
+        script.contains("--shard $((JOB_COMPLETION_INDEX+1))/${SHARDS}"),
+        "{script}"
+    );
+    assert!(
+        script.contains("--out /shards/shard-$((JOB_COMPLETION_INDEX+1))"),
+        "{script}"
+    );
+    assert_eq!(container["volumeMounts"][0]["mountPath"], "/shards");
+    assert_eq!(
+        pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        pvc["metadata"]["name"]
+    );
+
+    let merge_docs = kubernetes_documents("sparsegate-merge.yaml");
+    let merge = &merge_docs[0];
+    assert_eq!(merge["kind"], "Job");
+    let merge_pod = &merge["spec"]["template"]["spec"];
+    let merge_script = merge_pod["containers"][0]["args"][0].as_str().unwrap();
+    let dirs: Vec<String> = (1..=n).map(|k| format!("/shards/shard-{k}")).collect();
+    assert!(
+        merge_script.contains(&format!("sparsegate merge {}", dirs.join(" "))),
+        "{merge_script}"
+    );
+    assert_eq!(
+        merge_pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        pvc["metadata"]["name"]
+    );
+    // One image (by digest) for shards and merge: `merge` refuses mixed tool versions.
+    assert_eq!(merge_pod["containers"][0]["image"], container["image"]);
+    assert!(container["image"].as_str().unwrap().contains("@sha256:"));
+}

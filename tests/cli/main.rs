@@ -5,6 +5,7 @@ mod bench;
 mod bless;
 mod ci;
 mod exit_codes;
+mod history;
 mod malformed;
 mod memo;
 mod runs;

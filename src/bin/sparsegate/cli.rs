@@ -59,6 +59,8 @@ pub enum Command {
         /// Print verdict.json on stdout instead of the text summary.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        history: RecordArgs,
     },
     /// Run, validate against guardrails and golden baselines, and decide; writes
     /// verdict.json, evidence.json, memo.md, memo.html and junit.xml into DIR.
@@ -72,6 +74,54 @@ pub enum Command {
         #[arg(long)]
         allow_env_drift: bool,
         /// Print verdict.json on stdout instead of the text summary.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        history: RecordArgs,
+    },
+    /// List the gate and merge runs recorded in the run history, newest first.
+    History {
+        /// Only runs that gated this pack (by name).
+        #[arg(long)]
+        pack: Option<String>,
+        /// Show at most this many runs.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// The run-history database (default: $SPARSEGATE_HISTORY, else
+        /// .sparsegate/history.db at the git work-tree root or the current directory).
+        #[arg(long, value_name = "PATH")]
+        history: Option<PathBuf>,
+        /// Print the runs as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One slice's metric over the recorded runs, with the change points E-divisive means
+    /// finds (permutation test, seeded). Works for any recorded metric or counter, and for
+    /// guardrail values such as quality_delta or accuracy.
+    Trend {
+        /// The metric, counter or guardrail metric, e.g. latency, effective_speedup,
+        /// fallback_rate, quality_delta.
+        #[arg(long)]
+        metric: String,
+        /// The slice id.
+        #[arg(long)]
+        slice: String,
+        /// The pack (needed when several packs have a slice of that id).
+        #[arg(long)]
+        pack: Option<String>,
+        /// A change point is reported when its permutation p-value is at most this.
+        #[arg(long, default_value = "0.05", value_parser = parse_fraction)]
+        pvalue: f64,
+        /// Permutations per candidate change point.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        permutations: u32,
+        /// Seed of the permutations (same history, same seed: same change points).
+        #[arg(long, default_value_t = 0x5eed)]
+        seed: u64,
+        /// The run-history database (default as for `history`).
+        #[arg(long, value_name = "PATH")]
+        history: Option<PathBuf>,
+        /// Print the series and change points as JSON on stdout.
         #[arg(long)]
         json: bool,
     },
@@ -279,6 +329,18 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
         .into_iter()
         .find(|p| p.as_str() == s)
         .ok_or_else(|| format!("unknown precision `{s}`: write fp32, fp16, bf16 or int8"))
+}
+
+/// Where `gate` and `merge` record the run.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Record the run in this SQLite database (default: $SPARSEGATE_HISTORY, else
+    /// .sparsegate/history.db at the git work-tree root or the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub history: Option<PathBuf>,
+    /// Record nothing in the run history.
+    #[arg(long, conflicts_with = "history")]
+    pub no_history: bool,
 }
 
 /// Arguments shared by the commands that run slices.

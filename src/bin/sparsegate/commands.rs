@@ -1,8 +1,9 @@
 //! Each subcommand: call the library, print its result for people or as JSON.
 
-use crate::cli::{BenchArgs, Cli, Command, MemoCommand, RunArgs, StatsCommand};
+use crate::cli::{BenchArgs, Cli, Command, MemoCommand, RecordArgs, RunArgs, StatsCommand};
 use sparsegate::app::{self, Options, Progress};
 use sparsegate::execute::{ChildProcessLauncher, RunLauncher, RunRequest};
+use sparsegate::release::history::HISTORY_ENV;
 use sparsegate::release::{ExitCode, github_annotations, render_summary, sign};
 use sparsegate::{Error, Result};
 
@@ -38,11 +39,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             golden,
             allow_env_drift,
             json,
+            history,
         } => {
+            let work_dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
             let options = Options {
                 golden_dir: golden,
                 allow_env_drift,
-                work_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+                history: record_path(&history, &work_dir),
+                work_dir,
                 run_launcher: None,
             };
             let report = app::merge(&shards, &out, &options)?;
@@ -54,13 +58,11 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             out,
             allow_env_drift,
             json,
+            history,
         } => {
-            let report = app::gate(
-                &run.packs,
-                &out,
-                &options(&run, allow_env_drift),
-                &mut progress(run.quiet),
-            )?;
+            let mut options = options(&run, allow_env_drift);
+            options.history = record_path(&history, &options.work_dir);
+            let report = app::gate(&run.packs, &out, &options, &mut progress(run.quiet))?;
             print_gate_report(&report, json)?;
             Ok(report.decision.exit_code)
         }
@@ -146,6 +148,99 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                         };
                         println!("  {:<18} {} -> {}{change}{ci}", m.metric, fmt(m.old), fmt(m.new));
                     }
+                }
+            }
+            Ok(ExitCode::Pass)
+        }
+        Command::History {
+            pack,
+            limit,
+            history,
+            json,
+        } => {
+            let runs = app::history_runs(&history_path(history), pack.as_deref(), limit)?;
+            if json {
+                print!("{}", app::to_json(&runs));
+            } else if runs.is_empty() {
+                println!(
+                    "no runs recorded{}",
+                    pack.map_or_else(String::new, |p| format!(" for pack `{p}`"))
+                );
+            } else {
+                for r in &runs {
+                    println!(
+                        "{:>6}  {}  {:<5} {:<12} exit {}  {}{}  {}",
+                        r.id,
+                        r.recorded_at,
+                        r.command,
+                        r.verdict,
+                        r.exit_code,
+                        r.git_commit.as_deref().map_or("-", |c| c.get(..12).unwrap_or(c)),
+                        if r.git_dirty == Some(true) { "+dirty" } else { "" },
+                        r.packs.join(" ")
+                    );
+                }
+            }
+            Ok(ExitCode::Pass)
+        }
+        Command::Trend {
+            metric,
+            slice,
+            pack,
+            pvalue,
+            permutations,
+            seed,
+            history,
+            json,
+        } => {
+            let options = sparsegate::validate::stats::EDivisiveOptions {
+                pvalue,
+                permutations: permutations as usize,
+                seed,
+            };
+            let report = app::trend(&history_path(history), pack.as_deref(), &slice, &metric, &options)?;
+            if json {
+                print!("{}", app::to_json(&report));
+            } else {
+                println!(
+                    "{} of {} ({} runs, {} values)",
+                    report.metric,
+                    report.slice,
+                    report.points.len(),
+                    match report.source {
+                        sparsegate::release::history::SeriesSource::Metric => "median",
+                        sparsegate::release::history::SeriesSource::Guardrail => "guardrail",
+                    }
+                );
+                for (i, p) in report.points.iter().enumerate() {
+                    let mark = if report.change_points.iter().any(|c| c.index == i) {
+                        "  <- change"
+                    } else {
+                        ""
+                    };
+                    println!("{:>6}  {}  {:.6e}{mark}", p.run_id, p.recorded_at, p.value);
+                }
+                if report.change_points.is_empty() {
+                    println!(
+                        "no change point (E-divisive means, p <= {}, {} permutations)",
+                        report.pvalue, report.permutations
+                    );
+                }
+                for c in &report.change_points {
+                    println!(
+                        "change at run {} (index {}): median {:.6e} -> {:.6e}{}, q = {:.4e}, p = {:.3}{}",
+                        c.run_id,
+                        c.index,
+                        c.median_before,
+                        c.median_after,
+                        c.relative_change
+                            .map_or_else(String::new, |r| format!(" ({:+.1}%)", r * 100.0)),
+                        c.q,
+                        c.p_value,
+                        c.git_commit
+                            .as_deref()
+                            .map_or_else(String::new, |g| format!(", commit {g}"))
+                    );
                 }
             }
             Ok(ExitCode::Pass)
@@ -384,8 +479,32 @@ fn validate(paths: &[std::path::PathBuf], json: bool) -> Result<ExitCode> {
     Ok(if ok { ExitCode::Pass } else { ExitCode::Error })
 }
 
+/// The history database for `history` and `trend`: the flag, else the environment, else
+/// the default location.
+fn history_path(flag: Option<std::path::PathBuf>) -> std::path::PathBuf {
+    flag.or_else(|| std::env::var_os(HISTORY_ENV).map(Into::into))
+        .unwrap_or_else(|| app::default_history_path(&std::env::current_dir().unwrap_or_else(|_| ".".into())))
+}
+
+/// Where `gate`/`merge` record: nowhere with `--no-history`, else as [`history_path`].
+fn record_path(args: &RecordArgs, work_dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    if args.no_history {
+        return None;
+    }
+    Some(
+        args.history
+            .clone()
+            .or_else(|| std::env::var_os(HISTORY_ENV).map(Into::into))
+            .unwrap_or_else(|| app::default_history_path(work_dir)),
+    )
+}
+
 /// The gate's result on stdout: verdict.json with `--json`, else the summary and the files.
+/// A history that could not be written is a warning on stderr; the verdict stands.
 fn print_gate_report(report: &app::GateReport, json: bool) -> Result<()> {
+    if let app::HistoryOutcome::Failed { error, .. } = &report.history {
+        eprintln!("warning: the run was not recorded in the history: {error}");
+    }
     github_actions(report)?;
     if json {
         print!("{}", app::to_json(&report.decision));
@@ -426,6 +545,7 @@ fn options(run: &RunArgs, allow_env_drift: bool) -> Options {
         allow_env_drift,
         work_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
         run_launcher: run_launcher(),
+        history: None,
     }
 }
 
@@ -457,6 +577,7 @@ fn run_slice() -> Result<ExitCode> {
         allow_env_drift: false,
         work_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
         run_launcher: None,
+        history: None,
     };
     let reply = app::serve_run(&request, &options)?;
     print!("{}", app::to_json(&reply));
