@@ -116,9 +116,14 @@ pub fn run(
 
 fn run_under(
     packs: &[LoadedPack],
-    environment: Environment,
+    mut environment: Environment,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Evidence {
+    // The roofs CPU slices are placed against on the memo's roofline: measured before the
+    // slices (on the same threads), recorded in the environment, never in the lock.
+    if all_slices(packs).any(|s| s.backend == Backend::Cpu) {
+        environment.roofs = Some(crate::execute::roofs::measure_roofs(environment.threads));
+    }
     let total = all_slices(packs).count();
     let mut slices = Vec::with_capacity(total);
     for (i, slice) in all_slices(packs).enumerate() {
@@ -245,7 +250,14 @@ fn decide_and_write(
     let slices: Vec<Slice> = all_slices(packs).cloned().collect();
     let assessment = assess(&slices, &evidence, baselines);
     let decision = decide(&assessment, drift);
-    let memo = Memo::new(packs, &evidence, baselines, &options.golden_dir, &decision);
+    let memo = Memo::new(
+        packs,
+        &evidence,
+        baselines,
+        &options.golden_dir,
+        &decision,
+        &assessment.diagnoses,
+    );
 
     let outputs = [
         ("memo.json", to_json(&memo)),

@@ -3,10 +3,10 @@
 //! same process, so the speedup of every pair is a same-moment ratio that machine drift
 //! cannot fake.
 
-use super::evidence::{MetricSamples, RunSummary, SliceEvidence, SliceFailure};
+use super::evidence::{MetricSamples, OpCost, RunSummary, SliceEvidence, SliceFailure};
 use super::workload::Workload;
 use crate::ingress::Slice;
-use crate::lower::Plan;
+use crate::lower::{KernelPath, Plan};
 use crate::stage::Stage;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -39,12 +39,17 @@ pub fn execute_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
         failure: None,
         runs: vec![],
         run_mode: None,
+        op_costs: vec![],
     };
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     evidence
         .counters
         .insert("fallback_rate".into(), plan.fallback_rate());
     evidence.counters.insert("dense_flops".into(), dense_flops);
+    evidence.counters.insert(
+        "useful_flops".into(),
+        useful_flops(plan, slice.sparsity.density()),
+    );
     if let Err(message) = measure(slice, plan, dense_flops, &mut evidence) {
         evidence.failure = Some(SliceFailure {
             stage: Stage::Execution,
@@ -75,6 +80,8 @@ fn measure(slice: &Slice, plan: &Plan, dense_flops: f64, evidence: &mut SliceEvi
     };
     counters.insert("metadata_overhead".into(), overhead);
     counters.insert("weight_bytes".into(), work.weight_bytes() as f64);
+    let activation_bytes = slice.precision.bytes() as usize;
+    counters.insert("bytes_moved".into(), work.bytes_moved(activation_bytes) as f64);
 
     let runs = slice.samples.runs.max(1);
     let mut calibration = Calibration::new();
@@ -125,7 +132,63 @@ fn measure(slice: &Slice, plan: &Plan, dense_flops: f64, evidence: &mut SliceEvi
         .metrics
         .insert(CALIBRATION_METRIC.into(), tagged("s", calib));
     evidence.comparator = Some(tagged("s", comparator));
+    evidence.op_costs = pool.install(|| op_costs(&mut work))?;
     Ok(())
+}
+
+/// FLOPs on kept weights only, all ops: `2·M·N·K·density` on the sparse path, `2·M·N·K`
+/// on a dense or fallback op. The roofline plots these (what the hardware actually did),
+/// beside the dense-equivalent rate people compare with dense.
+pub(crate) fn useful_flops(plan: &Plan, density: f64) -> f64 {
+    plan.ops
+        .iter()
+        .map(|p| match p.path {
+            KernelPath::Sparse => p.op.dense_flops() * density,
+            KernelPath::Dense | KernelPath::DenseFallback => p.op.dense_flops(),
+        })
+        .sum()
+}
+
+/// Timed passes of the per-op timing that follows the main sampling.
+const OP_TIMING_PASSES: usize = 5;
+
+/// Each op timed alone on its planned path and on the dense kernel, interleaved op by op
+/// (alternating which side goes first) for [`OP_TIMING_PASSES`] passes after one untimed
+/// pass; the medians say where a slice's latency goes, which the whole-workload samples
+/// cannot. Taken after the main sampling, so it never perturbs the gate's own samples.
+fn op_costs(work: &mut Workload) -> Result<Vec<OpCost>, String> {
+    let kernel_error = |e| format!("kernel refused its inputs: {e}");
+    let names: Vec<String> = work.op_names().map(str::to_owned).collect();
+    let mut candidate = vec![Vec::with_capacity(OP_TIMING_PASSES); names.len()];
+    let mut comparator = vec![Vec::with_capacity(OP_TIMING_PASSES); names.len()];
+    for pass in 0..=OP_TIMING_PASSES {
+        for i in 0..names.len() {
+            let (c, d) = if (pass + i) % 2 == 0 {
+                let c = time(|| work.run_candidate_op(i)).map_err(kernel_error)?;
+                (c, time(|| work.run_comparator_op(i)).map_err(kernel_error)?)
+            } else {
+                let d = time(|| work.run_comparator_op(i)).map_err(kernel_error)?;
+                (time(|| work.run_candidate_op(i)).map_err(kernel_error)?, d)
+            };
+            // Pass 0 warms each op's caches after the previous op evicted them.
+            if pass > 0 {
+                candidate[i].push(c);
+                comparator[i].push(d);
+            }
+        }
+    }
+    Ok(names
+        .into_iter()
+        .zip(candidate.iter().zip(&comparator))
+        .map(|(op, (c, d))| OpCost {
+            op,
+            candidate_s: median(c),
+            comparator_s: median(d),
+            passes: c.len(),
+            candidate_energy_j: None,
+            comparator_energy_j: None,
+        })
+        .collect())
 }
 
 /// Name of the calibration workload's samples in [`SliceEvidence::metrics`].

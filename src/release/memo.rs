@@ -11,9 +11,9 @@ use crate::ingress::{Environment, LoadedPack};
 use crate::lower::KernelPath;
 use crate::metric::Metric;
 use crate::stage::Stage;
-use crate::validate::GuardrailOutcome;
 use crate::validate::golden::{Baselines, baseline_path};
 use crate::validate::stats::{median, quantile, quantile_ci};
+use crate::validate::{GuardrailOutcome, SliceDiagnosis};
 use crate::verdict::{Bottleneck, Verdict};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -133,6 +133,10 @@ pub struct MemoSlice {
     /// medians, % (two or more runs only).
     #[serde(default)]
     pub between_run_cv: Option<f64>,
+    /// Validation's diagnosis: the bottleneck class with the numbers behind it, the slice's
+    /// roofline point and what its dense fallbacks cost.
+    #[serde(default)]
+    pub diagnosis: Option<SliceDiagnosis>,
 }
 
 /// Coefficient of variation (sample standard deviation over mean), in %.
@@ -223,8 +227,13 @@ impl Memo {
         baselines: &Baselines,
         golden_dir: &Path,
         decision: &Decision,
+        diagnoses: &[SliceDiagnosis],
     ) -> Memo {
-        let slices: Vec<MemoSlice> = evidence.slices.iter().map(|s| memo_slice(s, decision)).collect();
+        let slices: Vec<MemoSlice> = evidence
+            .slices
+            .iter()
+            .map(|s| memo_slice(s, decision, diagnoses))
+            .collect();
         Memo {
             schema_version: MEMO_SCHEMA_VERSION,
             verdict: decision.verdict,
@@ -406,7 +415,7 @@ fn contradictions(slices: &[MemoSlice], guardrails: &[GuardrailOutcome]) -> Vec<
     found
 }
 
-fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
+fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosis]) -> MemoSlice {
     let median = |name: &str| s.metrics.get(name).and_then(|m| median(&m.samples).ok());
     MemoSlice {
         pack: s.pack.clone(),
@@ -447,6 +456,10 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
             })
             .collect(),
         failure: s.failure.as_ref().map(|f| format!("{}: {}", f.stage, f.message)),
+        diagnosis: diagnoses
+            .iter()
+            .find(|d| d.pack == s.pack && d.slice == s.slice)
+            .cloned(),
     }
 }
 
@@ -499,6 +512,7 @@ mod tests {
                 branch: Some("main".into()),
                 dirty: false,
             }),
+            roofs: None,
         };
         let outcome = |metric, rule, verdict, value, ci: (f64, f64), stage| GuardrailOutcome {
             pack: "quickstart".into(),

@@ -29,6 +29,7 @@ pub(super) fn env() -> Environment {
         os: "linux-x86_64".into(),
         os_release: "6".into(),
         git: None,
+        roofs: None,
     }
 }
 
@@ -115,6 +116,7 @@ pub(super) fn slice_ev(
         failure: None,
         runs: vec![],
         run_mode: None,
+        op_costs: vec![],
     }
 }
 
