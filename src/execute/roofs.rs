@@ -17,10 +17,10 @@ const CHAINS: usize = 16;
 /// FMA iterations per chain in one trial (≈ 1 ms with AVX-512 at 3 GHz).
 const FMA_ITERS: u64 = 400_000;
 /// FMA trials; the best counts.
-const FMA_TRIALS: usize = 8;
+const FMA_TRIALS: usize = 6;
 /// Triad passes over the buffers; the best counts (the first also faults the pages in, so
 /// the buffers are touched once before timing).
-const TRIAD_PASSES: usize = 4;
+const TRIAD_PASSES: usize = 3;
 /// Triad buffer bytes (all three arrays): at least this much…
 const TRIAD_MIN_BYTES: u64 = 64 << 20;
 /// …and at least this many times the last-level cache, so no pass is served from cache…

@@ -24,6 +24,27 @@ pub const MEMO_SCHEMA_VERSION: u32 = 1;
 const MARKDOWN_TEMPLATE: &str = include_str!("../../templates/memo.md.j2");
 const HTML_TEMPLATE: &str = include_str!("../../templates/memo.html.j2");
 
+/// Partial templates, one per memo section that is developed on its own (so parallel work on
+/// the memo merges cleanly); the main templates `include` them by these names.
+const PARTIALS: &[(&str, &str)] = &[
+    (
+        "memo.bottleneck.md",
+        include_str!("../../templates/memo.bottleneck.md.j2"),
+    ),
+    (
+        "memo.bottleneck.html",
+        include_str!("../../templates/memo.bottleneck.html.j2"),
+    ),
+    (
+        "memo.deployment.md",
+        include_str!("../../templates/memo.deployment.md.j2"),
+    ),
+    (
+        "memo.deployment.html",
+        include_str!("../../templates/memo.deployment.html.j2"),
+    ),
+];
+
 /// Everything the memo says, as data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Memo {
@@ -293,6 +314,15 @@ impl Memo {
                 .iter()
                 .map(|s| minijinja::Value::from_safe_string(charts::distribution_chart(s)))
                 .collect::<Vec<_>>(),
+            roofline => charts::roofline_charts(&self.slices)
+                .into_iter()
+                .map(|c| minijinja::context! {
+                    machine => c.machine,
+                    roofs_source => c.roofs_source,
+                    rows => minijinja::Value::from(minijinja::value::Serde(&c.rows)),
+                    svg => minijinja::Value::from_safe_string(c.svg),
+                })
+                .collect::<Vec<_>>(),
         };
         self.render("memo.html", HTML_TEMPLATE, charts)
     }
@@ -310,6 +340,9 @@ impl Memo {
             .map_err(render_error)?;
         env.set_syntax(syntax);
         env.add_filter("num", format_number);
+        for (partial, text) in PARTIALS {
+            env.add_template(partial, text).map_err(render_error)?;
+        }
         env.add_template(name, source).map_err(render_error)?;
         let template = env.get_template(name).map_err(render_error)?;
         template
@@ -495,6 +528,42 @@ mod tests {
     use crate::metric::Metric;
     use std::collections::BTreeMap;
 
+    /// A diagnosis with every section filled: a roofline point, a fallback with its impact.
+    fn fixed_diagnosis() -> SliceDiagnosis {
+        use crate::validate::{FallbackImpact, RooflinePoint};
+        SliceDiagnosis {
+            pack: "quickstart".into(),
+            slice: "bert-qkv-2of4-fp32".into(),
+            class: Some(Bottleneck::Compute),
+            rule: "intensity 42.47 FLOP/B ≥ ridge 13.94 FLOP/B".into(),
+            roofline: Some(RooflinePoint {
+                machine: "cpu".into(),
+                roofs_source: "measured at gate time (avx512f, 2 thread(s))".into(),
+                peak_gflops: 223.1,
+                bandwidth_gbps: 16.0,
+                ridge_flop_per_byte: 223.1 / 16.0,
+                intensity_flop_per_byte: 42.47,
+                achieved_gflops_useful: 79.8,
+                achieved_gflops_dense_equivalent: 159.7,
+                attainable_gflops: 223.1,
+                share_of_attainable: 79.8 / 223.1,
+            }),
+            fallback: FallbackImpact {
+                ops: 2,
+                fallback_ops: vec!["odd".into()],
+                latency_share: Some(0.4887),
+                sparse_ops_speedup: Some(1.5),
+                latency_gain: Some(0.1629),
+                energy_share: None,
+                energy_gain: None,
+                note: "per-op latency: medians of 5 interleaved per-op passes after sampling".into(),
+            },
+            metadata_overhead: 0.0625,
+            within_run_cv: Some(2.1),
+            between_run_cv: Some(4.3),
+        }
+    }
+
     /// A memo with fixed evidence, so its rendering can be snapshotted byte for byte.
     fn fixed_memo(trigger: &str) -> Memo {
         let environment = Environment {
@@ -512,7 +581,14 @@ mod tests {
                 branch: Some("main".into()),
                 dirty: false,
             }),
-            roofs: None,
+            roofs: Some(crate::ingress::MachineRoofs {
+                peak_gflops: 223.1,
+                bandwidth_gbps: 16.0,
+                isa: "avx512f".into(),
+                threads: 2,
+                triad_bytes: 134_217_720,
+                measured_s: 0.19,
+            }),
         };
         let outcome = |metric, rule, verdict, value, ci: (f64, f64), stage| GuardrailOutcome {
             pack: "quickstart".into(),
@@ -587,6 +663,7 @@ mod tests {
                 run_mode: Some("in_process".into()),
                 within_run_cv: Some(2.1),
                 between_run_cv: Some(4.3),
+                diagnosis: Some(fixed_diagnosis()),
             }],
             guardrails: vec![
                 outcome(
@@ -667,6 +744,38 @@ mod tests {
         for needle in ["<script", "src=", "href=", "url(", "@import", "<link", "<iframe"] {
             assert!(!html.contains(needle), "memo.html contains {needle:?}");
         }
+    }
+
+    /// Issue 6: the HTML memo draws one roofline per machine with every diagnosed slice
+    /// on it, says what is plotted and how the roofs were measured; Markdown gets the table.
+    #[test]
+    fn issue_6_memo_places_each_slice_on_a_roofline() {
+        let mut memo = fixed_memo("t");
+        let mut second = memo.slices[0].clone();
+        second.slice = "<b>other</b>".into();
+        memo.slices.push(second);
+        let html = memo.render_html().unwrap();
+        assert_eq!(
+            html.matches("aria-label=\"Roofline of cpu\"").count(),
+            1,
+            "{html}"
+        );
+        assert_eq!(html.matches("<circle ").count(), 2);
+        assert!(html.contains("y: <strong>useful</strong> GFLOP/s"));
+        assert!(html.contains("peak <strong>223.1 GFLOP/s</strong>"));
+        assert!(html.contains("&lt;b&gt;other&lt;/b&gt;") && !html.contains("<b>other"));
+        assert_eq!(html, memo.render_html().unwrap());
+        let md = memo.render_markdown().unwrap();
+        assert!(
+            md.contains(
+                "| quickstart/bert-qkv-2of4-fp32 | cpu | 42.47 | 13.94 | 79.8 | 159.7 | 223.1 | 35.77% |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 of 2 (odd) | 48.87% | 1.5x | 16.29% | not measured |"),
+            "{md}"
+        );
     }
 
     #[test]

@@ -322,7 +322,8 @@ fn fallback_impact(ev: &SliceEvidence) -> FallbackImpact {
      -> (Option<f64>, Option<f64>, Option<f64>) {
         let total = sum(None, cand).filter(|t| *t > 0.0);
         let fell = sum(Some(KernelPath::DenseFallback), cand);
-        let share = total.zip(fell).map(|(t, f)| f / t);
+        // `+ 0.0` turns the -0.0 an empty float sum starts from into 0.
+        let share = total.zip(fell).map(|(t, f)| f / t + 0.0);
         let (sp_c, sp_d) = (
             sum(Some(KernelPath::Sparse), cand),
             sum(Some(KernelPath::Sparse), dense),

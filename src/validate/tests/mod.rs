@@ -1,6 +1,7 @@
 //! Unit tests of the assessment on synthetic evidence: one per rule and verdict path.
 
 mod calibration;
+mod diagnosis;
 
 use super::golden::{BASELINE_SCHEMA_VERSION, Baseline, Baselines};
 use super::{AssessOptions, Assessment, assess, assess_with};
