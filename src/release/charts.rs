@@ -178,10 +178,10 @@ pub struct RooflineRow {
     pub point: crate::validate::RooflinePoint,
 }
 
-const ROOF_W: f64 = 640.0;
-const ROOF_H: f64 = 420.0;
+const ROOF_W: f64 = 480.0;
+const ROOF_H: f64 = 360.0;
 const ROOF_LEFT: f64 = 64.0;
-const ROOF_RIGHT: f64 = 16.0;
+const ROOF_RIGHT: f64 = 28.0;
 const ROOF_TOP: f64 = 16.0;
 const ROOF_BOTTOM: f64 = 52.0;
 
@@ -196,7 +196,7 @@ fn decades(lo: f64, hi: f64) -> (i32, i32) {
 fn decade_label(e: i32) -> String {
     match e {
         -3..=-1 => format!("{}", 10f64.powi(e)),
-        0..=5 => format!("{}", 10i64.pow(e as u32)),
+        0..=3 => format!("{}", 10i64.pow(e as u32)),
         _ => format!("1e{e}"),
     }
 }
@@ -273,10 +273,11 @@ fn roofline_svg(machine: &str, points: &[(&MemoSlice, &crate::validate::Roofline
     // Grid and decade labels.
     for e in x_lo..=x_hi {
         let gx = x(10f64.powi(e));
+        let anchor = if e == x_hi { "end" } else { "middle" };
         let _ = writeln!(
             svg,
             "<line x1=\"{gx:.1}\" x2=\"{gx:.1}\" y1=\"{ROOF_TOP:.1}\" y2=\"{:.1}\" stroke=\"#d0d7de\"/>\
-             <text x=\"{gx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"13\">{}</text>",
+             <text x=\"{gx:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\" font-size=\"13\">{}</text>",
             ROOF_TOP + plot_h,
             ROOF_TOP + plot_h + 18.0,
             decade_label(e)
@@ -330,18 +331,32 @@ fn roofline_svg(machine: &str, points: &[(&MemoSlice, &crate::validate::Roofline
         y(peak) - 6.0,
         x(ridge) + 4.0,
         ROOF_TOP + plot_h - 6.0,
-        x(x_start) + 6.0,
-        (y(bw * x_start) - 8.0).max(ROOF_TOP + 14.0),
+        x(x_start) + 4.0,
+        (y(bw * x_start) + 18.0).min(ROOF_TOP + plot_h - 6.0),
     );
+    // Slices that land on the same spot (e.g. a fallback slice and its dense twin) share
+    // one dot and one label, `1,3`, so numbers never print over each other.
+    let mut spots: Vec<(String, String, Vec<usize>)> = Vec::new();
     for (i, (_, r)) in points.iter().enumerate() {
-        let (px, py) = (x(r.intensity_flop_per_byte), y(r.achieved_gflops_useful));
+        let (px, py) = (
+            format!("{:.1}", x(r.intensity_flop_per_byte)),
+            format!("{:.1}", y(r.achieved_gflops_useful)),
+        );
+        match spots.iter_mut().find(|(sx, sy, _)| *sx == px && *sy == py) {
+            Some(spot) => spot.2.push(i + 1),
+            None => spots.push((px, py, vec![i + 1])),
+        }
+    }
+    for (k, (px, py, numbers)) in spots.iter().enumerate() {
+        let label: Vec<String> = numbers.iter().map(usize::to_string).collect();
+        let (fx, fy): (f64, f64) = (px.parse().unwrap_or(0.0), py.parse().unwrap_or(0.0));
         let _ = writeln!(
             svg,
-            "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"5\" fill=\"#0969da\" stroke=\"#ffffff\" stroke-width=\"1\"/>\
+            "<circle cx=\"{px}\" cy=\"{py}\" r=\"5\" fill=\"#0969da\" stroke=\"#ffffff\" stroke-width=\"1\"/>\
              <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"13\" font-weight=\"bold\" fill=\"#0969da\">{}</text>",
-            px + 6.0 + 9.0 * (i % 2) as f64,
-            py + if i % 2 == 0 { -6.0 } else { 14.0 },
-            i + 1
+            fx + 7.0,
+            fy + if k % 2 == 0 { -6.0 } else { 15.0 },
+            label.join(",")
         );
     }
     svg.push_str("</svg>");
@@ -367,6 +382,7 @@ mod tests {
         assert_eq!(decade_label(-2), "0.01");
         assert_eq!(decade_label(3), "1000");
         assert_eq!(decade_label(7), "1e7");
+        assert_eq!(decade_label(4), "1e4");
     }
 
     #[test]

@@ -456,8 +456,9 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
         sparsity: s.sparsity.clone(),
         precision: s.precision.as_str().to_owned(),
         samples: s.metrics.get("latency").map_or(0, |m| m.samples.len()),
-        latency_s: median("latency"),
-        speedup: median("effective_speedup"),
+        // Simulated slices carry their (exact) values as counters, not samples.
+        latency_s: median("latency").or_else(|| s.counters.get("latency").copied()),
+        speedup: median("effective_speedup").or_else(|| s.counters.get("effective_speedup").copied()),
         speedup_ci: s
             .metrics
             .get("effective_speedup")
