@@ -754,14 +754,21 @@ mod tests {
         let mut memo = fixed_memo("t");
         let mut second = memo.slices[0].clone();
         second.slice = "<b>other</b>".into();
-        memo.slices.push(second);
+        let mut third = second.clone();
+        if let Some(r) = second.diagnosis.as_mut().and_then(|d| d.roofline.as_mut()) {
+            r.intensity_flop_per_byte = 5.0;
+        }
+        third.slice = "twin".into();
+        memo.slices.extend([second, third]);
         let html = memo.render_html().unwrap();
         assert_eq!(
             html.matches("aria-label=\"Roofline of cpu\"").count(),
             1,
             "{html}"
         );
-        assert_eq!(html.matches("<circle ").count(), 2);
+        // Three slices, two on the same spot: two dots, the shared one labelled `1,3`.
+        assert_eq!(html.matches("<circle ").count(), 2, "{html}");
+        assert!(html.contains(">1,3</text>"), "{html}");
         assert!(html.contains("y: <strong>useful</strong> GFLOP/s"));
         assert!(html.contains("peak <strong>223.1 GFLOP/s</strong>"));
         assert!(html.contains("&lt;b&gt;other&lt;/b&gt;") && !html.contains("<b>other"));
