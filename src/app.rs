@@ -176,11 +176,16 @@ fn child_timeout(slice: &Slice) -> Duration {
 
 fn run_under(
     packs: &[LoadedPack],
-    environment: Environment,
+    mut environment: Environment,
     baselines: Option<&Baselines>,
     options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Evidence {
+    // The roofs CPU slices are placed against on the memo's roofline: measured before the
+    // slices (on the same threads), recorded in the environment, never in the lock.
+    if all_slices(packs).any(|s| s.backend == Backend::Cpu) {
+        environment.roofs = Some(crate::execute::roofs::measure_roofs(environment.threads));
+    }
     let total = all_slices(packs).count();
     let mut slices = Vec::with_capacity(total);
     let with_pack = packs.iter().flat_map(|p| p.slices.iter().map(move |s| (p, s)));
@@ -354,7 +359,15 @@ fn decide_and_write(
         HistoryOutcome::Recorded { path, .. } => memo_trends(path, &evidence),
         _ => Vec::new(),
     };
-    let memo = Memo::new(packs, &evidence, baselines, &options.golden_dir, &decision).with_trends(trends);
+    let memo = Memo::new(
+        packs,
+        &evidence,
+        baselines,
+        &options.golden_dir,
+        &decision,
+        &assessment.diagnoses,
+    )
+    .with_trends(trends);
 
     let outputs = [
         ("memo.json", to_json(&memo)),
@@ -882,6 +895,7 @@ mod tests {
                 comparator: vec![1.0; 3],
                 calibration: vec![1.0; 3],
                 counters: Default::default(),
+                op_costs: vec![],
             },
         };
         let script = format!(

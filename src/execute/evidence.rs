@@ -72,6 +72,11 @@ pub struct SliceEvidence {
     /// fixed number of runs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub looks: Vec<Look>,
+    /// Per op, in plan order: what the op cost on its planned path and on the dense kernel,
+    /// so validation can attribute latency (and, on the simulator, energy) to the ops that
+    /// fell back. Empty in evidence from before per-op timing and for failed slices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub op_costs: Vec<OpCost>,
 }
 
 /// One interim look of sequential sampling: after how many runs, what it spent, and
@@ -86,6 +91,28 @@ pub struct Look {
     pub alpha: f64,
     /// Whether every blocking guardrail was decided, which ended the sampling.
     pub decided: bool,
+}
+
+/// One op's cost on its planned path (the candidate) and on the dense kernel (the
+/// comparator). CPU: medians of a short per-op timing pass after the main sampling, the two
+/// sides interleaved op by op. Sim: the model's exact per-op figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct OpCost {
+    /// The op's name, as in the plan.
+    pub op: String,
+    /// Seconds on the planned path (sparse, dense, or dense fallback).
+    pub candidate_s: f64,
+    /// Seconds on the dense kernel with the same weights.
+    pub comparator_s: f64,
+    /// Timed passes behind the medians (0 for simulated ops, which are exact).
+    pub passes: usize,
+    /// Joules on the planned path, where a model gives them (the simulator); `None` on the
+    /// CPU, where no energy is measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_energy_j: Option<f64>,
+    /// Joules on the dense path, where a model gives them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparator_energy_j: Option<f64>,
 }
 
 /// Medians of one run of a slice: the unit of replication (DESIGN.md §6).

@@ -5,13 +5,14 @@ pub mod bench;
 mod child;
 mod evidence;
 pub mod kernels;
+pub mod roofs;
 mod run;
 mod sim;
 mod workload;
 
 pub use child::{ChildProcessLauncher, RunLauncher, RunReply, RunRequest};
 pub use evidence::{
-    EVIDENCE_SCHEMA_VERSION, Evidence, Look, MetricSamples, PackRecord, RunSummary, SliceEvidence,
+    EVIDENCE_SCHEMA_VERSION, Evidence, Look, MetricSamples, OpCost, PackRecord, RunSummary, SliceEvidence,
     SliceFailure,
 };
 pub use run::{

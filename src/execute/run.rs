@@ -3,11 +3,11 @@
 //! same process, so the speedup of every pair is a same-moment ratio that machine drift
 //! cannot fake.
 
-use super::evidence::{Look, MetricSamples, RunSummary, SliceEvidence, SliceFailure};
+use super::evidence::{Look, MetricSamples, OpCost, RunSummary, SliceEvidence, SliceFailure};
 use super::workload::Workload;
 use crate::ingress::Slice;
 use crate::ingress::pack::RunMode;
-use crate::lower::Plan;
+use crate::lower::{KernelPath, Plan};
 use crate::stage::Stage;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -39,8 +39,11 @@ pub struct RunRecord {
     /// Calibration-workload timings, one after every pair.
     pub calibration: Vec<f64>,
     /// Properties of the prepared weights (`value_bytes`, `metadata_bytes`,
-    /// `metadata_overhead`, `weight_bytes`): the same in every run.
+    /// `metadata_overhead`, `weight_bytes`, `bytes_moved`): the same in every run.
     pub counters: BTreeMap<String, f64>,
+    /// Each op timed alone after the run's sampling (see [`op_costs`]).
+    #[serde(default)]
+    pub op_costs: Vec<OpCost>,
 }
 
 /// Runs one run of a slice elsewhere (in practice: a fresh child process) and returns its
@@ -97,12 +100,17 @@ pub fn execute_slice_with(
         runs: vec![],
         run_mode: None,
         looks: vec![],
+        op_costs: vec![],
     };
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     evidence
         .counters
         .insert("fallback_rate".into(), plan.fallback_rate());
     evidence.counters.insert("dense_flops".into(), dense_flops);
+    evidence.counters.insert(
+        "useful_flops".into(),
+        useful_flops(plan, slice.sparsity.density()),
+    );
     match take_runs(slice, plan, launch, stop, &evidence, dense_flops) {
         Ok((mode, records, looks)) => {
             merge_runs(&mut evidence, mode, records, dense_flops);
@@ -209,7 +217,7 @@ impl InProcessRuns {
     fn prepare(slice: &Slice, plan: &Plan) -> Result<InProcessRuns, String> {
         let pool = thread_pool(slice)?;
         let work = Workload::prepare(slice, plan)?;
-        let counters = weight_counters(&work);
+        let counters = weight_counters(&work, slice);
         Ok(InProcessRuns {
             pool,
             work,
@@ -221,11 +229,12 @@ impl InProcessRuns {
     fn run(&mut self, slice: &Slice, run: u32) -> Result<RunRecord, String> {
         let (work, calibration) = (&mut self.work, &mut self.calibration);
         let timed = self.pool.install(|| sample(slice, work, calibration, run == 0))?;
-        Ok(record(timed, self.counters.clone(), None))
+        let op_costs = self.pool.install(|| op_costs(work))?;
+        Ok(record(timed, self.counters.clone(), op_costs, None))
     }
 }
 
-fn weight_counters(work: &Workload) -> BTreeMap<String, f64> {
+fn weight_counters(work: &Workload, slice: &Slice) -> BTreeMap<String, f64> {
     let (value_bytes, metadata_bytes) = work.sparse_bytes();
     let overhead = if value_bytes == 0 {
         0.0
@@ -237,10 +246,19 @@ fn weight_counters(work: &Workload) -> BTreeMap<String, f64> {
         ("metadata_bytes".to_owned(), metadata_bytes as f64),
         ("metadata_overhead".to_owned(), overhead),
         ("weight_bytes".to_owned(), work.weight_bytes() as f64),
+        (
+            "bytes_moved".to_owned(),
+            work.bytes_moved(slice.precision.bytes() as usize) as f64,
+        ),
     ])
 }
 
-fn record(timed: Timings, counters: BTreeMap<String, f64>, pid: Option<u32>) -> RunRecord {
+fn record(
+    timed: Timings,
+    counters: BTreeMap<String, f64>,
+    op_costs: Vec<OpCost>,
+    pid: Option<u32>,
+) -> RunRecord {
     RunRecord {
         pid,
         warmup_iterations: timed.warmup_iterations,
@@ -248,6 +266,7 @@ fn record(timed: Timings, counters: BTreeMap<String, f64>, pid: Option<u32>) -> 
         comparator: timed.comparator,
         calibration: timed.calibration,
         counters,
+        op_costs,
     }
 }
 
@@ -266,6 +285,7 @@ fn merge_runs(evidence: &mut SliceEvidence, mode: RunMode, records: Vec<RunRecor
         });
         return;
     }
+    evidence.op_costs = merge_op_costs(&records);
     let (mut latency, mut comparator, mut speedup, mut calib) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut run_ids = Vec::new();
@@ -338,6 +358,87 @@ fn check_record(run: usize, r: &RunRecord) -> Option<String> {
         ));
     }
     None
+}
+
+/// FLOPs on kept weights only, all ops: `2·M·N·K·density` on the sparse path, `2·M·N·K`
+/// on a dense or fallback op. The roofline plots these (what the hardware actually did),
+/// beside the dense-equivalent rate people compare with dense.
+pub(crate) fn useful_flops(plan: &Plan, density: f64) -> f64 {
+    plan.ops
+        .iter()
+        .map(|p| match p.path {
+            KernelPath::Sparse => p.op.dense_flops() * density,
+            KernelPath::Dense | KernelPath::DenseFallback => p.op.dense_flops(),
+        })
+        .sum()
+}
+
+/// Timed passes of the per-op timing that follows the main sampling.
+const OP_TIMING_PASSES: usize = 5;
+
+/// Per op, the median over runs of each run's per-op medians (runs are the unit, as for
+/// the slice's own timings); empty when the runs measured none.
+fn merge_op_costs(records: &[RunRecord]) -> Vec<OpCost> {
+    let Some(first) = records.first() else {
+        return Vec::new();
+    };
+    if records.iter().any(|r| r.op_costs.len() != first.op_costs.len()) {
+        return Vec::new();
+    }
+    (0..first.op_costs.len())
+        .map(|i| {
+            let of = |f: fn(&OpCost) -> f64| -> f64 {
+                median(&records.iter().map(|r| f(&r.op_costs[i])).collect::<Vec<_>>())
+            };
+            OpCost {
+                op: first.op_costs[i].op.clone(),
+                candidate_s: of(|c| c.candidate_s),
+                comparator_s: of(|c| c.comparator_s),
+                passes: records.iter().map(|r| r.op_costs[i].passes).sum(),
+                candidate_energy_j: None,
+                comparator_energy_j: None,
+            }
+        })
+        .collect()
+}
+
+/// Each op timed alone on its planned path and on the dense kernel, interleaved op by op
+/// (alternating which side goes first) for [`OP_TIMING_PASSES`] passes after one untimed
+/// pass; the medians say where a slice's latency goes, which the whole-workload samples
+/// cannot. Taken after the main sampling, so it never perturbs the gate's own samples.
+fn op_costs(work: &mut Workload) -> Result<Vec<OpCost>, String> {
+    let kernel_error = |e| format!("kernel refused its inputs: {e}");
+    let names: Vec<String> = work.op_names().map(str::to_owned).collect();
+    let mut candidate = vec![Vec::with_capacity(OP_TIMING_PASSES); names.len()];
+    let mut comparator = vec![Vec::with_capacity(OP_TIMING_PASSES); names.len()];
+    for pass in 0..=OP_TIMING_PASSES {
+        for i in 0..names.len() {
+            let (c, d) = if (pass + i) % 2 == 0 {
+                let c = time(|| work.run_candidate_op(i)).map_err(kernel_error)?;
+                (c, time(|| work.run_comparator_op(i)).map_err(kernel_error)?)
+            } else {
+                let d = time(|| work.run_comparator_op(i)).map_err(kernel_error)?;
+                (time(|| work.run_candidate_op(i)).map_err(kernel_error)?, d)
+            };
+            // Pass 0 warms each op's caches after the previous op evicted them.
+            if pass > 0 {
+                candidate[i].push(c);
+                comparator[i].push(d);
+            }
+        }
+    }
+    Ok(names
+        .into_iter()
+        .zip(candidate.iter().zip(&comparator))
+        .map(|(op, (c, d))| OpCost {
+            op,
+            candidate_s: median(c),
+            comparator_s: median(d),
+            passes: c.len(),
+            candidate_energy_j: None,
+            comparator_energy_j: None,
+        })
+        .collect())
 }
 
 /// Name of the calibration workload's samples in [`SliceEvidence::metrics`].

@@ -4,7 +4,7 @@
 //! point to point), never as repeated "samples" that would fake a distribution. The dense
 //! comparator is the same ops dense on the same part.
 
-use super::evidence::{SliceEvidence, SliceFailure};
+use super::evidence::{OpCost, SliceEvidence, SliceFailure};
 use crate::ingress::{Slice, Sparsity};
 use crate::lower::Plan;
 use crate::sim::{Layer, evaluate};
@@ -26,6 +26,9 @@ struct Totals {
     compute_cycles: f64,
     /// Seconds per bottleneck class, in vocabulary order.
     by_class: [(crate::verdict::Bottleneck, f64); 7],
+    /// Compulsory bytes: weights as stored (values and metadata), activations and outputs
+    /// at the slice's precision, each moved once (the roofline's denominator).
+    bytes_moved: f64,
 }
 
 impl Default for Totals {
@@ -49,16 +52,19 @@ impl Default for Totals {
                 (B::Synchronization, 0.0),
                 (B::Thermal, 0.0),
             ],
+            bytes_moved: 0.0,
         }
     }
 }
 
-fn totals(slice: &Slice, plan: &Plan, dense: bool) -> Result<Totals, String> {
+/// The slice's totals and each op's `(latency_s, energy_j)`, in plan order.
+fn totals(slice: &Slice, plan: &Plan, dense: bool) -> Result<(Totals, Vec<(f64, f64)>), String> {
     let preset = slice
         .preset
         .as_ref()
         .ok_or_else(|| "a `sim` slice without a resolved preset".to_owned())?;
     let mut t = Totals::default();
+    let mut per_op = Vec::with_capacity(plan.ops.len());
     for op in &plan.ops {
         let layer = Layer::new(
             op.op.m as u64,
@@ -68,6 +74,9 @@ fn totals(slice: &Slice, plan: &Plan, dense: bool) -> Result<Totals, String> {
             slice.precision,
         );
         let r = evaluate(preset, &layer).map_err(|e| format!("op `{}`: {e}", op.op.name))?;
+        per_op.push((r.latency_s, r.energy_j));
+        let io = (op.op.m * op.op.k + op.op.m * op.op.n) as f64 * slice.precision.bytes() as f64;
+        t.bytes_moved += r.value_bytes + r.metadata_bytes + io;
         t.latency_s += r.latency_s;
         t.cycles += r.cycles as f64;
         t.energy_j += r.energy_j;
@@ -80,7 +89,16 @@ fn totals(slice: &Slice, plan: &Plan, dense: bool) -> Result<Totals, String> {
             slot.1 += r.latency_s;
         }
     }
-    Ok(t)
+    Ok((t, per_op))
+}
+
+/// The preset's roofs at the slice's precision: dense peak GFLOP/s (2 FLOPs per MAC at the
+/// nominal clock) and DRAM GB/s. Structured-sparse math units skip zeros rather than raise
+/// this peak, so useful FLOPs stay under it.
+fn preset_roofs(slice: &Slice) -> Option<(f64, f64)> {
+    let preset = slice.preset.as_ref()?;
+    let macs = preset.peak_macs_per_cycle(slice.precision)?;
+    Some((macs * 2.0 * preset.clock_ghz, preset.memory.dram_gbps))
 }
 
 /// Evaluate `slice` (lowered to `plan`) on its preset and record the evidence.
@@ -101,11 +119,12 @@ pub fn execute_sim_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
         runs: vec![],
         run_mode: None,
         looks: vec![],
+        op_costs: vec![],
     };
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     let outcome = totals(slice, plan, false).and_then(|s| Ok((s, totals(slice, plan, true)?)));
     match outcome {
-        Ok((s, d)) if !plan.ops.is_empty() => {
+        Ok(((s, s_ops), (d, d_ops))) if !plan.ops.is_empty() => {
             let metadata_overhead = if s.value_bytes > 0.0 {
                 s.metadata_bytes / s.value_bytes
             } else {
@@ -147,6 +166,28 @@ pub fn execute_sim_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
                 .counters
                 .insert("metadata_bytes".into(), s.metadata_bytes);
             evidence.counters.insert("dense_flops".into(), dense_flops);
+            evidence.counters.insert(
+                "useful_flops".into(),
+                super::run::useful_flops(plan, slice.sparsity.density()),
+            );
+            evidence.counters.insert("bytes_moved".into(), s.bytes_moved);
+            if let Some((peak, bandwidth)) = preset_roofs(slice) {
+                evidence.counters.insert("roof_peak_gflops".into(), peak);
+                evidence.counters.insert("roof_bandwidth_gbps".into(), bandwidth);
+            }
+            evidence.op_costs = plan
+                .ops
+                .iter()
+                .zip(s_ops.iter().zip(&d_ops))
+                .map(|(p, (&(cs, ce), &(ds, de)))| OpCost {
+                    op: p.op.name.clone(),
+                    candidate_s: cs,
+                    comparator_s: ds,
+                    passes: 0,
+                    candidate_energy_j: Some(ce),
+                    comparator_energy_j: Some(de),
+                })
+                .collect();
         }
         Ok(_) => {
             evidence.failure = Some(SliceFailure {

@@ -82,42 +82,70 @@ impl Workload {
 
     /// Run every op on its planned path.
     pub(crate) fn run_candidate(&mut self) -> Result<(), KernelError> {
-        for p in &mut self.ops {
-            let GemmOp { m, n, k, .. } = p.op;
-            if let Some(q) = &mut p.int8 {
-                match &q.sparse {
-                    Some(a) => a.spmm(self.threads, &q.x, &mut q.acc_candidate, m)?,
-                    None => precision::gemm_i8(self.threads, &q.w, &q.x, &mut q.acc_candidate, n, k, m)?,
-                }
-                precision::dequantize(&q.acc_candidate, &q.w_scale, q.x_scale, &mut p.y_candidate, m)?;
-                continue;
-            }
-            if let Some(store) = &p.x_store {
-                store.to_f32_into(&mut p.x)?;
-            }
-            match &p.sparse {
-                Some(a) => a.spmm_scheduled(&p.schedule, &p.x, &mut p.y_candidate, m)?,
-                None => gemm_f32(self.threads, &p.dense_w, &p.x, &mut p.y_candidate, n, k, m)?,
-            }
-        }
-        Ok(())
+        (0..self.ops.len()).try_for_each(|i| self.run_candidate_op(i))
     }
 
     /// Run every op on the dense kernel.
     pub(crate) fn run_comparator(&mut self) -> Result<(), KernelError> {
-        for p in &mut self.ops {
-            let GemmOp { m, n, k, .. } = p.op;
-            if let Some(q) = &mut p.int8 {
-                precision::gemm_i8(self.threads, &q.w, &q.x, &mut q.acc_comparator, n, k, m)?;
-                precision::dequantize(&q.acc_comparator, &q.w_scale, q.x_scale, &mut p.y_comparator, m)?;
-                continue;
+        (0..self.ops.len()).try_for_each(|i| self.run_comparator_op(i))
+    }
+
+    /// Names of the ops, in plan order.
+    pub(crate) fn op_names(&self) -> impl Iterator<Item = &str> {
+        self.ops.iter().map(|p| p.op.name.as_str())
+    }
+
+    /// Run op `index` on its planned path (an index past the last op does nothing).
+    pub(crate) fn run_candidate_op(&mut self, index: usize) -> Result<(), KernelError> {
+        let threads = self.threads;
+        let Some(p) = self.ops.get_mut(index) else {
+            return Ok(());
+        };
+        let GemmOp { m, n, k, .. } = p.op;
+        if let Some(q) = &mut p.int8 {
+            match &q.sparse {
+                Some(a) => a.spmm(threads, &q.x, &mut q.acc_candidate, m)?,
+                None => precision::gemm_i8(threads, &q.w, &q.x, &mut q.acc_candidate, n, k, m)?,
             }
-            if let Some(store) = &p.x_store {
-                store.to_f32_into(&mut p.x)?;
-            }
-            gemm_f32(self.threads, &p.dense_w, &p.x, &mut p.y_comparator, n, k, m)?;
+            return precision::dequantize(&q.acc_candidate, &q.w_scale, q.x_scale, &mut p.y_candidate, m);
         }
-        Ok(())
+        if let Some(store) = &p.x_store {
+            store.to_f32_into(&mut p.x)?;
+        }
+        match &p.sparse {
+            Some(a) => a.spmm_scheduled(&p.schedule, &p.x, &mut p.y_candidate, m),
+            None => gemm_f32(threads, &p.dense_w, &p.x, &mut p.y_candidate, n, k, m),
+        }
+    }
+
+    /// Run op `index` on the dense kernel (an index past the last op does nothing).
+    pub(crate) fn run_comparator_op(&mut self, index: usize) -> Result<(), KernelError> {
+        let threads = self.threads;
+        let Some(p) = self.ops.get_mut(index) else {
+            return Ok(());
+        };
+        let GemmOp { m, n, k, .. } = p.op;
+        if let Some(q) = &mut p.int8 {
+            precision::gemm_i8(threads, &q.w, &q.x, &mut q.acc_comparator, n, k, m)?;
+            return precision::dequantize(&q.acc_comparator, &q.w_scale, q.x_scale, &mut p.y_comparator, m);
+        }
+        if let Some(store) = &p.x_store {
+            store.to_f32_into(&mut p.x)?;
+        }
+        gemm_f32(threads, &p.dense_w, &p.x, &mut p.y_comparator, n, k, m)
+    }
+
+    /// Bytes one candidate pass moves at the least, all ops: the weights as stored (values
+    /// and metadata on the sparse path, the dense matrix otherwise), the activations at their
+    /// storage precision, and the f32 outputs — each read or written once. The denominator
+    /// of the roofline's arithmetic intensity.
+    pub(crate) fn bytes_moved(&self, activation_bytes: usize) -> usize {
+        let io: usize = self
+            .ops
+            .iter()
+            .map(|p| p.op.m * p.op.k * activation_bytes + p.op.m * p.op.n * 4)
+            .sum();
+        self.weight_bytes() + io
     }
 
     /// Compare the last candidate outputs with the last comparator outputs, op by op.

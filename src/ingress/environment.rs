@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Where and with what a measurement was taken.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Environment {
     /// sparsegate's version (the built-in kernels are part of it).
     pub tool_version: String,
@@ -28,6 +28,39 @@ pub struct Environment {
     pub os_release: String,
     /// Git state of the working directory, when it is a repository.
     pub git: Option<GitInfo>,
+    /// The machine's measured roofs (peak FMA rate and memory bandwidth), when a CPU slice
+    /// ran. Recorded, never locked: they vary from run to run on a shared machine, and the
+    /// memo's roofline places each CPU slice against them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roofs: Option<MachineRoofs>,
+}
+
+/// The two roofs of this machine's roofline, measured at gate time by the execute stage
+/// (`execute::roofs`): how fast it can multiply-add with every worker thread, and how fast
+/// it can stream memory that does not fit in the caches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MachineRoofs {
+    /// Peak f32 FMA throughput in GFLOP/s (2 FLOPs per lane per FMA), best of the trials.
+    pub peak_gflops: f64,
+    /// Sustained memory bandwidth in GB/s (10⁹ B/s) of a STREAM-like triad, best of the passes.
+    pub bandwidth_gbps: f64,
+    /// The instruction set the FMA loop ran on (`avx512f`, `avx2+fma`, `portable`).
+    pub isa: String,
+    /// Worker threads both measurements used (the gate's thread count).
+    pub threads: usize,
+    /// Bytes the triad moved per pass (three arrays, counted STREAM-style without write
+    /// allocation), chosen well beyond the last-level cache.
+    pub triad_bytes: u64,
+    /// Wall time both measurements took, seconds.
+    pub measured_s: f64,
+}
+
+impl MachineRoofs {
+    /// The ridge point in FLOP/byte: below it a kernel cannot reach the compute roof, however
+    /// good it is, because memory cannot feed it.
+    pub fn ridge_flop_per_byte(&self) -> f64 {
+        self.peak_gflops / self.bandwidth_gbps
+    }
 }
 
 /// Git state, recorded (not locked): the commit under test differs on every PR.
@@ -69,6 +102,7 @@ impl Environment {
                 .map(|s| s.trim().to_owned())
                 .unwrap_or_else(|_| "unknown".to_owned()),
             git: git_info(dir),
+            roofs: None,
         }
     }
 

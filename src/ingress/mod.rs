@@ -17,7 +17,7 @@ mod semantic;
 mod span;
 
 pub use diagnostic::{Location, PackDiagnostic, PackError};
-pub use environment::{Environment, FieldDiff, GitInfo};
+pub use environment::{Environment, FieldDiff, GitInfo, MachineRoofs};
 pub use load::{PACK_SCHEMA_JSON, load_pack, pack_schema, parse_pack};
 pub use pack::{Backend, PackFile, Precision, Severity};
 pub use semantic::SparsityError;

@@ -156,6 +156,213 @@ pub fn distribution_chart(slice: &MemoSlice) -> String {
     svg
 }
 
+/// One roofline chart: the machine it is drawn for, where its roofs come from, the SVG.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RooflineChart {
+    /// `cpu` or the preset's name.
+    pub machine: String,
+    /// Where the roofs come from.
+    pub roofs_source: String,
+    /// The slices on it, in the chart's numbering (1-based).
+    pub rows: Vec<RooflineRow>,
+    /// Inline SVG.
+    pub svg: String,
+}
+
+/// A slice on a roofline chart.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RooflineRow {
+    /// `pack/slice`.
+    pub slice: String,
+    /// Its point.
+    pub point: crate::validate::RooflinePoint,
+}
+
+const ROOF_W: f64 = 480.0;
+const ROOF_H: f64 = 360.0;
+const ROOF_LEFT: f64 = 64.0;
+const ROOF_RIGHT: f64 = 28.0;
+const ROOF_TOP: f64 = 16.0;
+const ROOF_BOTTOM: f64 = 52.0;
+
+/// Powers of ten spanning `[lo, hi]` outward, as exponents.
+fn decades(lo: f64, hi: f64) -> (i32, i32) {
+    let lo = lo.max(1e-12).log10().floor() as i32;
+    let hi = hi.max(1e-12).log10().ceil() as i32;
+    (lo, hi.max(lo + 1))
+}
+
+/// A power of ten as an axis label: `0.01`, `1`, `1000`, `1e6`.
+fn decade_label(e: i32) -> String {
+    match e {
+        -3..=-1 => format!("{}", 10f64.powi(e)),
+        0..=3 => format!("{}", 10i64.pow(e as u32)),
+        _ => format!("1e{e}"),
+    }
+}
+
+/// One roofline per machine (this CPU with its measured roofs, each simulated preset with
+/// its spec roofs), log-log: x = useful FLOP per compulsory byte, y = useful GFLOP/s. The
+/// roof is `min(peak, bandwidth · x)`; each slice is a numbered dot (the number keys the
+/// table under the chart, so labels never collide on a phone). Fixed-precision numbers, no
+/// clock: the same evidence always draws the same bytes.
+pub fn roofline_charts(slices: &[MemoSlice]) -> Vec<RooflineChart> {
+    let mut machines: Vec<&str> = slices
+        .iter()
+        .filter_map(|s| s.diagnosis.as_ref()?.roofline.as_ref())
+        .map(|r| r.machine.as_str())
+        .collect();
+    machines.sort_unstable();
+    machines.dedup();
+    machines
+        .into_iter()
+        .filter_map(|machine| {
+            let points: Vec<(&MemoSlice, &crate::validate::RooflinePoint)> = slices
+                .iter()
+                .filter_map(|s| {
+                    let r = s.diagnosis.as_ref()?.roofline.as_ref()?;
+                    (r.machine == machine).then_some((s, r))
+                })
+                .collect();
+            let first = points.first()?.1;
+            Some(RooflineChart {
+                machine: machine.to_owned(),
+                roofs_source: first.roofs_source.clone(),
+                rows: points
+                    .iter()
+                    .map(|(s, r)| RooflineRow {
+                        slice: format!("{}/{}", s.pack, s.slice),
+                        point: (*r).clone(),
+                    })
+                    .collect(),
+                svg: roofline_svg(machine, &points),
+            })
+        })
+        .collect()
+}
+
+fn roofline_svg(machine: &str, points: &[(&MemoSlice, &crate::validate::RooflinePoint)]) -> String {
+    let roof = points[0].1;
+    let (peak, bw, ridge) = (roof.peak_gflops, roof.bandwidth_gbps, roof.ridge_flop_per_byte);
+    let xs = points.iter().map(|(_, r)| r.intensity_flop_per_byte);
+    let ys = points.iter().map(|(_, r)| r.achieved_gflops_useful);
+    let (x_lo, x_hi) = decades(
+        xs.clone().fold(ridge, f64::min) / 2.0,
+        xs.fold(ridge, f64::max) * 2.0,
+    );
+    let (y_lo, y_hi) = decades(
+        ys.clone().fold(peak, f64::min) / 2.0,
+        ys.fold(peak, f64::max) * 1.5,
+    );
+    let plot_w = ROOF_W - ROOF_LEFT - ROOF_RIGHT;
+    let plot_h = ROOF_H - ROOF_TOP - ROOF_BOTTOM;
+    let x = |v: f64| {
+        ROOF_LEFT
+            + plot_w * ((v.max(1e-12).log10() - f64::from(x_lo)) / f64::from(x_hi - x_lo)).clamp(0.0, 1.0)
+    };
+    let y = |v: f64| {
+        ROOF_TOP
+            + plot_h
+                * (1.0 - ((v.max(1e-12).log10() - f64::from(y_lo)) / f64::from(y_hi - y_lo)).clamp(0.0, 1.0))
+    };
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {ROOF_W:.0} {ROOF_H:.0}\" role=\"img\" \
+         aria-label=\"Roofline of {}\" class=\"chart roofline\" font-family=\"system-ui, sans-serif\">\n",
+        esc(machine)
+    );
+    // Grid and decade labels.
+    for e in x_lo..=x_hi {
+        let gx = x(10f64.powi(e));
+        let anchor = if e == x_hi { "end" } else { "middle" };
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{gx:.1}\" x2=\"{gx:.1}\" y1=\"{ROOF_TOP:.1}\" y2=\"{:.1}\" stroke=\"#d0d7de\"/>\
+             <text x=\"{gx:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\" font-size=\"13\">{}</text>",
+            ROOF_TOP + plot_h,
+            ROOF_TOP + plot_h + 18.0,
+            decade_label(e)
+        );
+    }
+    for e in y_lo..=y_hi {
+        let gy = y(10f64.powi(e));
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{ROOF_LEFT:.1}\" x2=\"{:.1}\" y1=\"{gy:.1}\" y2=\"{gy:.1}\" stroke=\"#d0d7de\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"13\">{}</text>",
+            ROOF_LEFT + plot_w,
+            ROOF_LEFT - 6.0,
+            gy + 4.0,
+            decade_label(e)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"13\">useful FLOP per byte moved (log)</text>\
+         <text x=\"14\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"13\" transform=\"rotate(-90 14 {:.1})\">useful GFLOP/s (log)</text>",
+        ROOF_LEFT + plot_w / 2.0,
+        ROOF_H - 8.0,
+        ROOF_TOP + plot_h / 2.0,
+        ROOF_TOP + plot_h / 2.0
+    );
+    // The roofs: bandwidth slope up to the ridge, then the compute roof.
+    let x_start = 10f64.powi(x_lo);
+    let x_end = 10f64.powi(x_hi);
+    let _ = writeln!(
+        svg,
+        "<polyline points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\" fill=\"none\" stroke=\"#1b1f24\" stroke-width=\"2.5\"/>\
+         <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#57606a\" stroke-dasharray=\"4 3\"/>",
+        x(x_start),
+        y(bw * x_start),
+        x(ridge),
+        y(peak),
+        x(x_end),
+        y(peak),
+        x(ridge),
+        x(ridge),
+        y(peak),
+        ROOF_TOP + plot_h
+    );
+    let _ = writeln!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"13\">peak {peak:.1} GFLOP/s</text>\
+         <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"13\">ridge {ridge:.2} FLOP/B</text>\
+         <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"13\">{bw:.1} GB/s</text>",
+        ROOF_LEFT + plot_w - 4.0,
+        y(peak) - 6.0,
+        x(ridge) + 4.0,
+        ROOF_TOP + plot_h - 6.0,
+        x(x_start) + 4.0,
+        (y(bw * x_start) + 18.0).min(ROOF_TOP + plot_h - 6.0),
+    );
+    // Slices that land on the same spot (e.g. a fallback slice and its dense twin) share
+    // one dot and one label, `1,3`, so numbers never print over each other.
+    let mut spots: Vec<(String, String, Vec<usize>)> = Vec::new();
+    for (i, (_, r)) in points.iter().enumerate() {
+        let (px, py) = (
+            format!("{:.1}", x(r.intensity_flop_per_byte)),
+            format!("{:.1}", y(r.achieved_gflops_useful)),
+        );
+        match spots.iter_mut().find(|(sx, sy, _)| *sx == px && *sy == py) {
+            Some(spot) => spot.2.push(i + 1),
+            None => spots.push((px, py, vec![i + 1])),
+        }
+    }
+    for (k, (px, py, numbers)) in spots.iter().enumerate() {
+        let label: Vec<String> = numbers.iter().map(usize::to_string).collect();
+        let (fx, fy): (f64, f64) = (px.parse().unwrap_or(0.0), py.parse().unwrap_or(0.0));
+        let _ = writeln!(
+            svg,
+            "<circle cx=\"{px}\" cy=\"{py}\" r=\"5\" fill=\"#0969da\" stroke=\"#ffffff\" stroke-width=\"1\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"13\" font-weight=\"bold\" fill=\"#0969da\">{}</text>",
+            fx + 7.0,
+            fy + if k % 2 == 0 { -6.0 } else { 15.0 },
+            label.join(",")
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
 /// A slice's recent history: one dot per recorded run joined by a line, the newest (this
 /// run) filled, and a dashed vertical line before each change point. The y axis spans the
 /// values' range, so a small drift is visible; the labels give the range.
@@ -265,6 +472,16 @@ mod tests {
             ..trend
         };
         assert!(!trend_chart(&flat).contains("NaN"));
+    }
+
+    #[test]
+    fn decades_span_the_data_outward() {
+        assert_eq!(decades(0.3, 40.0), (-1, 2));
+        assert_eq!(decades(5.0, 5.0), (0, 1));
+        assert_eq!(decade_label(-2), "0.01");
+        assert_eq!(decade_label(3), "1000");
+        assert_eq!(decade_label(7), "1e7");
+        assert_eq!(decade_label(4), "1e4");
     }
 
     #[test]

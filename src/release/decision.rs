@@ -129,7 +129,13 @@ mod tests {
     }
 
     fn decide_on(outcomes: Vec<GuardrailOutcome>) -> Decision {
-        decide(&Assessment { outcomes }, vec![])
+        decide(
+            &Assessment {
+                outcomes,
+                diagnoses: vec![],
+            },
+            vec![],
+        )
     }
 
     #[test]

@@ -553,6 +553,7 @@ mod tests {
             runs: vec![],
             run_mode: None,
             looks: vec![],
+            op_costs: vec![],
         };
         Evidence {
             schema_version: 1,

@@ -11,9 +11,9 @@ use crate::ingress::{Environment, LoadedPack};
 use crate::lower::KernelPath;
 use crate::metric::Metric;
 use crate::stage::Stage;
-use crate::validate::GuardrailOutcome;
 use crate::validate::golden::{Baselines, baseline_path};
 use crate::validate::stats::{median, quantile, quantile_ci};
+use crate::validate::{GuardrailOutcome, SliceDiagnosis};
 use crate::verdict::{Bottleneck, Verdict};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -24,6 +24,27 @@ pub const MEMO_SCHEMA_VERSION: u32 = 1;
 const MARKDOWN_TEMPLATE: &str = include_str!("../../templates/memo.md.j2");
 const HTML_TEMPLATE: &str = include_str!("../../templates/memo.html.j2");
 const TREND_HTML_TEMPLATE: &str = include_str!("../../templates/memo.trend.html.j2");
+
+/// Partial templates, one per memo section that is developed on its own (so parallel work on
+/// the memo merges cleanly); the main templates `include` them by these names.
+const PARTIALS: &[(&str, &str)] = &[
+    (
+        "memo.bottleneck.md",
+        include_str!("../../templates/memo.bottleneck.md.j2"),
+    ),
+    (
+        "memo.bottleneck.html",
+        include_str!("../../templates/memo.bottleneck.html.j2"),
+    ),
+    (
+        "memo.deployment.md",
+        include_str!("../../templates/memo.deployment.md.j2"),
+    ),
+    (
+        "memo.deployment.html",
+        include_str!("../../templates/memo.deployment.html.j2"),
+    ),
+];
 
 /// Everything the memo says, as data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -153,6 +174,10 @@ pub struct MemoSlice {
     /// medians, % (two or more runs only).
     #[serde(default)]
     pub between_run_cv: Option<f64>,
+    /// Validation's diagnosis: the bottleneck class with the numbers behind it, the slice's
+    /// roofline point and what its dense fallbacks cost.
+    #[serde(default)]
+    pub diagnosis: Option<SliceDiagnosis>,
 }
 
 /// Coefficient of variation (sample standard deviation over mean), in %.
@@ -243,8 +268,13 @@ impl Memo {
         baselines: &Baselines,
         golden_dir: &Path,
         decision: &Decision,
+        diagnoses: &[SliceDiagnosis],
     ) -> Memo {
-        let slices: Vec<MemoSlice> = evidence.slices.iter().map(|s| memo_slice(s, decision)).collect();
+        let slices: Vec<MemoSlice> = evidence
+            .slices
+            .iter()
+            .map(|s| memo_slice(s, decision, diagnoses))
+            .collect();
         Memo {
             schema_version: MEMO_SCHEMA_VERSION,
             verdict: decision.verdict,
@@ -316,6 +346,15 @@ impl Memo {
                 .iter()
                 .map(|t| minijinja::Value::from_safe_string(charts::trend_chart(t)))
                 .collect::<Vec<_>>(),
+            roofline => charts::roofline_charts(&self.slices)
+                .into_iter()
+                .map(|c| minijinja::context! {
+                    machine => c.machine,
+                    roofs_source => c.roofs_source,
+                    rows => minijinja::Value::from(minijinja::value::Serde(&c.rows)),
+                    svg => minijinja::Value::from_safe_string(c.svg),
+                })
+                .collect::<Vec<_>>(),
         };
         self.render("memo.html", HTML_TEMPLATE, charts)
     }
@@ -335,6 +374,9 @@ impl Memo {
         env.add_filter("num", format_number);
         env.add_template("memo.trend.html.j2", TREND_HTML_TEMPLATE)
             .map_err(render_error)?;
+        for (partial, text) in PARTIALS {
+            env.add_template(partial, text).map_err(render_error)?;
+        }
         env.add_template(name, source).map_err(render_error)?;
         let template = env.get_template(name).map_err(render_error)?;
         template
@@ -440,7 +482,7 @@ fn contradictions(slices: &[MemoSlice], guardrails: &[GuardrailOutcome]) -> Vec<
     found
 }
 
-fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
+fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosis]) -> MemoSlice {
     let median = |name: &str| s.metrics.get(name).and_then(|m| median(&m.samples).ok());
     MemoSlice {
         pack: s.pack.clone(),
@@ -448,8 +490,9 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
         sparsity: s.sparsity.clone(),
         precision: s.precision.as_str().to_owned(),
         samples: s.metrics.get("latency").map_or(0, |m| m.samples.len()),
-        latency_s: median("latency"),
-        speedup: median("effective_speedup"),
+        // Simulated slices carry their (exact) values as counters, not samples.
+        latency_s: median("latency").or_else(|| s.counters.get("latency").copied()),
+        speedup: median("effective_speedup").or_else(|| s.counters.get("effective_speedup").copied()),
         speedup_ci: s
             .metrics
             .get("effective_speedup")
@@ -479,6 +522,10 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision) -> MemoSlice {
             })
             .collect(),
         failure: s.failure.as_ref().map(|f| format!("{}: {}", f.stage, f.message)),
+        diagnosis: diagnoses
+            .iter()
+            .find(|d| d.pack == s.pack && d.slice == s.slice)
+            .cloned(),
     }
 }
 
@@ -514,6 +561,42 @@ mod tests {
     use crate::metric::Metric;
     use std::collections::BTreeMap;
 
+    /// A diagnosis with every section filled: a roofline point, a fallback with its impact.
+    fn fixed_diagnosis() -> SliceDiagnosis {
+        use crate::validate::{FallbackImpact, RooflinePoint};
+        SliceDiagnosis {
+            pack: "quickstart".into(),
+            slice: "bert-qkv-2of4-fp32".into(),
+            class: Some(Bottleneck::Compute),
+            rule: "intensity 42.47 FLOP/B ≥ ridge 13.94 FLOP/B".into(),
+            roofline: Some(RooflinePoint {
+                machine: "cpu".into(),
+                roofs_source: "measured at gate time (avx512f, 2 thread(s))".into(),
+                peak_gflops: 223.1,
+                bandwidth_gbps: 16.0,
+                ridge_flop_per_byte: 223.1 / 16.0,
+                intensity_flop_per_byte: 42.47,
+                achieved_gflops_useful: 79.8,
+                achieved_gflops_dense_equivalent: 159.7,
+                attainable_gflops: 223.1,
+                share_of_attainable: 79.8 / 223.1,
+            }),
+            fallback: FallbackImpact {
+                ops: 2,
+                fallback_ops: vec!["odd".into()],
+                latency_share: Some(0.4887),
+                sparse_ops_speedup: Some(1.5),
+                latency_gain: Some(0.1629),
+                energy_share: None,
+                energy_gain: None,
+                note: "per-op latency: medians of 5 interleaved per-op passes after sampling".into(),
+            },
+            metadata_overhead: 0.0625,
+            within_run_cv: Some(2.1),
+            between_run_cv: Some(4.3),
+        }
+    }
+
     /// A memo with fixed evidence, so its rendering can be snapshotted byte for byte.
     fn fixed_memo(trigger: &str) -> Memo {
         let environment = Environment {
@@ -530,6 +613,14 @@ mod tests {
                 commit: "0123abcd".into(),
                 branch: Some("main".into()),
                 dirty: false,
+            }),
+            roofs: Some(crate::ingress::MachineRoofs {
+                peak_gflops: 223.1,
+                bandwidth_gbps: 16.0,
+                isa: "avx512f".into(),
+                threads: 2,
+                triad_bytes: 134_217_720,
+                measured_s: 0.19,
             }),
         };
         let outcome = |metric, rule, verdict, value, ci: (f64, f64), stage| GuardrailOutcome {
@@ -605,6 +696,7 @@ mod tests {
                 run_mode: Some("in_process".into()),
                 within_run_cv: Some(2.1),
                 between_run_cv: Some(4.3),
+                diagnosis: Some(fixed_diagnosis()),
             }],
             guardrails: vec![
                 outcome(
@@ -705,6 +797,45 @@ mod tests {
         for needle in ["<script", "src=", "href=", "url(", "@import", "<link", "<iframe"] {
             assert!(!html.contains(needle), "memo.html contains {needle:?}");
         }
+    }
+
+    /// Issue 6: the HTML memo draws one roofline per machine with every diagnosed slice
+    /// on it, says what is plotted and how the roofs were measured; Markdown gets the table.
+    #[test]
+    fn issue_6_memo_places_each_slice_on_a_roofline() {
+        let mut memo = fixed_memo("t");
+        let mut second = memo.slices[0].clone();
+        second.slice = "<b>other</b>".into();
+        let mut third = second.clone();
+        if let Some(r) = second.diagnosis.as_mut().and_then(|d| d.roofline.as_mut()) {
+            r.intensity_flop_per_byte = 5.0;
+        }
+        third.slice = "twin".into();
+        memo.slices.extend([second, third]);
+        let html = memo.render_html().unwrap();
+        assert_eq!(
+            html.matches("aria-label=\"Roofline of cpu\"").count(),
+            1,
+            "{html}"
+        );
+        // Three slices, two on the same spot: two dots, the shared one labelled `1,3`.
+        assert_eq!(html.matches("<circle ").count(), 2, "{html}");
+        assert!(html.contains(">1,3</text>"), "{html}");
+        assert!(html.contains("y: <strong>useful</strong> GFLOP/s"));
+        assert!(html.contains("peak <strong>223.1 GFLOP/s</strong>"));
+        assert!(html.contains("&lt;b&gt;other&lt;/b&gt;") && !html.contains("<b>other"));
+        assert_eq!(html, memo.render_html().unwrap());
+        let md = memo.render_markdown().unwrap();
+        assert!(
+            md.contains(
+                "| quickstart/bert-qkv-2of4-fp32 | cpu | 42.47 | 13.94 | 79.8 | 159.7 | 223.1 | 35.77% |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 of 2 (odd) | 48.87% | 1.5x | 16.29% | not measured |"),
+            "{md}"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! golden baseline where the rule needs one), with the stage a failure is attributed to and
 //! the slice's bottleneck class.
 
-use super::bottleneck::classify;
+use super::diagnosis::diagnose_all;
 use super::golden::Baselines;
 use super::interim::{at_look, describe_look, look_for};
 use super::observe::Observed;
@@ -76,11 +76,19 @@ pub fn assess_with(
     baselines: &Baselines,
     opts: &AssessOptions,
 ) -> Assessment {
+    let diagnoses = diagnose_all(slices, &evidence.slices, evidence.environment.roofs.as_ref());
+    let class_of = |slice: &Slice| {
+        diagnoses
+            .iter()
+            .find(|d| d.pack == slice.pack && d.slice == slice.id)
+            .and_then(|d| d.class)
+    };
     let mut outcomes: Vec<GuardrailOutcome> = slices
         .iter()
         .flat_map(|slice| {
             let ev = evidence.slice(&slice.pack, &slice.id);
             let baseline = baselines.get(&(slice.pack.clone(), slice.id.clone()));
+            let bottleneck = class_of(slice);
             slice.guardrails.iter().enumerate().map(move |(i, g)| {
                 // A slice sampled sequentially is read at its last look's level.
                 let looks: Vec<u32> = ev
@@ -88,17 +96,17 @@ pub fn assess_with(
                     .unwrap_or_default();
                 match look_for(g, slice, &looks).zip(ev) {
                     Some((look, e)) => {
-                        let mut o = judge(slice, i, &at_look(g, &look), ev, baseline, opts);
+                        let mut o = judge(slice, i, &at_look(g, &look), (ev, bottleneck), baseline, opts);
                         o.detail.push_str(&describe_look(g, &look, e, looks.len() - 1));
                         o
                     }
-                    None => judge(slice, i, g, ev, baseline, opts),
+                    None => judge(slice, i, g, (ev, bottleneck), baseline, opts),
                 }
             })
         })
         .collect();
     correct_for_multiplicity(&mut outcomes);
-    Assessment { outcomes }
+    Assessment { outcomes, diagnoses }
 }
 
 /// Holm across the blocking baseline-relative guardrails that have a p-value (see
@@ -216,7 +224,7 @@ pub(crate) fn judge(
     slice: &Slice,
     index: usize,
     g: &GuardrailSpec,
-    ev: Option<&SliceEvidence>,
+    (ev, bottleneck): (Option<&SliceEvidence>, Option<crate::verdict::Bottleneck>),
     baseline: Option<&super::golden::Baseline>,
     opts: &AssessOptions,
 ) -> GuardrailOutcome {
@@ -260,7 +268,6 @@ pub(crate) fn judge(
         };
         return row(j, Stage::Execution, None);
     };
-    let bottleneck = classify(ev);
     if let Some(failure) = &ev.failure {
         let j = Judgement {
             verdict: Verdict::Fail,

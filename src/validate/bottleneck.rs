@@ -17,46 +17,15 @@ pub const MACHINE_BALANCE_FLOP_PER_BYTE: f64 = 10.0;
 /// stream it is meant to shrink (2:4 with 2-bit indices on f32 values is 6.25%).
 pub const METADATA_OVERHEAD_LIMIT: f64 = 0.25;
 
-/// Classify where a slice spends its time, in order of what explains it most directly:
-/// 1. `fallback` when any op took the dense fallback (the sparse speedup was never there),
-/// 2. `metadata` when the metadata overhead exceeds [`METADATA_OVERHEAD_LIMIT`],
-/// 3. else `compute` or `memory_bandwidth` by the workload's dense arithmetic intensity,
-///    `Σ 2·M·N·K / Σ 4·(M·K + N·K + M·N)` (f32 operands read once, output written once),
-///    against [`MACHINE_BALANCE_FLOP_PER_BYTE`].
+/// Classify where a slice spends its time without measured roofs: the rule of
+/// [`super::diagnosis::diagnose`] (fallback, the simulator's own class, metadata, then the
+/// dense f32 arithmetic intensity `Σ 2·M·N·K / Σ 4·(M·K + N·K + M·N)` against
+/// [`MACHINE_BALANCE_FLOP_PER_BYTE`]). The gate itself uses the diagnosis, which places CPU
+/// slices against the roofs measured at gate time.
 ///
 /// `None` for a slice with no ops.
 pub fn classify(ev: &SliceEvidence) -> Option<Bottleneck> {
-    let fallback = ev
-        .counters
-        .get("fallback_rate")
-        .copied()
-        .unwrap_or(0.0)
-        .max(ev.plan.fallback_rate());
-    if fallback > 0.0 {
-        return Some(Bottleneck::Fallback);
-    }
-    if let Some(class) = simulated(ev) {
-        return Some(class);
-    }
-    if ev
-        .counters
-        .get("metadata_overhead")
-        .is_some_and(|&m| m > METADATA_OVERHEAD_LIMIT)
-    {
-        return Some(Bottleneck::Metadata);
-    }
-    let (flops, bytes) = ev.plan.ops.iter().fold((0.0, 0.0), |(f, b), p| {
-        let (m, n, k) = (p.op.m as f64, p.op.n as f64, p.op.k as f64);
-        (f + p.op.dense_flops(), b + 4.0 * (m * k + n * k + m * n))
-    });
-    if bytes <= 0.0 {
-        return None;
-    }
-    Some(if flops / bytes >= MACHINE_BALANCE_FLOP_PER_BYTE {
-        Bottleneck::Compute
-    } else {
-        Bottleneck::MemoryBandwidth
-    })
+    super::diagnosis::class_without_roofs(ev)
 }
 
 /// The simulator's own classes, by the counter `sim_time_<class>_s` it records for each.
@@ -70,20 +39,20 @@ const SIM_CLASSES: &[(Bottleneck, &str)] = &[
     (Bottleneck::Thermal, "sim_time_thermal_s"),
 ];
 
-/// For a `sim` slice: the class that holds most of the simulated time, as the accelerator
-/// model classified each op (its roofline, occupancy and throttling, not the CPU ridge
-/// point above). Ties go to the earlier class in vocabulary order.
-fn simulated(ev: &SliceEvidence) -> Option<Bottleneck> {
-    let mut best: Option<(Bottleneck, f64)> = None;
-    for &(class, key) in SIM_CLASSES {
-        if let Some(&t) = ev.counters.get(key)
-            && t > 0.0
-            && best.is_none_or(|(_, b)| t > b)
-        {
-            best = Some((class, t));
-        }
-    }
-    best.map(|(c, _)| c)
+/// For a `sim` slice: each class's share of the simulated time, as the accelerator model
+/// classified each op (its roofline, occupancy and throttling, not the CPU ridge point
+/// above), largest first; ties keep vocabulary order. Empty for a CPU slice.
+pub fn simulated_shares(ev: &SliceEvidence) -> Vec<(Bottleneck, f64)> {
+    let mut times: Vec<(Bottleneck, f64)> = SIM_CLASSES
+        .iter()
+        .filter_map(|&(class, key)| ev.counters.get(key).map(|&t| (class, t)))
+        .filter(|(_, t)| *t > 0.0)
+        .collect();
+    let total: f64 = times.iter().map(|(_, t)| t).sum();
+    times.iter_mut().for_each(|(_, t)| *t /= total);
+    // A stable sort keeps vocabulary order among equal shares.
+    times.sort_by(|a, b| b.1.total_cmp(&a.1));
+    times
 }
 
 /// The counter name under which the simulator records time spent bound by `class`.

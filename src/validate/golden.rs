@@ -358,6 +358,7 @@ mod tests {
             runs: vec![],
             run_mode: None,
             looks: vec![],
+            op_costs: vec![],
         }
     }
 

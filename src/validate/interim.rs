@@ -80,7 +80,8 @@ pub fn interim_look(slice: &Slice, ev: &SliceEvidence, baseline: Option<&Baselin
             continue;
         };
         alpha = alpha.min(look.alpha);
-        let outcome: GuardrailOutcome = judge(slice, i, &at_look(g, &look), Some(ev), baseline, &opts);
+        let outcome: GuardrailOutcome =
+            judge(slice, i, &at_look(g, &look), (Some(ev), None), baseline, &opts);
         decided &= matches!(outcome.verdict, Verdict::Pass | Verdict::Fail);
     }
     StopDecision {

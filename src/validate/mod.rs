@@ -3,6 +3,7 @@
 
 pub mod bottleneck;
 pub mod compare;
+pub mod diagnosis;
 pub mod golden;
 pub mod stats;
 
@@ -17,6 +18,7 @@ mod rules;
 mod tests;
 
 pub use assess::{AssessOptions, assess, assess_with};
+pub use diagnosis::{FallbackImpact, RooflinePoint, SliceDiagnosis};
 pub use interim::interim_look;
 pub use outcome::{Assessment, GuardrailOutcome};
 pub use power_check::{PowerNote, RunPlan, plan_runs, power_check};

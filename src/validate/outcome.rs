@@ -56,4 +56,8 @@ pub struct GuardrailOutcome {
 pub struct Assessment {
     /// One row per slice × guardrail, in pack and slice order.
     pub outcomes: Vec<GuardrailOutcome>,
+    /// Per slice with evidence: the bottleneck class with its numbers, the roofline point
+    /// and the fallback impact, in slice order.
+    #[serde(default)]
+    pub diagnoses: Vec<super::diagnosis::SliceDiagnosis>,
 }

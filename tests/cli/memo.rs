@@ -173,3 +173,85 @@ fn issue_6_signing_for_a_role_nobody_holds_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("release-manager"), "{}", stderr(&out));
 }
+
+/// Issue 6: a gate measures the CPU roofs into the evidence's environment (not the lock),
+/// times every op, and the memo carries each slice's diagnosis: the roofline point, the
+/// class with its numbers, and the dense-fallback impact.
+#[test]
+fn issue_6_gate_records_roofs_per_op_costs_and_the_fallback_impact() {
+    let sb = Sandbox::new();
+    sb.write(
+        "pack.yaml",
+        "
+schema_version: 1
+name: roofs
+owners:
+  - {name: Ada, email: ada@example.com, role: owner}
+rollback:
+  trigger: any fallback
+samples: {warmup: 1, min: 6, max: 8, time_budget_s: 0.05}
+slices:
+  - id: mixed
+    workload:
+      ops:
+        - gemm: {name: proj, m: 32, n: 64, k: 64}
+        - gemm: {name: odd, m: 32, n: 64, k: 62}
+    sparsity: [\"2:4\"]
+    guardrails:
+      - {metric: fallback_rate, at_most: 1}
+  - id: sim
+    backend: sim
+    preset: h100
+    precision: [fp16]
+    workload:
+      ops:
+        - gemm: {name: proj, m: 4096, n: 768, k: 768}
+        - gemm: {name: odd, m: 4096, n: 768, k: 766}
+    sparsity: [\"2:4\"]
+    guardrails:
+      - {metric: fallback_rate, at_most: 1}
+",
+    );
+    let out = sb
+        .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out").join(name)).unwrap()).unwrap()
+    };
+    let evidence = read("evidence.json");
+    let roofs = &evidence["environment"]["roofs"];
+    assert!(roofs["peak_gflops"].as_f64().unwrap() > 0.0, "{roofs}");
+    assert!(roofs["bandwidth_gbps"].as_f64().unwrap() > 0.0, "{roofs}");
+    for s in evidence["slices"].as_array().unwrap() {
+        assert_eq!(s["op_costs"].as_array().unwrap().len(), 2, "{s}");
+    }
+    let memo = read("memo.json");
+    let slices = memo["slices"].as_array().unwrap();
+    let cpu = &slices[0]["diagnosis"];
+    assert_eq!(cpu["class"], "fallback", "{cpu}");
+    assert_eq!(cpu["fallback"]["fallback_ops"], serde_json::json!(["odd"]));
+    let share = cpu["fallback"]["latency_share"].as_f64().unwrap();
+    assert!(share > 0.0 && share < 1.0, "{cpu}");
+    assert_eq!(cpu["roofline"]["machine"], "cpu");
+    assert!(
+        cpu["fallback"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("energy not measured on CPU")
+    );
+    let sim = &slices[1]["diagnosis"];
+    assert_eq!(sim["roofline"]["machine"], "h100", "{sim}");
+    let energy = sim["fallback"]["energy_share"].as_f64().unwrap();
+    assert!(energy > 0.0 && energy < 1.0, "{sim}");
+    assert!(sim["fallback"]["latency_gain"].as_f64().unwrap() > 0.0, "{sim}");
+    let html = std::fs::read_to_string(sb.path().join("out/memo.html")).unwrap();
+    assert!(html.contains("aria-label=\"Roofline of cpu\""));
+    assert!(html.contains("aria-label=\"Roofline of h100\""));
+    let md = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
+    assert!(
+        md.contains("### Dense-fallback impact on latency and energy"),
+        "{md}"
+    );
+}

@@ -298,6 +298,7 @@ fn issue_9_ragged_or_non_positive_child_records_are_refused() {
             comparator: vec![1.0],
             calibration: vec![1.0, 1.0],
             counters: BTreeMap::new(),
+            op_costs: vec![],
         },
         RunRecord {
             pid: Some(1),
@@ -306,6 +307,7 @@ fn issue_9_ragged_or_non_positive_child_records_are_refused() {
             comparator: vec![1.0, 1.0],
             calibration: vec![1.0, 1.0],
             counters: BTreeMap::new(),
+            op_costs: vec![],
         },
     ] {
         let launch = |_run: u32| -> Result<RunRecord, String> { Ok(bad.clone()) };

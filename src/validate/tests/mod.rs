@@ -1,6 +1,7 @@
 //! Unit tests of the assessment on synthetic evidence: one per rule and verdict path.
 
 mod calibration;
+mod diagnosis;
 mod planning;
 mod sequential;
 
@@ -31,6 +32,7 @@ pub(super) fn env() -> Environment {
         os: "linux-x86_64".into(),
         os_release: "6".into(),
         git: None,
+        roofs: None,
     }
 }
 
@@ -118,6 +120,7 @@ pub(super) fn slice_ev(
         runs: vec![],
         run_mode: None,
         looks: vec![],
+        op_costs: vec![],
     }
 }
 
