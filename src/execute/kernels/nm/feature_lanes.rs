@@ -18,18 +18,17 @@
 //! execution-time copy carries exactly the stored 2 bits per kept weight, transposed; the
 //! metadata counters still report the stored format.
 //!
-//! Measured limit (this 2-core Zen 5, `examples/port_mix.rs`): an FMA stream interleaved 1:1
-//! with `vpermilps` runs at about half the rate of FMAs alone (the permutes issue on the FMA
-//! pipes), while an FMA with a load or broadcast load runs at full rate. So this loop cannot
-//! beat about 1.3× the dense kernel, and it measures 1.0–1.1× on the LLaMA FFN shapes and
-//! 0.8–0.9× at 2048³ against the token-vectorised loop's 0.8–0.95× (issue 3's 1.6× target is
-//! not reachable with either on this CPU; see the issue report). The token-vectorised loop
-//! still serves AVX2 and other patterns.
+//! Measured limit (this 2-core Zen 5, `examples/port_mix.rs`, best of 40 on a loaded
+//! machine): FMAs alone, or each with an L1 load or a broadcast load, run at the same rate;
+//! each with a variable-control permute (`vpermilps`, `vpermps`, `vpshufb`) at 0.36–0.70 of
+//! it. A lone register tile of this loop runs at 0.5–0.6 of FMA peak, so 2:4 here gains
+//! 1.0–1.2× over the dense kernel, not the 1.6× issue 3 asks for; the token-vectorised loop
+//! (`two_of_four.rs`, which still serves AVX2) measured 0.8–0.95× on the same shapes.
 //!
 //! Blocking, per task of [`PANELS_PER_TASK`] panels (a contiguous block of output rows, so
 //! tasks write disjoint chunks of `y`): token blocks of [`TOKEN_BLOCK`] → K blocks of
-//! [`PAIRS_PER_K_BLOCK`] index bytes → panel pairs → token tiles of [`TILE`]. A panel pair's
-//! weights for one K block (16 KiB) stay in L1 over the token block; the activations are a
+//! [`PAIRS_PER_K_BLOCK`] index bytes → [`PANELS_PER_TILE`] panels → token tiles of [`TILE`].
+//! Those panels' weights for one K block (24 KiB) stay in L1 over the token block; the activations are a
 //! token-major copy (`xt`), so a tile's K block is contiguous per token; the task's output
 //! block is accumulated token-major in a scratch buffer that stays in L2 and is transposed
 //! into `y` once per token block.
@@ -38,16 +37,19 @@ use rayon::prelude::*;
 
 /// Output rows per zmm register.
 const LANES: usize = 16;
-/// Panels (of 16 rows) per parallel task: 256 rows, whose weights for one K block (128 KiB)
-/// and scratch output stay in L2.
-const PANELS_PER_TASK: usize = 16;
+/// Panels (of 16 rows) per parallel task: 240 rows (five register tiles of 3 panels), whose
+/// weights for one K block (120 KiB) and scratch output stay in L2.
+const PANELS_PER_TASK: usize = 15;
+/// Panels per register tile: 3 panels × 6 tokens = 18 accumulators and 12 registers of
+/// weights and selectors, 15% faster than 2 × 6 in a single-tile measurement (the permutes,
+/// not the registers, bound this loop, and more panels per activation load help).
+const PANELS_PER_TILE: usize = 3;
 /// Tokens whose K blocks one task keeps in L2 while sweeping its panels.
 const TOKEN_BLOCK: usize = 192;
-/// Index bytes (8 K positions each) per K block: 256 K positions, so a panel pair's weights
-/// for the block are 16 KiB of L1.
+/// Index bytes (8 K positions each) per K block: 256 K positions, so a tile's 3 panels'
+/// weights for the block are 24 KiB of L1.
 const PAIRS_PER_K_BLOCK: usize = 32;
-/// Tokens per register tile: 2 panels × 6 tokens = 12 accumulators, plus 8 registers of
-/// weights and selectors.
+/// Tokens per register tile.
 const TILE: usize = 6;
 
 /// A 2:4 matrix rearranged for the feature-lane kernel (see the module doc).
@@ -180,7 +182,7 @@ fn rows_task(
             let pairs = (j0, (j0 + PAIRS_PER_K_BLOCK).min(l.pairs));
             let mut p = p0;
             while p < p1 {
-                let r = if p + 2 <= p1 { 2 } else { 1 };
+                let r = PANELS_PER_TILE.min(p1 - p);
                 token_tiles(l, r, p, p0, pairs, xt_block, kpad, &mut yt[..mc * ldy], ldy);
                 p += r;
             }
@@ -194,7 +196,7 @@ fn rows_task(
     }
 }
 
-/// Every token of the block for `r` (1 or 2) panels from `p`, over index bytes `j0..j1`,
+/// Every token of the block for `r` (1 to 3) panels from `p`, over index bytes `j0..j1`,
 /// accumulating into `yt` (token-major, `ldy` apart, columns from panel `p_base`) after the
 /// first K block.
 #[allow(clippy::too_many_arguments)]
@@ -230,6 +232,10 @@ fn token_tiles(
         // the assert above; the weights read are panels `p .. p + r`, pairs `j0..j1`.
         let done = unsafe {
             match (r, left) {
+                (3, TILE..) => tile.run::<3, TILE>(xp, yp),
+                (3, 4..) => tile.run::<3, 4>(xp, yp),
+                (3, 2..) => tile.run::<3, 2>(xp, yp),
+                (3, _) => tile.run::<3, 1>(xp, yp),
                 (2, TILE..) => tile.run::<2, TILE>(xp, yp),
                 (2, 4..) => tile.run::<2, 4>(xp, yp),
                 (2, 2..) => tile.run::<2, 2>(xp, yp),

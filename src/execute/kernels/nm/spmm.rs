@@ -266,7 +266,7 @@ impl RowKernel for NmMatrix {
         cols: usize,
     ) {
         #[cfg(target_arch = "x86_64")]
-        // 2:4 with AVX-512: the feature-lane kernel (10–20% faster here, see its module doc).
+        // 2:4 with AVX-512: the feature-lane kernel (faster here, see its module doc).
         if isa == Isa::Avx512 && (self.n, self.m) == (2, 4) {
             super::feature_lanes::spmm(self.lane_layout(), schedule.threads, (x, xs), y, cols);
             return;

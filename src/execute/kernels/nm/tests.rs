@@ -175,7 +175,7 @@ fn issue_3_column_panels_when_activations_exceed_l2() {
 
 #[test]
 fn issue_3_feature_lanes_cross_every_block_boundary() {
-    // 270 rows: two tasks of 256, the last panel 14 rows; 71 groups: two K blocks and an index
+    // 270 rows: two tasks of 240, the last panel 14 rows and tiles of 3, 2 and 1 panels; 71 groups: two K blocks and an index
     // byte holding a single group; 197 tokens: two token blocks and tiles of every width.
     check_against_oracle(270, 71, 197, 2, 4, 2, 21);
     check_against_oracle(17, 64, 13, 2, 4, 1, 22);
