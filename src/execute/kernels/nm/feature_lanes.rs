@@ -126,10 +126,14 @@ pub(crate) fn spmm(l: &LaneLayout, threads: usize, (x, xs): (&[f32], usize), y: 
     }
     let kpad = l.pairs * 8;
     let xt = transpose_x(x, xs, l.k, cols, kpad, threads);
-    let task_rows = PANELS_PER_TASK * LANES;
+    // At most PANELS_PER_TASK panels a task, and a multiple of `threads` tasks of near-equal
+    // size: 128 panels on 2 threads as 9 tasks would leave one thread a task behind.
+    let tasks = l.panels.div_ceil(PANELS_PER_TASK).div_ceil(threads.max(1)) * threads.max(1);
+    let per_task = l.panels.div_ceil(tasks).max(1);
+    let task_rows = per_task * LANES;
     let task = |(t, y_rows): (usize, &mut [f32])| {
-        let p0 = t * PANELS_PER_TASK;
-        let p1 = (p0 + PANELS_PER_TASK).min(l.panels);
+        let p0 = t * per_task;
+        let p1 = (p0 + per_task).min(l.panels);
         rows_task(l, (p0, p1), &xt, kpad, y_rows, cols);
     };
     if threads > 1 {
