@@ -19,9 +19,9 @@
 //! metadata counters still report the stored format.
 //!
 //! Measured limit (this 2-core Zen 5, `examples/port_mix.rs`, best of 40 on a loaded
-//! machine): FMAs alone, or each with an L1 load or a broadcast load, run at the same rate;
-//! each with a variable-control permute (`vpermilps`, `vpermps`, `vpshufb`) at 0.36–0.70 of
-//! it. A lone register tile of this loop runs at 0.5–0.6 of FMA peak, so 2:4 here gains
+//! machine): FMAs each with a broadcast load run at the rate of FMAs alone, each with an L1
+//! load at 0.75–1.0 of it, each with a variable-control permute (`vpermilps`, `vpermps`,
+//! `vpshufb`) at 0.36–0.70 of it. A lone register tile of this loop runs at 0.5–0.6 of FMA peak, so 2:4 here gains
 //! 1.0–1.2× over the dense kernel, not the 1.6× issue 3 asks for; the token-vectorised loop
 //! (`two_of_four.rs`, which still serves AVX2) measured 0.8–0.95× on the same shapes.
 //!
