@@ -7,6 +7,7 @@
 //! broken from outside.
 
 mod any_pattern;
+mod feature_lanes;
 mod indices;
 mod microkernel;
 mod prune;
@@ -31,6 +32,28 @@ pub struct NmMatrix {
     indices: Vec<u8>,
     bits: usize,
     row_bytes: usize,
+    /// The 2:4 feature-lane layout, built on the first AVX-512 product (see `feature_lanes.rs`).
+    lanes: LaneCache,
+}
+
+/// A lazily built execution-time copy of a 2:4 matrix. It is derived from the other fields,
+/// so it takes no part in equality, and a clone keeps whatever was built.
+#[derive(Clone, Default)]
+struct LaneCache(std::sync::OnceLock<feature_lanes::LaneLayout>);
+
+impl PartialEq for LaneCache {
+    fn eq(&self, _: &LaneCache) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for LaneCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.get() {
+            Some(l) => write!(f, "LaneCache({} resident bytes)", l.resident_bytes()),
+            None => f.write_str("LaneCache(not built)"),
+        }
+    }
 }
 
 impl NmMatrix {
@@ -89,6 +112,7 @@ impl NmMatrix {
             indices: packed,
             bits,
             row_bytes,
+            lanes: LaneCache::default(),
         })
     }
 
@@ -143,6 +167,20 @@ impl NmMatrix {
     /// metadata-overhead counter is built from.
     pub fn metadata_bytes(&self) -> usize {
         self.indices.len()
+    }
+
+    /// The feature-lane layout of a 2:4 matrix, built on first use.
+    fn lane_layout(&self) -> &feature_lanes::LaneLayout {
+        self.lanes.0.get_or_init(|| {
+            feature_lanes::LaneLayout::new(self.rows, self.k, &self.values, &self.indices, self.row_bytes)
+        })
+    }
+
+    /// Bytes of the execution-time copy the AVX-512 2:4 kernel keeps beside the stored form
+    /// (the same values and 2-bit indices, rearranged; rows padded to 16), 0 until the first
+    /// such product. Reported so the memory it costs is not hidden.
+    pub fn execution_copy_bytes(&self) -> usize {
+        self.lanes.0.get().map_or(0, |l| l.resident_bytes())
     }
 
     fn kept_per_row(&self) -> usize {

@@ -265,6 +265,12 @@ impl RowKernel for NmMatrix {
         y: &mut [f32],
         cols: usize,
     ) {
+        #[cfg(target_arch = "x86_64")]
+        // 2:4 with AVX-512: the feature-lane kernel (faster here, see its module doc).
+        if isa == Isa::Avx512 && (self.n, self.m) == (2, 4) {
+            super::feature_lanes::spmm(self.lane_layout(), schedule.threads, (x, xs), y, cols);
+            return;
+        }
         // Grown like the other sparse formats: a row keeps n/m of each K block.
         let kept = (self.k / self.m * self.n) as f64;
         let (k_block, rows_per_task) = grown_blocking(schedule, self.rows, self.k, kept, (8, 1));

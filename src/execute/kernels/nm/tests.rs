@@ -172,3 +172,39 @@ fn issue_3_column_panels_when_activations_exceed_l2() {
     check_against_oracle(6, 256, 200, 2, 4, 2, 11);
     check_against_oracle(5, 128, 300, 3, 8, 1, 12);
 }
+
+#[test]
+fn issue_3_feature_lanes_cross_every_block_boundary() {
+    // 270 rows: two tasks of 240, the last panel 14 rows and tiles of 3, 2 and 1 panels; 71 groups: two K blocks and an index
+    // byte holding a single group; 197 tokens: two token blocks and tiles of every width.
+    check_against_oracle(270, 71, 197, 2, 4, 2, 21);
+    check_against_oracle(17, 64, 13, 2, 4, 1, 22);
+}
+
+#[test]
+fn issue_3_execution_copy_is_reported_and_metadata_stays_two_bits() {
+    let (rows, k, cols) = (20, 64, 9);
+    let w = prune_magnitude(&data(rows * k, 5), rows, k, 2, 4);
+    let a = NmMatrix::compress(&w, rows, k, 2, 4).unwrap();
+    assert_eq!(a.execution_copy_bytes(), 0);
+    let mut y = vec![0.0; rows * cols];
+    a.spmm(1, &data(k * cols, 6), &mut y, cols).unwrap();
+    assert_eq!(a.metadata_bytes(), rows * k / 2 / 4);
+    if Isa::detect() == Isa::Avx512 {
+        // Two panels of 16 rows, 8 index bytes each: 2·8·(64 values · 4 B + 16 index bytes).
+        assert_eq!(a.execution_copy_bytes(), 2 * 8 * (64 * 4 + 16));
+    }
+    // The copy takes no part in equality.
+    assert_eq!(a, NmMatrix::compress(&w, rows, k, 2, 4).unwrap());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+    #[test]
+    fn issue_3_feature_lanes_match_the_oracle_on_odd_sizes(
+        rows in 1usize..300, groups in 1usize..90, cols in 1usize..210, threads in 1usize..3,
+        seed in any::<u64>(),
+    ) {
+        check_against_oracle(rows, groups, cols, 2, 4, threads, seed);
+    }
+}
