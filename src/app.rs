@@ -132,6 +132,8 @@ fn run_under(
         let evidence = match slice.backend {
             Backend::Cpu => execute_slice(slice, &plan),
             Backend::Sim => execute_sim_slice(slice, &plan),
+            Backend::Command => crate::execute::execute_command_slice(slice, &plan),
+            Backend::Import => crate::execute::execute_import_slice(slice, &plan),
         };
         progress(Progress::SliceFinished { evidence: &evidence });
         slices.push(evidence);

@@ -200,6 +200,8 @@ mod tests {
             samples: SamplePolicy::default(),
             seed: 1,
             threads: 1,
+            command: None,
+            import: None,
         }
     }
 

@@ -4,7 +4,9 @@
 mod bench;
 mod bless;
 mod ci;
+mod command;
 mod exit_codes;
+mod import;
 mod malformed;
 mod memo;
 mod shard;

@@ -64,6 +64,8 @@ pub(super) fn slice(id: &str, guardrails: Vec<GuardrailSpec>) -> Slice {
         samples: SamplePolicy::default(),
         seed: 42,
         threads: 1,
+        command: None,
+        import: None,
     }
 }
 
