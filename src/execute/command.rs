@@ -118,7 +118,7 @@ fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) 
             // Alternate which side goes first so order effects cancel in the ratio.
             let (cand, comp) = match &command.comparator {
                 None => (invoke(&command.candidate, timeout)?, None),
-                Some(c) if n % 2 == 0 => {
+                Some(c) if n.is_multiple_of(2) => {
                     let a = invoke(&command.candidate, timeout)?;
                     (a, Some(invoke(c, timeout)?))
                 }

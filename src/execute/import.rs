@@ -90,27 +90,27 @@ fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), Stri
             .insert("effective_speedup".into(), tagged("x", speedups.clone(), runs));
         evidence.comparator = Some(tagged("s", c.samples.clone(), c.runs.clone()));
     }
-    let mut by_run: BTreeMap<u32, (Vec<f64>, Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut by_run: BTreeMap<u32, RunColumns> = BTreeMap::new();
     for (i, (&x, &r)) in candidate.samples.iter().zip(&candidate.runs).enumerate() {
         let slot = by_run.entry(r).or_default();
-        slot.0.push(x);
+        slot.latency.push(x);
         if let Some(c) = comparator.as_ref().and_then(|c| c.samples.get(i)) {
-            slot.1.push(*c);
+            slot.comparator.push(*c);
         }
         if let Some(s) = speedups.get(i) {
-            slot.2.push(*s);
+            slot.speedup.push(*s);
         }
     }
     evidence.runs = by_run
         .into_iter()
-        .map(|(run, (l, c, s))| RunSummary {
+        .map(|(run, c)| RunSummary {
             run,
             warmup_iterations: 0,
-            samples: l.len(),
-            latency_s: zero_if_nan(median(&l)),
-            comparator_s: zero_if_nan(median(&c)),
+            samples: c.latency.len(),
+            latency_s: zero_if_nan(median(&c.latency)),
+            comparator_s: zero_if_nan(median(&c.comparator)),
             calibration_s: 0.0,
-            speedup: zero_if_nan(median(&s)),
+            speedup: zero_if_nan(median(&c.speedup)),
         })
         .collect();
     evidence
@@ -123,6 +123,14 @@ fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), Stri
         .metrics
         .insert("latency".into(), tagged("s", candidate.samples, candidate.runs));
     Ok(())
+}
+
+/// One run's samples, for its [`RunSummary`].
+#[derive(Default)]
+struct RunColumns {
+    latency: Vec<f64>,
+    comparator: Vec<f64>,
+    speedup: Vec<f64>,
 }
 
 /// Read the timings of entry `name` from a file (or criterion directory) in `format`.
