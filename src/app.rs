@@ -130,6 +130,7 @@ fn run_under(
         let plan = lower(slice);
         // Dispatch by backend: measured on this machine, or evaluated on the simulated part.
         let evidence = match slice.backend {
+            Backend::Cpu if slice.load.is_some() => crate::execute::execute_load_slice(slice, &plan),
             Backend::Cpu => execute_slice(slice, &plan),
             Backend::Sim => execute_sim_slice(slice, &plan),
             Backend::Command => crate::execute::execute_command_slice(slice, &plan),

@@ -49,6 +49,7 @@ fn paired_runs(runs: u32) -> Vec<Vec<f64>> {
         threads: 1,
         command: None,
         import: None,
+        load: None,
     };
     let ev = execute_slice(&slice, &lower(&slice));
     assert_eq!(ev.failure, None);

@@ -131,6 +131,7 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
         threads: req.threads.max(1),
         command: None,
         import: None,
+        load: None,
     };
     let plan = lower(&slice);
     let ev = execute_slice(&slice, &plan);

@@ -6,6 +6,7 @@ mod command;
 mod evidence;
 mod import;
 pub mod kernels;
+mod load;
 mod run;
 mod sim;
 mod workload;
@@ -15,5 +16,6 @@ pub use evidence::{
     EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, PackRecord, RunSummary, SliceEvidence, SliceFailure,
 };
 pub use import::{Imported, execute_import_slice, read_entry};
+pub use load::{LoadOutcome, execute_load_slice, serve};
 pub use run::{CALIBRATION_METRIC, execute_slice};
 pub use sim::execute_sim_slice;

@@ -72,6 +72,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                 threads,
                 command,
                 import,
+                load: None,
             });
             continue;
         }
@@ -92,6 +93,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     threads,
                     command: None,
                     import: None,
+                    load: checked.loads.get(i).copied().flatten(),
                 });
             }
         }

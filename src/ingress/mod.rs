@@ -76,6 +76,19 @@ pub struct Slice {
     pub command: Option<CommandSlice>,
     /// Where an `import` slice's results are (resolved against the pack's directory).
     pub import: Option<ImportSlice>,
+    /// For a `cpu` slice served under load: the arrivals, queue bound and request count.
+    pub load: Option<LoadPlan>,
+}
+
+/// A `cpu` slice's serving loop, checked at ingress.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LoadPlan {
+    /// The seeded arrival process (shared with the simulator's queue model).
+    pub arrivals: crate::sim::queue::Arrivals,
+    /// Most requests in the system at once; arrivals beyond it are dropped.
+    pub queue: u32,
+    /// Requests offered.
+    pub requests: u64,
 }
 
 /// One process to start: argv, working directory and extra environment, all resolved.

@@ -353,6 +353,11 @@ pub struct SliceSpec {
     /// For `backend: import`: which result file, in which format, holds this slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub import: Option<ImportSpec>,
+    /// For `backend: cpu`: serve the workload as requests arriving at a target rate
+    /// through a bounded queue, so `latency` (and its p50/p95/p99) is request latency with
+    /// queueing, instead of timing back-to-back iterations against the comparator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadSpec>,
     /// Guardrails for this slice (added to the pack-level ones).
     #[serde(default)]
     pub guardrails: Vec<Guardrail>,
@@ -423,6 +428,48 @@ pub struct ImportSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub comparator: Option<String>,
+}
+
+/// Latency under load on the CPU backend: `load: {arrivals: bursts, rate_hz: 200, queue: 8,
+/// requests: 704, burst: 16}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSpec {
+    /// How requests arrive: evenly spaced, a Poisson process, or bursts.
+    pub arrivals: ArrivalKind,
+    /// Mean arrival rate, requests per second.
+    #[schemars(range(min = 0.001, max = 1000000.0))]
+    pub rate_hz: f64,
+    /// Most requests in the system (waiting or in service); an arrival that finds it full
+    /// is dropped and counted.
+    #[serde(default = "default_queue")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub queue: u32,
+    /// Requests offered; default: the 662 that MLPerf LoadGen's early stopping needs for a
+    /// p99 claim at 99% confidence (fewer are refused when a p99 guardrail is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000000))]
+    pub requests: Option<u64>,
+    /// Requests per burst (`arrivals: bursts` only; default 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub burst: Option<u32>,
+}
+
+fn default_queue() -> u32 {
+    64
+}
+
+/// The arrival process of a `load`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ArrivalKind {
+    /// Evenly spaced at the rate.
+    Steady,
+    /// Exponential gaps at the rate (seeded).
+    Poisson,
+    /// Groups of `burst` requests arriving together, groups spaced so the mean is the rate.
+    Bursts,
 }
 
 /// Result formats `backend: import` reads.

@@ -141,6 +141,129 @@ pub(crate) struct Checked {
     pub commands: Vec<Option<super::CommandSlice>>,
     /// Each slice spec's resolved import source (`backend: import` only).
     pub imports: Vec<Option<super::ImportSlice>>,
+    /// Each slice spec's serving loop (`backend: cpu` with `load` only).
+    pub loads: Vec<Option<super::LoadPlan>>,
+}
+
+/// Check a slice's `load` block: CPU only, a sane rate and queue, a burst size only for
+/// bursts, and enough requests for the percentiles its guardrails judge (MLPerf LoadGen's
+/// early-stopping minimum, shared with the simulator's queue model).
+fn check_load(
+    pack: &PackFile,
+    spec: &super::pack::SliceSpec,
+    base: &str,
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
+) -> Option<super::LoadPlan> {
+    use super::pack::ArrivalKind;
+    use crate::sim::queue::{Arrivals, early_stopping_min_requests};
+    let l = spec.load.as_ref()?;
+    let ptr = format!("{base}/load");
+    let before = diags.len();
+    if spec.backend != Backend::Cpu {
+        diags.push(loc.at_key(
+            &ptr,
+            format!(
+                "`load` applies to `backend: cpu`, but slice `{}` runs on {}",
+                spec.id,
+                spec.backend.as_str()
+            ),
+            Some("remove `load` (the simulator models traffic with `sparsegate sim --traffic`)".into()),
+        ));
+    }
+    if !(l.rate_hz.is_finite() && l.rate_hz > 0.0) {
+        diags.push(loc.at_value(
+            &format!("{ptr}/rate_hz"),
+            format!(
+                "rate_hz {} is not a positive number of requests per second",
+                l.rate_hz
+            ),
+            Some("e.g. `rate_hz: 200`".into()),
+        ));
+    }
+    if l.queue == 0 {
+        diags.push(loc.at_value(
+            &format!("{ptr}/queue"),
+            "a queue of 0 drops every request",
+            Some("use `queue: 1` or more".into()),
+        ));
+    }
+    match (l.arrivals, l.burst) {
+        (ArrivalKind::Bursts, Some(0)) => diags.push(loc.at_value(
+            &format!("{ptr}/burst"),
+            "a burst of 0 requests",
+            Some("use `burst: 2` or more".into()),
+        )),
+        (ArrivalKind::Steady | ArrivalKind::Poisson, Some(_)) => diags.push(loc.at_key(
+            &format!("{ptr}/burst"),
+            "`burst` applies to `arrivals: bursts`",
+            Some("set `arrivals: bursts` or remove `burst`".into()),
+        )),
+        _ => {}
+    }
+    let p99_min = early_stopping_min_requests(0.99, 0.99, 1);
+    let requests = l.requests.unwrap_or(p99_min);
+    if requests == 0 {
+        diags.push(loc.at_value(&format!("{ptr}/requests"), "0 requests measure nothing", None));
+    }
+    let lists = [
+        (&pack.guardrails, "/guardrails".to_owned()),
+        (&spec.guardrails, format!("{base}/guardrails")),
+    ];
+    for (j, g, prefix) in lists
+        .iter()
+        .flat_map(|(list, prefix)| list.iter().enumerate().map(move |(j, g)| (j, g, prefix)))
+    {
+        let pointer = format!("{prefix}/{j}/metric");
+        let quantile = match g.metric.as_str() {
+            "latency_p99" => Some(0.99),
+            "latency_p95" => Some(0.95),
+            "effective_speedup" | "throughput_gflops" => {
+                diags.push(loc.at_value(
+                    &pointer,
+                    format!("slice `{}` is served under `load`, which measures request latency, not `{}`", spec.id, g.metric),
+                    Some("judge `latency`, `latency_p50`, `latency_p95` or `latency_p99` under load; measure speedups in a slice without `load`".into()),
+                ));
+                None
+            }
+            _ => None,
+        };
+        if let Some(q) = quantile {
+            let needed = early_stopping_min_requests(q, 0.99, 1);
+            if requests < needed {
+                diags.push(loc.at_value(
+                    &pointer,
+                    format!(
+                        "`{}` needs at least {needed} requests to be meaningful, and the load offers {requests}",
+                        g.metric
+                    ),
+                    Some(format!(
+                        "raise `load.requests` to {needed} or more (MLPerf LoadGen's early-stopping minimum at 99% confidence)"
+                    )),
+                ));
+            }
+        }
+    }
+    if diags.len() > before {
+        return None;
+    }
+    let arrivals = match l.arrivals {
+        ArrivalKind::Steady => Arrivals::Steady {
+            rate_per_s: l.rate_hz,
+        },
+        ArrivalKind::Poisson => Arrivals::Poisson {
+            rate_per_s: l.rate_hz,
+        },
+        ArrivalKind::Bursts => Arrivals::Bursts {
+            rate_per_s: l.rate_hz,
+            size: l.burst.unwrap_or(8),
+        },
+    };
+    Some(super::LoadPlan {
+        arrivals,
+        queue: l.queue,
+        requests,
+    })
 }
 
 /// The directory relative paths in a pack are resolved against.
@@ -341,6 +464,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
     let mut presets = Vec::with_capacity(pack.slices.len());
     let mut commands = Vec::with_capacity(pack.slices.len());
     let mut imports = Vec::with_capacity(pack.slices.len());
+    let mut loads = Vec::with_capacity(pack.slices.len());
     let mut slice_guardrails = Vec::with_capacity(pack.slices.len());
     // Expanded id → pointer of the spec id that first produced it.
     let mut ids: HashMap<String, usize> = HashMap::new();
@@ -511,6 +635,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
         }
         commands.push(command);
         imports.push(import);
+        loads.push(check_load(pack, spec, &base, loc, &mut diags));
 
         let mut seen_precisions = HashSet::new();
         for (j, &p) in spec.precision.iter().enumerate() {
@@ -630,6 +755,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             presets,
             commands,
             imports,
+            loads,
         })
     } else {
         Err(diags)

@@ -202,6 +202,7 @@ mod tests {
             threads: 1,
             command: None,
             import: None,
+            load: None,
         }
     }
 

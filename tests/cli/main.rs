@@ -7,6 +7,7 @@ mod ci;
 mod command;
 mod exit_codes;
 mod import;
+mod load;
 mod malformed;
 mod memo;
 mod shard;

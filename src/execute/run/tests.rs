@@ -33,6 +33,7 @@ fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
         threads: 2,
         command: None,
         import: None,
+        load: None,
     }
 }
 

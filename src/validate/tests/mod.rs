@@ -66,6 +66,7 @@ pub(super) fn slice(id: &str, guardrails: Vec<GuardrailSpec>) -> Slice {
         threads: 1,
         command: None,
         import: None,
+        load: None,
     }
 }
 
