@@ -329,6 +329,7 @@ pub struct SliceSpec {
     pub description: Option<String>,
     /// What to compute (backends `cpu` and `sim`; required there, refused elsewhere).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Workload")]
     pub workload: Option<Workload>,
     /// Weight sparsity patterns to test: `dense`, `N:M` (e.g. `2:4`), `unstructured:D` or
     /// `block:RxC:D` where D is the density (fraction of weights kept) in (0, 1]. Backends
@@ -349,14 +350,17 @@ pub struct SliceSpec {
     pub preset: Option<String>,
     /// For `backend: command`: the benchmark command to run and its optional comparator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "CommandSpec")]
     pub command: Option<CommandSpec>,
     /// For `backend: import`: which result file, in which format, holds this slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "ImportSpec")]
     pub import: Option<ImportSpec>,
     /// For `backend: cpu`: serve the workload as requests arriving at a target rate
     /// through a bounded queue, so `latency` (and its p50/p95/p99) is request latency with
     /// queueing, instead of timing back-to-back iterations against the comparator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "LoadSpec")]
     pub load: Option<LoadSpec>,
     /// Guardrails for this slice (added to the pack-level ones).
     #[serde(default)]
