@@ -19,7 +19,7 @@ fn command_pack(command: &str, guardrails: &str) -> String {
 name: cmd
 owners: [{{name: T, email: t@example.com, role: owner}}]
 rollback: {{trigger: t}}
-samples: {{warmup: 1, min: 8, max: 10, time_budget_s: 0.2}}
+samples: {{warmup: 1, min: 16, max: 20, time_budget_s: 0.2}}
 slices:
   - id: user-bench
     backend: command
