@@ -221,6 +221,7 @@ fn run_under(
         let stop = |ev: &SliceEvidence| interim_look(slice, ev, baseline);
         // Dispatch by backend: measured on this machine, or evaluated on the simulated part.
         let evidence = match slice.backend {
+            Backend::Cpu if slice.load.is_some() => crate::execute::execute_load_slice(slice, &plan),
             Backend::Cpu => execute_slice_with(
                 slice,
                 &plan,
@@ -231,6 +232,8 @@ fn run_under(
                 Some(&stop),
             ),
             Backend::Sim => execute_sim_slice(slice, &plan),
+            Backend::Command => crate::execute::execute_command_slice(slice, &plan),
+            Backend::Import => crate::execute::execute_import_slice(slice, &plan),
         };
         progress(Progress::SliceFinished { evidence: &evidence });
         slices.push(evidence);

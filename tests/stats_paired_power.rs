@@ -47,6 +47,9 @@ fn paired_runs(runs: u32) -> Vec<Vec<f64>> {
         },
         seed: 9,
         threads: 1,
+        command: None,
+        import: None,
+        load: None,
     };
     let ev = execute_slice(&slice, &lower(&slice));
     assert_eq!(ev.failure, None);

@@ -3,18 +3,24 @@
 
 pub mod bench;
 mod child;
+mod command;
 mod evidence;
+mod import;
 pub mod kernels;
+mod load;
 pub mod roofs;
 mod run;
 mod sim;
 mod workload;
 
 pub use child::{ChildProcessLauncher, RunLauncher, RunReply, RunRequest};
+pub use command::{COMMAND_CONTRACT_VERSION, RecordError, execute_command_slice, parse_records};
 pub use evidence::{
     EVIDENCE_SCHEMA_VERSION, Evidence, Look, MetricSamples, OpCost, PackRecord, RunSummary, SliceEvidence,
     SliceFailure,
 };
+pub use import::{Imported, execute_import_slice, read_entry};
+pub use load::{LoadOutcome, execute_load_slice, serve};
 pub use run::{
     CALIBRATION_METRIC, LaunchRun, RunRecord, StopDecision, StopRule, execute_slice, execute_slice_with,
     measure_run,

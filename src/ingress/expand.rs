@@ -40,8 +40,8 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
     for (i, spec) in pack.slices.iter().enumerate() {
         let ops: Vec<GemmOp> = spec
             .workload
-            .ops
             .iter()
+            .flat_map(|w| &w.ops)
             .map(|op| {
                 let OpSpec::Gemm(g) = op;
                 GemmOp {
@@ -54,6 +54,28 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
             .collect();
         let mut guardrails = checked.pack_guardrails.clone();
         guardrails.extend(checked.slice_guardrails.get(i).into_iter().flatten().cloned());
+        let command = checked.commands.get(i).cloned().flatten();
+        let import = checked.imports.get(i).cloned().flatten();
+        if !spec.backend.runs_workload() {
+            // Someone else's benchmark: one slice, named by its spec id alone.
+            slices.push(Slice {
+                pack: pack.name.clone(),
+                seed: slice_seed(pack.seed, &spec.id),
+                id: spec.id.clone(),
+                ops,
+                sparsity: Sparsity::Dense,
+                precision: Precision::Fp32,
+                backend: spec.backend,
+                preset: None,
+                guardrails,
+                samples: pack.samples.clone(),
+                threads,
+                command,
+                import,
+                load: None,
+            });
+            continue;
+        }
         for sparsity in checked.sparsities.get(i).into_iter().flatten() {
             for &precision in &spec.precision {
                 let id = slice_id(&spec.id, sparsity, precision);
@@ -69,6 +91,9 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     guardrails: guardrails.clone(),
                     samples: pack.samples.clone(),
                     threads,
+                    command: None,
+                    import: None,
+                    load: checked.loads.get(i).copied().flatten(),
                 });
             }
         }

@@ -72,6 +72,75 @@ pub struct Slice {
     pub seed: u64,
     /// Worker threads for the CPU kernels.
     pub threads: usize,
+    /// What a `command` slice runs (resolved against the pack's directory at ingress).
+    pub command: Option<CommandSlice>,
+    /// Where an `import` slice's results are (resolved against the pack's directory).
+    pub import: Option<ImportSlice>,
+    /// For a `cpu` slice served under load: the arrivals, queue bound and request count.
+    pub load: Option<LoadPlan>,
+}
+
+/// A `cpu` slice's serving loop, checked at ingress.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LoadPlan {
+    /// The seeded arrival process (shared with the simulator's queue model).
+    pub arrivals: crate::sim::queue::Arrivals,
+    /// Most requests in the system at once; arrivals beyond it are dropped.
+    pub queue: u32,
+    /// Requests offered.
+    pub requests: u64,
+}
+
+/// One process to start: argv, working directory and extra environment, all resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandInvocation {
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Working directory (the pack's directory joined with the pack's `cwd`).
+    pub cwd: PathBuf,
+    /// Variables added to the inherited environment.
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+impl CommandInvocation {
+    /// The argv as one shell-like line, for messages and the memo.
+    pub fn display(&self) -> String {
+        self.argv
+            .iter()
+            .map(|a| {
+                if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '\'' || c == '"') {
+                    format!("'{}'", a.replace('\'', "'\\''"))
+                } else {
+                    a.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// A `command` slice's processes and the limit on each invocation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandSlice {
+    /// The benchmark under test.
+    pub candidate: CommandInvocation,
+    /// The comparator, interleaved with the candidate.
+    pub comparator: Option<CommandInvocation>,
+    /// Seconds one invocation may run before its process group is killed.
+    pub timeout_s: f64,
+}
+
+/// An `import` slice's source of results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportSlice {
+    /// The result file (or criterion directory), resolved against the pack's directory.
+    pub path: PathBuf,
+    /// The tool that wrote it.
+    pub format: pack::ImportFormat,
+    /// The entry that is this slice.
+    pub benchmark: String,
+    /// The comparator entry, if any.
+    pub comparator: Option<String>,
 }
 
 /// One GEMM of a workload, in the research-table convention (M tokens, N out, K in).

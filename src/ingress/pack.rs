@@ -236,6 +236,13 @@ pub enum Backend {
     /// The simulated accelerator (`src/sim/`) named by the slice's `preset`: deterministic,
     /// so every sample of a metric is the same number.
     Sim,
+    /// The user's own benchmark command (the slice's `command`), which prints its metrics as
+    /// JSON lines (`docs/command-backend.md`); sparsegate owns warm-up, repetitions, runs,
+    /// interleaving with the comparator command and timeouts.
+    Command,
+    /// Results another tool already measured (the slice's `import`): Google Benchmark,
+    /// criterion, hyperfine or pytest-benchmark files, so a team gates what it has.
+    Import,
 }
 
 impl Backend {
@@ -244,7 +251,15 @@ impl Backend {
         match self {
             Backend::Cpu => "cpu",
             Backend::Sim => "sim",
+            Backend::Command => "command",
+            Backend::Import => "import",
         }
+    }
+
+    /// Whether slices on this backend run the pack's GEMM `workload` at a `sparsity` (the
+    /// built-in backends) rather than someone else's benchmark.
+    pub fn runs_workload(self) -> bool {
+        matches!(self, Backend::Cpu | Backend::Sim)
     }
 
     /// Whether this backend produces values for `metric`; a guardrail over a metric the
@@ -274,6 +289,18 @@ impl Backend {
                     | Metric::EffectiveSpeedup
                     | Metric::ThroughputGflops
             ),
+            // A command reports whatever metrics it prints (a missing one fails the slice at
+            // execution); only the counters derived from a lowered plan are out of reach.
+            Backend::Command => !matches!(metric, Metric::FallbackRate | Metric::MetadataOverhead),
+            // Every supported format records times; the speedup needs a comparator entry.
+            Backend::Import => matches!(
+                metric,
+                Metric::Latency
+                    | Metric::LatencyP50
+                    | Metric::LatencyP95
+                    | Metric::LatencyP99
+                    | Metric::EffectiveSpeedup
+            ),
         }
     }
 
@@ -296,6 +323,8 @@ impl Backend {
             ),
             // The preset decides; ingress checks the slice's precisions against it.
             Backend::Sim => true,
+            // The user's benchmark owns its precision; the field is not used.
+            Backend::Command | Backend::Import => true,
         }
     }
 }
@@ -345,11 +374,14 @@ pub struct SliceSpec {
     /// Free text for the memo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// What to compute.
-    pub workload: Workload,
+    /// What to compute (backends `cpu` and `sim`; required there, refused elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Workload")]
+    pub workload: Option<Workload>,
     /// Weight sparsity patterns to test: `dense`, `N:M` (e.g. `2:4`), `unstructured:D` or
-    /// `block:RxC:D` where D is the density (fraction of weights kept) in (0, 1].
-    #[schemars(length(min = 1))]
+    /// `block:RxC:D` where D is the density (fraction of weights kept) in (0, 1]. Backends
+    /// `cpu` and `sim` need at least one; `command` and `import` slices take none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sparsity: Vec<String>,
     /// Precisions to test.
     #[serde(default = "default_precisions")]
@@ -363,9 +395,158 @@ pub struct SliceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub preset: Option<String>,
+    /// For `backend: command`: the benchmark command to run and its optional comparator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "CommandSpec")]
+    pub command: Option<CommandSpec>,
+    /// For `backend: import`: which result file, in which format, holds this slice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "ImportSpec")]
+    pub import: Option<ImportSpec>,
+    /// For `backend: cpu`: serve the workload as requests arriving at a target rate
+    /// through a bounded queue, so `latency` (and its p50/p95/p99) is request latency with
+    /// queueing, instead of timing back-to-back iterations against the comparator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "LoadSpec")]
+    pub load: Option<LoadSpec>,
     /// Guardrails for this slice (added to the pack-level ones).
     #[serde(default)]
     pub guardrails: Vec<Guardrail>,
+}
+
+/// A user's benchmark command (`backend: command`). It is run once per sample and prints
+/// its metrics as JSON lines, contract version 1 (`docs/command-backend.md`):
+/// `{"sparsegate": 1, "metric": "latency", "unit": "s", "value": 0.0123}` or
+/// `"samples": [...]` instead of `"value"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandSpec {
+    /// Program and arguments, run directly (no shell): `[sh, bench.sh, "4000"]`.
+    #[schemars(length(min = 1))]
+    pub argv: Vec<String>,
+    /// Working directory, relative to the pack's directory (default: the pack's directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Extra environment variables, added to sparsegate's own environment.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Seconds one invocation may take; past it the whole process group is killed and the
+    /// slice fails at the execution stage.
+    #[serde(default = "default_command_timeout")]
+    #[schemars(range(min = 0.001, max = 86400.0))]
+    pub timeout_s: f64,
+    /// The comparator command, run interleaved with this one (A B, B A, …) under the same
+    /// timeout, so `effective_speedup` is a same-moment ratio of `latency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparator: Option<ComparatorCommand>,
+}
+
+/// The comparator side of a `command` slice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComparatorCommand {
+    /// Program and arguments.
+    #[schemars(length(min = 1))]
+    pub argv: Vec<String>,
+    /// Working directory relative to the pack (default: the slice command's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Extra environment variables (default: the slice command's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+}
+
+fn default_command_timeout() -> f64 {
+    60.0
+}
+
+/// Results measured by another tool (`backend: import`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportSpec {
+    /// The result file relative to the pack; for `criterion`, the criterion output
+    /// directory (usually `target/criterion`).
+    #[schemars(length(min = 1))]
+    pub file: String,
+    /// Which tool wrote it.
+    pub format: ImportFormat,
+    /// The entry that is this slice: a Google Benchmark `run_name`, a criterion benchmark
+    /// id (`group/function`), a hyperfine command (or its `--command-name`), a
+    /// pytest-benchmark `name` or `fullname`.
+    #[schemars(length(min = 1))]
+    pub benchmark: String,
+    /// The entry to compare against (same file); gives `effective_speedup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub comparator: Option<String>,
+}
+
+/// Latency under load on the CPU backend: `load: {arrivals: bursts, rate_hz: 200, queue: 8,
+/// requests: 704, burst: 16}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSpec {
+    /// How requests arrive: evenly spaced, a Poisson process, or bursts.
+    pub arrivals: ArrivalKind,
+    /// Mean arrival rate, requests per second.
+    #[schemars(range(min = 0.001, max = 1000000.0))]
+    pub rate_hz: f64,
+    /// Most requests in the system (waiting or in service); an arrival that finds it full
+    /// is dropped and counted.
+    #[serde(default = "default_queue")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub queue: u32,
+    /// Requests offered; default: the 662 that MLPerf LoadGen's early stopping needs for a
+    /// p99 claim at 99% confidence (fewer are refused when a p99 guardrail is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000000))]
+    pub requests: Option<u64>,
+    /// Requests per burst (`arrivals: bursts` only; default 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub burst: Option<u32>,
+}
+
+fn default_queue() -> u32 {
+    64
+}
+
+/// The arrival process of a `load`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ArrivalKind {
+    /// Evenly spaced at the rate.
+    Steady,
+    /// Exponential gaps at the rate (seeded).
+    Poisson,
+    /// Groups of `burst` requests arriving together, groups spaced so the mean is the rate.
+    Bursts,
+}
+
+/// Result formats `backend: import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ImportFormat {
+    /// `--benchmark_format=json` (or `--benchmark_out`) output of Google Benchmark.
+    GoogleBenchmark,
+    /// criterion's saved `<dir>/<id>/new/sample.json`.
+    Criterion,
+    /// hyperfine `--export-json`.
+    Hyperfine,
+    /// pytest-benchmark `--benchmark-json` (with `--benchmark-save-data` for raw samples).
+    PytestBenchmark,
+}
+
+impl ImportFormat {
+    /// The name used in packs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImportFormat::GoogleBenchmark => "google_benchmark",
+            ImportFormat::Criterion => "criterion",
+            ImportFormat::Hyperfine => "hyperfine",
+            ImportFormat::PytestBenchmark => "pytest_benchmark",
+        }
+    }
 }
 
 fn default_precisions() -> Vec<Precision> {

@@ -137,6 +137,258 @@ pub(crate) struct Checked {
     pub slice_guardrails: Vec<Vec<GuardrailSpec>>,
     /// Each slice spec's resolved accelerator preset (`backend: sim` only).
     pub presets: Vec<Option<crate::sim::Preset>>,
+    /// Each slice spec's resolved command (`backend: command` only).
+    pub commands: Vec<Option<super::CommandSlice>>,
+    /// Each slice spec's resolved import source (`backend: import` only).
+    pub imports: Vec<Option<super::ImportSlice>>,
+    /// Each slice spec's serving loop (`backend: cpu` with `load` only).
+    pub loads: Vec<Option<super::LoadPlan>>,
+}
+
+/// Check a slice's `load` block: CPU only, a sane rate and queue, a burst size only for
+/// bursts, and enough requests for the percentiles its guardrails judge (MLPerf LoadGen's
+/// early-stopping minimum, shared with the simulator's queue model).
+fn check_load(
+    pack: &PackFile,
+    spec: &super::pack::SliceSpec,
+    base: &str,
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
+) -> Option<super::LoadPlan> {
+    use super::pack::ArrivalKind;
+    use crate::sim::queue::{Arrivals, early_stopping_min_requests};
+    let l = spec.load.as_ref()?;
+    let ptr = format!("{base}/load");
+    let before = diags.len();
+    if spec.backend != Backend::Cpu {
+        diags.push(loc.at_key(
+            &ptr,
+            format!(
+                "`load` applies to `backend: cpu`, but slice `{}` runs on {}",
+                spec.id,
+                spec.backend.as_str()
+            ),
+            Some("remove `load` (the simulator models traffic with `sparsegate sim --traffic`)".into()),
+        ));
+    }
+    if !(l.rate_hz.is_finite() && l.rate_hz > 0.0) {
+        diags.push(loc.at_value(
+            &format!("{ptr}/rate_hz"),
+            format!(
+                "rate_hz {} is not a positive number of requests per second",
+                l.rate_hz
+            ),
+            Some("e.g. `rate_hz: 200`".into()),
+        ));
+    }
+    if l.queue == 0 {
+        diags.push(loc.at_value(
+            &format!("{ptr}/queue"),
+            "a queue of 0 drops every request",
+            Some("use `queue: 1` or more".into()),
+        ));
+    }
+    match (l.arrivals, l.burst) {
+        (ArrivalKind::Bursts, Some(0)) => diags.push(loc.at_value(
+            &format!("{ptr}/burst"),
+            "a burst of 0 requests",
+            Some("use `burst: 2` or more".into()),
+        )),
+        (ArrivalKind::Steady | ArrivalKind::Poisson, Some(_)) => diags.push(loc.at_key(
+            &format!("{ptr}/burst"),
+            "`burst` applies to `arrivals: bursts`",
+            Some("set `arrivals: bursts` or remove `burst`".into()),
+        )),
+        _ => {}
+    }
+    let p99_min = early_stopping_min_requests(0.99, 0.99, 1);
+    let requests = l.requests.unwrap_or(p99_min);
+    if requests == 0 {
+        diags.push(loc.at_value(&format!("{ptr}/requests"), "0 requests measure nothing", None));
+    }
+    let lists = [
+        (&pack.guardrails, "/guardrails".to_owned()),
+        (&spec.guardrails, format!("{base}/guardrails")),
+    ];
+    for (j, g, prefix) in lists
+        .iter()
+        .flat_map(|(list, prefix)| list.iter().enumerate().map(move |(j, g)| (j, g, prefix)))
+    {
+        let pointer = format!("{prefix}/{j}/metric");
+        let quantile = match g.metric.as_str() {
+            "latency_p99" => Some(0.99),
+            "latency_p95" => Some(0.95),
+            "effective_speedup" | "throughput_gflops" => {
+                diags.push(loc.at_value(
+                    &pointer,
+                    format!("slice `{}` is served under `load`, which measures request latency, not `{}`", spec.id, g.metric),
+                    Some("judge `latency`, `latency_p50`, `latency_p95` or `latency_p99` under load; measure speedups in a slice without `load`".into()),
+                ));
+                None
+            }
+            _ => None,
+        };
+        if let Some(q) = quantile {
+            let needed = early_stopping_min_requests(q, 0.99, 1);
+            if requests < needed {
+                diags.push(loc.at_value(
+                    &pointer,
+                    format!(
+                        "`{}` needs at least {needed} requests to be meaningful, and the load offers {requests}",
+                        g.metric
+                    ),
+                    Some(format!(
+                        "raise `load.requests` to {needed} or more (MLPerf LoadGen's early-stopping minimum at 99% confidence)"
+                    )),
+                ));
+            }
+        }
+    }
+    if diags.len() > before {
+        return None;
+    }
+    let arrivals = match l.arrivals {
+        ArrivalKind::Steady => Arrivals::Steady {
+            rate_per_s: l.rate_hz,
+        },
+        ArrivalKind::Poisson => Arrivals::Poisson {
+            rate_per_s: l.rate_hz,
+        },
+        ArrivalKind::Bursts => Arrivals::Bursts {
+            rate_per_s: l.rate_hz,
+            size: l.burst.unwrap_or(8),
+        },
+    };
+    Some(super::LoadPlan {
+        arrivals,
+        queue: l.queue,
+        requests,
+    })
+}
+
+/// The directory relative paths in a pack are resolved against.
+fn pack_dir(pack_file: &str) -> std::path::PathBuf {
+    match std::path::Path::new(pack_file).parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    }
+}
+
+/// Check a `command` slice's block and resolve it against the pack's directory.
+fn check_command(
+    spec: &super::pack::SliceSpec,
+    base: &str,
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
+) -> Option<super::CommandSlice> {
+    let Some(c) = &spec.command else {
+        diags.push(loc.at_key(
+            base,
+            format!("slice `{}` has `backend: command` but no `command`", spec.id),
+            Some("add `command: {argv: [sh, bench.sh], timeout_s: 60}` (see docs/command-backend.md)".into()),
+        ));
+        return None;
+    };
+    let dir = pack_dir(&loc.file);
+    let mut ok = true;
+    let mut resolve_cwd = |cwd: &Option<String>, pointer: &str| -> std::path::PathBuf {
+        let path = cwd.as_ref().map_or_else(|| dir.clone(), |c| dir.join(c));
+        if !path.is_dir() {
+            ok = false;
+            diags.push(loc.at_value(
+                pointer,
+                format!("working directory `{}` does not exist", path.display()),
+                Some("`cwd` is relative to the pack's directory".into()),
+            ));
+        }
+        path
+    };
+    let cwd = resolve_cwd(&c.cwd, &format!("{base}/command/cwd"));
+    let comparator_cwd = c.comparator.as_ref().map(|k| match &k.cwd {
+        Some(_) => resolve_cwd(&k.cwd, &format!("{base}/command/comparator/cwd")),
+        None => cwd.clone(),
+    });
+    for (argv, pointer) in std::iter::once((&c.argv, format!("{base}/command/argv"))).chain(
+        c.comparator
+            .as_ref()
+            .map(|k| (&k.argv, format!("{base}/command/comparator/argv"))),
+    ) {
+        if argv.first().is_none_or(|p| p.trim().is_empty()) {
+            ok = false;
+            diags.push(loc.at_value(
+                &pointer,
+                "the command has no program to run",
+                Some(
+                    "`argv` lists the program and then its arguments, e.g. `[sh, bench.sh, \"4000\"]`".into(),
+                ),
+            ));
+        }
+    }
+    if !(c.timeout_s.is_finite() && c.timeout_s > 0.0) {
+        ok = false;
+        diags.push(loc.at_value(
+            &format!("{base}/command/timeout_s"),
+            format!("timeout_s {} is not a positive number of seconds", c.timeout_s),
+            Some("give each invocation a limit such as `timeout_s: 60`".into()),
+        ));
+    }
+    let candidate = super::CommandInvocation {
+        argv: c.argv.clone(),
+        cwd,
+        env: c.env.clone(),
+    };
+    let comparator = c
+        .comparator
+        .as_ref()
+        .zip(comparator_cwd)
+        .map(|(k, cwd)| super::CommandInvocation {
+            argv: k.argv.clone(),
+            cwd,
+            env: k.env.clone().unwrap_or_else(|| c.env.clone()),
+        });
+    ok.then_some(super::CommandSlice {
+        candidate,
+        comparator,
+        timeout_s: c.timeout_s,
+    })
+}
+
+/// Check an `import` slice's block and resolve its file against the pack's directory. The
+/// file itself is read at execution (CI often produces it in an earlier step).
+fn check_import(
+    spec: &super::pack::SliceSpec,
+    base: &str,
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
+) -> Option<super::ImportSlice> {
+    let Some(i) = &spec.import else {
+        diags.push(
+            loc.at_key(
+                base,
+                format!("slice `{}` has `backend: import` but no `import`", spec.id),
+                Some(
+                    "add `import: {file: results.json, format: google_benchmark, benchmark: BM_Name}` \
+                 (formats: google_benchmark, criterion, hyperfine, pytest_benchmark)"
+                        .into(),
+                ),
+            ),
+        );
+        return None;
+    };
+    if i.comparator.as_deref() == Some(i.benchmark.as_str()) {
+        diags.push(loc.at_value(
+            &format!("{base}/import/comparator"),
+            format!("the comparator is the benchmark itself (`{}`)", i.benchmark),
+            Some("name the baseline entry to compare against, or remove `comparator`".into()),
+        ));
+        return None;
+    }
+    Some(super::ImportSlice {
+        path: pack_dir(&loc.file).join(&i.file),
+        format: i.format,
+        benchmark: i.benchmark.clone(),
+        comparator: i.comparator.clone(),
+    })
 }
 
 /// Resolve a `sim` slice's preset: a built-in name, else a file relative to the pack.
@@ -232,6 +484,9 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
 
     let mut sparsities = Vec::with_capacity(pack.slices.len());
     let mut presets = Vec::with_capacity(pack.slices.len());
+    let mut commands = Vec::with_capacity(pack.slices.len());
+    let mut imports = Vec::with_capacity(pack.slices.len());
+    let mut loads = Vec::with_capacity(pack.slices.len());
     let mut slice_guardrails = Vec::with_capacity(pack.slices.len());
     // Expanded id → pointer of the spec id that first produced it.
     let mut ids: HashMap<String, usize> = HashMap::new();
@@ -287,19 +542,122 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
                     None
                 }
             },
-            (Backend::Cpu, Some(_)) => {
+            (b, Some(_)) => {
                 diags.push(loc.at_value(
                     &format!("{base}/preset"),
                     format!(
-                        "`preset` applies to `backend: sim`, but slice `{}` runs on cpu",
-                        spec.id
+                        "`preset` applies to `backend: sim`, but slice `{}` runs on {}",
+                        spec.id,
+                        b.as_str()
                     ),
                     Some("set `backend: sim` or remove `preset`".into()),
                 ));
                 None
             }
-            (Backend::Cpu, None) => None,
+            (_, None) => None,
         };
+
+        // Which blocks a slice needs follows from its backend; a block that belongs to
+        // another backend is refused rather than silently ignored.
+        let runs_workload = spec.backend.runs_workload();
+        if runs_workload && spec.workload.is_none() {
+            diags.push(loc.at_key(
+                &base,
+                format!(
+                    "slice `{}` runs on {} but has no `workload`",
+                    spec.id,
+                    spec.backend.as_str()
+                ),
+                Some("add `workload: {ops: [{gemm: {name: qkv, m: 128, n: 2304, k: 768}}]}`".into()),
+            ));
+        }
+        if runs_workload && spec.sparsity.is_empty() {
+            diags.push(loc.at_key(
+                &base,
+                format!("slice `{}` lists no `sparsity`", spec.id),
+                Some("add e.g. `sparsity: [\"2:4\", dense]`".into()),
+            ));
+        }
+        if !runs_workload {
+            for (key, present) in [
+                ("workload", spec.workload.is_some()),
+                ("sparsity", !spec.sparsity.is_empty()),
+            ] {
+                if present {
+                    diags.push(loc.at_key(
+                        &format!("{base}/{key}"),
+                        format!(
+                            "`{key}` applies to the built-in backends (cpu, sim), but slice `{}` runs on {}",
+                            spec.id,
+                            spec.backend.as_str()
+                        ),
+                        Some(format!(
+                            "remove `{key}`: the {} backend measures what it is given",
+                            spec.backend.as_str()
+                        )),
+                    ));
+                }
+            }
+        }
+        for (key, present, wanted) in [
+            ("command", spec.command.is_some(), Backend::Command),
+            ("import", spec.import.is_some(), Backend::Import),
+        ] {
+            if present && spec.backend != wanted {
+                diags.push(loc.at_key(
+                    &format!("{base}/{key}"),
+                    format!(
+                        "`{key}` applies to `backend: {}`, but slice `{}` runs on {}",
+                        wanted.as_str(),
+                        spec.id,
+                        spec.backend.as_str()
+                    ),
+                    Some(format!("set `backend: {}` or remove `{key}`", wanted.as_str())),
+                ));
+            }
+        }
+        let command = (spec.backend == Backend::Command)
+            .then(|| check_command(spec, &base, loc, &mut diags))
+            .flatten();
+        let import = (spec.backend == Backend::Import)
+            .then(|| check_import(spec, &base, loc, &mut diags))
+            .flatten();
+        let has_comparator = match spec.backend {
+            Backend::Command => spec.command.as_ref().is_some_and(|c| c.comparator.is_some()),
+            Backend::Import => spec.import.as_ref().is_some_and(|i| i.comparator.is_some()),
+            Backend::Cpu | Backend::Sim => true,
+        };
+        if !has_comparator {
+            let all = pack
+                .guardrails
+                .iter()
+                .map(|g| (g, "/guardrails".to_owned()))
+                .enumerate();
+            let own = spec
+                .guardrails
+                .iter()
+                .map(|g| (g, format!("{base}/guardrails")))
+                .enumerate();
+            for (j, (g, list)) in all.chain(own) {
+                if g.metric == Metric::EffectiveSpeedup.name() {
+                    diags.push(loc.at_value(
+                        &format!("{list}/{j}/metric"),
+                        format!(
+                            "`effective_speedup` needs a comparator, and slice `{}` has none",
+                            spec.id
+                        ),
+                        Some(format!(
+                            "add `{}` to the slice's `{}` block",
+                            "comparator",
+                            spec.backend.as_str()
+                        )),
+                    ));
+                }
+            }
+        }
+        commands.push(command);
+        imports.push(import);
+        loads.push(check_load(pack, spec, &base, loc, &mut diags));
 
         let mut seen_precisions = HashSet::new();
         for (j, &p) in spec.precision.iter().enumerate() {
@@ -342,7 +700,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             .max()
             .unwrap_or(Precision::Fp32.bytes());
         let mut op_names: HashSet<&str> = HashSet::new();
-        for (j, op) in spec.workload.ops.iter().enumerate() {
+        for (j, op) in spec.workload.iter().flat_map(|w| &w.ops).enumerate() {
             let OpSpec::Gemm(g) = op;
             let pointer = format!("{base}/workload/ops/{j}/gemm");
             if !op_names.insert(g.name.as_str()) {
@@ -385,9 +743,16 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             &mut diags,
         ));
 
-        for sp in &parsed {
-            for &p in &spec.precision {
-                let id = slice_id(&spec.id, sp, p);
+        let expanded: Vec<String> = if runs_workload {
+            parsed
+                .iter()
+                .flat_map(|sp| spec.precision.iter().map(move |&p| slice_id(&spec.id, sp, p)))
+                .collect()
+        } else {
+            vec![spec.id.clone()]
+        };
+        {
+            for id in expanded {
                 match ids.get(&id) {
                     Some(&first) => diags.push(loc.at_value(
                         &format!("{base}/id"),
@@ -410,6 +775,9 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             pack_guardrails,
             slice_guardrails,
             presets,
+            commands,
+            imports,
+            loads,
         })
     } else {
         Err(diags)

@@ -200,6 +200,9 @@ mod tests {
             samples: SamplePolicy::default(),
             seed: 1,
             threads: 1,
+            command: None,
+            import: None,
+            load: None,
         }
     }
 

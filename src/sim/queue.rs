@@ -82,29 +82,11 @@ pub struct QueueReport {
 /// Simulate `requests` requests of `service_s` seconds each arriving per `arrivals`; seeded
 /// and single-threaded, so bit-identical for the same inputs.
 pub fn simulate(service_s: f64, arrivals: Arrivals, requests: u64, seed: u64) -> QueueReport {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut latencies = Vec::with_capacity(requests as usize);
-    let mut t_arrival = 0.0f64;
     let mut server_free = 0.0f64;
     let mut completions: std::collections::VecDeque<f64> = std::collections::VecDeque::new();
     let mut max_queue = 0u64;
-    for i in 0..requests {
-        if i > 0 {
-            t_arrival += match arrivals {
-                Arrivals::Steady { rate_per_s } => 1.0 / rate_per_s,
-                Arrivals::Poisson { rate_per_s } => {
-                    let u: f64 = rng.random();
-                    -(1.0 - u).ln() / rate_per_s
-                }
-                Arrivals::Bursts { rate_per_s, size } => {
-                    if i % u64::from(size.max(1)) == 0 {
-                        f64::from(size.max(1)) / rate_per_s
-                    } else {
-                        0.0
-                    }
-                }
-            };
-        }
+    for t_arrival in arrival_times(arrivals, requests, seed) {
         while completions.front().is_some_and(|&c| c <= t_arrival) {
             completions.pop_front();
         }
@@ -139,6 +121,35 @@ pub fn simulate(service_s: f64, arrivals: Arrivals, requests: u64, seed: u64) ->
         p99_min_requests,
         p99_trustworthy: requests >= p99_min_requests,
     }
+}
+
+/// When each of `requests` requests arrives (seconds from the first, which arrives at 0):
+/// seeded, so the same arrivals drive the simulated accelerator's queue and the CPU
+/// backend's serving loop (`execute/load.rs`).
+pub fn arrival_times(arrivals: Arrivals, requests: u64, seed: u64) -> Vec<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut out = Vec::with_capacity(usize::try_from(requests).unwrap_or(0));
+    let mut t_arrival = 0.0f64;
+    for i in 0..requests {
+        if i > 0 {
+            t_arrival += match arrivals {
+                Arrivals::Steady { rate_per_s } => 1.0 / rate_per_s,
+                Arrivals::Poisson { rate_per_s } => {
+                    let u: f64 = rng.random();
+                    -(1.0 - u).ln() / rate_per_s
+                }
+                Arrivals::Bursts { rate_per_s, size } => {
+                    if i % u64::from(size.max(1)) == 0 {
+                        f64::from(size.max(1)) / rate_per_s
+                    } else {
+                        0.0
+                    }
+                }
+            };
+        }
+        out.push(t_arrival);
+    }
+    out
 }
 
 /// Fewest requests `h + t` for which LoadGen's early stopping accepts a `percentile`

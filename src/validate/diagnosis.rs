@@ -121,6 +121,8 @@ pub fn diagnose(slice: &Slice, ev: &SliceEvidence, cpu_roofs: Option<&MachineRoo
                 .zip(counter("roof_bandwidth_gbps"))
                 .map(|(p, b)| (name.to_owned(), format!("preset {name}"), p, b))
         }
+        // A user's program has no roofs sparsegate could place it against.
+        Backend::Command | Backend::Import => None,
     };
     let latency = latency_s(ev);
     let roofline = roofs.and_then(|(machine, roofs_source, peak, bandwidth)| {

@@ -4,8 +4,11 @@
 mod bench;
 mod bless;
 mod ci;
+mod command;
 mod exit_codes;
 mod history;
+mod import;
+mod load;
 mod malformed;
 mod memo;
 mod runs;

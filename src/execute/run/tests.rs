@@ -31,6 +31,9 @@ fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
         },
         seed: 7,
         threads: 2,
+        command: None,
+        import: None,
+        load: None,
     }
 }
 

@@ -68,6 +68,9 @@ pub(super) fn slice(id: &str, guardrails: Vec<GuardrailSpec>) -> Slice {
         samples: SamplePolicy::default(),
         seed: 42,
         threads: 1,
+        command: None,
+        import: None,
+        load: None,
     }
 }
 

@@ -1,0 +1,622 @@
+//! The `command` backend: a slice is the user's own benchmark, a program that prints its
+//! metrics as JSON lines (contract version 1, `docs/command-backend.md`). sparsegate owns the
+//! protocol around it, as for the built-in kernels (DESIGN.md §6): warm-up until the
+//! reported latency settles, repeated invocations interleaved with the comparator command
+//! (A B, B A, …) so `effective_speedup` is a same-moment ratio, independent runs, a timeout
+//! that kills the whole process group, and a failure at the execution stage (with the exit
+//! status and the tail of stderr) when the command fails or prints something malformed.
+
+use super::evidence::{MetricSamples, RunSummary, SliceEvidence, SliceFailure};
+use crate::ingress::{CommandInvocation, CommandSlice, Slice};
+use crate::lower::Plan;
+use crate::metric::Metric;
+use crate::stage::Stage;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Version of the JSON-lines contract this build reads (the `"sparsegate"` key).
+pub const COMMAND_CONTRACT_VERSION: u64 = 1;
+
+/// Warm-up never runs more invocations than this past the requested minimum…
+const WARMUP_EXTRA_CAP: u32 = 10;
+/// …nor past this share of the slice's time budget.
+const WARMUP_BUDGET_SHARE: f64 = 0.25;
+/// Warm-up ends once the last three latencies agree within this fraction of their median.
+const STABLE_SPREAD: f64 = 0.05;
+/// Bytes of stderr kept for the memo.
+const STDERR_TAIL_BYTES: usize = 600;
+/// How long to wait for a command's output pipes to close after it exited or was killed
+/// (a daemonised grandchild may hold them open; its output is then cut short).
+const PIPE_GRACE: Duration = Duration::from_secs(2);
+
+/// Run a `command` slice and record what it printed.
+pub fn execute_command_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
+    let start = Instant::now();
+    let mut evidence = SliceEvidence {
+        pack: slice.pack.clone(),
+        slice: slice.id.clone(),
+        sparsity: slice.sparsity.to_string(),
+        precision: slice.precision,
+        plan: plan.clone(),
+        metrics: BTreeMap::new(),
+        comparator: None,
+        counters: BTreeMap::new(),
+        warmup_iterations: 0,
+        wall_time_s: 0.0,
+        failure: None,
+        runs: vec![],
+        run_mode: None,
+        looks: vec![],
+        op_costs: vec![],
+    };
+    let outcome = match &slice.command {
+        Some(command) => measure(slice, command, &mut evidence),
+        None => Err("a `command` slice without a resolved command".to_owned()),
+    };
+    if let Err(message) = outcome {
+        evidence.failure = Some(SliceFailure {
+            stage: Stage::Execution,
+            message,
+        });
+    }
+    evidence.wall_time_s = start.elapsed().as_secs_f64();
+    evidence
+}
+
+/// Values of one invocation, per metric, in the order printed.
+type Records = BTreeMap<Metric, Vec<f64>>;
+
+/// One invocation's latency: the median of its `latency` records.
+fn latency_of(records: &Records) -> Option<f64> {
+    records.get(&Metric::Latency).map(|v| median(v))
+}
+
+fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) -> Result<(), String> {
+    let timeout = Duration::from_secs_f64(command.timeout_s);
+    let policy = &slice.samples;
+    let budget = policy.time_budget_s.max(0.0);
+    let mut metrics: BTreeMap<Metric, MetricSamples> = BTreeMap::new();
+    let (mut comparator, mut speedup) = (
+        MetricSamples::single_run("s", vec![]),
+        MetricSamples::single_run("x", vec![]),
+    );
+    let mut invocations = 0u64;
+    for run in 0..policy.runs.max(1) {
+        let start = Instant::now();
+        let elapsed = || start.elapsed().as_secs_f64();
+        // Each run warms up afresh: caches, page cache and CPU frequency are the command's
+        // own business, and its first invocations are routinely slower.
+        let mut warm = Vec::new();
+        loop {
+            let records = invoke(&command.candidate, timeout)?;
+            invocations += 1;
+            if let Some(c) = &command.comparator {
+                invoke(c, timeout)?;
+                invocations += 1;
+            }
+            warm.push(latency_of(&records));
+            let done = warm.len() as u32;
+            if done < policy.warmup {
+                continue;
+            }
+            let latencies: Option<Vec<f64>> = warm.iter().copied().collect();
+            let settled = latencies.is_none_or(|l| is_stable(&l));
+            if settled
+                || done >= policy.warmup + WARMUP_EXTRA_CAP
+                || elapsed() >= WARMUP_BUDGET_SHARE * budget
+            {
+                break;
+            }
+        }
+        evidence.warmup_iterations += warm.len() as u32;
+
+        let (mut run_latency, mut run_comparator, mut run_speedup) = (Vec::new(), Vec::new(), Vec::new());
+        let mut n = 0u32;
+        loop {
+            // Alternate which side goes first so order effects cancel in the ratio.
+            let (cand, comp) = match &command.comparator {
+                None => (invoke(&command.candidate, timeout)?, None),
+                Some(c) if n.is_multiple_of(2) => {
+                    let a = invoke(&command.candidate, timeout)?;
+                    (a, Some(invoke(c, timeout)?))
+                }
+                Some(c) => {
+                    let b = invoke(c, timeout)?;
+                    (invoke(&command.candidate, timeout)?, Some(b))
+                }
+            };
+            invocations += 1 + u64::from(comp.is_some());
+            if let Some(comp) = comp {
+                let (Some(a), Some(b)) = (latency_of(&cand), latency_of(&comp)) else {
+                    return Err(format!(
+                        "`effective_speedup` pairs `latency` records, but {} printed none \
+                         (command `{}`, comparator `{}`)",
+                        if latency_of(&cand).is_none() {
+                            "the command"
+                        } else {
+                            "the comparator"
+                        },
+                        command.candidate.display(),
+                        command
+                            .comparator
+                            .as_ref()
+                            .map_or_else(String::new, |c| c.display())
+                    ));
+                };
+                run_comparator.push(b);
+                run_speedup.push(b / a);
+                comparator.samples.push(b);
+                comparator.runs.push(run);
+                speedup.samples.push(b / a);
+                speedup.runs.push(run);
+            }
+            if let Some(a) = latency_of(&cand) {
+                run_latency.push(a);
+            }
+            for (metric, values) in cand {
+                let entry = metrics
+                    .entry(metric)
+                    .or_insert_with(|| MetricSamples::single_run(metric.unit(), vec![]));
+                entry.runs.extend(std::iter::repeat_n(run, values.len()));
+                entry.samples.extend(values);
+            }
+            n += 1;
+            if n >= policy.min && (elapsed() >= budget || n >= policy.max) {
+                break;
+            }
+        }
+        evidence.runs.push(RunSummary {
+            run,
+            pid: None,
+            warmup_iterations: warm.len() as u32,
+            samples: n as usize,
+            // 0 stands for "not measured" (JSON has no NaN): no calibration workload runs
+            // beside a user's command, and no comparator unless the pack names one.
+            latency_s: zero_if_nan(median(&run_latency)),
+            comparator_s: zero_if_nan(median(&run_comparator)),
+            calibration_s: 0.0,
+            speedup: zero_if_nan(median(&run_speedup)),
+        });
+    }
+
+    // A guardrail over a metric the command never printed is the command's failure, not an
+    // inconclusive verdict: say which metric is missing.
+    for g in &slice.guardrails {
+        let needed = match g.metric {
+            Metric::LatencyP50 | Metric::LatencyP95 | Metric::LatencyP99 => Metric::Latency,
+            m => m,
+        };
+        if needed != Metric::EffectiveSpeedup && !metrics.contains_key(&needed) {
+            return Err(format!(
+                "command `{}` printed no `{}` records, but a guardrail on `{}` needs them",
+                command.candidate.display(),
+                needed.name(),
+                g.metric.name()
+            ));
+        }
+    }
+    evidence.counters.insert("invocations".into(), invocations as f64);
+    evidence
+        .counters
+        .insert("runs".into(), f64::from(policy.runs.max(1)));
+    evidence.run_mode = Some(policy.effective_run_mode());
+    for (metric, samples) in metrics {
+        evidence.metrics.insert(metric.name().into(), samples);
+    }
+    if command.comparator.is_some() {
+        evidence
+            .counters
+            .insert("samples".into(), speedup.samples.len() as f64);
+        evidence
+            .metrics
+            .insert(Metric::EffectiveSpeedup.name().into(), speedup);
+        evidence.comparator = Some(comparator);
+    }
+    Ok(())
+}
+
+/// `x`, or 0 when it is NaN (an empty median), since evidence is JSON and JSON has no NaN.
+pub(super) fn zero_if_nan(x: f64) -> f64 {
+    if x.is_nan() { 0.0 } else { x }
+}
+
+pub(super) fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Whether the last three values lie within [`STABLE_SPREAD`] of their median.
+fn is_stable(values: &[f64]) -> bool {
+    let Some(window) = values.len().checked_sub(3).map(|s| &values[s..]) else {
+        return false;
+    };
+    let m = median(window);
+    window.iter().all(|v| (v - m).abs() <= STABLE_SPREAD * m)
+}
+
+/// Run one invocation to completion (or to its timeout) and parse what it printed.
+fn invoke(inv: &CommandInvocation, timeout: Duration) -> Result<Records, String> {
+    let output = run_process(inv, timeout)?;
+    let shown = inv.display();
+    let tail = stderr_tail(&output.stderr);
+    if output.timed_out {
+        return Err(format!(
+            "command `{shown}` timed out after {:.3} s (timeout_s); its process group was killed{tail}",
+            timeout.as_secs_f64()
+        ));
+    }
+    if let Some(code) = output.code {
+        if code != 0 {
+            return Err(format!(
+                "command `{shown}` exited with status {code} after {:.3} s{tail}",
+                output.wall_s
+            ));
+        }
+    } else {
+        return Err(format!(
+            "command `{shown}` was killed by signal {} after {:.3} s{tail}",
+            output.signal.unwrap_or(0),
+            output.wall_s
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    parse_records(&stdout).map_err(|e| format!("command `{shown}`: {e}"))
+}
+
+/// What one process left behind.
+struct ProcessOutput {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+    wall_s: f64,
+}
+
+/// Start `inv` in a process group of its own, read both pipes on threads (so a chatty
+/// child never blocks on a full pipe), and kill the whole group at the timeout, so a
+/// benchmark's own children die with it.
+fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutput, String> {
+    let (program, args) = inv
+        .argv
+        .split_first()
+        .ok_or_else(|| "the command has no program to run".to_owned())?;
+    let start = Instant::now();
+    let mut child = Command::new(program)
+        .args(args)
+        .current_dir(&inv.cwd)
+        .envs(&inv.env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "cannot start command `{}` in `{}`: {e}",
+                inv.display(),
+                inv.cwd.display()
+            )
+        })?;
+    let pgid = child.id() as i32;
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = mpsc::channel();
+        if let Some(mut pipe) = pipe {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = pipe.read_to_end(&mut buf);
+                let _ = tx.send(buf);
+            });
+        }
+        rx
+    };
+    let stdout = reader(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let mut pause = Duration::from_micros(200);
+    let (status, timed_out) = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break (Some(status), false),
+            Ok(None) if start.elapsed() >= timeout => {
+                kill_group(pgid);
+                break (child.wait().ok(), true);
+            }
+            Ok(None) => {
+                std::thread::sleep(pause.min(timeout.saturating_sub(start.elapsed())));
+                pause = (pause * 2).min(Duration::from_millis(10));
+            }
+            Err(e) => {
+                kill_group(pgid);
+                let _ = child.wait();
+                return Err(format!("cannot wait for command `{}`: {e}", inv.display()));
+            }
+        }
+    };
+    let wall_s = start.elapsed().as_secs_f64();
+    // Whatever the command left running in its group goes too: no orphans between samples.
+    kill_group(pgid);
+    let collect = |rx: mpsc::Receiver<Vec<u8>>| rx.recv_timeout(PIPE_GRACE).unwrap_or_default();
+    Ok(ProcessOutput {
+        stdout: collect(stdout),
+        stderr: collect(stderr),
+        code: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+        timed_out,
+        wall_s,
+    })
+}
+
+/// SIGKILL every process in group `pgid` (already gone is fine).
+fn kill_group(pgid: i32) {
+    if pgid > 0 {
+        // SAFETY: kill(2) with a negative pid signals a process group; it has no memory
+        // effects, and failure (ESRCH when the group is gone) is harmless here.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// The end of a command's stderr on one line, for failure messages and the memo.
+fn stderr_tail(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let text = text.trim();
+    if text.is_empty() {
+        return "; stderr was empty".into();
+    }
+    let mut start = text.len().saturating_sub(STDERR_TAIL_BYTES);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let cut = if start > 0 { "…" } else { "" };
+    let joined = text[start..].lines().collect::<Vec<_>>().join(" ⏎ ");
+    format!("; stderr tail: {cut}{joined}")
+}
+
+/// A line of stdout that does not follow the contract.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("stdout line {line}: {message}; expected {EXPECTED}")]
+pub struct RecordError {
+    /// 1-based line number in the command's stdout.
+    pub line: usize,
+    /// What was wrong.
+    pub message: String,
+}
+
+const EXPECTED: &str = "one JSON object per line such as \
+    {\"sparsegate\": 1, \"metric\": \"latency\", \"unit\": \"s\", \"value\": 0.0123} \
+    (or \"samples\": [...] instead of \"value\")";
+
+/// Parse the records of one invocation's stdout (contract version 1). Lines that do not
+/// start with `{` are the benchmark's own chatter and are ignored, as are JSON objects
+/// without a `"sparsegate"` key; a line that starts with `{` but is not valid JSON, or a
+/// record that breaks the contract, is refused with its line number.
+pub fn parse_records(stdout: &str) -> Result<Records, RecordError> {
+    let mut records = Records::new();
+    for (i, raw) in stdout.lines().enumerate() {
+        let line = i + 1;
+        let fail = |message: String| RecordError { line, message };
+        let text = raw.trim();
+        if !text.starts_with('{') {
+            continue;
+        }
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| fail(format!("not valid JSON ({e})")))?;
+        let Some(obj) = value.as_object() else {
+            return Err(fail("not a JSON object".into()));
+        };
+        let Some(version) = obj.get("sparsegate") else {
+            continue;
+        };
+        if version.as_u64() != Some(COMMAND_CONTRACT_VERSION) {
+            return Err(fail(format!(
+                "contract version {version} is not supported (this build reads version {COMMAND_CONTRACT_VERSION})"
+            )));
+        }
+        if let Some(unknown) = obj
+            .keys()
+            .find(|k| !matches!(k.as_str(), "sparsegate" | "metric" | "unit" | "value" | "samples"))
+        {
+            return Err(fail(format!("unknown key `{unknown}`")));
+        }
+        let name = obj
+            .get("metric")
+            .and_then(|m| m.as_str())
+            .ok_or_else(|| fail("`metric` is missing or not a string".into()))?;
+        let metric: Metric = name.parse().map_err(|_| {
+            let known: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+            fail(format!("unknown metric `{name}` (known: {})", known.join(", ")))
+        })?;
+        match metric {
+            Metric::LatencyP50 | Metric::LatencyP95 | Metric::LatencyP99 => {
+                return Err(fail(format!(
+                    "`{name}` is derived by sparsegate: print every request's `latency` and it takes the percentiles"
+                )));
+            }
+            Metric::EffectiveSpeedup => {
+                return Err(fail(
+                    "`effective_speedup` is derived by sparsegate from the comparator command's `latency`"
+                        .into(),
+                ));
+            }
+            Metric::FallbackRate | Metric::MetadataOverhead => {
+                return Err(fail(format!("`{name}` is a counter of the built-in backends")));
+            }
+            _ => {}
+        }
+        let unit = obj
+            .get("unit")
+            .and_then(|u| u.as_str())
+            .ok_or_else(|| fail("`unit` is missing or not a string".into()))?;
+        let scale = unit_scale(metric, unit).ok_or_else(|| {
+            fail(if metric == Metric::Latency {
+                format!("unit `{unit}` for `latency`; expected one of s, ms, us, ns")
+            } else {
+                format!("unit `{unit}` for `{name}`; expected `{}`", metric.unit())
+            })
+        })?;
+        let values: Vec<f64> = match (obj.get("value"), obj.get("samples")) {
+            (Some(v), None) => vec![v.as_f64().ok_or_else(|| fail("`value` is not a number".into()))?],
+            (None, Some(s)) => {
+                let list = s
+                    .as_array()
+                    .filter(|a| !a.is_empty())
+                    .ok_or_else(|| fail("`samples` is not a non-empty array".into()))?;
+                list.iter()
+                    .map(|v| {
+                        v.as_f64()
+                            .ok_or_else(|| fail("`samples` holds a value that is not a number".into()))
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            (Some(_), Some(_)) => return Err(fail("both `value` and `samples`; give one".into())),
+            (None, None) => return Err(fail("neither `value` nor `samples`".into())),
+        };
+        if let Some(bad) = values
+            .iter()
+            .find(|v| !v.is_finite() || (metric == Metric::Latency && **v <= 0.0))
+        {
+            return Err(fail(format!(
+                "`{name}` value {bad} is not a finite{} number",
+                if metric == Metric::Latency {
+                    " positive"
+                } else {
+                    ""
+                }
+            )));
+        }
+        records
+            .entry(metric)
+            .or_default()
+            .extend(values.into_iter().map(|v| v * scale));
+    }
+    Ok(records)
+}
+
+/// The factor that converts `unit` into the metric's own unit, if the unit is accepted.
+fn unit_scale(metric: Metric, unit: &str) -> Option<f64> {
+    if metric == Metric::Latency {
+        return match unit {
+            "s" => Some(1.0),
+            "ms" => Some(1e-3),
+            "us" | "µs" => Some(1e-6),
+            "ns" => Some(1e-9),
+            _ => None,
+        };
+    }
+    (unit == metric.unit()).then_some(1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_8_records_are_parsed_and_converted() {
+        let out = "warming up\n\
+            {\"sparsegate\": 1, \"metric\": \"latency\", \"unit\": \"ms\", \"value\": 12.5}\n\
+            {\"sparsegate\": 1, \"metric\": \"latency\", \"unit\": \"us\", \"samples\": [1, 2]}\n\
+            {\"other\": \"json log line\"}\n\
+            {\"sparsegate\": 1, \"metric\": \"accuracy\", \"unit\": \"fraction\", \"value\": 0.9}\n";
+        let r = parse_records(out).unwrap();
+        assert_eq!(r[&Metric::Latency], vec![12.5e-3, 1e-6, 2e-6]);
+        assert_eq!(r[&Metric::Accuracy], vec![0.9]);
+    }
+
+    #[test]
+    fn issue_8_malformed_records_name_the_line() {
+        let cases = [
+            (
+                "x\n{\"sparsegate\": 1, \"metric\": \"latency\"",
+                2,
+                "not valid JSON",
+            ),
+            (
+                "{\"sparsegate\": 2, \"metric\": \"latency\", \"unit\": \"s\", \"value\": 1}",
+                1,
+                "version 2",
+            ),
+            (
+                "{\"sparsegate\": 1, \"metric\": \"speed\", \"unit\": \"s\", \"value\": 1}",
+                1,
+                "unknown metric `speed`",
+            ),
+            (
+                "{\"sparsegate\": 1, \"metric\": \"latency\", \"unit\": \"h\", \"value\": 1}",
+                1,
+                "unit `h`",
+            ),
+            (
+                "{\"sparsegate\": 1, \"metric\": \"latency\", \"unit\": \"s\"}",
+                1,
+                "neither",
+            ),
+            (
+                "{\"sparsegate\": 1, \"metric\": \"latency\", \"unit\": \"s\", \"value\": \"1\"}",
+                1,
+                "not a number",
+            ),
+            (
+                "{\"sparsegate\": 1, \"metric\": \"latency\", \"unit\": \"s\", \"samples\": []}",
+                1,
+                "non-empty",
+            ),
+            (
+                "{\"sparsegate\": 1, \"metric\": \"latency\", \"unit\": \"s\", \"value\": -1}",
+                1,
+                "positive",
+            ),
+            (
+                "{\"sparsegate\": 1, \"metric\": \"latency\", \"unit\": \"s\", \"vaule\": 1}",
+                1,
+                "unknown key `vaule`",
+            ),
+            (
+                "{\"sparsegate\": 1, \"metric\": \"latency_p99\", \"unit\": \"s\", \"value\": 1}",
+                1,
+                "derived",
+            ),
+        ];
+        for (text, line, needle) in cases {
+            let e = parse_records(text).unwrap_err();
+            assert_eq!(e.line, line, "{text}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+            assert!(e.to_string().contains("expected one JSON object per line"), "{e}");
+        }
+    }
+
+    #[test]
+    fn issue_8_stderr_tail_is_bounded_and_on_one_line() {
+        let long = "a\n".repeat(1000) + "the real error";
+        let tail = stderr_tail(long.as_bytes());
+        assert!(tail.ends_with("the real error"), "{tail}");
+        assert!(tail.len() < STDERR_TAIL_BYTES * 3);
+        assert!(!tail.contains('\n'));
+        assert_eq!(stderr_tail(b"  \n"), "; stderr was empty");
+    }
+
+    #[test]
+    fn issue_8_timeout_kills_the_process_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("survived");
+        // The child's own child would touch the marker after 1 s if it outlived the kill.
+        let script = format!("(sleep 1; touch {}) & sleep 30", marker.display());
+        let inv = CommandInvocation {
+            argv: vec!["sh".into(), "-c".into(), script],
+            cwd: dir.path().to_path_buf(),
+            env: BTreeMap::new(),
+        };
+        let out = run_process(&inv, Duration::from_millis(200)).unwrap();
+        assert!(out.timed_out);
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(!marker.exists(), "a grandchild outlived the timeout kill");
+    }
+}

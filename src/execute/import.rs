@@ -1,0 +1,415 @@
+//! The `import` backend: results another tool already measured, read from its own output
+//! format, so a team gates what it already measures. Each reader keeps the structure the
+//! format has: hyperfine times one fresh process per sample, so every sample is its own run
+//! (the unit of replication, DESIGN.md §6); Google Benchmark repetitions, criterion samples
+//! and pytest-benchmark rounds are repeated measures inside one process (run 0).
+//!
+//! None of these tools interleaves two benchmarks, so an imported `effective_speedup`
+//! pairs the comparator's and the slice's samples *by position*; it does not cancel drift
+//! the way the interleaved pairs of the `cpu` and `command` backends do.
+
+use super::command::{median, zero_if_nan};
+use super::evidence::{MetricSamples, RunSummary, SliceEvidence, SliceFailure};
+use crate::ingress::pack::ImportFormat;
+use crate::ingress::{ImportSlice, Slice};
+use crate::lower::Plan;
+use crate::stage::Stage;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+/// Largest result file read (a criterion `sample.json` or a whole JSON export).
+const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// One benchmark entry's timings: seconds per iteration, with the run each came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Imported {
+    /// Seconds per iteration, in file order.
+    pub samples: Vec<f64>,
+    /// The run (process) of each sample.
+    pub runs: Vec<u32>,
+}
+
+/// Read `slice`'s results (and its comparator's) and record them as evidence.
+pub fn execute_import_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
+    let start = Instant::now();
+    let mut evidence = SliceEvidence {
+        pack: slice.pack.clone(),
+        slice: slice.id.clone(),
+        sparsity: slice.sparsity.to_string(),
+        precision: slice.precision,
+        plan: plan.clone(),
+        metrics: BTreeMap::new(),
+        comparator: None,
+        counters: BTreeMap::new(),
+        warmup_iterations: 0,
+        wall_time_s: 0.0,
+        failure: None,
+        runs: vec![],
+        run_mode: None,
+        looks: vec![],
+        op_costs: vec![],
+    };
+    let outcome = match &slice.import {
+        Some(import) => record(import, &mut evidence),
+        None => Err("an `import` slice without a resolved source".to_owned()),
+    };
+    if let Err(message) = outcome {
+        evidence.failure = Some(SliceFailure {
+            stage: Stage::Execution,
+            message,
+        });
+    }
+    evidence.wall_time_s = start.elapsed().as_secs_f64();
+    evidence
+}
+
+fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), String> {
+    let context = |e: String| format!("{} `{}`: {e}", import.format.as_str(), import.path.display());
+    let candidate = read_entry(import.format, &import.path, &import.benchmark).map_err(context)?;
+    let comparator = import
+        .comparator
+        .as_ref()
+        .map(|c| read_entry(import.format, &import.path, c).map_err(context))
+        .transpose()?;
+    let tagged = |unit: &str, samples: Vec<f64>, runs: Vec<u32>| MetricSamples {
+        unit: unit.to_owned(),
+        samples,
+        runs,
+    };
+    let mut speedups = Vec::new();
+    if let Some(c) = &comparator {
+        speedups = c
+            .samples
+            .iter()
+            .zip(&candidate.samples)
+            .map(|(c, s)| c / s)
+            .collect();
+        let runs = candidate.runs[..speedups.len()].to_vec();
+        evidence
+            .metrics
+            .insert("effective_speedup".into(), tagged("x", speedups.clone(), runs));
+        evidence.comparator = Some(tagged("s", c.samples.clone(), c.runs.clone()));
+    }
+    let mut by_run: BTreeMap<u32, RunColumns> = BTreeMap::new();
+    for (i, (&x, &r)) in candidate.samples.iter().zip(&candidate.runs).enumerate() {
+        let slot = by_run.entry(r).or_default();
+        slot.latency.push(x);
+        if let Some(c) = comparator.as_ref().and_then(|c| c.samples.get(i)) {
+            slot.comparator.push(*c);
+        }
+        if let Some(s) = speedups.get(i) {
+            slot.speedup.push(*s);
+        }
+    }
+    evidence.runs = by_run
+        .into_iter()
+        .map(|(run, c)| RunSummary {
+            run,
+            pid: None,
+            warmup_iterations: 0,
+            samples: c.latency.len(),
+            latency_s: zero_if_nan(median(&c.latency)),
+            comparator_s: zero_if_nan(median(&c.comparator)),
+            calibration_s: 0.0,
+            speedup: zero_if_nan(median(&c.speedup)),
+        })
+        .collect();
+    evidence
+        .counters
+        .insert("samples".into(), candidate.samples.len() as f64);
+    evidence
+        .counters
+        .insert("runs".into(), evidence.runs.len() as f64);
+    evidence
+        .metrics
+        .insert("latency".into(), tagged("s", candidate.samples, candidate.runs));
+    Ok(())
+}
+
+/// One run's samples, for its [`RunSummary`].
+#[derive(Default)]
+struct RunColumns {
+    latency: Vec<f64>,
+    comparator: Vec<f64>,
+    speedup: Vec<f64>,
+}
+
+/// Read the timings of entry `name` from a file (or criterion directory) in `format`.
+pub fn read_entry(format: ImportFormat, path: &Path, name: &str) -> Result<Imported, String> {
+    let imported = match format {
+        ImportFormat::Criterion => criterion(path, name)?,
+        ImportFormat::GoogleBenchmark => google_benchmark(&read_json(path)?, name)?,
+        ImportFormat::Hyperfine => hyperfine(&read_json(path)?, name)?,
+        ImportFormat::PytestBenchmark => pytest_benchmark(&read_json(path)?, name)?,
+    };
+    if imported.samples.is_empty() {
+        return Err(format!("entry `{name}` has no samples"));
+    }
+    if let Some(bad) = imported.samples.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
+        return Err(format!(
+            "entry `{name}` holds a time that is not a positive number ({bad})"
+        ));
+    }
+    Ok(imported)
+}
+
+fn read_json(path: &Path) -> Result<Value, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if len > MAX_FILE_BYTES {
+        return Err(format!("{len} bytes is over the {MAX_FILE_BYTES}-byte limit"));
+    }
+    serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| format!("not valid JSON: {e}"))
+}
+
+/// Seconds per unit of a Google Benchmark `time_unit`.
+fn gbench_unit(unit: &str) -> Option<f64> {
+    match unit {
+        "ns" => Some(1e-9),
+        "us" => Some(1e-6),
+        "ms" => Some(1e-3),
+        "s" => Some(1.0),
+        _ => None,
+    }
+}
+
+fn unknown_entry(name: &str, known: impl Iterator<Item = String>) -> String {
+    let mut known: Vec<String> = known.collect();
+    known.dedup();
+    format!("no benchmark `{name}`; entries in the file: {}", known.join(", "))
+}
+
+/// Google Benchmark JSON: the `iteration` runs of `run_name` (one per repetition), their
+/// `real_time` per iteration; aggregates (`_mean`, `_median`, …) are skipped because the
+/// raw repetitions are there.
+fn google_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
+    let list = json
+        .get("benchmarks")
+        .and_then(Value::as_array)
+        .ok_or("no `benchmarks` array (was it written with --benchmark_format=json?)")?;
+    let mut samples = Vec::new();
+    for b in list {
+        let run_name = b
+            .get("run_name")
+            .or_else(|| b.get("name"))
+            .and_then(Value::as_str);
+        let is_iteration = b
+            .get("run_type")
+            .and_then(Value::as_str)
+            .is_none_or(|t| t == "iteration");
+        if run_name != Some(name) || !is_iteration {
+            continue;
+        }
+        if let Some(err) = b.get("error_message").and_then(Value::as_str) {
+            return Err(format!("benchmark `{name}` reported an error: {err}"));
+        }
+        let unit = b.get("time_unit").and_then(Value::as_str).unwrap_or("ns");
+        let scale = gbench_unit(unit).ok_or_else(|| format!("unknown time_unit `{unit}`"))?;
+        let t = b
+            .get("real_time")
+            .and_then(Value::as_f64)
+            .ok_or_else(|| format!("an entry of `{name}` has no numeric `real_time`"))?;
+        samples.push(t * scale);
+    }
+    if samples.is_empty() {
+        let known = list
+            .iter()
+            .filter_map(|b| {
+                b.get("run_name")
+                    .or_else(|| b.get("name"))
+                    .and_then(Value::as_str)
+            })
+            .map(str::to_owned);
+        return Err(unknown_entry(name, known));
+    }
+    let runs = vec![0; samples.len()];
+    Ok(Imported { samples, runs })
+}
+
+/// hyperfine `--export-json`: the `times` (seconds) of the result whose `command` is
+/// `name` (hyperfine stores `--command-name` there). Each time is one process: one run.
+fn hyperfine(json: &Value, name: &str) -> Result<Imported, String> {
+    let list = json
+        .get("results")
+        .and_then(Value::as_array)
+        .ok_or("no `results` array (was it written with --export-json?)")?;
+    let entry = list
+        .iter()
+        .find(|r| r.get("command").and_then(Value::as_str) == Some(name))
+        .ok_or_else(|| {
+            unknown_entry(
+                name,
+                list.iter()
+                    .filter_map(|r| r.get("command").and_then(Value::as_str))
+                    .map(str::to_owned),
+            )
+        })?;
+    if let Some(codes) = entry.get("exit_codes").and_then(Value::as_array)
+        && let Some(code) = codes.iter().find(|c| c.as_i64() != Some(0))
+    {
+        return Err(format!("command `{name}` exited with {code} in at least one run"));
+    }
+    let samples = numbers(entry.get("times"), "times")?;
+    let runs = (0..samples.len() as u32).collect();
+    Ok(Imported { samples, runs })
+}
+
+/// pytest-benchmark `--benchmark-json`: `stats.data` (seconds per iteration, one per
+/// round) of the benchmark whose `name` or `fullname` is `name`.
+fn pytest_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
+    let list = json
+        .get("benchmarks")
+        .and_then(Value::as_array)
+        .ok_or("no `benchmarks` array (was it written with --benchmark-json?)")?;
+    let field = |b: &Value, key: &str| b.get(key).and_then(Value::as_str).map(str::to_owned);
+    let entry = list
+        .iter()
+        .find(|b| field(b, "name").as_deref() == Some(name) || field(b, "fullname").as_deref() == Some(name))
+        .ok_or_else(|| unknown_entry(name, list.iter().filter_map(|b| field(b, "name"))))?;
+    let data = entry.get("stats").and_then(|s| s.get("data"));
+    if data.is_none() {
+        return Err(format!(
+            "benchmark `{name}` has summary statistics only; rerun pytest with --benchmark-save-data \
+             so the raw rounds are kept"
+        ));
+    }
+    let samples = numbers(data, "stats.data")?;
+    Ok(Imported {
+        runs: vec![0; samples.len()],
+        samples,
+    })
+}
+
+/// criterion: `<dir>/<id>/new/sample.json`, whose `times[i] / iters[i]` (ns) is one
+/// sample's time per iteration.
+fn criterion(dir: &Path, id: &str) -> Result<Imported, String> {
+    let file = dir.join(id).join("new").join("sample.json");
+    if !file.is_file() {
+        let mut known = Vec::new();
+        collect_criterion_ids(dir, dir, 0, &mut known);
+        known.sort();
+        return Err(format!(
+            "no `{}`; {}",
+            file.display(),
+            if known.is_empty() {
+                "no criterion results below it (was `cargo bench` run, and is `file` the criterion directory?)"
+                    .to_owned()
+            } else {
+                format!("benchmark ids found: {}", known.join(", "))
+            }
+        ));
+    }
+    let json = read_json(&file)?;
+    let iters = numbers(json.get("iters"), "iters")?;
+    let times = numbers(json.get("times"), "times")?;
+    if iters.len() != times.len() {
+        return Err(format!(
+            "`{}` has {} iteration counts for {} times",
+            file.display(),
+            iters.len(),
+            times.len()
+        ));
+    }
+    let samples: Vec<f64> = times.iter().zip(&iters).map(|(t, n)| t / n * 1e-9).collect();
+    Ok(Imported {
+        runs: vec![0; samples.len()],
+        samples,
+    })
+}
+
+/// Benchmark ids below a criterion directory: the paths holding `new/sample.json`.
+fn collect_criterion_ids(root: &Path, dir: &Path, depth: usize, out: &mut Vec<String>) {
+    if depth > 6 {
+        return;
+    }
+    if dir.join("new").join("sample.json").is_file()
+        && let Ok(rel) = dir.strip_prefix(root)
+    {
+        out.push(rel.display().to_string());
+    }
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() && entry.file_name() != "new" && entry.file_name() != "base" {
+            collect_criterion_ids(root, &path, depth + 1, out);
+        }
+    }
+}
+
+fn numbers(value: Option<&Value>, what: &str) -> Result<Vec<f64>, String> {
+    value
+        .and_then(Value::as_array)
+        .ok_or_else(|| format!("no `{what}` array"))?
+        .iter()
+        .map(|v| {
+            v.as_f64()
+                .ok_or_else(|| format!("`{what}` holds a value that is not a number"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn fixture(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/import")
+            .join(name)
+    }
+
+    #[test]
+    fn issue_8_google_benchmark_keeps_repetitions() {
+        let f = fixture("google_benchmark.json");
+        let dense = read_entry(ImportFormat::GoogleBenchmark, &f, "BM_Dense/65536").unwrap();
+        // Twelve `--benchmark_repetitions`, aggregates skipped; ns → s.
+        assert_eq!(dense.samples.len(), 12);
+        assert!((dense.samples[0] - 242072.76081987753e-9).abs() < 1e-15);
+        assert_eq!(dense.runs, vec![0; 12]);
+        let e = read_entry(ImportFormat::GoogleBenchmark, &f, "BM_Nope").unwrap_err();
+        assert!(
+            e.contains("BM_Dense/65536") && e.contains("BM_Sparse/65536"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn issue_8_hyperfine_samples_are_runs() {
+        let f = fixture("hyperfine.json");
+        let h = read_entry(ImportFormat::Hyperfine, &f, "busy-2000").unwrap();
+        assert_eq!(h.samples.len(), 20);
+        assert_eq!(h.runs, (0..20).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn issue_8_pytest_benchmark_reads_saved_rounds() {
+        let f = fixture("pytest_benchmark.json");
+        let by_name = read_entry(ImportFormat::PytestBenchmark, &f, "test_sparse").unwrap();
+        let by_full = read_entry(
+            ImportFormat::PytestBenchmark,
+            &f,
+            "test_pytest_fixture.py::test_sparse",
+        )
+        .unwrap();
+        assert_eq!(by_name, by_full);
+        assert_eq!(by_name.samples.len(), 12);
+    }
+
+    #[test]
+    fn issue_8_criterion_reads_per_iteration_times() {
+        let dir = fixture("criterion");
+        let s = read_entry(ImportFormat::Criterion, &dir, "sum/sparse").unwrap();
+        assert_eq!(s.samples.len(), 10);
+        let e = read_entry(ImportFormat::Criterion, &dir, "sum/nope").unwrap_err();
+        assert!(e.contains("sum/dense") && e.contains("sum/sparse"), "{e}");
+    }
+
+    #[test]
+    fn issue_8_summary_only_pytest_file_is_refused_with_a_hint() {
+        let json: Value = serde_json::json!({"benchmarks": [{"name": "t", "stats": {"median": 1.0}}]});
+        let e = pytest_benchmark(&json, "t").unwrap_err();
+        assert!(e.contains("--benchmark-save-data"), "{e}");
+    }
+}

@@ -1,0 +1,236 @@
+//! Latency under load on the CPU backend: the slice's workload served as requests that
+//! arrive at a target rate (steady, Poisson or bursts, seeded, from the same arrival model
+//! as the simulator's queue, `sim::queue`) through a bounded FIFO queue with one server.
+//! A request's latency is its completion minus its *scheduled* arrival, so time spent
+//! queued behind earlier requests counts, as a user would see it; an arrival that finds
+//! `queue` requests already in the system is dropped and counted. Bursts are where this
+//! differs from back-to-back timing: the same mean rate that a steady stream absorbs makes
+//! the last request of every burst wait for all the ones before it.
+
+use super::evidence::{MetricSamples, SliceEvidence, SliceFailure};
+use super::workload::Workload;
+use crate::ingress::{LoadPlan, Slice};
+use crate::lower::Plan;
+use crate::sim::queue::{arrival_times, early_stopping_min_requests};
+use crate::stage::Stage;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Sleep (rather than spin) while the next arrival is further away than this: a loaded
+/// machine wakes a sleeper late, and lateness would count as request latency.
+const SPIN_BELOW: Duration = Duration::from_millis(1);
+
+/// What one serving loop observed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadOutcome {
+    /// Latency of every served request (seconds, queueing included), in arrival order.
+    pub latencies: Vec<f64>,
+    /// Requests offered.
+    pub requests: u64,
+    /// Arrivals that found the queue full.
+    pub dropped: u64,
+    /// Served requests that arrived while another was in the system (they queued).
+    pub queued: u64,
+    /// Most requests in the system at once (the arriving one included).
+    pub max_in_system: u64,
+    /// Median service time of one request, seconds.
+    pub service_s: f64,
+}
+
+/// Serve `slice`'s workload under its `load` and record request latencies.
+pub fn execute_load_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
+    let start = Instant::now();
+    let mut evidence = SliceEvidence {
+        pack: slice.pack.clone(),
+        slice: slice.id.clone(),
+        sparsity: slice.sparsity.to_string(),
+        precision: slice.precision,
+        plan: plan.clone(),
+        metrics: BTreeMap::new(),
+        comparator: None,
+        counters: BTreeMap::new(),
+        warmup_iterations: 0,
+        wall_time_s: 0.0,
+        failure: None,
+        runs: vec![],
+        run_mode: None,
+        looks: vec![],
+        op_costs: vec![],
+    };
+    evidence
+        .counters
+        .insert("fallback_rate".into(), plan.fallback_rate());
+    if let Err(message) = measure(slice, plan, &mut evidence) {
+        evidence.failure = Some(SliceFailure {
+            stage: Stage::Execution,
+            message,
+        });
+    }
+    evidence.wall_time_s = start.elapsed().as_secs_f64();
+    evidence
+}
+
+fn measure(slice: &Slice, plan: &Plan, evidence: &mut SliceEvidence) -> Result<(), String> {
+    let load = slice
+        .load
+        .ok_or_else(|| "a load slice without a load plan".to_owned())?;
+    if plan.ops.is_empty() {
+        return Err("the slice has no ops to run".into());
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(slice.threads.max(1))
+        .build()
+        .map_err(|e| format!("cannot start {} worker threads: {e}", slice.threads))?;
+    let mut work = Workload::prepare(slice, plan)?;
+    let (value_bytes, metadata_bytes) = work.sparse_bytes();
+    let overhead = if value_bytes == 0 {
+        0.0
+    } else {
+        metadata_bytes as f64 / value_bytes as f64
+    };
+    evidence.counters.insert("metadata_overhead".into(), overhead);
+    let kernel_error = |e| format!("kernel refused its inputs: {e}");
+    let warmup = slice.samples.warmup;
+    let outcome = pool.install(|| -> Result<LoadOutcome, String> {
+        // Correct before fast: the same check as the back-to-back protocol.
+        work.run_candidate().map_err(kernel_error)?;
+        work.run_comparator().map_err(kernel_error)?;
+        work.check()?;
+        for _ in 0..warmup {
+            work.run_candidate().map_err(kernel_error)?;
+        }
+        serve(load, slice.seed, || work.run_candidate().map_err(kernel_error))
+    })?;
+    evidence.warmup_iterations = warmup;
+    let counters = &mut evidence.counters;
+    counters.insert("requests".into(), outcome.requests as f64);
+    counters.insert("served".into(), outcome.latencies.len() as f64);
+    counters.insert("dropped".into(), outcome.dropped as f64);
+    counters.insert(
+        "drop_rate".into(),
+        outcome.dropped as f64 / outcome.requests.max(1) as f64,
+    );
+    counters.insert("queued".into(), outcome.queued as f64);
+    counters.insert("max_in_system".into(), outcome.max_in_system as f64);
+    counters.insert("service_s".into(), outcome.service_s);
+    counters.insert("queue_capacity".into(), f64::from(load.queue));
+    counters.insert(
+        "p99_min_requests".into(),
+        early_stopping_min_requests(0.99, 0.99, 1) as f64,
+    );
+    counters.insert("samples".into(), outcome.latencies.len() as f64);
+    if outcome.latencies.is_empty() {
+        return Err("every request was dropped".into());
+    }
+    evidence.metrics.insert(
+        "latency".into(),
+        MetricSamples::single_run("s", outcome.latencies),
+    );
+    Ok(())
+}
+
+/// The serving loop: one server, FIFO, at most `load.queue` requests in the system.
+/// Requests are served in arrival order, so when request `i` is considered every earlier
+/// accepted request has completed and its completion time is known: whether `i` found the
+/// queue full at its arrival is decided exactly, after the fact.
+pub fn serve(
+    load: LoadPlan,
+    seed: u64,
+    mut service: impl FnMut() -> Result<(), String>,
+) -> Result<LoadOutcome, String> {
+    let arrivals = arrival_times(load.arrivals, load.requests, seed);
+    let mut in_system: VecDeque<f64> = VecDeque::new();
+    let mut out = LoadOutcome {
+        latencies: Vec::with_capacity(arrivals.len()),
+        requests: load.requests,
+        dropped: 0,
+        queued: 0,
+        max_in_system: 0,
+        service_s: 0.0,
+    };
+    let mut service_times = Vec::with_capacity(arrivals.len());
+    let t0 = Instant::now();
+    for arrival in arrivals {
+        while in_system.front().is_some_and(|&done| done <= arrival) {
+            in_system.pop_front();
+        }
+        if in_system.len() >= load.queue as usize {
+            out.dropped += 1;
+            continue;
+        }
+        if !in_system.is_empty() {
+            out.queued += 1;
+        }
+        out.max_in_system = out.max_in_system.max(in_system.len() as u64 + 1);
+        // Idle until the request arrives (sleep coarsely, spin the last stretch).
+        loop {
+            let now = t0.elapsed();
+            let due = Duration::from_secs_f64(arrival);
+            if now >= due {
+                break;
+            }
+            let left = due - now;
+            if left > SPIN_BELOW {
+                std::thread::sleep(left - SPIN_BELOW);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        let began = Instant::now();
+        service()?;
+        service_times.push(began.elapsed().as_secs_f64());
+        let done = t0.elapsed().as_secs_f64();
+        in_system.push_back(done);
+        out.latencies.push((done - arrival).max(1e-9));
+    }
+    service_times.sort_by(f64::total_cmp);
+    out.service_s = service_times.get(service_times.len() / 2).copied().unwrap_or(0.0);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::queue::Arrivals;
+
+    /// A service that takes `d` of wall time.
+    fn busy(d: Duration) -> impl FnMut() -> Result<(), String> {
+        move || {
+            let t = Instant::now();
+            while t.elapsed() < d {
+                std::hint::spin_loop();
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn issue_8_bursts_queue_and_drop_where_steady_traffic_does_not() {
+        let service = Duration::from_micros(500);
+        // Same mean rate, 100/s: a steady stream every 10 ms never finds the 0.5 ms server
+        // busy; bursts of 16 every 160 ms fill a queue of 8 and drop the other 8.
+        let steady = LoadPlan {
+            arrivals: Arrivals::Steady { rate_per_s: 100.0 },
+            queue: 8,
+            requests: 64,
+        };
+        let bursts = LoadPlan {
+            arrivals: Arrivals::Bursts {
+                rate_per_s: 100.0,
+                size: 16,
+            },
+            ..steady
+        };
+        let s = serve(steady, 1, busy(service)).unwrap();
+        let b = serve(bursts, 1, busy(service)).unwrap();
+        assert_eq!(s.dropped, 0);
+        assert_eq!(b.dropped, 4 * 8, "{b:?}");
+        assert_eq!(b.latencies.len(), 32);
+        assert_eq!(b.max_in_system, 8);
+        // 7 of the 8 accepted requests of each burst waited behind another one.
+        assert_eq!(b.queued, 4 * 7);
+        // Structure, not speed: the 8th request of a burst waited for 7 services.
+        let worst = b.latencies.iter().copied().fold(0.0, f64::max);
+        assert!(worst >= 7.0 * service.as_secs_f64(), "{worst}");
+    }
+}
