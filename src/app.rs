@@ -4,7 +4,8 @@
 
 use crate::error::{Error, Result};
 use crate::execute::{
-    EVIDENCE_SCHEMA_VERSION, Evidence, PackRecord, SliceEvidence, execute_sim_slice, execute_slice,
+    EVIDENCE_SCHEMA_VERSION, Evidence, PackRecord, SliceEvidence, execute_model_slice, execute_sim_slice,
+    execute_slice,
 };
 use crate::ingress::Backend;
 use crate::ingress::shard::Shard;
@@ -130,6 +131,7 @@ fn run_under(
         let plan = lower(slice);
         // Dispatch by backend: measured on this machine, or evaluated on the simulated part.
         let evidence = match slice.backend {
+            Backend::Cpu if slice.model.is_some() => execute_model_slice(slice, &plan),
             Backend::Cpu => execute_slice(slice, &plan),
             Backend::Sim => execute_sim_slice(slice, &plan),
         };

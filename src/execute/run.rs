@@ -4,8 +4,10 @@
 //! cannot fake.
 
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence, SliceFailure};
+use super::kernels::KernelError;
 use super::workload::Workload;
 use crate::ingress::Slice;
+use crate::ingress::pack::SamplePolicy;
 use crate::lower::Plan;
 use crate::stage::Stage;
 use std::collections::BTreeMap;
@@ -39,6 +41,7 @@ pub fn execute_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
         failure: None,
         runs: vec![],
         run_mode: None,
+        quality: None,
     };
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     evidence
@@ -55,14 +58,43 @@ pub fn execute_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
     evidence
 }
 
+/// Two things timed against each other: the slice's candidate and its dense comparator.
+/// The measurement protocol is the same whatever they compute (a list of GEMMs, or a
+/// model's inference on its test split).
+pub(crate) trait TimedPair: Send {
+    /// One pass of the candidate (the slice under test).
+    fn run_candidate(&mut self) -> Result<(), KernelError>;
+    /// One pass of the dense comparator.
+    fn run_comparator(&mut self) -> Result<(), KernelError>;
+    /// After one pass of each: do their outputs agree?
+    fn check(&self) -> Result<(), String>;
+}
+
+impl TimedPair for Workload {
+    fn run_candidate(&mut self) -> Result<(), KernelError> {
+        Workload::run_candidate(self)
+    }
+    fn run_comparator(&mut self) -> Result<(), KernelError> {
+        Workload::run_comparator(self)
+    }
+    fn check(&self) -> Result<(), String> {
+        Workload::check(self)
+    }
+}
+
+/// The worker pool a slice's kernels run on.
+pub(crate) fn worker_pool(slice: &Slice) -> Result<rayon::ThreadPool, String> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(slice.threads.max(1))
+        .build()
+        .map_err(|e| format!("cannot start {} worker threads: {e}", slice.threads))
+}
+
 fn measure(slice: &Slice, plan: &Plan, dense_flops: f64, evidence: &mut SliceEvidence) -> Result<(), String> {
     if plan.ops.is_empty() {
         return Err("the slice has no ops to run".into());
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(slice.threads.max(1))
-        .build()
-        .map_err(|e| format!("cannot start {} worker threads: {e}", slice.threads))?;
+    let pool = worker_pool(slice)?;
     let mut work = Workload::prepare(slice, plan)?;
     let (value_bytes, metadata_bytes) = work.sparse_bytes();
     let counters = &mut evidence.counters;
@@ -75,14 +107,25 @@ fn measure(slice: &Slice, plan: &Plan, dense_flops: f64, evidence: &mut SliceEvi
     };
     counters.insert("metadata_overhead".into(), overhead);
     counters.insert("weight_bytes".into(), work.weight_bytes() as f64);
+    measure_pair(slice, &pool, &mut work, dense_flops, evidence)
+}
 
+/// Time `work` in the pack's runs (warm-up, interleaved samples, calibration) and record
+/// latency, speedup, throughput and the comparator's timings in `evidence`.
+pub(crate) fn measure_pair(
+    slice: &Slice,
+    pool: &rayon::ThreadPool,
+    work: &mut impl TimedPair,
+    dense_flops: f64,
+    evidence: &mut SliceEvidence,
+) -> Result<(), String> {
     let runs = slice.samples.runs.max(1);
     let mut calibration = Calibration::new();
     let (mut latency, mut comparator, mut speedup, mut calib) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut run_ids = Vec::new();
     for run in 0..runs {
-        let timed = pool.install(|| sample(slice, &mut work, &mut calibration, run == 0))?;
+        let timed = pool.install(|| sample(&slice.samples, work, &mut calibration, run == 0))?;
         let pairs: Vec<f64> = timed
             .comparator
             .iter()
@@ -196,8 +239,8 @@ struct Timings {
 /// sample slice, comparator and calibration interleaved. The sample counts and time
 /// budget of the pack apply to each run.
 fn sample(
-    slice: &Slice,
-    work: &mut Workload,
+    policy: &SamplePolicy,
+    work: &mut impl TimedPair,
     calibration: &mut Calibration,
     first: bool,
 ) -> Result<Timings, String> {
@@ -209,7 +252,6 @@ fn sample(
         work.check()?;
     }
 
-    let policy = &slice.samples;
     let budget = policy.time_budget_s.max(0.0);
     let elapsed = || start.elapsed().as_secs_f64();
 
@@ -255,6 +297,25 @@ fn sample(
         comparator,
         calibration: calib,
     })
+}
+
+/// The median same-moment ratio comparator time / candidate time of `work`, sampled in
+/// one short run under `policy` (correctness checked first). Used where a decision needs
+/// a ratio, not evidence: e.g. the equal-latency width search.
+pub(crate) fn median_paired_ratio(
+    pool: &rayon::ThreadPool,
+    policy: &SamplePolicy,
+    work: &mut impl TimedPair,
+) -> Result<f64, String> {
+    let mut calibration = Calibration::new();
+    let timed = pool.install(|| sample(policy, work, &mut calibration, true))?;
+    let pairs: Vec<f64> = timed
+        .comparator
+        .iter()
+        .zip(&timed.candidate)
+        .map(|(c, s)| c / s)
+        .collect();
+    Ok(median(&pairs))
 }
 
 /// Seconds `f` took, or its error.

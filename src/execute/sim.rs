@@ -100,6 +100,7 @@ pub fn execute_sim_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
         failure: None,
         runs: vec![],
         run_mode: None,
+        quality: None,
     };
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     let outcome = totals(slice, plan, false).and_then(|s| Ok((s, totals(slice, plan, true)?)));

@@ -1,9 +1,10 @@
 //! Matrix expansion: each slice spec × sparsity × precision becomes one [`Slice`], in pack
 //! order (spec, then sparsity, then precision).
 
+use super::pack::MlpSpec;
 use super::pack::{OpSpec, PackFile, Precision};
 use super::semantic::Checked;
-use super::{GemmOp, Slice, Sparsity};
+use super::{GemmOp, ModelTask, PruningPlan, Slice, Sparsity};
 use sha2::{Digest, Sha256};
 
 /// The stable id of an expanded slice: `<spec id>-<sparsity tag>-<precision>`.
@@ -30,6 +31,28 @@ fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
+/// The two linear layers of an MLP, run on the whole test split: `fc1` (features →
+/// hidden) and `fc2` (hidden → classes).
+pub(crate) fn mlp_ops(mlp: &MlpSpec) -> Vec<GemmOp> {
+    let info = mlp.dataset.info();
+    let (_, _, test) = info.split_sizes();
+    let hidden = mlp.hidden as usize;
+    vec![
+        GemmOp {
+            name: "fc1".into(),
+            m: test,
+            n: hidden,
+            k: info.features,
+        },
+        GemmOp {
+            name: "fc2".into(),
+            m: test,
+            n: info.classes,
+            k: hidden,
+        },
+    ]
+}
+
 /// Expand a checked pack into its slices.
 pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
     let threads = pack
@@ -38,7 +61,12 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
         .map_or_else(default_threads, |t| t.max(1) as usize);
     let mut slices = Vec::new();
     for (i, spec) in pack.slices.iter().enumerate() {
-        let ops: Vec<GemmOp> = spec
+        let model = spec.workload.mlp.as_ref().map(|mlp| ModelTask {
+            seed: slice_seed(pack.seed, &format!("{}/model", spec.id)),
+            mlp: mlp.clone(),
+            pruning: PruningPlan::from_spec(spec.pruning.as_ref()),
+        });
+        let mut ops: Vec<GemmOp> = spec
             .workload
             .ops
             .iter()
@@ -52,6 +80,9 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                 }
             })
             .collect();
+        if let Some(task) = &model {
+            ops = mlp_ops(&task.mlp);
+        }
         let mut guardrails = checked.pack_guardrails.clone();
         guardrails.extend(checked.slice_guardrails.get(i).into_iter().flatten().cloned());
         for sparsity in checked.sparsities.get(i).into_iter().flatten() {
@@ -69,6 +100,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     guardrails: guardrails.clone(),
                     samples: pack.samples.clone(),
                     threads,
+                    model: model.clone(),
                 });
             }
         }

@@ -200,6 +200,7 @@ mod tests {
             samples: SamplePolicy::default(),
             seed: 1,
             threads: 1,
+            model: None,
         }
     }
 

@@ -357,6 +357,7 @@ mod tests {
             failure: None,
             runs: vec![],
             run_mode: None,
+            quality: None,
         }
     }
 

@@ -11,6 +11,7 @@ mod describe;
 mod observe;
 mod outcome;
 mod power_check;
+pub mod quality;
 mod rules;
 #[cfg(test)]
 mod tests;

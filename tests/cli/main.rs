@@ -7,6 +7,7 @@ mod ci;
 mod exit_codes;
 mod malformed;
 mod memo;
+mod quality;
 mod shard;
 mod sim;
 mod stats;

@@ -31,6 +31,7 @@ fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
         },
         seed: 7,
         threads: 2,
+        model: None,
     }
 }
 

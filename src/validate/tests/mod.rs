@@ -64,6 +64,7 @@ pub(super) fn slice(id: &str, guardrails: Vec<GuardrailSpec>) -> Slice {
         samples: SamplePolicy::default(),
         seed: 42,
         threads: 1,
+        model: None,
     }
 }
 
@@ -115,6 +116,7 @@ pub(super) fn slice_ev(
         failure: None,
         runs: vec![],
         run_mode: None,
+        quality: None,
     }
 }
 

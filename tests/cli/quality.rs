@@ -1,0 +1,86 @@
+//! Quality guardrails on a real model (issue 7): a digits MLP gated end to end through the
+//! CLI, with accuracy and quality_delta judged on their intervals.
+
+use crate::support::{Sandbox, stdout};
+
+fn pack(accuracy_at_least: f64) -> String {
+    format!(
+        "
+schema_version: 1
+name: digits-small
+owners:
+  - {{name: Ada, email: ada@example.com, role: owner}}
+rollback:
+  trigger: accuracy below the bound
+seed: 7
+samples: {{warmup: 1, min: 5, max: 20, time_budget_s: 0.05}}
+slices:
+  - id: mlp
+    workload:
+      mlp: {{dataset: digits, hidden: 64, epochs: 8, equal_latency: true}}
+    sparsity: [dense, \"2:4\", \"unstructured:0.25\"]
+    pruning: {{schedule: gradual, steps: 2, finetune_epochs: 1}}
+    guardrails:
+      - {{metric: accuracy, at_least: {accuracy_at_least}}}
+      - {{metric: quality_delta, at_least: -0.15}}
+"
+    )
+}
+
+fn verdicts(sb: &Sandbox, metric: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(sb.path().join("out/verdict.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["guardrails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["metric"] == metric)
+        .map(|g| {
+            (
+                g["slice"].as_str().unwrap().to_owned(),
+                g["verdict"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn issue_7_digits_pack_passes_on_intervals_and_the_memo_shows_quality() {
+    let sb = Sandbox::new();
+    sb.write("pack.yaml", &pack(0.8));
+    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let acc = verdicts(&sb, "accuracy");
+    assert_eq!(acc.len(), 3);
+    assert!(acc.iter().all(|(_, v)| v == "pass"), "{acc:?}");
+    assert!(verdicts(&sb, "quality_delta").iter().all(|(_, v)| v == "pass"));
+    let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
+    assert!(memo.contains("## Model quality"), "{memo}");
+    assert!(memo.contains("Pruning schedule of `mlp-2of4-fp32`: gradual (cubic), 2 steps"));
+    assert!(memo.contains("Equal latency budget"));
+    let evidence: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/evidence.json")).unwrap()).unwrap();
+    let sparse = evidence["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["slice"] == "mlp-u0.25-fp32")
+        .unwrap();
+    assert_eq!(sparse["quality"]["steps"].as_array().unwrap().len(), 2);
+    assert!(
+        sparse["quality"]["equal_latency"]["dense"]["hidden"]
+            .as_u64()
+            .unwrap()
+            >= 8
+    );
+}
+
+#[test]
+fn issue_7_accuracy_bound_above_the_whole_interval_fails_the_gate() {
+    let sb = Sandbox::new();
+    // No digits MLP of this size reaches 99.9%: the whole Wilson interval lies below.
+    sb.write("pack.yaml", &pack(0.999));
+    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(verdicts(&sb, "accuracy").iter().all(|(_, v)| v == "fail"));
+}
