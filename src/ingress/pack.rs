@@ -326,6 +326,8 @@ pub struct SliceSpec {
     /// gradual ramp with fine-tuning, recorded step by step for the memo. Only for model
     /// workloads; defaults to one shot with one fine-tuning epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Not nullable in the schema: an unknown key inside is then reported as such, located.
+    #[schemars(with = "PruningSpec")]
     pub pruning: Option<PruningSpec>,
 }
 
@@ -397,6 +399,7 @@ pub struct Workload {
     /// A small multi-layer perceptron trained deterministically on an embedded dataset:
     /// gives the slice `accuracy` and `quality_delta` evidence next to its speed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "MlpSpec")]
     pub mlp: Option<MlpSpec>,
 }
 

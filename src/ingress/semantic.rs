@@ -761,6 +761,7 @@ mod tests {
         assert!(Backend::Cpu.measures(Metric::EffectiveSpeedup));
         assert!(!Backend::Cpu.measures(Metric::EnergyJ));
         assert!(!Backend::Cpu.measures(Metric::TcOccupancy));
-        assert_eq!(Backend::Cpu.measured_metrics().len(), 8);
+        // Six speed metrics, two counters, and accuracy and quality_delta (model slices only).
+        assert_eq!(Backend::Cpu.measured_metrics().len(), 10);
     }
 }

@@ -73,7 +73,7 @@ pub(crate) fn load(name: DatasetName) -> Result<Dataset, String> {
         info,
         x,
         y,
-        digest: format!("sha256:{}", sha256_hex(bytes)),
+        digest: sha256_hex(bytes),
     })
 }
 

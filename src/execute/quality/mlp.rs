@@ -99,7 +99,7 @@ impl Mlp {
         for v in [&self.w1, &self.b1, &self.w2, &self.b2] {
             bytes.extend(v.iter().flat_map(|x| x.to_le_bytes()));
         }
-        format!("sha256:{}", sha256_hex(&bytes))
+        sha256_hex(&bytes)
     }
 
     /// Fraction of weights (not biases) that are zero.
