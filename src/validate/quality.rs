@@ -114,3 +114,55 @@ pub fn versus_equal_latency(q: &QualityEvidence, confidence: f64) -> Option<Resu
         .as_ref()
         .map(|e| paired_quality(&q.labels, &q.candidate, &e.dense, confidence))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn score(predictions: Vec<u8>) -> ModelScore {
+        ModelScore {
+            hidden: 8,
+            weights_digest: "sha256:00".into(),
+            sparsity: 0.0,
+            correct: 0,
+            total: predictions.len() as u64,
+            predictions,
+        }
+    }
+
+    /// Predictions laid out to give the paired table (both, only candidate, only
+    /// reference, neither) = (340, 6, 12, 1); the expected numbers are the statsmodels
+    /// fixture in `scripts/gen_paired_quality_fixtures.py`.
+    #[test]
+    fn issue_7_paired_quality_reads_the_table_from_predictions() {
+        let (mut labels, mut cand, mut reference) = (vec![], vec![], vec![]);
+        let mut push = |n: usize, c_right: bool, r_right: bool| {
+            for _ in 0..n {
+                labels.push(3u8);
+                cand.push(if c_right { 3 } else { 5 });
+                reference.push(if r_right { 3 } else { 7 });
+            }
+        };
+        push(340, true, true);
+        push(6, true, false);
+        push(12, false, true);
+        push(1, false, false);
+        let q = paired_quality(&labels, &score(cand), &score(reference), 0.95).unwrap();
+        assert_eq!(
+            q.table,
+            PairedTable {
+                both: 340,
+                only_candidate: 6,
+                only_reference: 12,
+                neither: 1
+            }
+        );
+        assert!((q.delta - (6.0 - 12.0) / 359.0).abs() < 1e-15);
+        assert!((q.delta_ci.0 + 0.042_656_382_120_971_45).abs() < 1e-12);
+        assert!((q.delta_ci.1 - 0.007_416_394_991_161_434).abs() < 1e-12);
+        assert!((q.mcnemar_p - 0.237_884_521_484_375).abs() < 1e-12);
+        assert!((q.accuracy - 346.0 / 359.0).abs() < 1e-15);
+        assert!(q.accuracy_ci.0 < q.accuracy && q.accuracy < q.accuracy_ci.1);
+        assert!(paired_quality(&labels[1..], &score(vec![3; 359]), &score(vec![3; 359]), 0.95).is_err());
+    }
+}

@@ -68,6 +68,15 @@ pub(crate) fn quality(
         ci: Some(ci),
         p_value,
         samples: n,
-        detail: format!("{what} {relation} {}: {verdict}", num(bound)),
+        detail: if verdict == Verdict::Inconclusive {
+            format!(
+                "{what} {relation} {}: inconclusive (the {n} test samples give an interval {} wide; a \
+                 margin this close needs a larger test split)",
+                num(bound),
+                num(ci.1 - ci.0)
+            )
+        } else {
+            format!("{what} {relation} {}: {verdict}", num(bound))
+        },
     }
 }
