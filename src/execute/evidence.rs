@@ -100,6 +100,33 @@ pub struct QualityEvidence {
     /// The dense model that fits the candidate's measured latency, when the pack asks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equal_latency: Option<EqualLatency>,
+    /// The precision policy the candidate was evaluated under, with each layer's drift from
+    /// the fp32 dense reference; absent when the slice has no `precision_policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<PrecisionEvidence>,
+}
+
+/// A model evaluated under a precision policy (issue 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrecisionEvidence {
+    /// The policy as written in the pack.
+    pub policy: crate::ingress::pack::PrecisionPolicy,
+    /// One record per layer, in execution order.
+    pub layers: Vec<LayerDrift>,
+}
+
+/// How far one layer's output on the test split moved from the fp32 dense reference
+/// model's output of the same layer (after bias, and ReLU for hidden layers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayerDrift {
+    /// Layer name (`fc1`, `fc2`).
+    pub layer: String,
+    /// The precision the layer ran in.
+    pub precision: crate::ingress::Precision,
+    /// `‖y − y_ref‖ / ‖y_ref‖` over the whole test split's outputs.
+    pub relative_error: f64,
+    /// Cosine similarity of `y` and `y_ref` over the whole test split's outputs.
+    pub cosine: f64,
 }
 
 /// A trained model's predictions on the test split.

@@ -22,7 +22,7 @@ pub use environment::{Environment, FieldDiff, GitInfo};
 #[cfg(test)]
 pub(crate) use expand::mlp_ops as expand_mlp_ops;
 pub use load::{PACK_SCHEMA_JSON, load_pack, pack_schema, parse_pack};
-pub use model::{ModelTask, PruningPlan};
+pub use model::{MLP_LAYERS, ModelTask, PruningPlan};
 pub use pack::{Backend, PackFile, Precision, Severity};
 pub use semantic::SparsityError;
 

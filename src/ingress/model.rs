@@ -1,7 +1,7 @@
 //! Model metadata for quality workloads: what ingress needs to know about an embedded
 //! dataset and a model to expand a slice into ops, without loading or running anything.
 
-use super::pack::{DatasetName, MlpSpec, PruningScheduleKind, PruningScope, PruningSpec};
+use super::pack::{DatasetName, MlpSpec, PrecisionPolicy, PruningScheduleKind, PruningScope, PruningSpec};
 use serde::{Deserialize, Serialize};
 
 /// Shape facts of an embedded dataset, fixed by the committed file (the execute stage
@@ -70,7 +70,13 @@ pub struct ModelTask {
     pub mlp: MlpSpec,
     /// How the slice's sparsity is reached.
     pub pruning: PruningPlan,
+    /// The precision each layer is evaluated in; `None`: fp32 throughout, no drift record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<PrecisionPolicy>,
 }
+
+/// Names of the MLP's layers, in execution order: what a precision policy may name.
+pub const MLP_LAYERS: [&str; 2] = ["fc1", "fc2"];
 
 /// A pruning schedule with its defaults filled in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -329,6 +329,50 @@ pub struct SliceSpec {
     // Not nullable in the schema: an unknown key inside is then reported as such, located.
     #[schemars(with = "PruningSpec")]
     pub pruning: Option<PruningSpec>,
+    /// Operator-aware precision policies for a model workload's inference, one slice per
+    /// policy (in place of the `precision` axis, `<id>-<sparsity>-<policy name>`): a
+    /// default format for every layer and per-layer exceptions, e.g.
+    /// `{name: mixed, default: int8, keep: {fc2: fp32}}`. Training stays fp32 and every
+    /// policy of a spec starts from the same trained model; the policy decides the numerics
+    /// the model is *evaluated* in (accuracy, quality_delta, per-layer drift against the fp32
+    /// dense reference). Only for model workloads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub precision_policies: Vec<PrecisionPolicy>,
+}
+
+/// Per-layer precision of a model's inference. `default` alone puts every operator in one
+/// format (e.g. all-int8), which is expressible on purpose so the memo can show what it
+/// costs; `keep` holds the layers that need another format (typically the logits layer in
+/// fp32). int8 layers use symmetric per-output-channel weight scales and a per-tensor
+/// activation scale calibrated on the validation split; fp16/bf16 layers store weights and
+/// activations in 16 bits and accumulate in f32; biases stay f32.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrecisionPolicy {
+    /// Name of the policy: the last part of its slice's id.
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = 32))]
+    pub name: String,
+    /// Precision of every layer not listed in `keep`.
+    pub default: Precision,
+    /// Per-layer overrides by layer name (`fc1`, `fc2` for the MLP).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub keep: std::collections::BTreeMap<String, Precision>,
+}
+
+impl PrecisionPolicy {
+    /// The precision `layer` runs in under this policy.
+    pub fn precision_of(&self, layer: &str) -> Precision {
+        self.keep.get(layer).copied().unwrap_or(self.default)
+    }
+
+    /// The policy in words for the memo, e.g. `int8, fc2 fp32`.
+    pub fn describe(&self) -> String {
+        let mut text = self.default.as_str().to_owned();
+        for (layer, p) in &self.keep {
+            text.push_str(&format!(", {layer} {}", p.as_str()));
+        }
+        text
+    }
 }
 
 /// A pruning schedule: how the trained dense model is pruned to the slice's sparsity.

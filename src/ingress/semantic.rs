@@ -438,6 +438,16 @@ fn model_checks(
         _ => {}
     }
     let Some(mlp) = &spec.workload.mlp else {
+        if !spec.precision_policies.is_empty() {
+            diags.push(loc.at_key(
+                &format!("{base}/precision_policies"),
+                format!(
+                    "`precision_policies` applies to model workloads, but slice `{}` has `ops`",
+                    spec.id
+                ),
+                Some("ops slices list their formats in `precision: [fp32, int8, ...]`".into()),
+            ));
+        }
         if spec.pruning.is_some() {
             diags.push(loc.at_key(
                 &format!("{base}/pruning"),
@@ -490,8 +500,37 @@ fn model_checks(
                     "model workloads are trained and evaluated in fp32; `{}` is not supported yet",
                     p.as_str()
                 ),
-                Some("use `precision: [fp32]`".into()),
+                Some("use `precision: [fp32]`; evaluate the layers in other formats with `precision_policies: [{name: mixed, default: int8, keep: {fc2: fp32}}]`".into()),
             ));
+        }
+    }
+    let mut policy_names = HashSet::new();
+    for (j, policy) in spec.precision_policies.iter().enumerate() {
+        let pointer = format!("{base}/precision_policies/{j}");
+        if !policy_names.insert(policy.name.as_str()) {
+            diags.push(loc.at_value(
+                &format!("{pointer}/name"),
+                format!(
+                    "precision policy `{}` is listed twice in slice `{}`",
+                    policy.name, spec.id
+                ),
+                Some("give every policy its own name: it becomes part of the slice id".into()),
+            ));
+        }
+        for layer in policy.keep.keys() {
+            if !super::model::MLP_LAYERS.contains(&layer.as_str()) {
+                diags.push(loc.at_key(
+                    &format!("{pointer}/keep/{}", super::span::escape_segment(layer)),
+                    format!(
+                        "slice `{}` has no layer `{layer}` to keep in another precision",
+                        spec.id
+                    ),
+                    Some(format!(
+                        "the MLP's layers are {}",
+                        super::model::MLP_LAYERS.map(|l| format!("`{l}`")).join(", ")
+                    )),
+                ));
+            }
         }
     }
     let mut steps = 1u64;

@@ -104,6 +104,32 @@ pub struct MemoQuality {
     pub versus_dense: Option<PairedQuality>,
     /// The dense model of equal measured latency, when the pack asked for it.
     pub equal_latency: Option<MemoEqualLatency>,
+    /// The precision policy the model was evaluated under and each layer's drift from the
+    /// fp32 dense reference, when the slice has a `precision_policy`.
+    #[serde(default)]
+    pub precision: Option<MemoPrecision>,
+}
+
+/// A model's precision policy and per-layer drift, as the memo shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemoPrecision {
+    /// The policy in words: the default format, then each layer kept in another one.
+    pub policy: String,
+    /// One row per layer, in execution order.
+    pub layers: Vec<MemoLayerDrift>,
+}
+
+/// One layer's drift from the fp32 dense reference on the test split.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemoLayerDrift {
+    /// Layer name.
+    pub layer: String,
+    /// Format it ran in.
+    pub precision: String,
+    /// `‖y − y_ref‖ / ‖y_ref‖` of the layer's output.
+    pub relative_error: f64,
+    /// Cosine similarity of the layer's output with the reference's.
+    pub cosine: f64,
 }
 
 /// One pruning step, as the memo shows it.
@@ -539,6 +565,19 @@ fn memo_quality(s: &SliceEvidence) -> Option<MemoQuality> {
                 .collect::<Vec<_>>()
                 .join(", "),
             comparison: versus_equal_latency(q, QUALITY_CONFIDENCE).and_then(Result::ok),
+        }),
+        precision: q.precision.as_ref().map(|p| MemoPrecision {
+            policy: p.policy.describe(),
+            layers: p
+                .layers
+                .iter()
+                .map(|l| MemoLayerDrift {
+                    layer: l.layer.clone(),
+                    precision: l.precision.as_str().to_owned(),
+                    relative_error: l.relative_error,
+                    cosine: l.cosine,
+                })
+                .collect(),
         }),
     })
 }

@@ -10,9 +10,10 @@
 mod dataset;
 mod latency;
 mod mlp;
+mod precision;
 mod schedule;
 
-use super::evidence::{ModelScore, QualityEvidence, SliceEvidence, SliceFailure};
+use super::evidence::{ModelScore, PrecisionEvidence, QualityEvidence, SliceEvidence, SliceFailure};
 use super::run::{measure_pair, worker_pool};
 use crate::ingress::{ModelTask, Slice, Sparsity};
 use crate::lower::Plan;
@@ -103,7 +104,22 @@ fn measure(
     counters.insert("metadata_overhead".into(), overhead);
     // The candidate's predictions come from the slice's own kernels (sparse where the plan
     // chose them); `check` has confirmed them against the dense kernel on the same weights.
-    let candidate_predictions = pool.install(|| pair.candidate_predictions()).map_err(kernel)?;
+    let mut candidate_predictions = pool.install(|| pair.candidate_predictions()).map_err(kernel)?;
+    // Under a precision policy the quality evidence is the model evaluated in the policy's
+    // formats (the timed kernels stay fp32 and sparse: the policy is a quality decision).
+    let precision_evidence = match &task.precision {
+        Some(policy) => {
+            let (predictions, layers) =
+                precision::evaluate(&model, &dense, policy, &data, (&split.validation, &split.test))
+                    .map_err(kernel)?;
+            candidate_predictions = predictions;
+            Some(PrecisionEvidence {
+                policy: policy.clone(),
+                layers,
+            })
+        }
+        None => None,
+    };
     measure_pair(slice, &pool, &mut pair, dense_flops, evidence)?;
 
     let dense_score = score(
@@ -143,6 +159,7 @@ fn measure(
         schedule: task.pruning,
         steps,
         equal_latency,
+        precision: precision_evidence,
     });
     Ok(())
 }

@@ -26,6 +26,7 @@ fn task(hidden: u32, epochs: u32, schedule: PruningScheduleKind, steps: u32) -> 
             finetune_epochs: 1,
             scope: PruningScope::PerRow,
         },
+        precision: None,
     }
 }
 
