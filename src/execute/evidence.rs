@@ -127,6 +127,9 @@ pub struct LayerDrift {
     pub relative_error: f64,
     /// Cosine similarity of `y` and `y_ref` over the whole test split's outputs.
     pub cosine: f64,
+    /// `‖y − y₃₂‖ / ‖y₃₂‖` against the *same* (possibly pruned) weights run in fp32: the
+    /// precision's own share of the drift, which pruning would otherwise swamp.
+    pub precision_relative_error: f64,
 }
 
 /// A trained model's predictions on the test split.

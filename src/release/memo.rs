@@ -130,6 +130,8 @@ pub struct MemoLayerDrift {
     pub relative_error: f64,
     /// Cosine similarity of the layer's output with the reference's.
     pub cosine: f64,
+    /// Relative error against the same weights in fp32: the precision's own share.
+    pub precision_relative_error: f64,
 }
 
 /// One pruning step, as the memo shows it.
@@ -576,6 +578,7 @@ fn memo_quality(s: &SliceEvidence) -> Option<MemoQuality> {
                     precision: l.precision.as_str().to_owned(),
                     relative_error: l.relative_error,
                     cosine: l.cosine,
+                    precision_relative_error: l.precision_relative_error,
                 })
                 .collect(),
         }),

@@ -132,6 +132,15 @@ fn issue_7_precision_example_gates_and_all_int8_drifts_most_on_the_logits() {
         at("digits-dense-all-int8", "fc1")
     );
     assert!(at("digits-dense-mixed", "fc1") > 1e-3);
+    // On the unpruned model the reference is the model's own fp32 forward: the format's own
+    // share of the drift is all of it.
+    let text = std::fs::read_to_string(sb.path().join("out/evidence.json")).unwrap();
+    let evidence: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for s in evidence["slices"].as_array().unwrap() {
+        for l in s["quality"]["precision"]["layers"].as_array().unwrap() {
+            assert_eq!(l["precision_relative_error"], l["relative_error"], "{l}");
+        }
+    }
     // One low-precision format for every operator is visibly worse on the logits than
     // keeping fc2 in fp32, and bf16 logits alone drift less than either.
     let (mixed, all, bf16) = (

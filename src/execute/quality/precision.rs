@@ -119,7 +119,7 @@ pub(crate) fn layer_precisions(policy: &PrecisionPolicy) -> [Precision; 2] {
 }
 
 /// The model's predictions on `test` under `policy`, and each layer's drift from the fp32
-/// `reference` model's output on the same samples.
+/// `reference` model's output on the same samples (and from the model's own fp32 output).
 pub(crate) fn evaluate(
     model: &Mlp,
     reference: &Mlp,
@@ -133,17 +133,19 @@ pub(crate) fn evaluate(
     let m = test.len();
     let outputs = forward(model, &xt, m, precisions, Some(&calibration))?;
     let reference_outputs = forward(reference, &xt, m, [Precision::Fp32; 2], None)?;
+    let fp32_outputs = forward(model, &xt, m, [Precision::Fp32; 2], None)?;
     let drift = crate::ingress::MLP_LAYERS
         .iter()
         .zip(precisions)
-        .zip(outputs.iter().zip(&reference_outputs))
-        .map(|((layer, precision), (y, y_ref))| {
+        .zip(outputs.iter().zip(&reference_outputs).zip(&fp32_outputs))
+        .map(|((layer, precision), ((y, y_ref), y_fp32))| {
             let (relative_error, cosine) = drift(y, y_ref);
             LayerDrift {
                 layer: (*layer).to_owned(),
                 precision,
                 relative_error,
                 cosine,
+                precision_relative_error: drift(y, y_fp32).0,
             }
         })
         .collect();
