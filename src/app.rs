@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use crate::execute::{
     EVIDENCE_SCHEMA_VERSION, Evidence, PackRecord, RunLauncher, RunReply, RunRequest, SliceEvidence,
-    execute_sim_slice, execute_slice_with, measure_run,
+    execute_model_slice, execute_sim_slice, execute_slice_with, measure_run,
 };
 use crate::ingress::Backend;
 use crate::ingress::shard::Shard;
@@ -222,6 +222,7 @@ fn run_under(
         // Dispatch by backend: measured on this machine, or evaluated on the simulated part.
         let evidence = match slice.backend {
             Backend::Cpu if slice.load.is_some() => crate::execute::execute_load_slice(slice, &plan),
+            Backend::Cpu if slice.model.is_some() => execute_model_slice(slice, &plan),
             Backend::Cpu => execute_slice_with(
                 slice,
                 &plan,

@@ -50,6 +50,7 @@ fn paired_runs(runs: u32) -> Vec<Vec<f64>> {
         command: None,
         import: None,
         load: None,
+        model: None,
     };
     let ev = execute_slice(&slice, &lower(&slice));
     assert_eq!(ev.failure, None);

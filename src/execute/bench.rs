@@ -132,6 +132,7 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
         command: None,
         import: None,
         load: None,
+        model: None,
     };
     let plan = lower(&slice);
     let ev = execute_slice(&slice, &plan);

@@ -52,6 +52,7 @@ pub fn execute_command_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
         run_mode: None,
         looks: vec![],
         op_costs: vec![],
+        quality: None,
     };
     let outcome = match &slice.command {
         Some(command) => measure(slice, command, &mut evidence),

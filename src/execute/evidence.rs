@@ -77,6 +77,11 @@ pub struct SliceEvidence {
     /// fell back. Empty in evidence from before per-op timing and for failed slices.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub op_costs: Vec<OpCost>,
+    /// For a model workload: the quality evidence (paired test-split predictions of the
+    /// slice's model and the dense reference, the pruning steps, the equal-latency dense
+    /// model). Raw counts and predictions, judged in validation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<QualityEvidence>,
 }
 
 /// One interim look of sequential sampling: after how many runs, what it spent, and
@@ -113,6 +118,109 @@ pub struct OpCost {
     /// Joules on the dense path, where a model gives them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comparator_energy_j: Option<f64>,
+}
+
+/// What a model slice measured about quality, raw: validation turns it into intervals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QualityEvidence {
+    /// The dataset's name (`digits`).
+    pub dataset: String,
+    /// `sha256:<hex>` of the embedded dataset file.
+    pub dataset_digest: String,
+    /// Samples in the train, validation and test splits (stratified, from the model seed).
+    pub split: [usize; 3],
+    /// Training epochs of the dense models.
+    pub epochs: u32,
+    /// True labels of the test split, in split order.
+    pub labels: Vec<u8>,
+    /// The dense reference model (the slice's dense model before pruning).
+    pub dense: ModelScore,
+    /// The slice's model (pruned to its sparsity), evaluated with the slice's kernels.
+    pub candidate: ModelScore,
+    /// The pruning schedule as run: `one_shot` or `gradual`, steps, fine-tuning epochs,
+    /// scope.
+    pub schedule: crate::ingress::PruningPlan,
+    /// One record per pruning step (empty for a dense slice).
+    pub steps: Vec<PruneStep>,
+    /// The dense model that fits the candidate's measured latency, when the pack asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equal_latency: Option<EqualLatency>,
+    /// The precision policy the candidate was evaluated under, with each layer's drift from
+    /// the fp32 dense reference; absent when the slice has no `precision_policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<PrecisionEvidence>,
+}
+
+/// A model evaluated under a precision policy (issue 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrecisionEvidence {
+    /// The policy as written in the pack.
+    pub policy: crate::ingress::pack::PrecisionPolicy,
+    /// One record per layer, in execution order.
+    pub layers: Vec<LayerDrift>,
+}
+
+/// How far one layer's output on the test split moved from the fp32 dense reference
+/// model's output of the same layer (after bias, and ReLU for hidden layers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayerDrift {
+    /// Layer name (`fc1`, `fc2`).
+    pub layer: String,
+    /// The precision the layer ran in.
+    pub precision: crate::ingress::Precision,
+    /// `‖y − y_ref‖ / ‖y_ref‖` over the whole test split's outputs.
+    pub relative_error: f64,
+    /// Cosine similarity of `y` and `y_ref` over the whole test split's outputs.
+    pub cosine: f64,
+    /// `‖y − y₃₂‖ / ‖y₃₂‖` against the *same* (possibly pruned) weights run in fp32: the
+    /// precision's own share of the drift, which pruning would otherwise swamp.
+    pub precision_relative_error: f64,
+}
+
+/// A trained model's predictions on the test split.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelScore {
+    /// Hidden width.
+    pub hidden: usize,
+    /// `sha256:<hex>` of the weights (little-endian f32, layer by layer): the same seed and
+    /// recipe always give the same digest.
+    pub weights_digest: String,
+    /// Fraction of weights that are zero, over both layers.
+    pub sparsity: f64,
+    /// Test samples classified correctly.
+    pub correct: u64,
+    /// Test samples.
+    pub total: u64,
+    /// Predicted class per test sample, in split order.
+    pub predictions: Vec<u8>,
+}
+
+/// One step of a pruning schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PruneStep {
+    /// 1-based step number.
+    pub step: u32,
+    /// Sparsity the schedule asked for at this step (fraction of weights pruned).
+    pub target_sparsity: f64,
+    /// Sparsity reached (zero weights / all weights of the pruned layers).
+    pub achieved_sparsity: f64,
+    /// Fine-tuning epochs run after the step, mask fixed.
+    pub finetune_epochs: u32,
+    /// Validation-split accuracy after fine-tuning.
+    pub validation_accuracy: f64,
+}
+
+/// The dense model of equal measured latency (issue 7): the widest dense MLP whose
+/// inference is no slower than the candidate's, found by bisection on interleaved timings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EqualLatency {
+    /// The dense model at that width, trained with the same recipe and seed.
+    pub dense: ModelScore,
+    /// Median paired ratio (dense at that width) / (candidate) of inference time: ≤ 1 means
+    /// it fits the candidate's latency.
+    pub latency_ratio: f64,
+    /// Every width probed, with its measured ratio, in probe order.
+    pub probes: Vec<(usize, f64)>,
 }
 
 /// Medians of one run of a slice: the unit of replication (DESIGN.md §6).

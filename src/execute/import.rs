@@ -50,6 +50,7 @@ pub fn execute_import_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
         run_mode: None,
         looks: vec![],
         op_costs: vec![],
+        quality: None,
     };
     let outcome = match &slice.import {
         Some(import) => record(import, &mut evidence),

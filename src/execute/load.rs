@@ -56,6 +56,7 @@ pub fn execute_load_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
         run_mode: None,
         looks: vec![],
         op_costs: vec![],
+        quality: None,
     };
     evidence
         .counters

@@ -8,6 +8,7 @@ mod evidence;
 mod import;
 pub mod kernels;
 mod load;
+pub mod quality;
 pub mod roofs;
 mod run;
 mod sim;
@@ -16,11 +17,12 @@ mod workload;
 pub use child::{ChildProcessLauncher, RunLauncher, RunReply, RunRequest};
 pub use command::{COMMAND_CONTRACT_VERSION, RecordError, execute_command_slice, parse_records};
 pub use evidence::{
-    EVIDENCE_SCHEMA_VERSION, Evidence, Look, MetricSamples, OpCost, PackRecord, RunSummary, SliceEvidence,
-    SliceFailure,
+    EVIDENCE_SCHEMA_VERSION, EqualLatency, Evidence, Look, MetricSamples, ModelScore, OpCost, PackRecord,
+    PruneStep, QualityEvidence, RunSummary, SliceEvidence, SliceFailure,
 };
 pub use import::{Imported, execute_import_slice, read_entry};
 pub use load::{LoadOutcome, execute_load_slice, serve};
+pub use quality::execute_model_slice;
 pub use run::{
     CALIBRATION_METRIC, LaunchRun, RunRecord, StopDecision, StopRule, execute_slice, execute_slice_with,
     measure_run,

@@ -4,9 +4,10 @@
 //! cannot fake.
 
 use super::evidence::{Look, MetricSamples, OpCost, RunSummary, SliceEvidence, SliceFailure};
+use super::kernels::KernelError;
 use super::workload::Workload;
 use crate::ingress::Slice;
-use crate::ingress::pack::RunMode;
+use crate::ingress::pack::{RunMode, SamplePolicy};
 use crate::lower::{KernelPath, Plan};
 use crate::stage::Stage;
 use serde::{Deserialize, Serialize};
@@ -101,6 +102,7 @@ pub fn execute_slice_with(
         run_mode: None,
         looks: vec![],
         op_costs: vec![],
+        quality: None,
     };
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     evidence
@@ -198,7 +200,52 @@ pub fn measure_run(slice: &Slice, plan: &Plan) -> Result<RunRecord, String> {
     Ok(record)
 }
 
-fn thread_pool(slice: &Slice) -> Result<rayon::ThreadPool, String> {
+/// Two things timed against each other: the slice's candidate and its dense comparator.
+/// The measurement protocol is the same whatever they compute (a list of GEMMs, or a
+/// model's inference on its test split).
+pub(crate) trait TimedPair: Send {
+    /// One pass of the candidate (the slice under test).
+    fn run_candidate(&mut self) -> Result<(), KernelError>;
+    /// One pass of the dense comparator.
+    fn run_comparator(&mut self) -> Result<(), KernelError>;
+    /// After one pass of each: do their outputs agree?
+    fn check(&self) -> Result<(), String>;
+}
+
+impl TimedPair for Workload {
+    fn run_candidate(&mut self) -> Result<(), KernelError> {
+        Workload::run_candidate(self)
+    }
+    fn run_comparator(&mut self) -> Result<(), KernelError> {
+        Workload::run_comparator(self)
+    }
+    fn check(&self) -> Result<(), String> {
+        Workload::check(self)
+    }
+}
+
+/// Time `work` in the slice's runs, all in this process (warm-up, interleaved samples,
+/// calibration), and merge them into `evidence` like any other runs. Used by workloads
+/// that are not a list of GEMMs (a model's inference on its test split).
+pub(crate) fn measure_pair(
+    slice: &Slice,
+    pool: &rayon::ThreadPool,
+    work: &mut impl TimedPair,
+    dense_flops: f64,
+    evidence: &mut SliceEvidence,
+) -> Result<(), String> {
+    let mut calibration = Calibration::new();
+    let mut records = Vec::new();
+    for run in 0..slice.samples.runs.max(1) {
+        let timed = pool.install(|| sample(&slice.samples, work, &mut calibration, run == 0))?;
+        records.push(record(timed, BTreeMap::new(), Vec::new(), None));
+    }
+    merge_runs(evidence, RunMode::InProcess, records, dense_flops);
+    Ok(())
+}
+
+/// The worker pool a slice's kernels run on.
+pub(crate) fn worker_pool(slice: &Slice) -> Result<rayon::ThreadPool, String> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(slice.threads.max(1))
         .build()
@@ -215,7 +262,7 @@ struct InProcessRuns {
 
 impl InProcessRuns {
     fn prepare(slice: &Slice, plan: &Plan) -> Result<InProcessRuns, String> {
-        let pool = thread_pool(slice)?;
+        let pool = worker_pool(slice)?;
         let work = Workload::prepare(slice, plan)?;
         let counters = weight_counters(&work, slice);
         Ok(InProcessRuns {
@@ -228,7 +275,9 @@ impl InProcessRuns {
 
     fn run(&mut self, slice: &Slice, run: u32) -> Result<RunRecord, String> {
         let (work, calibration) = (&mut self.work, &mut self.calibration);
-        let timed = self.pool.install(|| sample(slice, work, calibration, run == 0))?;
+        let timed = self
+            .pool
+            .install(|| sample(&slice.samples, work, calibration, run == 0))?;
         let op_costs = self.pool.install(|| op_costs(work))?;
         Ok(record(timed, self.counters.clone(), op_costs, None))
     }
@@ -509,8 +558,8 @@ struct Timings {
 /// sample slice, comparator and calibration interleaved. The sample counts and time
 /// budget of the pack apply to each run.
 fn sample(
-    slice: &Slice,
-    work: &mut Workload,
+    policy: &SamplePolicy,
+    work: &mut impl TimedPair,
     calibration: &mut Calibration,
     first: bool,
 ) -> Result<Timings, String> {
@@ -522,7 +571,6 @@ fn sample(
         work.check()?;
     }
 
-    let policy = &slice.samples;
     let budget = policy.time_budget_s.max(0.0);
     let elapsed = || start.elapsed().as_secs_f64();
 
@@ -568,6 +616,25 @@ fn sample(
         comparator,
         calibration: calib,
     })
+}
+
+/// The median same-moment ratio comparator time / candidate time of `work`, sampled in
+/// one short run under `policy` (correctness checked first). Used where a decision needs
+/// a ratio, not evidence: e.g. the equal-latency width search.
+pub(crate) fn median_paired_ratio(
+    pool: &rayon::ThreadPool,
+    policy: &SamplePolicy,
+    work: &mut impl TimedPair,
+) -> Result<f64, String> {
+    let mut calibration = Calibration::new();
+    let timed = pool.install(|| sample(policy, work, &mut calibration, true))?;
+    let pairs: Vec<f64> = timed
+        .comparator
+        .iter()
+        .zip(&timed.candidate)
+        .map(|(c, s)| c / s)
+        .collect();
+    Ok(median(&pairs))
 }
 
 /// Seconds `f` took, or its error.

@@ -120,6 +120,7 @@ pub fn execute_sim_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
         run_mode: None,
         looks: vec![],
         op_costs: vec![],
+        quality: None,
     };
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     let outcome = totals(slice, plan, false).and_then(|s| Ok((s, totals(slice, plan, true)?)));

@@ -1,9 +1,10 @@
 //! Matrix expansion: each slice spec × sparsity × precision becomes one [`Slice`], in pack
 //! order (spec, then sparsity, then precision).
 
-use super::pack::{OpSpec, PackFile, Precision};
+use super::pack::MlpSpec;
+use super::pack::{OpSpec, PackFile, Precision, PrecisionPolicy};
 use super::semantic::Checked;
-use super::{GemmOp, Slice, Sparsity};
+use super::{GemmOp, ModelTask, PruningPlan, Slice, Sparsity};
 use sha2::{Digest, Sha256};
 
 /// The stable id of an expanded slice: `<spec id>-<sparsity tag>-<precision>`.
@@ -30,6 +31,28 @@ fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
+/// The two linear layers of an MLP, run on the whole test split: `fc1` (features →
+/// hidden) and `fc2` (hidden → classes).
+pub(crate) fn mlp_ops(mlp: &MlpSpec) -> Vec<GemmOp> {
+    let info = mlp.dataset.info();
+    let (_, _, test) = info.split_sizes();
+    let hidden = mlp.hidden as usize;
+    vec![
+        GemmOp {
+            name: "fc1".into(),
+            m: test,
+            n: hidden,
+            k: info.features,
+        },
+        GemmOp {
+            name: "fc2".into(),
+            m: test,
+            n: info.classes,
+            k: hidden,
+        },
+    ]
+}
+
 /// Expand a checked pack into its slices.
 pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
     let threads = pack
@@ -38,7 +61,17 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
         .map_or_else(default_threads, |t| t.max(1) as usize);
     let mut slices = Vec::new();
     for (i, spec) in pack.slices.iter().enumerate() {
-        let ops: Vec<GemmOp> = spec
+        let model = spec
+            .workload
+            .as_ref()
+            .and_then(|w| w.mlp.as_ref())
+            .map(|mlp| ModelTask {
+                seed: slice_seed(pack.seed, &format!("{}/model", spec.id)),
+                mlp: mlp.clone(),
+                pruning: PruningPlan::from_spec(spec.pruning.as_ref()),
+                precision: None,
+            });
+        let mut ops: Vec<GemmOp> = spec
             .workload
             .iter()
             .flat_map(|w| &w.ops)
@@ -52,6 +85,9 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                 }
             })
             .collect();
+        if let Some(task) = &model {
+            ops = mlp_ops(&task.mlp);
+        }
         let mut guardrails = checked.pack_guardrails.clone();
         guardrails.extend(checked.slice_guardrails.get(i).into_iter().flatten().cloned());
         let command = checked.commands.get(i).cloned().flatten();
@@ -73,12 +109,30 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                 command,
                 import,
                 load: None,
+                model: None,
             });
             continue;
         }
+        // A model slice with precision policies expands over its policies (evaluated on the
+        // fp32 model) instead of over `precision`.
+        let variants: Vec<(Precision, Option<&PrecisionPolicy>)> = if spec.precision_policies.is_empty() {
+            spec.precision.iter().map(|&p| (p, None)).collect()
+        } else {
+            spec.precision_policies
+                .iter()
+                .map(|policy| (Precision::Fp32, Some(policy)))
+                .collect()
+        };
         for sparsity in checked.sparsities.get(i).into_iter().flatten() {
-            for &precision in &spec.precision {
-                let id = slice_id(&spec.id, sparsity, precision);
+            for &(precision, policy) in &variants {
+                let id = match policy {
+                    Some(policy) => format!("{}-{}-{}", spec.id, sparsity.tag(), policy.name),
+                    None => slice_id(&spec.id, sparsity, precision),
+                };
+                let model = model.clone().map(|task| ModelTask {
+                    precision: policy.cloned(),
+                    ..task
+                });
                 slices.push(Slice {
                     pack: pack.name.clone(),
                     seed: slice_seed(pack.seed, &id),
@@ -94,6 +148,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     command: None,
                     import: None,
                     load: checked.loads.get(i).copied().flatten(),
+                    model,
                 });
             }
         }
@@ -104,6 +159,60 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_7_precision_policies_parse_and_expand_one_slice_per_policy() {
+        let text = "
+schema_version: 1
+name: p
+owners: [{name: A, email: a@example.com, role: owner}]
+rollback: {trigger: t}
+slices:
+  - id: m
+    workload: {mlp: {dataset: digits, hidden: 16}}
+    sparsity: [dense, \"2:4\"]
+    precision_policies:
+      - {name: mixed, default: int8, keep: {fc2: fp32}}
+      - {name: all-int8, default: int8}
+";
+        let loaded = crate::ingress::parse_pack(std::path::Path::new("p.yaml"), text.into()).unwrap();
+        let ids: Vec<&str> = loaded.slices.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "m-dense-mixed",
+                "m-dense-all-int8",
+                "m-2of4-mixed",
+                "m-2of4-all-int8"
+            ]
+        );
+        let mixed = loaded.slices[0]
+            .model
+            .as_ref()
+            .unwrap()
+            .precision
+            .as_ref()
+            .unwrap();
+        assert_eq!(mixed.precision_of("fc1"), Precision::Int8);
+        assert_eq!(mixed.precision_of("fc2"), Precision::Fp32);
+        assert_eq!(mixed.describe(), "int8, fc2 fp32");
+        let all = loaded.slices[1]
+            .model
+            .as_ref()
+            .unwrap()
+            .precision
+            .as_ref()
+            .unwrap();
+        assert_eq!(all.precision_of("fc2"), Precision::Int8);
+        // Every policy evaluates the same trained model: one model seed per spec.
+        let seeds: Vec<u64> = loaded
+            .slices
+            .iter()
+            .map(|s| s.model.as_ref().unwrap().seed)
+            .collect();
+        assert!(seeds.iter().all(|&s| s == seeds[0]));
+        assert!(loaded.slices.iter().all(|s| s.precision == Precision::Fp32));
+    }
 
     #[test]
     fn ids() {

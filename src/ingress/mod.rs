@@ -7,6 +7,7 @@
 //! matrix expansion into [`Slice`]s.
 
 pub mod environment;
+pub mod model;
 pub mod pack;
 pub mod shard;
 
@@ -18,7 +19,10 @@ mod span;
 
 pub use diagnostic::{Location, PackDiagnostic, PackError};
 pub use environment::{Environment, FieldDiff, GitInfo, MachineRoofs};
+#[cfg(test)]
+pub(crate) use expand::mlp_ops as expand_mlp_ops;
 pub use load::{PACK_SCHEMA_JSON, load_pack, pack_schema, parse_pack};
+pub use model::{MLP_LAYERS, ModelTask, PruningPlan};
 pub use pack::{Backend, PackFile, Precision, Severity};
 pub use semantic::SparsityError;
 
@@ -78,6 +82,9 @@ pub struct Slice {
     pub import: Option<ImportSlice>,
     /// For a `cpu` slice served under load: the arrivals, queue bound and request count.
     pub load: Option<LoadPlan>,
+    /// For a model workload: the model, its training recipe and pruning schedule. Its
+    /// layers are `ops` (at the test split's size).
+    pub model: Option<ModelTask>,
 }
 
 /// A `cpu` slice's serving loop, checked at ingress.

@@ -276,6 +276,9 @@ impl Backend {
                     | Metric::EffectiveSpeedup
                     | Metric::FallbackRate
                     | Metric::MetadataOverhead
+                    // Only for model workloads; ingress refuses them on `ops` slices.
+                    | Metric::Accuracy
+                    | Metric::QualityDelta
             ),
             Backend::Sim => matches!(
                 metric,
@@ -412,6 +415,105 @@ pub struct SliceSpec {
     /// Guardrails for this slice (added to the pack-level ones).
     #[serde(default)]
     pub guardrails: Vec<Guardrail>,
+    /// How a model workload (`workload.mlp`) reaches each sparsity: in one shot or along a
+    /// gradual ramp with fine-tuning, recorded step by step for the memo. Only for model
+    /// workloads; defaults to one shot with one fine-tuning epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Not nullable in the schema: an unknown key inside is then reported as such, located.
+    #[schemars(with = "PruningSpec")]
+    pub pruning: Option<PruningSpec>,
+    /// Operator-aware precision policies for a model workload's inference, one slice per
+    /// policy (in place of the `precision` axis, `<id>-<sparsity>-<policy name>`): a
+    /// default format for every layer and per-layer exceptions, e.g.
+    /// `{name: mixed, default: int8, keep: {fc2: fp32}}`. Training stays fp32 and every
+    /// policy of a spec starts from the same trained model; the policy decides the numerics
+    /// the model is *evaluated* in (accuracy, quality_delta, per-layer drift against the fp32
+    /// dense reference). Only for model workloads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub precision_policies: Vec<PrecisionPolicy>,
+}
+
+/// Per-layer precision of a model's inference. `default` alone puts every operator in one
+/// format (e.g. all-int8), which is expressible on purpose so the memo can show what it
+/// costs; `keep` holds the layers that need another format (typically the logits layer in
+/// fp32). int8 layers use symmetric per-output-channel weight scales and a per-tensor
+/// activation scale calibrated on the validation split; fp16/bf16 layers store weights and
+/// activations in 16 bits and accumulate in f32; biases stay f32.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrecisionPolicy {
+    /// Name of the policy: the last part of its slice's id.
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = 32))]
+    pub name: String,
+    /// Precision of every layer not listed in `keep`.
+    pub default: Precision,
+    /// Per-layer overrides by layer name (`fc1`, `fc2` for the MLP).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub keep: std::collections::BTreeMap<String, Precision>,
+}
+
+impl PrecisionPolicy {
+    /// The precision `layer` runs in under this policy.
+    pub fn precision_of(&self, layer: &str) -> Precision {
+        self.keep.get(layer).copied().unwrap_or(self.default)
+    }
+
+    /// The policy in words for the memo, e.g. `int8, fc2 fp32`.
+    pub fn describe(&self) -> String {
+        let mut text = self.default.as_str().to_owned();
+        for (layer, p) in &self.keep {
+            text.push_str(&format!(", {layer} {}", p.as_str()));
+        }
+        text
+    }
+}
+
+/// A pruning schedule: how the trained dense model is pruned to the slice's sparsity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PruningSpec {
+    /// `one_shot` prunes to the target at once; `gradual` follows the cubic ramp of Zhu &
+    /// Gupta (2017) over `steps` steps.
+    pub schedule: PruningScheduleKind,
+    /// Pruning steps of a `gradual` schedule (at least 2); a `one_shot` schedule has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub steps: Option<u32>,
+    /// Fine-tuning epochs after each step, with the pruning mask held fixed.
+    #[serde(default = "default_finetune_epochs")]
+    #[schemars(range(max = 1000))]
+    pub finetune_epochs: u32,
+    /// For unstructured sparsity: keep the same fraction in every row (`per_row`, what the
+    /// CSR kernel balances best) or the largest weights of the whole layer (`global`).
+    #[serde(default)]
+    pub scope: PruningScope,
+}
+
+fn default_finetune_epochs() -> u32 {
+    1
+}
+
+/// The shape of a pruning schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PruningScheduleKind {
+    /// Prune to the target sparsity in one step, then fine-tune.
+    OneShot,
+    /// Ramp the sparsity up along the cubic schedule, fine-tuning after every step. N:M
+    /// patterns ramp as unstructured per-row sparsity and take their N:M form at the last
+    /// step.
+    Gradual,
+}
+
+/// Which weights compete for survival under unstructured pruning.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PruningScope {
+    /// The same kept fraction in every output row.
+    #[default]
+    PerRow,
+    /// The largest magnitudes of the whole layer, rows free to differ.
+    Global,
 }
 
 /// A user's benchmark command (`backend: command`). It is run once per sample and prints
@@ -556,13 +658,70 @@ fn default_backend() -> Backend {
     Backend::Cpu
 }
 
-/// A sequence of operators, timed together as one sample.
+/// What a slice computes: a sequence of operators timed together as one sample, or a
+/// model trained on a real dataset whose quality is measured too. Exactly one of `ops` and
+/// `mlp`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
     /// The operators, in execution order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(min = 1))]
     pub ops: Vec<OpSpec>,
+    /// A small multi-layer perceptron trained deterministically on an embedded dataset:
+    /// gives the slice `accuracy` and `quality_delta` evidence next to its speed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "MlpSpec")]
+    pub mlp: Option<MlpSpec>,
+}
+
+/// A one-hidden-layer MLP classifier (`input → hidden → ReLU → classes`), trained with
+/// seeded mini-batch SGD with momentum on the dataset's training split. Its two linear
+/// layers are the slice's ops (`fc1`, `fc2`), run at the test split's size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MlpSpec {
+    /// The embedded dataset.
+    pub dataset: DatasetName,
+    /// Hidden width of the dense model.
+    #[schemars(range(min = 4, max = 4096))]
+    pub hidden: u32,
+    /// Training epochs of the dense model (and of the equal-latency dense model).
+    #[serde(default = "default_epochs")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub epochs: u32,
+    /// Mini-batch size.
+    #[serde(default = "default_batch")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub batch: u32,
+    /// SGD learning rate (momentum 0.9).
+    #[serde(default = "default_learning_rate")]
+    #[schemars(range(min = 0.000001, max = 10.0))]
+    pub learning_rate: f64,
+    /// Also find the dense hidden width whose measured latency fits the sparse model's
+    /// (bisection on interleaved timings), train it the same way, and report its accuracy:
+    /// whether pruning beat simply training a smaller dense model.
+    #[serde(default)]
+    pub equal_latency: bool,
+}
+
+fn default_epochs() -> u32 {
+    20
+}
+fn default_batch() -> u32 {
+    32
+}
+fn default_learning_rate() -> f64 {
+    0.05
+}
+
+/// Datasets embedded in the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DatasetName {
+    /// The 8×8 handwritten digits scikit-learn distributes (UCI Optical Recognition of
+    /// Handwritten Digits, CC BY 4.0): 1,797 samples, 64 features, 10 classes.
+    Digits,
 }
 
 /// One operator of a workload.

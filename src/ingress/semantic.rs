@@ -582,6 +582,8 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             for (key, present) in [
                 ("workload", spec.workload.is_some()),
                 ("sparsity", !spec.sparsity.is_empty()),
+                ("pruning", spec.pruning.is_some()),
+                ("precision_policies", !spec.precision_policies.is_empty()),
             ] {
                 if present {
                     diags.push(loc.at_key(
@@ -735,6 +737,8 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             }
         }
 
+        model_checks(spec, &base, &parsed, &pack.guardrails, loc, &mut diags);
+
         slice_guardrails.push(guardrails(
             &spec.guardrails,
             &format!("{base}/guardrails"),
@@ -785,6 +789,197 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
+
+/// Most training epochs one model slice may ask for (dense training plus every
+/// fine-tuning epoch): a typo such as `finetune_epochs: 10000` is refused, not run for hours.
+const MAX_TOTAL_EPOCHS: u64 = 2000;
+
+/// Whether a metric needs a model workload (quality evidence) to be measured.
+fn is_quality(metric: Metric) -> bool {
+    matches!(metric, Metric::Accuracy | Metric::QualityDelta)
+}
+
+/// Checks of model workloads (`workload.mlp`) and their `pruning:` block, and of quality
+/// guardrails on slices that have no model to measure them on.
+fn model_checks(
+    spec: &super::pack::SliceSpec,
+    base: &str,
+    sparsities: &[Sparsity],
+    pack_guardrails: &[Guardrail],
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
+) {
+    use super::pack::{PruningScheduleKind, PruningScope};
+    let workload = format!("{base}/workload");
+    // No workload: a `command`/`import` slice (its model-only keys are refused with the
+    // other built-in-backend blocks) or a built-in slice already told to add one.
+    let Some(spec_workload) = spec.workload.as_ref() else {
+        return;
+    };
+    match (&spec_workload.mlp, spec_workload.ops.is_empty()) {
+        (None, true) => diags.push(
+            loc.at_key(
+                &workload,
+                format!("slice `{}` has an empty workload", spec.id),
+                Some(
+                    "give `ops: [{gemm: {name, m, n, k}}]` or a model: `mlp: {dataset: digits, hidden: 256}`"
+                        .into(),
+                ),
+            ),
+        ),
+        (Some(_), false) => diags.push(loc.at_key(
+            &format!("{workload}/mlp"),
+            format!("slice `{}` has both `ops` and `mlp`", spec.id),
+            Some("a model workload's ops are its layers; remove `ops` or split the slice in two".into()),
+        )),
+        _ => {}
+    }
+    let Some(mlp) = &spec_workload.mlp else {
+        if !spec.precision_policies.is_empty() {
+            diags.push(loc.at_key(
+                &format!("{base}/precision_policies"),
+                format!(
+                    "`precision_policies` applies to model workloads, but slice `{}` has `ops`",
+                    spec.id
+                ),
+                Some("ops slices list their formats in `precision: [fp32, int8, ...]`".into()),
+            ));
+        }
+        if spec.pruning.is_some() {
+            diags.push(loc.at_key(
+                &format!("{base}/pruning"),
+                format!("`pruning` applies to model workloads, but slice `{}` has `ops`", spec.id),
+                Some("use `workload: {mlp: {...}}`, or remove `pruning` (ops are pruned in one shot by magnitude)".into()),
+            ));
+        }
+        for (i, g) in spec.guardrails.iter().enumerate() {
+            if g.metric.parse::<Metric>().is_ok_and(is_quality) {
+                diags.push(loc.at_value(
+                    &format!("{base}/guardrails/{i}/metric"),
+                    format!(
+                        "`{}` needs a model workload, but slice `{}` has only ops",
+                        g.metric, spec.id
+                    ),
+                    Some("quality is measured on `workload: {mlp: {...}}` slices".into()),
+                ));
+            }
+        }
+        for (i, g) in pack_guardrails.iter().enumerate() {
+            if g.metric.parse::<Metric>().is_ok_and(is_quality) {
+                diags.push(loc.at_value(
+                    &format!("/guardrails/{i}/metric"),
+                    format!(
+                        "pack-level `{}` applies to every slice, but slice `{}` has no model",
+                        g.metric, spec.id
+                    ),
+                    Some("move the quality guardrail into the model slices' own `guardrails`".into()),
+                ));
+            }
+        }
+        return;
+    };
+    if spec.backend != Backend::Cpu {
+        diags.push(loc.at_key(
+            &format!("{workload}/mlp"),
+            format!(
+                "model workloads run on the cpu backend, but slice `{}` uses `{}`",
+                spec.id,
+                spec.backend.as_str()
+            ),
+            Some("set `backend: cpu` (simulate the layers as `ops` on a sim slice instead)".into()),
+        ));
+    }
+    for (j, &p) in spec.precision.iter().enumerate() {
+        if p != Precision::Fp32 {
+            diags.push(loc.at_value(
+                &format!("{base}/precision/{j}"),
+                format!(
+                    "model workloads are trained and evaluated in fp32; `{}` is not supported yet",
+                    p.as_str()
+                ),
+                Some("use `precision: [fp32]`; evaluate the layers in other formats with `precision_policies: [{name: mixed, default: int8, keep: {fc2: fp32}}]`".into()),
+            ));
+        }
+    }
+    let mut policy_names = HashSet::new();
+    for (j, policy) in spec.precision_policies.iter().enumerate() {
+        let pointer = format!("{base}/precision_policies/{j}");
+        if !policy_names.insert(policy.name.as_str()) {
+            diags.push(loc.at_value(
+                &format!("{pointer}/name"),
+                format!(
+                    "precision policy `{}` is listed twice in slice `{}`",
+                    policy.name, spec.id
+                ),
+                Some("give every policy its own name: it becomes part of the slice id".into()),
+            ));
+        }
+        for layer in policy.keep.keys() {
+            if !super::model::MLP_LAYERS.contains(&layer.as_str()) {
+                diags.push(loc.at_key(
+                    &format!("{pointer}/keep/{}", super::span::escape_segment(layer)),
+                    format!(
+                        "slice `{}` has no layer `{layer}` to keep in another precision",
+                        spec.id
+                    ),
+                    Some(format!(
+                        "the MLP's layers are {}",
+                        super::model::MLP_LAYERS.map(|l| format!("`{l}`")).join(", ")
+                    )),
+                ));
+            }
+        }
+    }
+    let mut steps = 1u64;
+    let mut finetune = 1u64;
+    if let Some(p) = &spec.pruning {
+        let pointer = format!("{base}/pruning");
+        finetune = u64::from(p.finetune_epochs);
+        match (p.schedule, p.steps) {
+            (PruningScheduleKind::OneShot, Some(s)) if s != 1 => diags.push(loc.at_value(
+                &format!("{pointer}/steps"),
+                format!("a one_shot schedule has one step, not {s}"),
+                Some("remove `steps`, or use `schedule: gradual` to ramp over several steps".into()),
+            )),
+            (PruningScheduleKind::Gradual, None) => diags.push(loc.at_key(
+                &format!("{pointer}/schedule"),
+                "a gradual schedule needs `steps`",
+                Some("add e.g. `steps: 4` (the cubic ramp reaches the target at the last step)".into()),
+            )),
+            (PruningScheduleKind::Gradual, Some(s)) if s < 2 => diags.push(loc.at_value(
+                &format!("{pointer}/steps"),
+                format!("a gradual schedule over {s} step is a one-shot schedule"),
+                Some("use `steps: 2` or more, or `schedule: one_shot`".into()),
+            )),
+            (PruningScheduleKind::Gradual, Some(s)) => steps = u64::from(s),
+            _ => {}
+        }
+        if p.scope == PruningScope::Global
+            && !sparsities
+                .iter()
+                .any(|s| matches!(s, Sparsity::Unstructured { .. }))
+        {
+            diags.push(loc.at_value(
+                &format!("{pointer}/scope"),
+                "`scope: global` applies to unstructured sparsity, and this slice lists none",
+                Some("remove `scope`, or add an `unstructured:D` sparsity".into()),
+            ));
+        }
+    }
+    let total = u64::from(mlp.epochs) + steps * finetune;
+    if total > MAX_TOTAL_EPOCHS {
+        let pointer = if spec.pruning.is_some() {
+            format!("{base}/pruning/finetune_epochs")
+        } else {
+            format!("{workload}/mlp/epochs")
+        };
+        diags.push(loc.at_value(
+            &pointer,
+            format!("training would run {total} epochs (epochs + steps × finetune_epochs), over {MAX_TOTAL_EPOCHS}"),
+            Some("a digits MLP converges in tens of epochs; lower `epochs` or `finetune_epochs`".into()),
+        ));
+    }
+}
 
 /// Operand bytes of one GEMM and its dense comparator: `2 × bytes × (N·K + K·M + N·M)`.
 pub(crate) fn operand_bytes(m: u64, n: u64, k: u64, element_bytes: u64) -> u128 {
@@ -1002,6 +1197,7 @@ mod tests {
         assert!(Backend::Cpu.measures(Metric::EffectiveSpeedup));
         assert!(!Backend::Cpu.measures(Metric::EnergyJ));
         assert!(!Backend::Cpu.measures(Metric::TcOccupancy));
-        assert_eq!(Backend::Cpu.measured_metrics().len(), 8);
+        // Six speed metrics, two counters, and accuracy and quality_delta (model slices only).
+        assert_eq!(Backend::Cpu.measured_metrics().len(), 10);
     }
 }

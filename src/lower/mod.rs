@@ -203,6 +203,7 @@ mod tests {
             command: None,
             import: None,
             load: None,
+            model: None,
         }
     }
 

@@ -554,6 +554,7 @@ mod tests {
             run_mode: None,
             looks: vec![],
             op_costs: vec![],
+            quality: None,
         };
         Evidence {
             schema_version: 1,

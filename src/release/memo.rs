@@ -12,6 +12,7 @@ use crate::lower::KernelPath;
 use crate::metric::Metric;
 use crate::stage::Stage;
 use crate::validate::golden::{Baselines, baseline_path};
+use crate::validate::quality::{PairedQuality, versus_dense, versus_equal_latency};
 use crate::validate::stats::{median, quantile, quantile_ci};
 use crate::validate::{GuardrailOutcome, SliceDiagnosis};
 use crate::verdict::{Bottleneck, Verdict};
@@ -43,6 +44,14 @@ const PARTIALS: &[(&str, &str)] = &[
     (
         "memo.deployment.html",
         include_str!("../../templates/memo.deployment.html.j2"),
+    ),
+    (
+        "memo.quality.md",
+        include_str!("../../templates/memo.quality.md.j2"),
+    ),
+    (
+        "memo.quality.html",
+        include_str!("../../templates/memo.quality.html.j2"),
     ),
 ];
 
@@ -79,6 +88,10 @@ pub struct Memo {
     pub presets: Vec<String>,
     /// Wall time of all slices, in seconds.
     pub measured_s: f64,
+    /// Quality evidence of model slices (issue 7): accuracies with intervals, the pruning
+    /// schedule step by step, and the dense model of equal latency.
+    #[serde(default)]
+    pub quality: Vec<MemoQuality>,
     /// Recent run history per slice, with change points (only when the run was recorded in
     /// a history; taken from the history passed in, never from the clock).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -98,6 +111,91 @@ pub struct MemoTrend {
     pub points: Vec<(i64, f64)>,
     /// Indices into `points` where E-divisive means found a change.
     pub change_points: Vec<usize>,
+}
+
+/// A model slice's quality evidence, as the memo shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemoQuality {
+    /// Pack name.
+    pub pack: String,
+    /// Slice id.
+    pub slice: String,
+    /// Sparsity pattern.
+    pub sparsity: String,
+    /// Dataset name.
+    pub dataset: String,
+    /// Train / validation / test sizes.
+    pub split: [usize; 3],
+    /// Hidden width of the slice's model.
+    pub hidden: usize,
+    /// Weight sparsity reached.
+    pub achieved_sparsity: f64,
+    /// The schedule in words, e.g. `gradual, 4 steps, 2 fine-tuning epochs per step`.
+    pub schedule: String,
+    /// One row per pruning step.
+    pub steps: Vec<MemoPruneStep>,
+    /// Median paired inference speedup over the dense kernel.
+    pub speedup: Option<f64>,
+    /// The slice's model against its dense reference (95% intervals).
+    pub versus_dense: Option<PairedQuality>,
+    /// The dense model of equal measured latency, when the pack asked for it.
+    pub equal_latency: Option<MemoEqualLatency>,
+    /// The precision policy the model was evaluated under and each layer's drift from the
+    /// fp32 dense reference, when the slice has a `precision_policy`.
+    #[serde(default)]
+    pub precision: Option<MemoPrecision>,
+}
+
+/// A model's precision policy and per-layer drift, as the memo shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemoPrecision {
+    /// The policy in words: the default format, then each layer kept in another one.
+    pub policy: String,
+    /// One row per layer, in execution order.
+    pub layers: Vec<MemoLayerDrift>,
+}
+
+/// One layer's drift from the fp32 dense reference on the test split.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemoLayerDrift {
+    /// Layer name.
+    pub layer: String,
+    /// Format it ran in.
+    pub precision: String,
+    /// `‖y − y_ref‖ / ‖y_ref‖` of the layer's output.
+    pub relative_error: f64,
+    /// Cosine similarity of the layer's output with the reference's.
+    pub cosine: f64,
+    /// Relative error against the same weights in fp32: the precision's own share.
+    pub precision_relative_error: f64,
+}
+
+/// One pruning step, as the memo shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemoPruneStep {
+    /// 1-based step.
+    pub step: u32,
+    /// Sparsity the schedule asked for.
+    pub target_sparsity: f64,
+    /// Sparsity reached.
+    pub achieved_sparsity: f64,
+    /// Fine-tuning epochs after the step.
+    pub finetune_epochs: u32,
+    /// Validation accuracy after fine-tuning.
+    pub validation_accuracy: f64,
+}
+
+/// The equal-latency comparison, as the memo shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemoEqualLatency {
+    /// Hidden width of the dense model that fits the sparse model's latency.
+    pub hidden: usize,
+    /// Its median paired inference time over the sparse model's (≤ 1: fits).
+    pub latency_ratio: f64,
+    /// The widths probed, `width: ratio`.
+    pub probes: String,
+    /// The sparse model (candidate) against that dense model (reference), 95% intervals.
+    pub comparison: Option<PairedQuality>,
 }
 
 /// A gated pack, as the memo shows it.
@@ -316,6 +414,7 @@ impl Memo {
                 presets
             },
             measured_s: evidence.slices.iter().map(|s| s.wall_time_s).sum(),
+            quality: evidence.slices.iter().filter_map(memo_quality).collect(),
             trends: Vec::new(),
         }
     }
@@ -480,6 +579,78 @@ fn contradictions(slices: &[MemoSlice], guardrails: &[GuardrailOutcome]) -> Vec<
         }
     }
     found
+}
+
+/// Confidence of the memo's quality intervals (the guardrails' own are in the matrix).
+const QUALITY_CONFIDENCE: f64 = 0.95;
+
+fn memo_quality(s: &SliceEvidence) -> Option<MemoQuality> {
+    let q = s.quality.as_ref()?;
+    let plan = &q.schedule;
+    let kind = match plan.schedule {
+        crate::ingress::pack::PruningScheduleKind::OneShot => "one shot".to_owned(),
+        crate::ingress::pack::PruningScheduleKind::Gradual => {
+            format!("gradual (cubic), {} steps", plan.steps)
+        }
+    };
+    let scope = match plan.scope {
+        crate::ingress::pack::PruningScope::PerRow => "per row",
+        crate::ingress::pack::PruningScope::Global => "global",
+    };
+    Some(MemoQuality {
+        pack: s.pack.clone(),
+        slice: s.slice.clone(),
+        sparsity: s.sparsity.clone(),
+        dataset: q.dataset.clone(),
+        split: q.split,
+        hidden: q.candidate.hidden,
+        achieved_sparsity: q.candidate.sparsity,
+        schedule: format!(
+            "{kind}, {} fine-tuning epoch(s) per step, mask fixed; unstructured scope {scope}",
+            plan.finetune_epochs
+        ),
+        steps: q
+            .steps
+            .iter()
+            .map(|p| MemoPruneStep {
+                step: p.step,
+                target_sparsity: p.target_sparsity,
+                achieved_sparsity: p.achieved_sparsity,
+                finetune_epochs: p.finetune_epochs,
+                validation_accuracy: p.validation_accuracy,
+            })
+            .collect(),
+        speedup: s
+            .metrics
+            .get("effective_speedup")
+            .and_then(|m| median(&m.samples).ok()),
+        versus_dense: versus_dense(q, QUALITY_CONFIDENCE).ok(),
+        equal_latency: q.equal_latency.as_ref().map(|e| MemoEqualLatency {
+            hidden: e.dense.hidden,
+            latency_ratio: e.latency_ratio,
+            probes: e
+                .probes
+                .iter()
+                .map(|(w, r)| format!("{w}: {r:.3}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            comparison: versus_equal_latency(q, QUALITY_CONFIDENCE).and_then(Result::ok),
+        }),
+        precision: q.precision.as_ref().map(|p| MemoPrecision {
+            policy: p.policy.describe(),
+            layers: p
+                .layers
+                .iter()
+                .map(|l| MemoLayerDrift {
+                    layer: l.layer.clone(),
+                    precision: l.precision.as_str().to_owned(),
+                    relative_error: l.relative_error,
+                    cosine: l.cosine,
+                    precision_relative_error: l.precision_relative_error,
+                })
+                .collect(),
+        }),
+    })
 }
 
 fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosis]) -> MemoSlice {
@@ -725,6 +896,7 @@ mod tests {
             baselines: vec![],
             presets: vec![],
             measured_s: 1.5,
+            quality: vec![],
             trends: vec![],
         }
     }

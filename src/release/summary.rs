@@ -38,7 +38,27 @@ pub fn render_summary(decision: &Decision) -> String {
         let _ = write!(out, "; first failing stage: {stage}");
     }
     if decision.verdict == Verdict::Inconclusive {
-        out.push_str("; take more samples (samples.max, samples.time_budget_s) to decide");
+        // Quality intervals come from a fixed test split: more timing samples cannot narrow them.
+        let undecided = || {
+            decision
+                .guardrails
+                .iter()
+                .filter(|g| g.verdict == Verdict::Inconclusive)
+        };
+        let is_quality = |g: &&crate::validate::GuardrailOutcome| {
+            matches!(
+                g.metric,
+                crate::metric::Metric::Accuracy | crate::metric::Metric::QualityDelta
+            )
+        };
+        if undecided().any(|g| !is_quality(&g)) {
+            out.push_str("; take more samples (samples.max, samples.time_budget_s) to decide");
+        }
+        if undecided().any(|g| is_quality(&g)) {
+            out.push_str(
+                "; a quality interval straddles its bound: the test split cannot resolve that margin",
+            );
+        }
     }
     out.push('\n');
     out

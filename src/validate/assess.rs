@@ -9,7 +9,7 @@ use super::observe::Observed;
 use super::observe::observe;
 use super::outcome::{Assessment, GuardrailOutcome};
 use super::power_check::note_for;
-use super::rules::{Judgement, absolute, absolute_by_run, normalise_by_calibration, regression};
+use super::rules::{Judgement, absolute, absolute_by_run, normalise_by_calibration, quality, regression};
 use super::stats::{Bootstrap, DEFAULT_RESAMPLES, holm};
 use crate::execute::{Evidence, SliceEvidence};
 use crate::ingress::{GuardrailSpec, Rule, Severity, Slice};
@@ -280,7 +280,39 @@ pub(crate) fn judge(
     }
     let plan_fallback = ev.plan.fallback_rate();
     let had_fallbacks = plan_fallback > 0.0 || ev.counters.get("fallback_rate").is_some_and(|&r| r > 0.0);
-    let j = match observe(g.metric, &ev.metrics, &ev.counters, Some(plan_fallback)) {
+    let quality_bound = match g.rule {
+        Rule::AtMost { bound } => Some((bound, true)),
+        Rule::AtLeast { bound } => Some((bound, false)),
+        Rule::RegressAtMost { .. } => None,
+    };
+    let j = match (&ev.quality, quality_bound) {
+        (Some(q), Some((bound, upper))) if matches!(g.metric, Metric::Accuracy | Metric::QualityDelta) => {
+            quality(g.metric, q, bound, upper, g.confidence)
+        }
+        _ => judge_measured(slice, index, g, ev, baseline, opts, plan_fallback),
+    };
+    // Ops falling back to dense is decided at lowering: a failed fallback guardrail, or a
+    // speed guardrail failing on a slice that fell back, has its root cause there.
+    let lowering_caused = g.metric == Metric::FallbackRate || (is_speed(g.metric) && had_fallbacks);
+    let stage = if j.verdict == Verdict::Fail && lowering_caused {
+        Stage::Lowering
+    } else {
+        Stage::Validation
+    };
+    row(j, stage, bottleneck)
+}
+
+/// A rule over measured samples or counters (everything but quality bounds).
+fn judge_measured(
+    slice: &Slice,
+    index: usize,
+    g: &GuardrailSpec,
+    ev: &SliceEvidence,
+    baseline: Option<&super::golden::Baseline>,
+    opts: &AssessOptions,
+    plan_fallback: f64,
+) -> Judgement {
+    match observe(g.metric, &ev.metrics, &ev.counters, Some(plan_fallback)) {
         Err(why) => Judgement::inconclusive(format!("{why}: inconclusive")),
         Ok(obs) => match g.rule {
             Rule::AtMost { bound } => absolute_rule(g.metric, ev, &obs, bound, true, g.confidence),
@@ -330,14 +362,5 @@ pub(crate) fn judge(
                 },
             },
         },
-    };
-    // Ops falling back to dense is decided at lowering: a failed fallback guardrail, or a
-    // speed guardrail failing on a slice that fell back, has its root cause there.
-    let lowering_caused = g.metric == Metric::FallbackRate || (is_speed(g.metric) && had_fallbacks);
-    let stage = if j.verdict == Verdict::Fail && lowering_caused {
-        Stage::Lowering
-    } else {
-        Stage::Validation
-    };
-    row(j, stage, bottleneck)
+    }
 }

@@ -359,6 +359,7 @@ mod tests {
             run_mode: None,
             looks: vec![],
             op_costs: vec![],
+            quality: None,
         }
     }
 

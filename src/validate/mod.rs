@@ -13,6 +13,7 @@ mod interim;
 mod observe;
 mod outcome;
 mod power_check;
+pub mod quality;
 mod rules;
 #[cfg(test)]
 mod tests;

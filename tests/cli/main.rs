@@ -11,6 +11,7 @@ mod import;
 mod load;
 mod malformed;
 mod memo;
+mod quality;
 mod runs;
 mod shard;
 mod sim;

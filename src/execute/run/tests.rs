@@ -34,6 +34,7 @@ fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
         command: None,
         import: None,
         load: None,
+        model: None,
     }
 }
 

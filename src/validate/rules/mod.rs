@@ -2,10 +2,12 @@
 //! the good side, fail when it lies wholly on the bad side, inconclusive otherwise.
 
 mod absolute;
+mod quality;
 mod regression;
 mod runs;
 
 pub(crate) use absolute::absolute;
+pub(crate) use quality::quality;
 pub(crate) use regression::regression;
 pub(crate) use runs::{absolute_by_run, normalise_by_calibration};
 

@@ -33,6 +33,43 @@ pub fn wilson(successes: u64, n: u64, confidence: f64) -> Result<(f64, f64), Sta
     Ok((center - half, center + half))
 }
 
+/// Newcombe's interval for the difference of two *paired* proportions (method 10 of
+/// Newcombe 1998, "Improved confidence intervals for the difference between binomial
+/// proportions based on paired data", Stat. Med. 17:2635): the square-and-add combination
+/// of the two marginal Wilson intervals, corrected for the pairs' correlation φ.
+///
+/// The table counts pairs by outcome: `both` right, `only_first` right, `only_second`
+/// right, `neither`. The difference is first − second = (only_first − only_second) / n.
+/// Why this interval: it keeps near-nominal coverage for proportions near 1 (accuracies
+/// of good classifiers) and never leaves [−1, 1], where the Wald interval of the paired
+/// difference collapses when there are few discordant pairs.
+pub fn newcombe_paired(
+    both: u64,
+    only_first: u64,
+    only_second: u64,
+    neither: u64,
+    confidence: f64,
+) -> Result<(f64, f64), StatsError> {
+    let n = both + only_first + only_second + neither;
+    let first = both + only_first;
+    let second = both + only_second;
+    let (l1, u1) = wilson(first, n, confidence)?;
+    let (l2, u2) = wilson(second, n, confidence)?;
+    let nf = n as f64;
+    let (p1, p2) = (first as f64 / nf, second as f64 / nf);
+    let (a, b, c, d) = (both as f64, only_first as f64, only_second as f64, neither as f64);
+    let margins = (a + b) * (c + d) * (a + c) * (b + d);
+    let phi = if margins > 0.0 {
+        (a * d - b * c) / margins.sqrt()
+    } else {
+        0.0
+    };
+    let delta = p1 - p2;
+    let lower = ((p1 - l1).powi(2) - 2.0 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2).powi(2)).max(0.0);
+    let upper = ((u1 - p1).powi(2) - 2.0 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2).powi(2)).max(0.0);
+    Ok(((delta - lower.sqrt()).max(-1.0), (delta + upper.sqrt()).min(1.0)))
+}
+
 /// McNemar's test on the discordant counts of a paired 2×2 table.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct McNemar {
@@ -89,6 +126,37 @@ mod tests {
         assert!((hi - 0.277_532_799_862_889_5).abs() < 1e-9, "{hi}");
         assert!(wilson(1, 0, 0.95).is_err());
         assert!(wilson(3, 2, 0.95).is_err());
+    }
+
+    /// Values from `scripts/gen_paired_quality_fixtures.py` (statsmodels 0.14 Wilson and
+    /// McNemar; the φ = 0 row equals statsmodels' independent-samples Newcombe interval).
+    #[test]
+    fn issue_7_newcombe_paired_matches_statsmodels() {
+        let close = |got: (f64, f64), want: (f64, f64)| {
+            assert!(
+                (got.0 - want.0).abs() < 1e-12 && (got.1 - want.1).abs() < 1e-12,
+                "{got:?} vs {want:?}"
+            );
+        };
+        close(
+            newcombe_paired(20, 10, 20, 10, 0.95).unwrap(),
+            (-0.328_801_169_257_215_03, 0.009_241_460_435_526_65),
+        );
+        close(
+            newcombe_paired(340, 6, 12, 1, 0.95).unwrap(),
+            (-0.042_656_382_120_971_45, 0.007_416_394_991_161_434),
+        );
+        close(
+            newcombe_paired(330, 2, 9, 18, 0.95).unwrap(),
+            (-0.040_892_867_154_853_41, -0.000_753_634_897_605_982_2),
+        );
+        close(
+            newcombe_paired(12, 9, 2, 21, 0.95).unwrap(),
+            (0.018_210_226_243_591_92, 0.289_156_659_588_272_4),
+        );
+        assert!((mcnemar(6, 12, true).p_value - 0.237_884_521_484_375).abs() < 1e-12);
+        assert!((mcnemar(2, 9, true).p_value - 0.065_429_687_5).abs() < 1e-12);
+        assert!(newcombe_paired(0, 0, 0, 0, 0.95).is_err());
     }
 
     #[test]

@@ -71,6 +71,7 @@ pub(super) fn slice(id: &str, guardrails: Vec<GuardrailSpec>) -> Slice {
         command: None,
         import: None,
         load: None,
+        model: None,
     }
 }
 
@@ -124,6 +125,7 @@ pub(super) fn slice_ev(
         run_mode: None,
         looks: vec![],
         op_costs: vec![],
+        quality: None,
     }
 }
 
