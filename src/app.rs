@@ -136,9 +136,11 @@ fn all_slices(packs: &[LoadedPack]) -> impl Iterator<Item = &Slice> {
     packs.iter().flat_map(|p| p.slices.iter())
 }
 
-/// The environment for a run; every slice must use the same thread count for one lock.
+/// The environment for a run; every pack must use the same thread count for one lock.
+/// Read from the packs, not their slices: a shard that got no slice of a pack still
+/// records the pack's thread count, so `merge` does not see a lock mismatch.
 fn capture_environment(packs: &[LoadedPack], options: &Options) -> Result<Environment> {
-    let mut threads = all_slices(packs).map(|s| s.threads);
+    let mut threads = packs.iter().map(|p| crate::ingress::pack_threads(&p.file));
     let first = threads.next().unwrap_or(1);
     if threads.any(|t| t != first) {
         return Err(Error::Usage {

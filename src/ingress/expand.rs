@@ -53,12 +53,18 @@ pub(crate) fn mlp_ops(mlp: &MlpSpec) -> Vec<GemmOp> {
     ]
 }
 
+/// The worker threads a pack's slices run on: its `lock.threads`, else the machine's
+/// available parallelism. Every slice of the pack gets this count, so it also stands for
+/// a pack whose slices all went to other shards.
+pub fn pack_threads(pack: &PackFile) -> usize {
+    pack.lock
+        .threads
+        .map_or_else(default_threads, |t| t.max(1) as usize)
+}
+
 /// Expand a checked pack into its slices.
 pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
-    let threads = pack
-        .lock
-        .threads
-        .map_or_else(default_threads, |t| t.max(1) as usize);
+    let threads = pack_threads(pack);
     let mut slices = Vec::new();
     for (i, spec) in pack.slices.iter().enumerate() {
         let model = spec

@@ -21,6 +21,7 @@ pub use diagnostic::{Location, PackDiagnostic, PackError};
 pub use environment::{Environment, FieldDiff, GitInfo, MachineRoofs};
 #[cfg(test)]
 pub(crate) use expand::mlp_ops as expand_mlp_ops;
+pub use expand::pack_threads;
 pub use load::{PACK_SCHEMA_JSON, load_pack, pack_schema, parse_pack};
 pub use model::{MLP_LAYERS, ModelTask, PruningPlan};
 pub use pack::{Backend, PackFile, Precision, Severity};

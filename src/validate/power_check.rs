@@ -10,7 +10,7 @@
 use super::golden::Baselines;
 use super::observe::{Observed, observe};
 use super::stats::{self, PowerPlan};
-use crate::ingress::{Rule, Slice};
+use crate::ingress::{Rule, Severity, Slice};
 use crate::metric::{Better, Metric};
 use serde::{Deserialize, Serialize};
 
@@ -83,6 +83,8 @@ pub fn plan_runs(slice: &Slice, baselines: &Baselines) -> Option<RunPlan> {
     let needed = slice
         .guardrails
         .iter()
+        // Advisory guardrails report; they do not spend the pack's run budget.
+        .filter(|g| g.severity == Severity::Block)
         .filter_map(|g| match g.rule {
             Rule::RegressAtMost { margin } => note_for(slice, g.metric, margin, g.confidence, b),
             _ => None,

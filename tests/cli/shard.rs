@@ -131,3 +131,52 @@ fn issue_8_merge_refuses_gaps_overlaps_and_changed_packs() {
         "changed since the shards ran",
     );
 }
+
+/// An empty shard must record the pack's thread count, not a default: with a pack that
+/// locks 2 threads and has a single slice, one of two shards measures nothing, and merge
+/// must still accept both.
+#[test]
+fn issue_8_an_empty_shard_records_the_packs_threads_and_merges() {
+    let sb = Sandbox::new();
+    sb.write(
+        "pack.yaml",
+        "
+schema_version: 1
+name: one
+owners:
+  - {name: Ada, email: ada@example.com, role: owner}
+rollback:
+  trigger: any layer falls back
+lock: {threads: 2}
+samples: {warmup: 1, min: 4, max: 6, time_budget_s: 0.02}
+guardrails:
+  - {metric: fallback_rate, at_most: 0}
+slices:
+  - {id: a, workload: {ops: [{gemm: {name: x, m: 16, n: 32, k: 32}}]}, sparsity: [\"2:4\"]}
+",
+    );
+    for k in 1..=2 {
+        let shard = format!("{k}/2");
+        let out = sb
+            .cmd(&[
+                "run",
+                "pack.yaml",
+                "--shard",
+                &shard,
+                "--out",
+                &format!("s{k}"),
+                "-q",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let evidence = std::fs::read_to_string(sb.path().join(format!("s{k}/evidence.json"))).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&evidence).unwrap();
+        assert_eq!(v["environment"]["threads"], 2, "shard {k}");
+    }
+    let merged = sb
+        .cmd(&["merge", "s1", "s2", "--out", "merged", "--json", "--no-history"])
+        .output()
+        .unwrap();
+    assert_eq!(merged.status.code(), Some(0), "{}", stderr(&merged));
+}

@@ -101,3 +101,27 @@ fn issue_9_nothing_is_planned_without_a_cap_or_a_run_grouped_baseline() {
     };
     assert_eq!(plan_runs(&absolute, &grouped), None);
 }
+
+#[test]
+fn issue_9_advisory_guardrails_do_not_spend_the_run_budget() {
+    let noisy = run_grouped_baseline(10, 0.04, 1);
+    let blocking_wide = guard(
+        Metric::Latency,
+        Rule::RegressAtMost { margin: 0.10 },
+        Severity::Block,
+    );
+    let advisory_tight = guard(
+        Metric::Latency,
+        Rule::RegressAtMost { margin: 0.01 },
+        Severity::Warn,
+    );
+    let mut s = slice("s", vec![blocking_wide.clone(), advisory_tight]);
+    s.samples.runs = 2;
+    s.samples.max_runs = Some(100);
+    let mut only_blocking = slice("s", vec![blocking_wide]);
+    only_blocking.samples = s.samples.clone();
+    let with_advisory = plan_runs(&s, &noisy).expect("a plan");
+    let without = plan_runs(&only_blocking, &noisy).expect("a plan");
+    assert_eq!(with_advisory, without);
+    assert!(with_advisory.runs < 100, "{with_advisory:?}");
+}
