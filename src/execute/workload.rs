@@ -14,7 +14,7 @@
 
 use super::kernels::precision::{self, Half, HalfBuf, SparseI8};
 use super::kernels::{KernelError, SparseWeights, dense::gemm_f32};
-use crate::ingress::{GemmOp, Precision, Slice, Sparsity};
+use crate::ingress::{GemmOp, Precision, Slice, Sparsity, WeightDistribution};
 use crate::lower::{KernelPath, Plan};
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rand::distr::{Distribution, Uniform};
@@ -72,6 +72,7 @@ impl Workload {
                     &p.op,
                     p.path,
                     (slice.sparsity, slice.precision),
+                    slice.weights,
                     threads,
                     &mut rng,
                 )
@@ -218,13 +219,12 @@ fn prepare_op(
     op: &GemmOp,
     path: KernelPath,
     (sparsity, precision): (Sparsity, Precision),
+    weights: WeightDistribution,
     threads: usize,
     rng: &mut ChaCha8Rng,
 ) -> Result<PreparedOp, String> {
     let GemmOp { m, n, k, .. } = *op;
-    // Weights with variance 1/K (uniform ±√(3/K)), so outputs stay O(1) at any K.
-    let bound = if k == 0 { 1.0 } else { (3.0 / k as f32).sqrt() };
-    let mut dense_w = random(rng, n, k, bound, &op.name)?;
+    let mut dense_w = weights_for(rng, weights, n, k, &op.name)?;
     let mut x = random(rng, k, m, 1.0, &op.name)?;
     let half = match precision {
         Precision::Fp16 => Some(Half::F16),
@@ -298,9 +298,96 @@ fn zeros(rows: usize, cols: usize, name: &str) -> Result<Vec<f32>, String> {
     Ok(v)
 }
 
+/// Weights with variance 1/K, so outputs stay O(1) at any K: uniform ±√(3/K) by default, or
+/// normal with σ = 1/√K and a seeded fraction of outliers at ±scale·σ·[1, 2).
+pub(crate) fn weights_for(
+    rng: &mut ChaCha8Rng,
+    weights: WeightDistribution,
+    n: usize,
+    k: usize,
+    name: &str,
+) -> Result<Vec<f32>, String> {
+    let k_f = k.max(1) as f32;
+    match weights {
+        WeightDistribution::Uniform => random(rng, n, k, (3.0 / k_f).sqrt(), name),
+        WeightDistribution::GaussianOutliers { fraction, scale } => {
+            let sigma = 1.0 / k_f.sqrt();
+            let mut v = zeros(n, k, name)?;
+            let unit = Uniform::new(0.0f64, 1.0).map_err(|e| format!("op `{name}`: {e}"))?;
+            for e in &mut v {
+                if unit.sample(rng) < fraction {
+                    let sign = if rng.random::<bool>() { 1.0 } else { -1.0 };
+                    *e = (sign * scale * (1.0 + unit.sample(rng)) * f64::from(sigma)) as f32;
+                } else {
+                    // Box-Muller: one standard normal from two uniforms.
+                    let u1 = 1.0 - unit.sample(rng);
+                    let u2 = unit.sample(rng);
+                    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                    *e = (z * f64::from(sigma)) as f32;
+                }
+            }
+            Ok(v)
+        }
+    }
+}
+
 fn random(rng: &mut impl Rng, rows: usize, cols: usize, bound: f32, name: &str) -> Result<Vec<f32>, String> {
     let mut v = zeros(rows, cols, name)?;
     let dist = Uniform::new_inclusive(-bound, bound).map_err(|e| format!("op `{name}`: {e}"))?;
     v.iter_mut().for_each(|e| *e = dist.sample(rng));
     Ok(v)
+}
+
+#[cfg(test)]
+mod weight_tests {
+    use super::*;
+
+    #[test]
+    fn issue_7_gaussian_outliers_have_the_requested_fraction_and_are_seeded() {
+        let dist = WeightDistribution::GaussianOutliers {
+            fraction: 0.01,
+            scale: 20.0,
+        };
+        let (n, k) = (256, 1024);
+        let draw = |seed| weights_for(&mut ChaCha8Rng::seed_from_u64(seed), dist, n, k, "w").unwrap();
+        let w = draw(3);
+        assert_eq!(w, draw(3), "same seed, same weights");
+        assert_ne!(w, draw(4));
+        let sigma = 1.0 / (k as f32).sqrt();
+        // Outliers sit at ≥ 20σ; a standard normal passes 10σ with probability ~1e-23.
+        let outliers = w.iter().filter(|v| v.abs() > 10.0 * sigma).count();
+        let fraction = outliers as f64 / w.len() as f64;
+        // 262,144 draws at p = 0.01: 2,621 expected, sd ≈ 51.
+        assert!((fraction - 0.01).abs() < 0.001, "{fraction}");
+        assert!(w.iter().all(|v| v.abs() < 40.0 * sigma));
+        let inliers: Vec<f64> = w
+            .iter()
+            .filter(|v| v.abs() <= 10.0 * sigma)
+            .map(|&v| f64::from(v / sigma))
+            .collect();
+        let var = inliers.iter().map(|z| z * z).sum::<f64>() / inliers.len() as f64;
+        assert!((var - 1.0).abs() < 0.02, "inlier variance {var}");
+    }
+
+    #[test]
+    fn uniform_default_is_unchanged() {
+        let (n, k) = (8, 12);
+        let a = weights_for(
+            &mut ChaCha8Rng::seed_from_u64(1),
+            WeightDistribution::Uniform,
+            n,
+            k,
+            "w",
+        )
+        .unwrap();
+        let b = random(
+            &mut ChaCha8Rng::seed_from_u64(1),
+            n,
+            k,
+            (3.0f32 / 12.0).sqrt(),
+            "w",
+        )
+        .unwrap();
+        assert_eq!(a, b);
+    }
 }
