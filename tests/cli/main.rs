@@ -14,6 +14,7 @@ mod memo;
 mod quality;
 mod runs;
 mod shard;
+mod shapes;
 mod sim;
 mod stats;
 mod support;
