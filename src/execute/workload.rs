@@ -12,6 +12,7 @@
 //! one scale, multiplies into exact i32 sums ([`super::kernels::precision`]) and dequantises;
 //! the check then requires the candidate's i32 sums to equal the comparator's exactly.
 
+use super::evidence::OpFidelity;
 use super::kernels::precision::{self, Half, HalfBuf, SparseI8};
 use super::kernels::{KernelError, SparseWeights, dense::gemm_f32};
 use crate::ingress::{GemmOp, Precision, Slice, Sparsity, WeightDistribution};
@@ -43,6 +44,9 @@ struct PreparedOp {
     schedule: CpuSchedule,
     /// The stored activations for fp16/bf16: widened into `x` on every pass.
     x_store: Option<HalfBuf>,
+    /// The fp32 dense output of the unpruned weights on the unrounded inputs: the reference
+    /// of the op's numerical fidelity ([`OpFidelity`]).
+    reference: Vec<f32>,
     /// The int8 operands for an int8 slice.
     int8: Option<Int8Op>,
 }
@@ -94,6 +98,13 @@ impl Workload {
     /// Names of the ops, in plan order.
     pub(crate) fn op_names(&self) -> impl Iterator<Item = &str> {
         self.ops.iter().map(|p| p.op.name.as_str())
+    }
+
+    /// Op `index`'s last candidate output against its unpruned fp32 reference (`None` past
+    /// the last op).
+    pub(crate) fn fidelity(&self, index: usize) -> Option<OpFidelity> {
+        let p = self.ops.get(index)?;
+        Some(OpFidelity::of(&p.y_candidate, &p.reference))
     }
 
     /// Run op `index` on its planned path (an index past the last op does nothing).
@@ -226,6 +237,9 @@ fn prepare_op(
     let GemmOp { m, n, k, .. } = *op;
     let mut dense_w = weights_for(rng, weights, n, k, &op.name)?;
     let mut x = random(rng, k, m, 1.0, &op.name)?;
+    let mut reference = zeros(n, m, &op.name)?;
+    gemm_f32(threads, &dense_w, &x, &mut reference, n, k, m)
+        .map_err(|e| format!("op `{}`: reference: {e}", op.name))?;
     let half = match precision {
         Precision::Fp16 => Some(Half::F16),
         Precision::Bf16 => Some(Half::Bf16),
@@ -283,6 +297,7 @@ fn prepare_op(
         y_comparator: zeros(n, m, &op.name)?,
         schedule: schedule_cpu(op, threads),
         x_store,
+        reference,
         int8,
     })
 }

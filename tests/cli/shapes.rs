@@ -51,12 +51,64 @@ fn issue_7_production_shapes_example_gates_with_the_research_shapes() {
     let llama = shapes("llama-2-7b-cpu-b4x4-0.5-fp32");
     assert_eq!(
         llama,
-        [("o".to_owned(), 16, 4096, 4096), ("down".to_owned(), 16, 4096, 11008)]
+        [
+            ("o".to_owned(), 16, 4096, 4096),
+            ("down".to_owned(), 16, 4096, 11008)
+        ]
     );
     // Full size on the simulator: every LLaMA-2-7B linear GEMM at a 4096-token prefill.
-    let sim: Vec<String> = shapes("llama-2-7b-sim-2of4-fp16").into_iter().map(|s| s.0).collect();
+    let sim: Vec<String> = shapes("llama-2-7b-sim-2of4-fp16")
+        .into_iter()
+        .map(|s| s.0)
+        .collect();
     assert_eq!(sim, ["qkv", "o", "gate", "up", "down"]);
     assert!(shapes("llama-2-7b-sim-2of4-fp16").iter().all(|s| s.1 == 4096));
+    // Per-layer fidelity against the unpruned fp32 output: 2:4 keeps half the weights, so
+    // the error is large but well below 1; the 4×4 blocks at the same density lose more; the
+    // heavy-tailed LLaMA weights keep their outliers under pruning and lose less than BERT's
+    // uniform ones.
+    let error = |slice: &str, op: &str| -> (f64, f64) {
+        let s = evidence["slices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["slice"] == slice)
+            .unwrap();
+        let c = s["op_costs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["op"] == op)
+            .unwrap();
+        (
+            c["fidelity"]["relative_error"].as_f64().unwrap(),
+            c["fidelity"]["cosine"].as_f64().unwrap(),
+        )
+    };
+    let (bert_24, bert_24_cos) = error("bert-base-cpu-2of4-fp32", "ffn1");
+    let (bert_block, _) = error("bert-base-cpu-b4x4-0.5-fp32", "ffn1");
+    let (llama_24, _) = error("llama-2-7b-cpu-2of4-fp32", "down");
+    assert!(
+        bert_24 > 0.1 && bert_24 < 0.9 && bert_24_cos > 0.5,
+        "{bert_24} {bert_24_cos}"
+    );
+    assert!(bert_block > bert_24, "{bert_block} vs {bert_24}");
+    assert!(llama_24 < bert_24, "{llama_24} vs {bert_24}");
+    assert!(
+        evidence["slices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["slice"].as_str().unwrap().contains("-sim-"))
+            .all(|s| s["op_costs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c.get("fidelity").is_none()))
+    );
+    let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
+    assert!(memo.contains("### Per-layer numerical fidelity"), "{memo}");
+    assert!(memo.contains("| llama-2-7b-cpu-2of4-fp32 | down | "), "{memo}");
     let verdict: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/verdict.json")).unwrap()).unwrap();
     let fails: Vec<&serde_json::Value> = verdict["guardrails"]
