@@ -205,7 +205,7 @@ impl ModelName {
     pub fn select(self, tokens: u64, filter: &[String]) -> Vec<GemmOp> {
         self.gemms(tokens)
             .into_iter()
-            .filter(|op| filter.is_empty() || filter.iter().any(|f| *f == op.name))
+            .filter(|op| filter.is_empty() || filter.contains(&op.name))
             .collect()
     }
 }
