@@ -829,6 +829,16 @@ fn named_model_checks(
         }
     }
     if spec.backend == Backend::Sim {
+        if named.weights.is_some() {
+            diags.push(loc.at_key(
+                &format!("{pointer}/weights"),
+                format!(
+                    "slice `{}` runs on the simulator, which draws no weights",
+                    spec.id
+                ),
+                Some("`weights` applies to `backend: cpu`; remove it here".into()),
+            ));
+        }
         return;
     }
     for op in named.name.select(named.tokens, &named.layers) {
