@@ -51,6 +51,7 @@ fn paired_runs(runs: u32) -> Vec<Vec<f64>> {
         import: None,
         load: None,
         model: None,
+        weights: Default::default(),
     };
     let ev = execute_slice(&slice, &lower(&slice));
     assert_eq!(ev.failure, None);

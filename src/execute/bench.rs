@@ -133,6 +133,7 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
         import: None,
         load: None,
         model: None,
+        weights: Default::default(),
     };
     let plan = lower(&slice);
     let ev = execute_slice(&slice, &plan);

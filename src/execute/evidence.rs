@@ -118,6 +118,51 @@ pub struct OpCost {
     /// Joules on the dense path, where a model gives them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comparator_energy_j: Option<f64>,
+    /// CPU: how close the op's output (sparse, at the slice's precision) is to the fp32
+    /// dense output of the *unpruned* weights on the same inputs. `None` on the simulator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<OpFidelity>,
+}
+
+/// Numerical fidelity of one op's output `y` against a reference `y_ref`.
+///
+/// The reference is the fp32 dense product with the weights *before* pruning: the pruned
+/// dense product is already required to match the candidate to rounding (the workload's
+/// correctness check), so only the unpruned reference shows what pruning plus the storage
+/// format cost the layer's output — the number a production gate needs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct OpFidelity {
+    /// `‖y − y_ref‖₂ / ‖y_ref‖₂`.
+    pub relative_error: f64,
+    /// `y·y_ref / (‖y‖₂ ‖y_ref‖₂)`.
+    pub cosine: f64,
+}
+
+impl OpFidelity {
+    /// Compare an output with its reference (same length); f64 sums. An all-zero pair is
+    /// perfect agreement (error 0, cosine 1).
+    pub fn of(y: &[f32], y_ref: &[f32]) -> OpFidelity {
+        let (mut diff, mut dot, mut yy, mut rr) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        for (&a, &b) in y.iter().zip(y_ref) {
+            let (a, b) = (f64::from(a), f64::from(b));
+            diff += (a - b) * (a - b);
+            dot += a * b;
+            yy += a * a;
+            rr += b * b;
+        }
+        let relative_error = if rr > 0.0 { (diff / rr).sqrt() } else { diff.sqrt() };
+        let cosine = if yy > 0.0 && rr > 0.0 {
+            dot / (yy.sqrt() * rr.sqrt())
+        } else if yy == rr {
+            1.0
+        } else {
+            0.0
+        };
+        OpFidelity {
+            relative_error,
+            cosine,
+        }
+    }
 }
 
 /// What a model slice measured about quality, raw: validation turns it into intervals.
@@ -295,5 +340,27 @@ impl Evidence {
     /// The evidence of one slice, by pack and slice id.
     pub fn slice(&self, pack: &str, slice: &str) -> Option<&SliceEvidence> {
         self.slices.iter().find(|s| s.pack == pack && s.slice == slice)
+    }
+}
+
+#[cfg(test)]
+mod fidelity_tests {
+    use super::OpFidelity;
+
+    #[test]
+    fn issue_7_fidelity_on_a_tiny_case() {
+        // y_ref = (3, 4), y = (3, 0): ‖y − y_ref‖ = 4, ‖y_ref‖ = 5 → 0.8; y·y_ref = 9,
+        // ‖y‖‖y_ref‖ = 15 → cosine 0.6.
+        let f = OpFidelity::of(&[3.0, 0.0], &[3.0, 4.0]);
+        assert!((f.relative_error - 0.8).abs() < 1e-12, "{f:?}");
+        assert!((f.cosine - 0.6).abs() < 1e-12, "{f:?}");
+        let same = OpFidelity::of(&[1.0, -2.0, 0.5], &[1.0, -2.0, 0.5]);
+        assert_eq!(same.relative_error, 0.0);
+        assert!((same.cosine - 1.0).abs() < 1e-12);
+        // A scaled output keeps its direction (cosine 1) but not its size.
+        let half = OpFidelity::of(&[0.5, 1.0], &[1.0, 2.0]);
+        assert!((half.relative_error - 0.5).abs() < 1e-12 && (half.cosine - 1.0).abs() < 1e-12);
+        let zero = OpFidelity::of(&[0.0, 0.0], &[0.0, 0.0]);
+        assert_eq!((zero.relative_error, zero.cosine), (0.0, 1.0));
     }
 }

@@ -446,6 +446,8 @@ fn merge_op_costs(records: &[RunRecord]) -> Vec<OpCost> {
                 passes: records.iter().map(|r| r.op_costs[i].passes).sum(),
                 candidate_energy_j: None,
                 comparator_energy_j: None,
+                // Seeded inputs and weights: every run computes the same outputs.
+                fidelity: first.op_costs[i].fidelity,
             }
         })
         .collect()
@@ -476,16 +478,20 @@ fn op_costs(work: &mut Workload) -> Result<Vec<OpCost>, String> {
             }
         }
     }
+    // The last pass left each op's candidate output in place: compare it with the reference.
+    let fidelity: Vec<_> = (0..names.len()).map(|i| work.fidelity(i)).collect();
     Ok(names
         .into_iter()
         .zip(candidate.iter().zip(&comparator))
-        .map(|(op, (c, d))| OpCost {
+        .zip(fidelity)
+        .map(|((op, (c, d)), fidelity)| OpCost {
             op,
             candidate_s: median(c),
             comparator_s: median(d),
             passes: c.len(),
             candidate_energy_j: None,
             comparator_energy_j: None,
+            fidelity,
         })
         .collect())
 }

@@ -187,6 +187,7 @@ pub fn execute_sim_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
                     passes: 0,
                     candidate_energy_j: Some(ce),
                     comparator_energy_j: Some(de),
+                    fidelity: None,
                 })
                 .collect();
         }

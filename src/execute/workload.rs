@@ -12,9 +12,10 @@
 //! one scale, multiplies into exact i32 sums ([`super::kernels::precision`]) and dequantises;
 //! the check then requires the candidate's i32 sums to equal the comparator's exactly.
 
+use super::evidence::OpFidelity;
 use super::kernels::precision::{self, Half, HalfBuf, SparseI8};
 use super::kernels::{KernelError, SparseWeights, dense::gemm_f32};
-use crate::ingress::{GemmOp, Precision, Slice, Sparsity};
+use crate::ingress::{GemmOp, Precision, Slice, Sparsity, WeightDistribution};
 use crate::lower::{KernelPath, Plan};
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rand::distr::{Distribution, Uniform};
@@ -43,6 +44,9 @@ struct PreparedOp {
     schedule: CpuSchedule,
     /// The stored activations for fp16/bf16: widened into `x` on every pass.
     x_store: Option<HalfBuf>,
+    /// The fp32 dense output of the unpruned weights on the unrounded inputs: the reference
+    /// of the op's numerical fidelity ([`OpFidelity`]).
+    reference: Vec<f32>,
     /// The int8 operands for an int8 slice.
     int8: Option<Int8Op>,
 }
@@ -72,6 +76,7 @@ impl Workload {
                     &p.op,
                     p.path,
                     (slice.sparsity, slice.precision),
+                    slice.weights,
                     threads,
                     &mut rng,
                 )
@@ -93,6 +98,13 @@ impl Workload {
     /// Names of the ops, in plan order.
     pub(crate) fn op_names(&self) -> impl Iterator<Item = &str> {
         self.ops.iter().map(|p| p.op.name.as_str())
+    }
+
+    /// Op `index`'s last candidate output against its unpruned fp32 reference (`None` past
+    /// the last op).
+    pub(crate) fn fidelity(&self, index: usize) -> Option<OpFidelity> {
+        let p = self.ops.get(index)?;
+        Some(OpFidelity::of(&p.y_candidate, &p.reference))
     }
 
     /// Run op `index` on its planned path (an index past the last op does nothing).
@@ -218,14 +230,16 @@ fn prepare_op(
     op: &GemmOp,
     path: KernelPath,
     (sparsity, precision): (Sparsity, Precision),
+    weights: WeightDistribution,
     threads: usize,
     rng: &mut ChaCha8Rng,
 ) -> Result<PreparedOp, String> {
     let GemmOp { m, n, k, .. } = *op;
-    // Weights with variance 1/K (uniform ±√(3/K)), so outputs stay O(1) at any K.
-    let bound = if k == 0 { 1.0 } else { (3.0 / k as f32).sqrt() };
-    let mut dense_w = random(rng, n, k, bound, &op.name)?;
+    let mut dense_w = weights_for(rng, weights, n, k, &op.name)?;
     let mut x = random(rng, k, m, 1.0, &op.name)?;
+    let mut reference = zeros(n, m, &op.name)?;
+    gemm_f32(threads, &dense_w, &x, &mut reference, n, k, m)
+        .map_err(|e| format!("op `{}`: reference: {e}", op.name))?;
     let half = match precision {
         Precision::Fp16 => Some(Half::F16),
         Precision::Bf16 => Some(Half::Bf16),
@@ -283,6 +297,7 @@ fn prepare_op(
         y_comparator: zeros(n, m, &op.name)?,
         schedule: schedule_cpu(op, threads),
         x_store,
+        reference,
         int8,
     })
 }
@@ -298,9 +313,96 @@ fn zeros(rows: usize, cols: usize, name: &str) -> Result<Vec<f32>, String> {
     Ok(v)
 }
 
+/// Weights with variance 1/K, so outputs stay O(1) at any K: uniform ±√(3/K) by default, or
+/// normal with σ = 1/√K and a seeded fraction of outliers at ±scale·σ·[1, 2).
+pub(crate) fn weights_for(
+    rng: &mut ChaCha8Rng,
+    weights: WeightDistribution,
+    n: usize,
+    k: usize,
+    name: &str,
+) -> Result<Vec<f32>, String> {
+    let k_f = k.max(1) as f32;
+    match weights {
+        WeightDistribution::Uniform => random(rng, n, k, (3.0 / k_f).sqrt(), name),
+        WeightDistribution::GaussianOutliers { fraction, scale } => {
+            let sigma = 1.0 / k_f.sqrt();
+            let mut v = zeros(n, k, name)?;
+            let unit = Uniform::new(0.0f64, 1.0).map_err(|e| format!("op `{name}`: {e}"))?;
+            for e in &mut v {
+                if unit.sample(rng) < fraction {
+                    let sign = if rng.random::<bool>() { 1.0 } else { -1.0 };
+                    *e = (sign * scale * (1.0 + unit.sample(rng)) * f64::from(sigma)) as f32;
+                } else {
+                    // Box-Muller: one standard normal from two uniforms.
+                    let u1 = 1.0 - unit.sample(rng);
+                    let u2 = unit.sample(rng);
+                    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                    *e = (z * f64::from(sigma)) as f32;
+                }
+            }
+            Ok(v)
+        }
+    }
+}
+
 fn random(rng: &mut impl Rng, rows: usize, cols: usize, bound: f32, name: &str) -> Result<Vec<f32>, String> {
     let mut v = zeros(rows, cols, name)?;
     let dist = Uniform::new_inclusive(-bound, bound).map_err(|e| format!("op `{name}`: {e}"))?;
     v.iter_mut().for_each(|e| *e = dist.sample(rng));
     Ok(v)
+}
+
+#[cfg(test)]
+mod weight_tests {
+    use super::*;
+
+    #[test]
+    fn issue_7_gaussian_outliers_have_the_requested_fraction_and_are_seeded() {
+        let dist = WeightDistribution::GaussianOutliers {
+            fraction: 0.01,
+            scale: 20.0,
+        };
+        let (n, k) = (256, 1024);
+        let draw = |seed| weights_for(&mut ChaCha8Rng::seed_from_u64(seed), dist, n, k, "w").unwrap();
+        let w = draw(3);
+        assert_eq!(w, draw(3), "same seed, same weights");
+        assert_ne!(w, draw(4));
+        let sigma = 1.0 / (k as f32).sqrt();
+        // Outliers sit at ≥ 20σ; a standard normal passes 10σ with probability ~1e-23.
+        let outliers = w.iter().filter(|v| v.abs() > 10.0 * sigma).count();
+        let fraction = outliers as f64 / w.len() as f64;
+        // 262,144 draws at p = 0.01: 2,621 expected, sd ≈ 51.
+        assert!((fraction - 0.01).abs() < 0.001, "{fraction}");
+        assert!(w.iter().all(|v| v.abs() < 40.0 * sigma));
+        let inliers: Vec<f64> = w
+            .iter()
+            .filter(|v| v.abs() <= 10.0 * sigma)
+            .map(|&v| f64::from(v / sigma))
+            .collect();
+        let var = inliers.iter().map(|z| z * z).sum::<f64>() / inliers.len() as f64;
+        assert!((var - 1.0).abs() < 0.02, "inlier variance {var}");
+    }
+
+    #[test]
+    fn uniform_default_is_unchanged() {
+        let (n, k) = (8, 12);
+        let a = weights_for(
+            &mut ChaCha8Rng::seed_from_u64(1),
+            WeightDistribution::Uniform,
+            n,
+            k,
+            "w",
+        )
+        .unwrap();
+        let b = random(
+            &mut ChaCha8Rng::seed_from_u64(1),
+            n,
+            k,
+            (3.0f32 / 12.0).sqrt(),
+            "w",
+        )
+        .unwrap();
+        assert_eq!(a, b);
+    }
 }

@@ -91,6 +91,11 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                 }
             })
             .collect();
+        let mut weights = super::WeightDistribution::Uniform;
+        if let Some(named) = spec.workload.as_ref().and_then(|w| w.model.as_ref()) {
+            ops = named.name.select(named.tokens, &named.layers);
+            weights = super::WeightDistribution::from_spec(named.weights.as_ref());
+        }
         if let Some(task) = &model {
             ops = mlp_ops(&task.mlp);
         }
@@ -116,6 +121,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                 import,
                 load: None,
                 model: None,
+                weights: Default::default(),
             });
             continue;
         }
@@ -155,6 +161,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     import: None,
                     load: checked.loads.get(i).copied().flatten(),
                     model,
+                    weights,
                 });
             }
         }

@@ -673,6 +673,69 @@ pub struct Workload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "MlpSpec")]
     pub mlp: Option<MlpSpec>,
+    /// A named production model's GEMMs (research file §E), expanded at ingress into ops
+    /// named after its layers, e.g. `{name: bert-base, tokens: 128, layers: [qkv, ffn1]}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "NamedModelSpec")]
+    pub model: Option<NamedModelSpec>,
+}
+
+/// The GEMMs of one layer of a named transformer (or all distinct ResNet-50 convolutions)
+/// at a token count: full size on `backend: sim`, a scaled-down `tokens` on `backend: cpu`
+/// (the weights keep their real shape; the ingress memory budget refuses what will not fit).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NamedModelSpec {
+    /// The model: `bert-base`, `bert-large`, `gpt2-small`, `llama-2-7b`, `opt-175b` or
+    /// `resnet-50`.
+    pub name: super::shapes::ModelName,
+    /// Tokens (batch × sequence) for transformers, images for ResNet-50: the M of each GEMM
+    /// (times the output pixels for ResNet-50).
+    #[schemars(range(min = 1))]
+    pub tokens: u64,
+    /// Only these layers (by name, e.g. `[qkv, down]`); all of them when absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<String>,
+    /// How the CPU backend draws the weights; `uniform` (the default) unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "WeightSpec")]
+    pub weights: Option<WeightSpec>,
+}
+
+/// The distribution of generated weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WeightSpec {
+    /// `uniform` (what `ops` workloads use) or `gaussian_outliers`.
+    pub distribution: WeightDistributionKind,
+    /// For `gaussian_outliers`: the fraction of weights drawn as outliers, in [0, 0.5].
+    #[serde(default = "default_outlier_fraction")]
+    #[schemars(range(min = 0.0, max = 0.5))]
+    pub outlier_fraction: f64,
+    /// For `gaussian_outliers`: how many standard deviations an outlier's magnitude is.
+    #[serde(default = "default_outlier_scale")]
+    #[schemars(range(min = 1.0, max = 1000.0))]
+    pub outlier_scale: f64,
+}
+
+fn default_outlier_fraction() -> f64 {
+    0.001
+}
+fn default_outlier_scale() -> f64 {
+    20.0
+}
+
+/// Weight distributions the CPU workload can draw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightDistributionKind {
+    /// Uniform in [-1, 1): the synthetic default.
+    #[default]
+    Uniform,
+    /// Standard normal, with a seeded `outlier_fraction` of weights replaced by
+    /// ±`outlier_scale` (times a uniform factor in [1, 2)): the heavy-tailed weights of
+    /// trained LLMs, whose few large weights dominate pruning and quantisation error.
+    GaussianOutliers,
 }
 
 /// A one-hidden-layer MLP classifier (`input → hidden → ReLU → classes`), trained with

@@ -737,6 +737,9 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             }
         }
 
+        if let Some(named) = spec.workload.as_ref().and_then(|w| w.model.as_ref()) {
+            named_model_checks(spec, named, &base, widest, loc, &mut diags);
+        }
         model_checks(spec, &base, &parsed, &pack.guardrails, loc, &mut diags);
 
         slice_guardrails.push(guardrails(
@@ -794,6 +797,73 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// fine-tuning epoch): a typo such as `finetune_epochs: 10000` is refused, not run for hours.
 const MAX_TOTAL_EPOCHS: u64 = 2000;
 
+/// Checks of a named production model (`workload.model`): its layer filter names real
+/// layers, and each expanded op fits the memory budget on backends that allocate.
+fn named_model_checks(
+    spec: &super::pack::SliceSpec,
+    named: &super::pack::NamedModelSpec,
+    base: &str,
+    widest: u64,
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
+) {
+    let pointer = format!("{base}/workload/model");
+    let known = named.name.layer_names();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for (j, layer) in named.layers.iter().enumerate() {
+        if !known.contains(&layer.as_str()) {
+            diags.push(loc.at_value(
+                &format!("{pointer}/layers/{j}"),
+                format!("model `{}` has no layer `{layer}`", named.name.as_str()),
+                Some(format!(
+                    "its layers are {}",
+                    known.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", ")
+                )),
+            ));
+        } else if !seen.insert(layer.as_str()) {
+            diags.push(loc.at_value(
+                &format!("{pointer}/layers/{j}"),
+                format!("layer `{layer}` is listed twice in slice `{}`", spec.id),
+                Some("list each layer once".into()),
+            ));
+        }
+    }
+    if spec.backend == Backend::Sim {
+        if named.weights.is_some() {
+            diags.push(loc.at_key(
+                &format!("{pointer}/weights"),
+                format!(
+                    "slice `{}` runs on the simulator, which draws no weights",
+                    spec.id
+                ),
+                Some("`weights` applies to `backend: cpu`; remove it here".into()),
+            ));
+        }
+        return;
+    }
+    for op in named.name.select(named.tokens, &named.layers) {
+        let bytes = operand_bytes(op.m as u64, op.n as u64, op.k as u64, widest);
+        if bytes > u128::from(MEMORY_BUDGET_BYTES) {
+            diags.push(loc.at_value(
+                &format!("{pointer}/tokens"),
+                format!(
+                    "layer `{}` of `{}` at {} tokens ({}x{}x{}) needs {:.1} GiB of operand memory, over the {} GiB budget",
+                    op.name,
+                    named.name.as_str(),
+                    named.tokens,
+                    op.m,
+                    op.n,
+                    op.k,
+                    bytes as f64 / GIB,
+                    MEMORY_BUDGET_BYTES as f64 / GIB
+                ),
+                Some("scale `tokens` down for the cpu backend (the simulator takes full size)".into()),
+            ));
+            return;
+        }
+    }
+}
+
 /// Whether a metric needs a model workload (quality evidence) to be measured.
 fn is_quality(metric: Metric) -> bool {
     matches!(metric, Metric::Accuracy | Metric::QualityDelta)
@@ -816,7 +886,20 @@ fn model_checks(
     let Some(spec_workload) = spec.workload.as_ref() else {
         return;
     };
-    match (&spec_workload.mlp, spec_workload.ops.is_empty()) {
+    let sources = usize::from(spec_workload.mlp.is_some())
+        + usize::from(spec_workload.model.is_some())
+        + usize::from(!spec_workload.ops.is_empty());
+    if sources > 1 && spec_workload.model.is_some() {
+        diags.push(loc.at_key(
+            &format!("{workload}/model"),
+            format!("slice `{}` names a `model` next to `ops` or `mlp`", spec.id),
+            Some("a named model's ops are its layers; give exactly one of `ops`, `mlp`, `model`".into()),
+        ));
+    }
+    match (
+        &spec_workload.mlp,
+        spec_workload.ops.is_empty() && spec_workload.model.is_none(),
+    ) {
         (None, true) => diags.push(
             loc.at_key(
                 &workload,

@@ -204,6 +204,7 @@ mod tests {
             import: None,
             load: None,
             model: None,
+            weights: Default::default(),
         }
     }
 

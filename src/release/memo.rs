@@ -46,6 +46,14 @@ const PARTIALS: &[(&str, &str)] = &[
         include_str!("../../templates/memo.deployment.html.j2"),
     ),
     (
+        "memo.fidelity.md",
+        include_str!("../../templates/memo.fidelity.md.j2"),
+    ),
+    (
+        "memo.fidelity.html",
+        include_str!("../../templates/memo.fidelity.html.j2"),
+    ),
+    (
         "memo.quality.md",
         include_str!("../../templates/memo.quality.md.j2"),
     ),
@@ -339,6 +347,13 @@ pub struct MemoOp {
     pub path: KernelPath,
     /// Why.
     pub reason: String,
+    /// CPU: `‖y − y_ref‖ / ‖y_ref‖` of the op's output against the fp32 dense output of the
+    /// unpruned weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative_error: Option<f64>,
+    /// CPU: cosine similarity of the op's output with that reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cosine: Option<f64>,
 }
 
 /// A baseline the run was compared against.
@@ -654,6 +669,7 @@ fn memo_quality(s: &SliceEvidence) -> Option<MemoQuality> {
 }
 
 fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosis]) -> MemoSlice {
+    let fidelity = |op: &str| s.op_costs.iter().find(|c| c.op == op).and_then(|c| c.fidelity);
     let median = |name: &str| s.metrics.get(name).and_then(|m| median(&m.samples).ok());
     MemoSlice {
         pack: s.pack.clone(),
@@ -690,6 +706,8 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
                 shape: format!("{}x{}x{}", o.op.m, o.op.n, o.op.k),
                 path: o.path,
                 reason: o.reason.clone(),
+                relative_error: fidelity(&o.op.name).map(|f| f.relative_error),
+                cosine: fidelity(&o.op.name).map(|f| f.cosine),
             })
             .collect(),
         failure: s.failure.as_ref().map(|f| format!("{}: {}", f.stage, f.message)),
@@ -861,6 +879,8 @@ mod tests {
                     shape: "128x2304x768".into(),
                     path: KernelPath::Sparse,
                     reason: "2:4 structured kernel".into(),
+                    relative_error: Some(0.2871),
+                    cosine: Some(0.9579),
                 }],
                 failure: None,
                 runs: 3,

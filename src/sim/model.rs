@@ -9,86 +9,8 @@ use super::{Layer, LayerReport, Preset, SimError, evaluate};
 use crate::ingress::{Precision, Sparsity};
 use serde::Serialize;
 
-/// A transformer whose linear layers the research file tabulates (§E).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Model {
-    /// BERT-base: hidden 768, FFN 3072, 12 layers.
-    BertBase,
-    /// BERT-large: hidden 1024, FFN 4096, 24 layers.
-    BertLarge,
-    /// GPT-2 small: the BERT-base shapes.
-    Gpt2Small,
-    /// LLaMA-2-7B: hidden 4096, SwiGLU FFN 11008, 32 layers.
-    Llama2_7b,
-    /// OPT-175B: hidden 12288, FFN 49152, 96 layers.
-    Opt175b,
-}
-
-impl Model {
-    /// Attention heads and head dimension (research §E).
-    pub fn heads(self) -> (u64, u64) {
-        match self {
-            Model::BertBase | Model::Gpt2Small => (12, 64),
-            Model::BertLarge => (16, 64),
-            Model::Llama2_7b => (32, 128),
-            Model::Opt175b => (96, 128),
-        }
-    }
-
-    /// Hidden size and FFN width, and whether the FFN is gated (SwiGLU reads two inputs).
-    pub fn widths(self) -> (u64, u64, bool) {
-        match self {
-            Model::BertBase | Model::Gpt2Small => (768, 3072, false),
-            Model::BertLarge => (1024, 4096, false),
-            Model::Llama2_7b => (4096, 11008, true),
-            Model::Opt175b => (12288, 49152, false),
-        }
-    }
-
-    /// Layer count and the per-layer linear GEMMs as (name, N out, K in) (research §E).
-    pub fn layers(self) -> (u32, &'static [(&'static str, u64, u64)]) {
-        match self {
-            Model::BertBase | Model::Gpt2Small => (
-                12,
-                &[
-                    ("qkv", 2304, 768),
-                    ("out", 768, 768),
-                    ("ffn1", 3072, 768),
-                    ("ffn2", 768, 3072),
-                ],
-            ),
-            Model::BertLarge => (
-                24,
-                &[
-                    ("qkv", 3072, 1024),
-                    ("out", 1024, 1024),
-                    ("ffn1", 4096, 1024),
-                    ("ffn2", 1024, 4096),
-                ],
-            ),
-            Model::Llama2_7b => (
-                32,
-                &[
-                    ("qkv", 12288, 4096),
-                    ("o", 4096, 4096),
-                    ("gate", 11008, 4096),
-                    ("up", 11008, 4096),
-                    ("down", 4096, 11008),
-                ],
-            ),
-            Model::Opt175b => (
-                96,
-                &[
-                    ("qkv", 36864, 12288),
-                    ("out", 12288, 12288),
-                    ("fc1", 49152, 12288),
-                    ("fc2", 12288, 49152),
-                ],
-            ),
-        }
-    }
-}
+/// The transformer tables live with the other production shapes in ingress.
+pub use crate::ingress::shapes::Transformer as Model;
 
 /// Totals of a forward pass.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]

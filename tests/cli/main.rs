@@ -13,6 +13,7 @@ mod malformed;
 mod memo;
 mod quality;
 mod runs;
+mod shapes;
 mod shard;
 mod sim;
 mod stats;

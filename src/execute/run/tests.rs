@@ -35,6 +35,7 @@ fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
         import: None,
         load: None,
         model: None,
+        weights: Default::default(),
     }
 }
 

@@ -72,6 +72,7 @@ pub(super) fn slice(id: &str, guardrails: Vec<GuardrailSpec>) -> Slice {
         import: None,
         load: None,
         model: None,
+        weights: Default::default(),
     }
 }
 

@@ -1,0 +1,121 @@
+//! Production-shape slices (issue 7): named models expand into their research-table GEMMs and
+//! the example pack gates on the CPU kernels and on the simulator.
+
+use crate::support::{Sandbox, stdout};
+
+#[test]
+fn issue_7_production_shapes_example_gates_with_the_research_shapes() {
+    let sb = Sandbox::new();
+    let pack =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/examples/production-shapes.yaml");
+    let out = sb
+        .cmd(&["gate", pack.to_str().unwrap(), "--out", "out"])
+        .output()
+        .unwrap();
+    // Warn-only speedup guardrails may warn on a busy machine; nothing blocks.
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = std::fs::read_to_string(sb.path().join("out/evidence.json")).unwrap();
+    let evidence: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let shapes = |slice: &str| -> Vec<(String, u64, u64, u64)> {
+        let s = evidence["slices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["slice"] == slice)
+            .unwrap_or_else(|| panic!("no slice {slice}"));
+        s["plan"]["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                let op = &o["op"];
+                (
+                    op["name"].as_str().unwrap().to_owned(),
+                    op["m"].as_u64().unwrap(),
+                    op["n"].as_u64().unwrap(),
+                    op["k"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let bert = shapes("bert-base-cpu-2of4-fp32");
+    assert_eq!(
+        bert,
+        [
+            ("qkv".to_owned(), 128, 2304, 768),
+            ("out".to_owned(), 128, 768, 768),
+            ("ffn1".to_owned(), 128, 3072, 768),
+            ("ffn2".to_owned(), 128, 768, 3072)
+        ]
+    );
+    let llama = shapes("llama-2-7b-cpu-b4x4-0.5-fp32");
+    assert_eq!(
+        llama,
+        [
+            ("o".to_owned(), 16, 4096, 4096),
+            ("down".to_owned(), 16, 4096, 11008)
+        ]
+    );
+    // Full size on the simulator: every LLaMA-2-7B linear GEMM at a 4096-token prefill.
+    let sim: Vec<String> = shapes("llama-2-7b-sim-2of4-fp16")
+        .into_iter()
+        .map(|s| s.0)
+        .collect();
+    assert_eq!(sim, ["qkv", "o", "gate", "up", "down"]);
+    assert!(shapes("llama-2-7b-sim-2of4-fp16").iter().all(|s| s.1 == 4096));
+    // Per-layer fidelity against the unpruned fp32 output: 2:4 keeps half the weights, so
+    // the error is large but well below 1; the 4×4 blocks at the same density lose more; the
+    // heavy-tailed LLaMA weights keep their outliers under pruning and lose less than BERT's
+    // uniform ones.
+    let error = |slice: &str, op: &str| -> (f64, f64) {
+        let s = evidence["slices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["slice"] == slice)
+            .unwrap();
+        let c = s["op_costs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["op"] == op)
+            .unwrap();
+        (
+            c["fidelity"]["relative_error"].as_f64().unwrap(),
+            c["fidelity"]["cosine"].as_f64().unwrap(),
+        )
+    };
+    let (bert_24, bert_24_cos) = error("bert-base-cpu-2of4-fp32", "ffn1");
+    let (bert_block, _) = error("bert-base-cpu-b4x4-0.5-fp32", "ffn1");
+    let (llama_24, _) = error("llama-2-7b-cpu-2of4-fp32", "down");
+    assert!(
+        bert_24 > 0.1 && bert_24 < 0.9 && bert_24_cos > 0.5,
+        "{bert_24} {bert_24_cos}"
+    );
+    assert!(bert_block > bert_24, "{bert_block} vs {bert_24}");
+    assert!(llama_24 < bert_24, "{llama_24} vs {bert_24}");
+    assert!(
+        evidence["slices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["slice"].as_str().unwrap().contains("-sim-"))
+            .all(|s| s["op_costs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c.get("fidelity").is_none()))
+    );
+    let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
+    assert!(memo.contains("### Per-layer numerical fidelity"), "{memo}");
+    assert!(memo.contains("| llama-2-7b-cpu-2of4-fp32 | down | "), "{memo}");
+    let verdict: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/verdict.json")).unwrap()).unwrap();
+    let fails: Vec<&serde_json::Value> = verdict["guardrails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["verdict"] == "fail")
+        .collect();
+    assert!(fails.is_empty(), "{fails:?}");
+}
