@@ -32,7 +32,7 @@ const TRIAD_MAX_BYTES: u64 = 256 << 20;
 pub fn measure_roofs(threads: usize) -> MachineRoofs {
     let threads = threads.max(1);
     let start = Instant::now();
-    let (peak_gflops, isa) = fma_peak(threads);
+    let (peak_gflops, isa) = fma_peak(threads, FMA_TRIALS);
     let llc = last_level_cache_bytes().unwrap_or(32 << 20);
     let triad_bytes = (llc * TRIAD_LLC_FACTOR).clamp(TRIAD_MIN_BYTES, TRIAD_MAX_BYTES);
     let (bandwidth_gbps, triad_bytes) = triad_bandwidth(threads, triad_bytes);
@@ -46,11 +46,14 @@ pub fn measure_roofs(threads: usize) -> MachineRoofs {
     }
 }
 
-/// Best-of-trials FMA throughput in GFLOP/s, and the instruction set it ran on.
-fn fma_peak(threads: usize) -> (f64, &'static str) {
+/// Best-of-`trials` FMA throughput in GFLOP/s over `threads` threads, and the instruction
+/// set it ran on: every thread runs independent FMA chains on registers only (no memory
+/// traffic), with the widest vectors the CPU has. On a shared machine the peak is what a
+/// trial gets when it has the cores to itself, hence the best of several.
+pub fn fma_peak(threads: usize, trials: usize) -> (f64, &'static str) {
     let (lanes, isa) = fma_lanes();
     let mut best = 0.0f64;
-    for _ in 0..FMA_TRIALS {
+    for _ in 0..trials.max(1) {
         let start = Instant::now();
         let sink: f32 = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads).map(|_| s.spawn(fma_chains)).collect();
