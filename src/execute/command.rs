@@ -36,24 +36,7 @@ const PIPE_GRACE: Duration = Duration::from_secs(2);
 /// Run a `command` slice and record what it printed.
 pub fn execute_command_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
-    let mut evidence = SliceEvidence {
-        pack: slice.pack.clone(),
-        slice: slice.id.clone(),
-        sparsity: slice.sparsity.to_string(),
-        precision: slice.precision,
-        plan: plan.clone(),
-        metrics: BTreeMap::new(),
-        comparator: None,
-        counters: BTreeMap::new(),
-        warmup_iterations: 0,
-        wall_time_s: 0.0,
-        failure: None,
-        runs: vec![],
-        run_mode: None,
-        looks: vec![],
-        op_costs: vec![],
-        quality: None,
-    };
+    let mut evidence = SliceEvidence::empty(slice, plan);
     let outcome = match &slice.command {
         Some(command) => measure(slice, command, &mut evidence),
         None => Err("a `command` slice without a resolved command".to_owned()),

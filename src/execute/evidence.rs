@@ -327,6 +327,31 @@ impl MetricSamples {
     }
 }
 
+impl SliceEvidence {
+    /// The evidence of `slice` under `plan` before anything was measured: every backend
+    /// starts here and fills in what it measures.
+    pub fn empty(slice: &crate::ingress::Slice, plan: &crate::lower::Plan) -> SliceEvidence {
+        SliceEvidence {
+            pack: slice.pack.clone(),
+            slice: slice.id.clone(),
+            sparsity: slice.sparsity.to_string(),
+            precision: slice.precision,
+            plan: plan.clone(),
+            metrics: BTreeMap::new(),
+            comparator: None,
+            counters: BTreeMap::new(),
+            warmup_iterations: 0,
+            wall_time_s: 0.0,
+            failure: None,
+            runs: vec![],
+            run_mode: None,
+            looks: vec![],
+            op_costs: vec![],
+            quality: None,
+        }
+    }
+}
+
 /// Why a slice produced no (or partial) evidence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SliceFailure {

@@ -34,24 +34,7 @@ pub struct Imported {
 /// Read `slice`'s results (and its comparator's) and record them as evidence.
 pub fn execute_import_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
-    let mut evidence = SliceEvidence {
-        pack: slice.pack.clone(),
-        slice: slice.id.clone(),
-        sparsity: slice.sparsity.to_string(),
-        precision: slice.precision,
-        plan: plan.clone(),
-        metrics: BTreeMap::new(),
-        comparator: None,
-        counters: BTreeMap::new(),
-        warmup_iterations: 0,
-        wall_time_s: 0.0,
-        failure: None,
-        runs: vec![],
-        run_mode: None,
-        looks: vec![],
-        op_costs: vec![],
-        quality: None,
-    };
+    let mut evidence = SliceEvidence::empty(slice, plan);
     let outcome = match &slice.import {
         Some(import) => record(import, &mut evidence),
         None => Err("an `import` slice without a resolved source".to_owned()),

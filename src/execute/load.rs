@@ -13,7 +13,7 @@ use crate::ingress::{LoadPlan, Slice};
 use crate::lower::Plan;
 use crate::sim::queue::{arrival_times, early_stopping_min_requests};
 use crate::stage::Stage;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Sleep (rather than spin) while the next arrival is further away than this: a loaded
@@ -40,24 +40,7 @@ pub struct LoadOutcome {
 /// Serve `slice`'s workload under its `load` and record request latencies.
 pub fn execute_load_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
-    let mut evidence = SliceEvidence {
-        pack: slice.pack.clone(),
-        slice: slice.id.clone(),
-        sparsity: slice.sparsity.to_string(),
-        precision: slice.precision,
-        plan: plan.clone(),
-        metrics: BTreeMap::new(),
-        comparator: None,
-        counters: BTreeMap::new(),
-        warmup_iterations: 0,
-        wall_time_s: 0.0,
-        failure: None,
-        runs: vec![],
-        run_mode: None,
-        looks: vec![],
-        op_costs: vec![],
-        quality: None,
-    };
+    let mut evidence = SliceEvidence::empty(slice, plan);
     evidence
         .counters
         .insert("fallback_rate".into(), plan.fallback_rate());

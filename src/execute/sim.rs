@@ -9,7 +9,6 @@ use crate::ingress::{Slice, Sparsity};
 use crate::lower::Plan;
 use crate::sim::{Layer, evaluate};
 use crate::stage::Stage;
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Totals of one slice's ops on the simulated part.
@@ -104,24 +103,7 @@ fn preset_roofs(slice: &Slice) -> Option<(f64, f64)> {
 /// Evaluate `slice` (lowered to `plan`) on its preset and record the evidence.
 pub fn execute_sim_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
-    let mut evidence = SliceEvidence {
-        pack: slice.pack.clone(),
-        slice: slice.id.clone(),
-        sparsity: slice.sparsity.to_string(),
-        precision: slice.precision,
-        plan: plan.clone(),
-        metrics: BTreeMap::new(),
-        comparator: None,
-        counters: BTreeMap::new(),
-        warmup_iterations: 0,
-        wall_time_s: 0.0,
-        failure: None,
-        runs: vec![],
-        run_mode: None,
-        looks: vec![],
-        op_costs: vec![],
-        quality: None,
-    };
+    let mut evidence = SliceEvidence::empty(slice, plan);
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     let outcome = totals(slice, plan, false).and_then(|s| Ok((s, totals(slice, plan, true)?)));
     match outcome {

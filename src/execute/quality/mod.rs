@@ -33,24 +33,7 @@ pub use schedule::final_sparsity;
 /// on a user's pack: a failure comes back as [`SliceEvidence::failure`].
 pub fn execute_model_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
-    let mut evidence = SliceEvidence {
-        pack: slice.pack.clone(),
-        slice: slice.id.clone(),
-        sparsity: slice.sparsity.to_string(),
-        precision: slice.precision,
-        plan: plan.clone(),
-        metrics: BTreeMap::new(),
-        comparator: None,
-        counters: BTreeMap::new(),
-        warmup_iterations: 0,
-        wall_time_s: 0.0,
-        failure: None,
-        runs: vec![],
-        run_mode: None,
-        looks: vec![],
-        op_costs: vec![],
-        quality: None,
-    };
+    let mut evidence = SliceEvidence::empty(slice, plan);
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     evidence
         .counters
