@@ -193,7 +193,20 @@ impl History {
         let conn = Connection::open(path).map_err(sql)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
         // WAL: readers never block the writer, and a crash mid-transaction is rolled back.
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
+        // Switching the journal mode needs an exclusive lock and SQLite answers BUSY at
+        // once, without the busy handler, while another gate is setting up the same new
+        // file; retry within the busy timeout.
+        let start = std::time::Instant::now();
+        loop {
+            match conn.pragma_update(None, "journal_mode", "WAL") {
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy && start.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => break other.map_err(sql)?,
+            }
+        }
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sql)?;
         let mut history = History {
