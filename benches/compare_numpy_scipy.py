@@ -3,9 +3,10 @@
 
 Optional, never needed by the tests. Our numbers come from `sparsegate bench --json` (kernel
 and dense comparator interleaved in one process, medians); numpy/scipy are timed here on the
-same shapes and densities (median of repeated calls after a warm-up). Every ratio is printed
-with the two numbers it comes from, and each row is measured back to back, so that machine
-drift between rows does not enter a ratio.
+same shapes and densities (median of repeated calls after a warm-up). A ratio against
+numpy/scipy comes from `--rounds` alternations (ours, theirs, ours, theirs, …): each round gives
+one ratio, the table prints the median round and the range, so that drift on a shared machine
+shows up as a wide range instead of a biased number.
 
 Run (the OpenBLAS overrides some machines set slow a current numpy; unset them here only):
 
@@ -76,6 +77,22 @@ def scipy_csr(gemm, density, reps):
     return timed(lambda: w @ x, reps, warmup=1)
 
 
+def alternate(rounds, ours_s, theirs_s):
+    """Time ours and theirs alternately; returns (median ours s, median theirs s, median ratio,
+    lowest ratio, highest ratio), ratio = theirs / ours (above 1: ours is faster)."""
+    pairs = []
+    for _ in range(rounds):
+        pairs.append((ours_s(), theirs_s()))
+    ratios = sorted(t / o for o, t in pairs)
+    return (
+        statistics.median(o for o, _ in pairs),
+        statistics.median(t for _, t in pairs),
+        statistics.median(ratios),
+        ratios[0],
+        ratios[-1],
+    )
+
+
 def gflops(gemm, secs, density=1.0):
     m, n, k = dims(gemm)
     return 2.0 * m * n * k * density / secs / 1e9
@@ -85,6 +102,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--budget", type=float, default=3.0, help="seconds per sparsegate bench")
     ap.add_argument("--reps", type=int, default=7, help="timed numpy/scipy calls per row")
+    ap.add_argument("--rounds", type=int, default=3, help="alternations of ours and numpy/scipy per row")
     ap.add_argument("--quick", action="store_true", help="small shapes only (a smoke run)")
     ap.add_argument("--threads", type=int, default=None, help="threads for ours and numpy's BLAS (default: all)")
     args = ap.parse_args()
@@ -114,12 +132,18 @@ def main():
         big, ffn_up, ffn_down = "256x256x256", "64x512x256", "64x256x512"
 
     print("\n## Dense f32 vs numpy (OpenBLAS)")
-    print(f"{'gemm':>16} {'ours ms':>9} {'GFLOP/s':>8} {'numpy ms':>9} {'GFLOP/s':>8} {'ours/numpy':>10}")
+    print(f"{'gemm':>16} {'ours ms':>9} {'GFLOP/s':>8} {'numpy ms':>9} {'GFLOP/s':>8} {'ours/numpy':>10} {'range':>14}")
+    per_round = args.budget / args.rounds
     for gemm in (["128x128x128"] if args.quick else ["1024x1024x1024", big]):
-        r = ours(gemm, "dense", args.budget, args.threads)
-        t_np = numpy_dense(gemm, args.reps)
-        t = r["kernel_s"]["estimate"]
-        print(f"{gemm:>16} {t*1e3:9.2f} {gflops(gemm, t):8.1f} {t_np*1e3:9.2f} {gflops(gemm, t_np):8.1f} {t_np/t:9.2f}x")
+        t, t_np, ratio, lo, hi = alternate(
+            args.rounds,
+            lambda: ours(gemm, "dense", per_round, args.threads)["kernel_s"]["estimate"],
+            lambda: numpy_dense(gemm, args.reps),
+        )
+        print(
+            f"{gemm:>16} {t*1e3:9.2f} {gflops(gemm, t):8.1f} {t_np*1e3:9.2f} {gflops(gemm, t_np):8.1f} "
+            f"{ratio:9.2f}x [{lo:.2f}, {hi:.2f}]"
+        )
 
     print("\n## Sparse vs our dense (same-process interleaved ratio, 95% bootstrap CI)")
     print(f"{'gemm':>16} {'sparsity':>20} {'path':>8} {'ms':>8} {'dense ms':>9} {'useful GF/s':>11} {'speedup':>8} {'CI':>16}")
@@ -148,12 +172,15 @@ def main():
         print(f"CSR crossover: first beats our dense (CI above 1) at density {crossover} = {100*(1-crossover):.0f}% sparsity")
 
     print("\n## CSR 90% vs scipy.sparse (CSR @ dense, single-threaded in scipy)")
-    print(f"{'gemm':>16} {'ours ms':>9} {'threads':>7} {'scipy ms':>9} {'ours/scipy':>10} {'ours 1 thread ms':>16} {'1-thread ratio':>14}")
-    r = ours(big, "unstructured:0.1", args.budget)
-    r1 = ours(big, "unstructured:0.1", args.budget, threads=1)
-    t_sp = scipy_csr(big, 0.1, max(3, args.reps // 2))
-    t, t1 = r["kernel_s"]["estimate"], r1["kernel_s"]["estimate"]
-    print(f"{big:>16} {t*1e3:9.2f} {r['threads']:>7} {t_sp*1e3:9.2f} {t_sp/t:9.2f}x {t1*1e3:16.2f} {t_sp/t1:13.2f}x")
+    print(f"{'gemm':>16} {'threads':>7} {'ours ms':>9} {'scipy ms':>9} {'ours/scipy':>10} {'range':>14}")
+    for threads in (args.threads, 1):
+        t, t_sp, ratio, lo, hi = alternate(
+            args.rounds,
+            lambda: ours(big, "unstructured:0.1", per_round, threads)["kernel_s"]["estimate"],
+            lambda: scipy_csr(big, 0.1, max(3, args.reps // 2)),
+        )
+        label = threads or os.cpu_count()
+        print(f"{big:>16} {label:>7} {t*1e3:9.2f} {t_sp*1e3:9.2f} {ratio:9.2f}x [{lo:.2f}, {hi:.2f}]")
 
 
 if __name__ == "__main__":

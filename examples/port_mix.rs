@@ -18,7 +18,7 @@ const TRIALS: usize = 40;
 fn main() {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw") {
-        let buf = vec![0.5f32; 64 * 16 + 256];
+        let buf = vec![0.5f32; 64 * 16 + 256 + 16];
         let mut best = [0.0f64; 7];
         for _ in 0..TRIALS {
             for (mix, b) in best.iter_mut().enumerate() {
@@ -71,7 +71,7 @@ mod avx512 {
     /// AVX-512F and BW; `buf` holds at least 64·16 + 256 floats.
     #[target_feature(enable = "avx512f,avx512bw")]
     pub(super) unsafe fn run<const MIX: usize>(buf: &[f32]) -> f32 {
-        assert!(buf.len() >= 64 * 16 + 256);
+        assert!(buf.len() >= 64 * 16 + 256 + 16);
         let mut acc = [_mm512_set1_ps(1.0); CHAINS];
         let w = _mm512_set1_ps(0.999);
         let mut xb = [_mm512_set1_ps(0.001); 4];
@@ -80,7 +80,8 @@ mod avx512 {
             // SAFETY: as below; the selectors become run-time values (variable-control permutes).
             unsafe { std::arch::asm!("/* {0} */", inout(zmm_reg) * c, options(pure, nomem, nostack)) };
         }
-        let p = buf.as_ptr();
+        // Start on a cache line: a 64-byte load that straddles two lines costs two.
+        let p = buf.as_ptr().wrapping_add(buf.as_ptr().align_offset(64));
         for it in 0..ITERS {
             // Hide the values from the optimiser each iteration (no instruction is emitted), so
             // the 12 permutes below are distinct and none is hoisted or merged.

@@ -12,6 +12,7 @@ mod indices;
 mod microkernel;
 mod prune;
 mod spmm;
+mod token_lanes;
 mod two_of_four;
 
 pub(crate) use microkernel::Isa;
@@ -32,22 +33,55 @@ pub struct NmMatrix {
     indices: Vec<u8>,
     bits: usize,
     row_bytes: usize,
-    /// The 2:4 feature-lane layout, built on the first AVX-512 product (see `feature_lanes.rs`).
-    lanes: LaneCache,
+    /// The 2:4 feature-lane layout, built on the first AVX-512 product with few tokens (see
+    /// `feature_lanes.rs`).
+    lanes: LaneCache<feature_lanes::LaneLayout>,
+    /// The 2:4 token-lane layout, built on the first AVX-512 product with many tokens (see
+    /// `token_lanes.rs`).
+    tokens: LaneCache<token_lanes::TokenLayout>,
 }
 
 /// A lazily built execution-time copy of a 2:4 matrix. It is derived from the other fields,
 /// so it takes no part in equality, and a clone keeps whatever was built.
-#[derive(Clone, Default)]
-struct LaneCache(std::sync::OnceLock<feature_lanes::LaneLayout>);
+#[derive(Clone)]
+struct LaneCache<L>(std::sync::OnceLock<L>);
 
-impl PartialEq for LaneCache {
-    fn eq(&self, _: &LaneCache) -> bool {
+impl<L> Default for LaneCache<L> {
+    fn default() -> Self {
+        LaneCache(std::sync::OnceLock::new())
+    }
+}
+
+impl<L> PartialEq for LaneCache<L> {
+    fn eq(&self, _: &LaneCache<L>) -> bool {
         true
     }
 }
 
-impl std::fmt::Debug for LaneCache {
+/// An execution-time copy that can say how much memory it holds.
+trait Resident {
+    fn resident_bytes(&self) -> usize;
+}
+
+impl Resident for feature_lanes::LaneLayout {
+    fn resident_bytes(&self) -> usize {
+        self.resident_bytes()
+    }
+}
+
+impl Resident for token_lanes::TokenLayout {
+    fn resident_bytes(&self) -> usize {
+        self.resident_bytes()
+    }
+}
+
+impl<L: Resident> LaneCache<L> {
+    fn resident_bytes(&self) -> usize {
+        self.0.get().map_or(0, L::resident_bytes)
+    }
+}
+
+impl<L: Resident> std::fmt::Debug for LaneCache<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0.get() {
             Some(l) => write!(f, "LaneCache({} resident bytes)", l.resident_bytes()),
@@ -113,6 +147,7 @@ impl NmMatrix {
             bits,
             row_bytes,
             lanes: LaneCache::default(),
+            tokens: LaneCache::default(),
         })
     }
 
@@ -176,11 +211,18 @@ impl NmMatrix {
         })
     }
 
-    /// Bytes of the execution-time copy the AVX-512 2:4 kernel keeps beside the stored form
-    /// (the same values and 2-bit indices, rearranged; rows padded to 16), 0 until the first
-    /// such product. Reported so the memory it costs is not hidden.
+    /// The token-lane layout of a 2:4 matrix, built on first use.
+    fn token_layout(&self) -> &token_lanes::TokenLayout {
+        self.tokens.0.get_or_init(|| {
+            token_lanes::TokenLayout::new(self.rows, self.k, &self.values, &self.indices, self.row_bytes)
+        })
+    }
+
+    /// Bytes of the execution-time copies the AVX-512 2:4 kernels keep beside the stored form
+    /// (the same values and 2-bit indices, rearranged and padded), 0 until the first such
+    /// product. Reported so the memory they cost is not hidden.
     pub fn execution_copy_bytes(&self) -> usize {
-        self.lanes.0.get().map_or(0, |l| l.resident_bytes())
+        self.lanes.resident_bytes() + self.tokens.resident_bytes()
     }
 
     fn kept_per_row(&self) -> usize {

@@ -23,6 +23,12 @@ use rayon::prelude::*;
 /// poorly once the weights live in L3.
 const PREFETCH_ROWS_AHEAD: usize = 4;
 
+/// Tokens from which the AVX-512 2:4 product takes the token-lane kernel: measured side by
+/// side on BERT-base shapes (`examples/nm_vs_dense.rs`, 2 threads), token lanes beat feature
+/// lanes at 64 and 128 tokens (1.0–1.3× vs 0.8–1.1× dense) and lose at 32, where a strip of
+/// 64 is half padding (0.6× vs 0.8–1.15×).
+const TOKEN_LANES_MIN_COLS: usize = 64;
+
 /// Which loop takes an op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Path {
@@ -266,9 +272,14 @@ impl RowKernel for NmMatrix {
         cols: usize,
     ) {
         #[cfg(target_arch = "x86_64")]
-        // 2:4 with AVX-512: the feature-lane kernel (faster here, see its module doc).
+        // 2:4 with AVX-512: the token-lane kernel once there are enough tokens to fill its
+        // strips, the feature-lane kernel below that (see their module docs).
         if isa == Isa::Avx512 && (self.n, self.m) == (2, 4) {
-            super::feature_lanes::spmm(self.lane_layout(), schedule.threads, (x, xs), y, cols);
+            if cols >= TOKEN_LANES_MIN_COLS {
+                super::token_lanes::spmm(self.token_layout(), schedule.threads, (x, xs), y, cols);
+            } else {
+                super::feature_lanes::spmm(self.lane_layout(), schedule.threads, (x, xs), y, cols);
+            }
             return;
         }
         // Grown like the other sparse formats: a row keeps n/m of each K block.

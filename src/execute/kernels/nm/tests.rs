@@ -57,6 +57,15 @@ fn check_against_oracle(
     let mut y = vec![f32::NAN; rows * cols];
     a.spmm(threads, &x, &mut y, cols).unwrap();
     assert_eq!(close(&y), None);
+    // Both AVX-512 2:4 kernels, whatever the token count would pick.
+    if (n, m) == (2, 4) && Isa::available().contains(&Isa::Avx512) {
+        let mut y = vec![f32::NAN; rows * cols];
+        super::feature_lanes::spmm(a.lane_layout(), threads, (&x, cols), &mut y, cols);
+        assert_eq!(close(&y), None, "feature lanes");
+        let mut y = vec![f32::NAN; rows * cols];
+        super::token_lanes::spmm(a.token_layout(), threads, (&x, cols), &mut y, cols);
+        assert_eq!(close(&y), None, "token lanes");
+    }
 }
 
 fn pattern() -> impl Strategy<Value = (usize, usize)> {
@@ -191,8 +200,15 @@ fn issue_3_execution_copy_is_reported_and_metadata_stays_two_bits() {
     a.spmm(1, &data(k * cols, 6), &mut y, cols).unwrap();
     assert_eq!(a.metadata_bytes(), rows * k / 2 / 4);
     if Isa::detect() == Isa::Avx512 {
-        // Two panels of 16 rows, 8 index bytes each: 2·8·(64 values · 4 B + 16 index bytes).
-        assert_eq!(a.execution_copy_bytes(), 2 * 8 * (64 * 4 + 16));
+        // 9 tokens: the feature-lane copy, two panels of 16 rows, 8 index bytes each:
+        // 2·8·(64 values · 4 B + 16 index bytes).
+        let lanes = 2 * 8 * (64 * 4 + 16);
+        assert_eq!(a.execution_copy_bytes(), lanes);
+        // 64 tokens add the token-lane copy: 20 rows × 8 index bytes × (4 values · 4 B + 1).
+        let cols = 64;
+        let mut y = vec![0.0; rows * cols];
+        a.spmm(1, &data(k * cols, 6), &mut y, cols).unwrap();
+        assert_eq!(a.execution_copy_bytes(), lanes + 20 * 8 * (4 * 4 + 1));
     }
     // The copy takes no part in equality.
     assert_eq!(a, NmMatrix::compress(&w, rows, k, 2, 4).unwrap());

@@ -1,0 +1,457 @@
+//! The AVX-512 2:4 kernel vectorised along tokens, with the weights re-blocked by K block:
+//! the faster of the two 2:4 kernels once a product has a few dozen tokens.
+//!
+//! The loop is the one the design notes describe (broadcast each kept weight, FMA it against
+//! the contiguous activation row its 2-bit index names, no gathers): one activation load per
+//! FMA. On this Zen 5 a 64-byte *aligned* L1 load per FMA runs at the rate of FMAs alone
+//! (`examples/port_mix.rs`), so the loop can come close to the FMA peak on half the FMAs of
+//! dense, provided every load hits L1 and nothing else intrudes. What kept the first version
+//! (`two_of_four.rs`) at 0.7–0.85× dense was all in the second half of that sentence:
+//!
+//! * **The activation tile spanned a page per row.** A K block of a row-major activation
+//!   matrix touches one 4 KiB page per K row, so a 64-row tile needed 64 TLB entries beside
+//!   the weights' own. Here the activations are copied panel-major (`[strip][K][W]`, `W` =
+//!   64 or 128 tokens, zero-padded), so a K block × strip tile is 32 KiB of consecutive,
+//!   line-aligned memory.
+//! * **The weights of one K block were a row apart.** Row-major kept values put the 32 values
+//!   a row needs for one K block 4–20 KiB away from the next row's, a strided stream of short
+//!   runs across pages. [`TokenLayout`] stores them `[K block][row][32 values]` (and the 8
+//!   index bytes likewise), so a pass over the rows for one K block reads one contiguous run.
+//! * **Outputs aliased in L1.** Output rows a power of two apart map to the same L1 sets; the
+//!   strip being accumulated now lives in a contiguous per-task scratch buffer (L2) and is
+//!   copied to `y` once per strip.
+//!
+//! Loop nest per task (a contiguous block of output rows, one per thread): strips of `W`
+//! tokens → K blocks of [`K_BLOCK`] → row pairs (2 rows × `W/16` zmm accumulators, 16
+//! independent FMA chains at `W` = 128) → the index bytes of the block, decoded inline (a
+//! shift and a mask per kept weight on the integer ports).
+//!
+//! The execution copy holds the same values and the same 2-bit indices as the stored form,
+//! only reordered (rows padded to even, K to a multiple of 8), so the metadata counters keep
+//! reporting the stored format and [`TokenLayout::resident_bytes`] reports the copy.
+
+use rayon::prelude::*;
+
+/// f32 per zmm register.
+const LANES: usize = 16;
+/// K positions per block: 8 index bytes, 32 kept values a row; × 128 tokens = a 32 KiB
+/// activation tile, most of a 48 KiB L1d.
+const K_BLOCK: usize = 64;
+/// Index bytes (two groups of 4, four kept weights) per full K block.
+const PAIRS_PER_BLOCK: usize = K_BLOCK / 8;
+/// Kept values per row in a full K block.
+const KEPT_PER_BLOCK: usize = K_BLOCK / 2;
+/// Output rows per register tile.
+const ROWS: usize = 2;
+/// Row pairs ahead whose next weights are prefetched: the K-block-major layout makes them the
+/// next bytes of one stream, but the prefetchers need a head start once it comes from L3.
+const PREFETCH_PAIRS_AHEAD: usize = 4;
+/// Widest strip of tokens: 8 zmm accumulators per row.
+const MAX_STRIP: usize = 128;
+
+/// A 2:4 matrix rearranged for the token-lane kernel (see the module doc).
+#[derive(Debug, Clone)]
+pub(crate) struct TokenLayout {
+    rows: usize,
+    k: usize,
+    /// Rows rounded up to [`ROWS`]; the padding rows have zero weights.
+    rows_padded: usize,
+    /// K rounded up to a multiple of 8 (a whole index byte).
+    k_padded: usize,
+    /// `[block][row][4 · pairs in block]` kept values, zero for padding.
+    values: Vec<f32>,
+    /// `[block][row][pairs in block]` index bytes, unchanged from the stored form.
+    idx: Vec<u8>,
+}
+
+impl TokenLayout {
+    /// Rearrange a 2:4 matrix given as its row-major kept `values` (2 per group) and packed
+    /// 2-bit `indices` (`row_bytes` per row, 4 per byte, the layout of `indices.rs`).
+    pub(crate) fn new(
+        rows: usize,
+        k: usize,
+        values: &[f32],
+        indices: &[u8],
+        row_bytes: usize,
+    ) -> TokenLayout {
+        let rows_padded = rows.div_ceil(ROWS) * ROWS;
+        let pairs = k.div_ceil(8);
+        let kept = k / 2;
+        let mut lv = vec![0.0f32; rows_padded * pairs * 4];
+        let mut li = vec![0u8; rows_padded * pairs];
+        for row in 0..rows {
+            for j in 0..pairs {
+                let (block, jj) = (j / PAIRS_PER_BLOCK, j % PAIRS_PER_BLOCK);
+                let in_block = block_pairs(pairs, block);
+                li[block * rows_padded * PAIRS_PER_BLOCK + row * in_block + jj] =
+                    indices[row * row_bytes + j];
+                for e in 0..4 {
+                    if 4 * j + e < kept {
+                        lv[block * rows_padded * KEPT_PER_BLOCK + row * 4 * in_block + 4 * jj + e] =
+                            values[row * kept + 4 * j + e];
+                    }
+                }
+            }
+        }
+        TokenLayout {
+            rows,
+            k,
+            rows_padded,
+            k_padded: pairs * 8,
+            values: lv,
+            idx: li,
+        }
+    }
+
+    /// Bytes of the execution-time copy (values and index bytes, padding included).
+    pub(crate) fn resident_bytes(&self) -> usize {
+        self.values.len() * 4 + self.idx.len()
+    }
+
+    fn pairs(&self) -> usize {
+        self.k_padded / 8
+    }
+}
+
+/// Index bytes in K block `block` of a row with `pairs` index bytes (all blocks are full but
+/// the last).
+fn block_pairs(pairs: usize, block: usize) -> usize {
+    PAIRS_PER_BLOCK.min(pairs - block * PAIRS_PER_BLOCK)
+}
+
+/// One cache line of activations or outputs: keeps every vector access aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([f32; LANES]);
+
+/// The activations copied panel-major: strip after strip, each `k_padded × width` floats,
+/// zero past `k` and past the last token.
+struct Panels {
+    lines: Vec<Line>,
+    /// `(first token, width)` of each strip; widths are 64 or 128.
+    strips: Vec<(usize, usize)>,
+    k_padded: usize,
+}
+
+impl Panels {
+    fn new(x: &[f32], xs: usize, k: usize, k_padded: usize, cols: usize, threads: usize) -> Panels {
+        let mut strips = Vec::new();
+        let mut c0 = 0;
+        while c0 < cols {
+            // A last strip of at most 64 tokens takes 4 accumulators a row instead of 8.
+            let width = if cols - c0 <= MAX_STRIP / 2 {
+                MAX_STRIP / 2
+            } else {
+                MAX_STRIP
+            };
+            strips.push((c0, width));
+            c0 += width;
+        }
+        let total: usize = strips.iter().map(|&(_, w)| w).sum();
+        let mut lines = vec![Line([0.0; LANES]); k_padded * total / LANES];
+        let mut chunks = Vec::with_capacity(strips.len());
+        let mut rest = lines.as_mut_slice();
+        for &(c0, width) in &strips {
+            let (now, later) = rest.split_at_mut(k_padded * width / LANES);
+            chunks.push((c0, width, now));
+            rest = later;
+        }
+        let copy = |(c0, width, dst): (usize, usize, &mut [Line])| {
+            let valid = width.min(cols - c0);
+            for (kk, row) in dst.chunks_exact_mut(width / LANES).take(k).enumerate() {
+                let src = &x[kk * xs + c0..kk * xs + c0 + valid];
+                for (line, chunk) in row.iter_mut().zip(src.chunks(LANES)) {
+                    line.0[..chunk.len()].copy_from_slice(chunk);
+                }
+            }
+        };
+        if threads > 1 && k * cols > 1 << 16 {
+            chunks.into_par_iter().for_each(copy);
+        } else {
+            chunks.into_iter().for_each(copy);
+        }
+        Panels {
+            lines,
+            strips,
+            k_padded,
+        }
+    }
+
+    /// Strip `s`'s first line.
+    fn strip_start(&self, s: usize) -> *const f32 {
+        let before: usize = self.strips[..s].iter().map(|&(_, w)| w).sum();
+        self.lines[self.k_padded * before / LANES..].as_ptr().cast()
+    }
+}
+
+/// `y[rows × cols] = W · x`, where row `r` of `x` starts at `x[r · xs]` (`xs ≥ cols`).
+///
+/// Panics unless AVX-512F was detected (the caller dispatches on `Isa::Avx512`) or the
+/// buffers are shorter than the shapes.
+pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y: &mut [f32], cols: usize) {
+    #[cfg(target_arch = "x86_64")]
+    assert!(
+        is_x86_feature_detected!("avx512f"),
+        "token-lane kernel needs AVX-512F"
+    );
+    assert!(
+        xs >= cols && (l.k == 0 || (l.k - 1) * xs + cols <= x.len()),
+        "x too short"
+    );
+    assert!(y.len() == l.rows * cols, "y has the wrong length");
+    if l.rows == 0 || cols == 0 {
+        return;
+    }
+    if l.pairs() == 0 {
+        y.fill(0.0);
+        return;
+    }
+    let panels = Panels::new(x, xs, l.k, l.k_padded, cols, threads);
+    let per_task = l.rows_padded.div_ceil(threads.max(1)).div_ceil(ROWS) * ROWS;
+    let task = |(t, y_rows): (usize, &mut [f32])| rows_task(l, t * per_task, per_task, &panels, y_rows, cols);
+    if threads > 1 {
+        y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
+    } else {
+        y.chunks_mut(per_task * cols).enumerate().for_each(task);
+    }
+}
+
+/// One task: layout rows `row0 .. row0 + per_task` (padding included), of which the real ones
+/// are `y_rows` (`rows × cols`).
+fn rows_task(l: &TokenLayout, row0: usize, per_task: usize, p: &Panels, y_rows: &mut [f32], cols: usize) {
+    let real = y_rows.len() / cols;
+    let tile_rows = per_task.min(l.rows_padded - row0);
+    let mut scratch = vec![Line([0.0; LANES]); tile_rows * MAX_STRIP / LANES];
+    let out: *mut f32 = scratch.as_mut_ptr().cast();
+    let pairs = l.pairs();
+    for (s, &(c0, width)) in p.strips.iter().enumerate() {
+        let strip = p.strip_start(s);
+        for block in 0..pairs.div_ceil(PAIRS_PER_BLOCK) {
+            let in_block = block_pairs(pairs, block);
+            let values = &l.values[block * l.rows_padded * KEPT_PER_BLOCK..];
+            let idx = &l.idx[block * l.rows_padded * PAIRS_PER_BLOCK..];
+            // SAFETY: the tile is rows `block·64 .. + 8·in_block <= k_padded` of the strip,
+            // inside `p.lines`.
+            let tile = unsafe { strip.add(block * K_BLOCK * width) };
+            for r in (0..tile_rows).step_by(ROWS) {
+                let row = row0 + r;
+                let ahead = row + PREFETCH_PAIRS_AHEAD * ROWS;
+                if ahead < l.rows_padded {
+                    for line in values[ahead * 4 * in_block..(ahead + ROWS) * 4 * in_block].chunks(LANES) {
+                        prefetch(line.as_ptr().cast());
+                    }
+                    prefetch(idx[ahead * in_block..].as_ptr());
+                }
+                let pair = Pair {
+                    values: std::array::from_fn(|i| {
+                        values[(row + i) * 4 * in_block..][..4 * in_block].as_ptr()
+                    }),
+                    idx: std::array::from_fn(|i| idx[(row + i) * in_block..][..in_block].as_ptr()),
+                    pairs: in_block,
+                    accumulate: block > 0,
+                };
+                // SAFETY: scratch rows `r, r + 1 < tile_rows` each hold `width <= 128` floats
+                // at `r · width`; the weights are the block's `4·in_block` values and
+                // `in_block` index bytes of both rows (sliced above); every index selects a K
+                // row `< 8·in_block` of the tile, which is `width` floats wide.
+                unsafe {
+                    let y = std::array::from_fn(|i| out.add((r + i) * width));
+                    match width {
+                        MAX_STRIP => pair.run::<8>(tile, y),
+                        _ => pair.run::<4>(tile, y),
+                    }
+                }
+            }
+        }
+        let valid = width.min(cols - c0);
+        for (r, y_row) in y_rows.chunks_exact_mut(cols).enumerate().take(real) {
+            // SAFETY: scratch row `r < tile_rows` of `width >= valid` floats.
+            let src = unsafe { std::slice::from_raw_parts(out.add(r * width), valid) };
+            y_row[c0..c0 + valid].copy_from_slice(src);
+        }
+    }
+}
+
+/// Two rows' weights for one K block.
+struct Pair {
+    values: [*const f32; ROWS],
+    idx: [*const u8; ROWS],
+    pairs: usize,
+    accumulate: bool,
+}
+
+impl Pair {
+    /// `y[r][..16·V] (+)= Σ kept w · tile[k][..16·V]` for both rows.
+    ///
+    /// # Safety
+    /// AVX-512F is available; `tile` is 64-byte aligned and holds `8 · pairs` rows of
+    /// `16·V` floats; each row has `4 · pairs` values and `pairs` index bytes; each `y[r]` is
+    /// 64-byte aligned and writable for `16·V` floats.
+    #[inline(always)]
+    unsafe fn run<const V: usize>(&self, tile: *const f32, y: [*mut f32; ROWS]) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's contract.
+        unsafe {
+            avx512::pair::<V>(self, tile, y)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (tile, y);
+    }
+}
+
+/// A cache hint; a no-op off x86-64.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and has no architectural effect; `p` comes from a live slice.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{LANES, Pair, ROWS};
+    use std::arch::x86_64::*;
+
+    /// See [`Pair::run`].
+    ///
+    /// # Safety
+    /// As [`Pair::run`].
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn pair<const V: usize>(p: &Pair, tile: *const f32, y: [*mut f32; ROWS]) {
+        let mut acc = [[_mm512_setzero_ps(); V]; ROWS];
+        if p.accumulate {
+            for (row, y) in acc.iter_mut().zip(y) {
+                for (v, a) in row.iter_mut().enumerate() {
+                    // SAFETY: `16·v < 16·V` floats of the row's aligned output (contract).
+                    *a = unsafe { _mm512_load_ps(y.add(LANES * v)) };
+                }
+            }
+        }
+        let width = LANES * V;
+        for j in 0..p.pairs {
+            // SAFETY: K rows `8j .. 8j + 8 <= 8·pairs` of the tile (contract).
+            let base = unsafe { tile.add(8 * j * width) };
+            for r in 0..ROWS {
+                // SAFETY: index byte `j < pairs` and values `4j .. 4j + 4` of the row.
+                let (b, w) = unsafe { (usize::from(*p.idx[r].add(j)), p.values[r].add(4 * j)) };
+                // Each 2-bit index is < 4, so every row below stays inside the pair's 8.
+                let rows = [b & 3, b >> 2 & 3, 4 + (b >> 4 & 3), 4 + (b >> 6)];
+                for (t, &k) in rows.iter().enumerate() {
+                    // SAFETY: value `4j + t` of the row; K row `8j + k` of the tile.
+                    let (wb, x) = unsafe { (_mm512_set1_ps(*w.add(t)), base.add(k * width)) };
+                    for (v, a) in acc[r].iter_mut().enumerate() {
+                        // SAFETY: columns `16v .. 16v + 16 <= width` of an aligned tile row.
+                        *a = _mm512_fmadd_ps(wb, unsafe { _mm512_load_ps(x.add(LANES * v)) }, *a);
+                    }
+                }
+            }
+        }
+        for (row, y) in acc.iter().zip(y) {
+            for (v, a) in row.iter().enumerate() {
+                // SAFETY: as for the loads.
+                unsafe { _mm512_store_ps(y.add(LANES * v), *a) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{NmMatrix, prune_magnitude};
+    use super::*;
+    use crate::execute::kernels::reference::gemm_naive;
+    use proptest::prelude::*;
+
+    fn data(len: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn avx512() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return is_x86_feature_detected!("avx512f");
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+
+    /// The kernel against the naive product, on `x` rows `xs` apart.
+    fn check(rows: usize, groups: usize, cols: usize, xs: usize, threads: usize, seed: u64) {
+        let k = 4 * groups;
+        let w = prune_magnitude(&data(rows * k, seed), rows, k, 2, 4);
+        let x = data(k * xs, seed + 1);
+        let dense_x: Vec<f32> = (0..k * cols).map(|i| x[i / cols * xs + i % cols]).collect();
+        let a = NmMatrix::compress(&w, rows, k, 2, 4).unwrap();
+        let layout = TokenLayout::new(rows, k, a.values(), a.indices(), k.div_ceil(8));
+        let mut want = vec![0.0; rows * cols];
+        gemm_naive(&w, &dense_x, &mut want, rows, k, cols);
+        let mut got = vec![f32::NAN; rows * cols];
+        spmm(&layout, threads, (&x, xs), &mut got, cols);
+        let tol = 1e-5 * (k as f32).max(10.0);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= tol * w.abs().max(1.0),
+                "{rows}×{k}×{cols} (xs {xs}, {threads} threads) at {i}: {g} vs {w}"
+            );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Odd rows (a padding row), K with half an index byte (`groups` odd) and across
+        /// several K blocks, token counts around the 64/128 strip widths, padded x rows.
+        #[test]
+        fn issue_3_token_lanes_match_the_naive_oracle(
+            rows in 1usize..12, groups in 1usize..40, cols in 1usize..300, pad in 0usize..3,
+            threads in 1usize..3, seed in any::<u64>(),
+        ) {
+            if avx512() {
+                check(rows, groups, cols, cols + pad, threads, seed);
+            }
+        }
+    }
+
+    #[test]
+    fn issue_3_token_lanes_cover_block_and_strip_boundaries() {
+        if !avx512() {
+            return;
+        }
+        for (rows, groups, cols) in [
+            (2, 16, 128),
+            (3, 17, 129),
+            (4, 32, 64),
+            (5, 33, 65),
+            (7, 2, 192),
+            (1, 1, 1),
+        ] {
+            check(rows, groups, cols, cols, 2, 7);
+        }
+    }
+
+    #[test]
+    fn issue_3_the_execution_copy_is_the_stored_form_reordered() {
+        let (rows, k) = (5, 76);
+        let w = prune_magnitude(&data(rows * k, 3), rows, k, 2, 4);
+        let a = NmMatrix::compress(&w, rows, k, 2, 4).unwrap();
+        let l = TokenLayout::new(rows, k, a.values(), a.indices(), k.div_ceil(8));
+        // 6 rows (padded to even) × 10 index bytes, each row's 4 values per byte.
+        assert_eq!(l.idx.len(), 6 * 10);
+        assert_eq!(l.resident_bytes(), 6 * 10 * 4 * 4 + 6 * 10);
+        let mut kept: Vec<f32> = l.values.iter().copied().filter(|&v| v != 0.0).collect();
+        let mut stored: Vec<f32> = a.values().iter().copied().filter(|&v| v != 0.0).collect();
+        kept.sort_by(f32::total_cmp);
+        stored.sort_by(f32::total_cmp);
+        assert_eq!(kept, stored);
+    }
+}
