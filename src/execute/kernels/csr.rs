@@ -2,15 +2,16 @@
 //! their K indices (u32), plus one row pointer per row.
 //!
 //! The product streams each row's kept weights and, for each, FMAs a contiguous strip of the
-//! activation row it names (`sparse_rows.rs`), blocked like the N:M kernel: tasks of rows in
-//! parallel → token strips → K blocks sized so the activation tile stays in L1 → rows. Column
-//! indices are sorted within a row, so a row's share of a K block is a contiguous run found by
-//! a cursor that only moves forward.
+//! activation row it names (`sparse_rows.rs`): token strips of the panel-major activation
+//! copy (`PanelX`, one contiguous run per K block instead of a page per K row) → tasks of rows
+//! in parallel → K blocks grown for the density → rows. Column indices are sorted within a
+//! row, so a row's share of a K block is a contiguous run found by a cursor that only moves
+//! forward.
 
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
 use super::sparse_rows::{
-    Entries, RowKernel, default_schedule, grown_blocking, panels, rows_strip, spmm_checked,
+    Entries, MAX_STRIP, PanelX, RowKernel, default_schedule, grown_blocking, rows_strip, spmm_checked,
 };
 use crate::schedule::CpuSchedule;
 use rayon::prelude::*;
@@ -133,36 +134,40 @@ impl CsrMatrix {
         spmm_checked(self, schedule, x, y, cols)
     }
 
+    /// One task: output rows `row0 ..` (as many as `y` holds) × one strip of the panel-major
+    /// activations (`width` floats a K row), whose first `valid` tokens are columns
+    /// `c0 .. c0 + valid` of `y`.
     fn task(
         &self,
         isa: Isa,
-        (strip, k_block): (usize, usize),
+        k_block: usize,
         row0: usize,
-        (x, xs): (&[f32], usize),
+        (strip, width): (&[f32], usize),
         y: &mut [f32],
-        (cols, panel): (usize, std::ops::Range<usize>),
+        (cols, c0, valid): (usize, usize, usize),
     ) {
         let rows = y.len() / cols;
-        let strip = strip.max(1);
-        let mut cursor = vec![0usize; rows];
-        for c0 in panel.clone().step_by(strip) {
-            let width = strip.min(panel.end - c0);
-            for (i, c) in cursor.iter_mut().enumerate() {
-                *c = self.row_ptr[row0 + i] as usize;
-            }
-            for kb0 in (0..self.k).step_by(k_block) {
-                let kb1 = (kb0 + k_block).min(self.k);
-                for (i, (y_row, c)) in y.chunks_exact_mut(cols).zip(&mut cursor).enumerate() {
-                    let end = self.row_ptr[row0 + i + 1] as usize;
-                    let run = &self.col_idx[*c..end];
-                    let len = run.partition_point(|&col| (col as usize) < kb1);
-                    let entries = CsrEntries {
-                        values: &self.values[*c..*c + len],
-                        cols: &run[..len],
-                    };
-                    rows_strip(isa, entries, x, xs, c0, [&mut y_row[c0..c0 + width]], kb0 > 0);
-                    *c += len;
-                }
+        let mut cursor: Vec<usize> = (0..rows).map(|i| self.row_ptr[row0 + i] as usize).collect();
+        for kb0 in (0..self.k).step_by(k_block.max(1)) {
+            let kb1 = (kb0 + k_block).min(self.k);
+            for (i, (y_row, c)) in y.chunks_exact_mut(cols).zip(&mut cursor).enumerate() {
+                let end = self.row_ptr[row0 + i + 1] as usize;
+                let run = &self.col_idx[*c..end];
+                let len = run.partition_point(|&col| (col as usize) < kb1);
+                let entries = CsrEntries {
+                    values: &self.values[*c..*c + len],
+                    cols: &run[..len],
+                };
+                rows_strip(
+                    isa,
+                    entries,
+                    strip,
+                    width,
+                    0,
+                    [&mut y_row[c0..c0 + valid]],
+                    kb0 > 0,
+                );
+                *c += len;
             }
         }
     }
@@ -197,17 +202,24 @@ impl RowKernel for CsrMatrix {
         cols: usize,
     ) {
         let (k_block, per_task) = self.blocking(schedule);
-        for range in panels(self.k, cols, schedule.strip_width) {
-            let task = |(t, y_rows): (usize, &mut [f32])| {
-                self.task(
-                    isa,
-                    (schedule.strip_width, k_block),
-                    t * per_task,
-                    (x, xs),
-                    y_rows,
-                    (cols, range.clone()),
-                )
+        // One strip's worth of tokens: the caller's line-aligned copy already keeps each K
+        // block contiguous, so a second copy would only cost time.
+        let panels = (cols > MAX_STRIP)
+            .then(|| PanelX::new((x, xs), (self.k, self.k), cols, (MAX_STRIP, 16), schedule.threads));
+        let strips = panels.as_ref().map_or(1, |p| p.strips().len());
+        // Strip by strip, all tasks in parallel: the strip's panel stays in L2/L3 while every
+        // task sweeps its rows over it.
+        for s in 0..strips {
+            let (strip, c0, valid) = match &panels {
+                Some(p) => {
+                    let (c0, width) = p.strips()[s];
+                    ((p.strip(s), width), c0, width.min(cols - c0))
+                }
+                None => ((x, xs), 0, cols),
             };
+            let span = (cols, c0, valid);
+            let task =
+                |(t, y_rows): (usize, &mut [f32])| self.task(isa, k_block, t * per_task, strip, y_rows, span);
             if schedule.threads <= 1 {
                 y.chunks_mut(per_task * cols).enumerate().for_each(task);
             } else {

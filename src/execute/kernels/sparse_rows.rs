@@ -92,11 +92,6 @@ pub(crate) fn panels(k: usize, cols: usize, strip: usize) -> impl Iterator<Item 
     (0..cols).step_by(panel).map(move |p0| p0..(p0 + panel).min(cols))
 }
 
-/// One cache line of activations.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Line([f32; 16]);
-
 /// The activations `x[k × cols]` copied into rows that start on cache lines, `stride` floats
 /// apart.
 ///
@@ -142,6 +137,102 @@ impl PackedX {
         let floats =
             unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<f32>(), self.lines.len() * 16) };
         (floats, self.stride)
+    }
+}
+
+/// One cache line of activations or outputs: keeps every vector access aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(crate) struct Line(pub(crate) [f32; 16]);
+
+/// Widest strip of tokens a panel holds: 8 zmm accumulators per output row.
+pub(crate) const MAX_STRIP: usize = 128;
+
+/// The activations copied *panel-major*: strip after strip of at most [`MAX_STRIP`] tokens,
+/// each `k_padded × width` contiguous floats, zero past `k` and past the last token.
+///
+/// Why, beyond [`PackedX`]: a K block of a row-major activation matrix touches one 4 KiB page
+/// per K row, so a tile of 64–500 K rows needs as many TLB entries, on top of the weights'.
+/// Panel-major, the same tile is one contiguous, line-aligned run: a few pages.
+pub(crate) struct PanelX {
+    lines: Vec<Line>,
+    /// `(first token, width)` of each strip.
+    strips: Vec<(usize, usize)>,
+    /// First line of each strip.
+    starts: Vec<usize>,
+    k_padded: usize,
+}
+
+impl PanelX {
+    /// Copy the `k` rows of `x` (row `r` at `x[r · xs]`, `cols` valid, checked by the caller)
+    /// into panels of `k_padded ≥ k` rows. Strips are `widest` tokens wide (a multiple of
+    /// `granule`, at most [`MAX_STRIP`]) but the last, which is the rest rounded up to
+    /// `granule` (a multiple of 16: what the kernel's narrowest register block takes).
+    pub(crate) fn new(
+        (x, xs): (&[f32], usize),
+        (k, k_padded): (usize, usize),
+        cols: usize,
+        (widest, granule): (usize, usize),
+        threads: usize,
+    ) -> PanelX {
+        debug_assert!(granule.is_multiple_of(16) && widest.is_multiple_of(granule) && widest <= MAX_STRIP);
+        let mut strips = Vec::new();
+        let mut c0 = 0;
+        while c0 < cols {
+            let width = (cols - c0).min(widest).div_ceil(granule) * granule;
+            strips.push((c0, width));
+            c0 += width;
+        }
+        let starts: Vec<usize> = strips
+            .iter()
+            .scan(0, |line, &(_, w)| {
+                let start = *line;
+                *line += k_padded * w / 16;
+                Some(start)
+            })
+            .collect();
+        let total: usize = strips.iter().map(|&(_, w)| k_padded * w / 16).sum();
+        let mut lines = vec![Line([0.0; 16]); total];
+        let mut chunks = Vec::with_capacity(strips.len());
+        let mut rest = lines.as_mut_slice();
+        for &(c0, width) in &strips {
+            let (now, later) = rest.split_at_mut(k_padded * width / 16);
+            chunks.push((c0, width, now));
+            rest = later;
+        }
+        let copy = |(c0, width, dst): (usize, usize, &mut [Line])| {
+            let valid = width.min(cols - c0);
+            for (kk, row) in dst.chunks_exact_mut(width / 16).take(k).enumerate() {
+                let src = &x[kk * xs + c0..kk * xs + c0 + valid];
+                for (line, chunk) in row.iter_mut().zip(src.chunks(16)) {
+                    line.0[..chunk.len()].copy_from_slice(chunk);
+                }
+            }
+        };
+        if threads > 1 && k * cols > 1 << 16 {
+            chunks.into_par_iter().for_each(copy);
+        } else {
+            chunks.into_iter().for_each(copy);
+        }
+        PanelX {
+            lines,
+            strips,
+            starts,
+            k_padded,
+        }
+    }
+
+    /// `(first token, width)` of each strip.
+    pub(crate) fn strips(&self) -> &[(usize, usize)] {
+        &self.strips
+    }
+
+    /// Strip `s`: `k_padded` rows of its width, starting on a cache line.
+    pub(crate) fn strip(&self, s: usize) -> &[f32] {
+        let lines = &self.lines[self.starts[s]..][..self.k_padded * self.strips[s].1 / 16];
+        // SAFETY: `Line` is `repr(C)` around `[f32; 16]` (64 bytes, alignment 64, no padding),
+        // so `lines` is `16 · len` contiguous, initialised f32 values.
+        unsafe { std::slice::from_raw_parts(lines.as_ptr().cast::<f32>(), lines.len() * 16) }
     }
 }
 

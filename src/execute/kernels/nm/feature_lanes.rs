@@ -1,9 +1,9 @@
 //! The AVX-512 2:4 kernel vectorised along output features instead of tokens.
 //!
-//! Why a second layout: the token-vectorised loop (`two_of_four.rs`) needs one activation
-//! load per FMA, because every output row keeps different K positions, so no load can feed
-//! two rows. That keeps it load-bound at about half the dense kernel's efficiency, which
-//! cancels the 2× saving of 2:4 (issue 3: 0.84× dense at 2048³).
+//! Why a second layout: the token-vectorised kernels (`token_lanes.rs`, `two_of_four.rs`) fill
+//! a strip of at least 64 tokens per output row; with fewer tokens most of the strip is
+//! padding. Here the vector runs along output rows instead, which any token count fills. The
+//! product picks this kernel below 64 tokens (`TOKEN_LANES_MIN_COLS` in `spmm.rs`).
 //!
 //! Here a zmm holds 16 *output rows* for one token. For each group of 4 along K, the token's
 //! 4 activations are broadcast into every 128-bit lane of a register (one 16-byte load), and
@@ -18,12 +18,10 @@
 //! execution-time copy carries exactly the stored 2 bits per kept weight, transposed; the
 //! metadata counters still report the stored format.
 //!
-//! Measured limit (this 2-core Zen 5, `examples/port_mix.rs`, best of 40 on a loaded
-//! machine): FMAs each with a broadcast load run at the rate of FMAs alone, each with an L1
-//! load at 0.75–1.0 of it, each with a variable-control permute (`vpermilps`, `vpermps`,
-//! `vpshufb`) at 0.36–0.70 of it. A lone register tile of this loop runs at 0.5–0.6 of FMA peak, so 2:4 here gains
-//! 1.0–1.2× over the dense kernel, not the 1.6× issue 3 asks for; the token-vectorised loop
-//! (`two_of_four.rs`, which still serves AVX2) measured 0.8–0.95× on the same shapes.
+//! Measured limit (this 2-core Zen 5, `examples/port_mix.rs`): FMAs each with a
+//! variable-control permute (`vpermilps`, `vpermps`, `vpshufb`) run at 0.70 of the rate of
+//! FMAs alone, so this loop cannot gain more than ~1.4× over dense; measured 0.8–1.15× at
+//! BERT-base shapes with 32–128 tokens.
 //!
 //! Blocking, per task of [`PANELS_PER_TASK`] panels (a contiguous block of output rows, so
 //! tasks write disjoint chunks of `y`): token blocks of [`TOKEN_BLOCK`] → K blocks of

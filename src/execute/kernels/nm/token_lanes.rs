@@ -30,6 +30,7 @@
 //! only reordered (rows padded to even, K to a multiple of 8), so the metadata counters keep
 //! reporting the stored format and [`TokenLayout::resident_bytes`] reports the copy.
 
+use crate::execute::kernels::sparse_rows::{Line, MAX_STRIP, PanelX};
 use rayon::prelude::*;
 
 /// f32 per zmm register.
@@ -46,8 +47,6 @@ const ROWS: usize = 2;
 /// Row pairs ahead whose next weights are prefetched: the K-block-major layout makes them the
 /// next bytes of one stream, but the prefetchers need a head start once it comes from L3.
 const PREFETCH_PAIRS_AHEAD: usize = 4;
-/// Widest strip of tokens: 8 zmm accumulators per row.
-const MAX_STRIP: usize = 128;
 
 /// A 2:4 matrix rearranged for the token-lane kernel (see the module doc).
 #[derive(Debug, Clone)]
@@ -119,71 +118,6 @@ fn block_pairs(pairs: usize, block: usize) -> usize {
     PAIRS_PER_BLOCK.min(pairs - block * PAIRS_PER_BLOCK)
 }
 
-/// One cache line of activations or outputs: keeps every vector access aligned.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Line([f32; LANES]);
-
-/// The activations copied panel-major: strip after strip, each `k_padded × width` floats,
-/// zero past `k` and past the last token.
-struct Panels {
-    lines: Vec<Line>,
-    /// `(first token, width)` of each strip; widths are 64 or 128.
-    strips: Vec<(usize, usize)>,
-    k_padded: usize,
-}
-
-impl Panels {
-    fn new(x: &[f32], xs: usize, k: usize, k_padded: usize, cols: usize, threads: usize) -> Panels {
-        let mut strips = Vec::new();
-        let mut c0 = 0;
-        while c0 < cols {
-            // A last strip of at most 64 tokens takes 4 accumulators a row instead of 8.
-            let width = if cols - c0 <= MAX_STRIP / 2 {
-                MAX_STRIP / 2
-            } else {
-                MAX_STRIP
-            };
-            strips.push((c0, width));
-            c0 += width;
-        }
-        let total: usize = strips.iter().map(|&(_, w)| w).sum();
-        let mut lines = vec![Line([0.0; LANES]); k_padded * total / LANES];
-        let mut chunks = Vec::with_capacity(strips.len());
-        let mut rest = lines.as_mut_slice();
-        for &(c0, width) in &strips {
-            let (now, later) = rest.split_at_mut(k_padded * width / LANES);
-            chunks.push((c0, width, now));
-            rest = later;
-        }
-        let copy = |(c0, width, dst): (usize, usize, &mut [Line])| {
-            let valid = width.min(cols - c0);
-            for (kk, row) in dst.chunks_exact_mut(width / LANES).take(k).enumerate() {
-                let src = &x[kk * xs + c0..kk * xs + c0 + valid];
-                for (line, chunk) in row.iter_mut().zip(src.chunks(LANES)) {
-                    line.0[..chunk.len()].copy_from_slice(chunk);
-                }
-            }
-        };
-        if threads > 1 && k * cols > 1 << 16 {
-            chunks.into_par_iter().for_each(copy);
-        } else {
-            chunks.into_iter().for_each(copy);
-        }
-        Panels {
-            lines,
-            strips,
-            k_padded,
-        }
-    }
-
-    /// Strip `s`'s first line.
-    fn strip_start(&self, s: usize) -> *const f32 {
-        let before: usize = self.strips[..s].iter().map(|&(_, w)| w).sum();
-        self.lines[self.k_padded * before / LANES..].as_ptr().cast()
-    }
-}
-
 /// `y[rows × cols] = W · x`, where row `r` of `x` starts at `x[r · xs]` (`xs ≥ cols`).
 ///
 /// Panics unless AVX-512F was detected (the caller dispatches on `Isa::Avx512`) or the
@@ -206,7 +140,14 @@ pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y:
         y.fill(0.0);
         return;
     }
-    let panels = Panels::new(x, xs, l.k, l.k_padded, cols, threads);
+    // Strips of 64 or 128 tokens: 4 or 8 accumulators a row.
+    let panels = PanelX::new(
+        (x, xs),
+        (l.k, l.k_padded),
+        cols,
+        (MAX_STRIP, MAX_STRIP / 2),
+        threads,
+    );
     let per_task = l.rows_padded.div_ceil(threads.max(1)).div_ceil(ROWS) * ROWS;
     let task = |(t, y_rows): (usize, &mut [f32])| rows_task(l, t * per_task, per_task, &panels, y_rows, cols);
     if threads > 1 {
@@ -218,20 +159,19 @@ pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y:
 
 /// One task: layout rows `row0 .. row0 + per_task` (padding included), of which the real ones
 /// are `y_rows` (`rows × cols`).
-fn rows_task(l: &TokenLayout, row0: usize, per_task: usize, p: &Panels, y_rows: &mut [f32], cols: usize) {
+fn rows_task(l: &TokenLayout, row0: usize, per_task: usize, p: &PanelX, y_rows: &mut [f32], cols: usize) {
     let real = y_rows.len() / cols;
     let tile_rows = per_task.min(l.rows_padded - row0);
     let mut scratch = vec![Line([0.0; LANES]); tile_rows * MAX_STRIP / LANES];
     let out: *mut f32 = scratch.as_mut_ptr().cast();
     let pairs = l.pairs();
-    for (s, &(c0, width)) in p.strips.iter().enumerate() {
-        let strip = p.strip_start(s);
+    for (s, &(c0, width)) in p.strips().iter().enumerate() {
+        let strip = p.strip(s).as_ptr();
         for block in 0..pairs.div_ceil(PAIRS_PER_BLOCK) {
             let in_block = block_pairs(pairs, block);
             let values = &l.values[block * l.rows_padded * KEPT_PER_BLOCK..];
             let idx = &l.idx[block * l.rows_padded * PAIRS_PER_BLOCK..];
-            // SAFETY: the tile is rows `block·64 .. + 8·in_block <= k_padded` of the strip,
-            // inside `p.lines`.
+            // SAFETY: the tile is rows `block·64 .. + 8·in_block <= k_padded` of the strip.
             let tile = unsafe { strip.add(block * K_BLOCK * width) };
             for r in (0..tile_rows).step_by(ROWS) {
                 let row = row0 + r;
