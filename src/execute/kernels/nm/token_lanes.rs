@@ -276,15 +276,15 @@ mod avx512 {
         for j in 0..p.pairs {
             // SAFETY: K rows `8j .. 8j + 8 <= 8·pairs` of the tile (contract).
             let base = unsafe { tile.add(8 * j * width) };
-            for r in 0..ROWS {
+            for ((acc, idx), values) in acc.iter_mut().zip(p.idx).zip(p.values) {
                 // SAFETY: index byte `j < pairs` and values `4j .. 4j + 4` of the row.
-                let (b, w) = unsafe { (usize::from(*p.idx[r].add(j)), p.values[r].add(4 * j)) };
+                let (b, w) = unsafe { (usize::from(*idx.add(j)), values.add(4 * j)) };
                 // Each 2-bit index is < 4, so every row below stays inside the pair's 8.
                 let rows = [b & 3, b >> 2 & 3, 4 + (b >> 4 & 3), 4 + (b >> 6)];
                 for (t, &k) in rows.iter().enumerate() {
                     // SAFETY: value `4j + t` of the row; K row `8j + k` of the tile.
                     let (wb, x) = unsafe { (_mm512_set1_ps(*w.add(t)), base.add(k * width)) };
-                    for (v, a) in acc[r].iter_mut().enumerate() {
+                    for (v, a) in acc.iter_mut().enumerate() {
                         // SAFETY: columns `16v .. 16v + 16 <= width` of an aligned tile row.
                         *a = _mm512_fmadd_ps(wb, unsafe { _mm512_load_ps(x.add(LANES * v)) }, *a);
                     }
