@@ -36,7 +36,7 @@ pub struct NmMatrix {
     /// The 2:4 feature-lane layout, built on the first AVX-512 product with few tokens (see
     /// `feature_lanes.rs`).
     lanes: LaneCache<feature_lanes::LaneLayout>,
-    /// The 2:4 token-lane layout, built on the first AVX-512 product with many tokens (see
+    /// The token-lane layout, built on the first AVX-512 product with many tokens (see
     /// `token_lanes.rs`).
     tokens: LaneCache<token_lanes::TokenLayout>,
 }
@@ -211,16 +211,22 @@ impl NmMatrix {
         })
     }
 
-    /// The token-lane layout of a 2:4 matrix, built on first use.
+    /// The token-lane layout, built on first use (patterns with `m ≤ 64`).
     fn token_layout(&self) -> &token_lanes::TokenLayout {
         self.tokens.0.get_or_init(|| {
-            token_lanes::TokenLayout::new(self.rows, self.k, &self.values, &self.indices, self.row_bytes)
+            token_lanes::TokenLayout::new(
+                (self.rows, self.k),
+                (self.n, self.m),
+                &self.values,
+                (&self.indices, self.row_bytes, self.bits),
+            )
         })
     }
 
-    /// Bytes of the execution-time copies the AVX-512 2:4 kernels keep beside the stored form
-    /// (the same values and 2-bit indices, rearranged and padded), 0 until the first such
-    /// product. Reported so the memory they cost is not hidden.
+    /// Bytes of the execution-time copies the AVX-512 kernels keep beside the stored form (the
+    /// same values, rearranged and padded, with the 2-bit indices for 2:4 and a row byte per
+    /// kept weight otherwise), 0 until the first such product. Reported so the memory they
+    /// cost is not hidden.
     pub fn execution_copy_bytes(&self) -> usize {
         self.lanes.resident_bytes() + self.tokens.resident_bytes()
     }

@@ -272,15 +272,17 @@ impl RowKernel for NmMatrix {
         cols: usize,
     ) {
         #[cfg(target_arch = "x86_64")]
-        // 2:4 with AVX-512: the token-lane kernel once there are enough tokens to fill its
-        // strips, the feature-lane kernel below that (see their module docs).
-        if isa == Isa::Avx512 && (self.n, self.m) == (2, 4) {
-            if cols >= TOKEN_LANES_MIN_COLS {
+        // AVX-512: the token-lane kernel once there are enough tokens to fill its strips; below
+        // that, the feature-lane kernel for 2:4 (see their module docs).
+        if isa == Isa::Avx512 {
+            if cols >= TOKEN_LANES_MIN_COLS && super::token_lanes::TokenLayout::supports(self.m) {
                 super::token_lanes::spmm(self.token_layout(), schedule.threads, (x, xs), y, cols);
-            } else {
-                super::feature_lanes::spmm(self.lane_layout(), schedule.threads, (x, xs), y, cols);
+                return;
             }
-            return;
+            if (self.n, self.m) == (2, 4) {
+                super::feature_lanes::spmm(self.lane_layout(), schedule.threads, (x, xs), y, cols);
+                return;
+            }
         }
         // Grown like the other sparse formats: a row keeps n/m of each K block.
         let kept = (self.k / self.m * self.n) as f64;

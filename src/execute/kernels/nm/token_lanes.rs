@@ -1,5 +1,6 @@
-//! The AVX-512 2:4 kernel vectorised along tokens, with the weights re-blocked by K block:
-//! the faster of the two 2:4 kernels once a product has a few dozen tokens.
+//! The AVX-512 N:M kernel vectorised along tokens, with the weights re-blocked by K block:
+//! the faster of the two 2:4 kernels once a product has a few dozen tokens, and the kernel of
+//! every other pattern with groups of up to 64 (1:2, 4:8, …) from the same token count.
 //!
 //! The loop is the one the design notes describe (broadcast each kept weight, FMA it against
 //! the contiguous activation row its 2-bit index names, no gathers): one activation load per
@@ -26,96 +27,144 @@
 //! independent FMA chains at `W` = 128) → the index bytes of the block, decoded inline (a
 //! shift and a mask per kept weight on the integer ports).
 //!
-//! The execution copy holds the same values and the same 2-bit indices as the stored form,
-//! only reordered (rows padded to even, K to a multiple of 8), so the metadata counters keep
-//! reporting the stored format and [`TokenLayout::resident_bytes`] reports the copy.
+//! For 2:4 the execution copy holds the same values and the same 2-bit indices as the stored
+//! form, only reordered (rows padded to even, K to a multiple of 8). Other patterns store one
+//! byte per kept weight, its row in the K block, instead of their 1–8-bit in-group index:
+//! a plain load where the stored form would need a variable shift per weight. Either way the
+//! metadata counters keep reporting the stored format and [`TokenLayout::resident_bytes`]
+//! reports the copy.
 
 use crate::execute::kernels::sparse_rows::{Line, MAX_STRIP, PanelX};
 use rayon::prelude::*;
 
 /// f32 per zmm register.
 const LANES: usize = 16;
-/// K positions per block: 8 index bytes, 32 kept values a row; × 128 tokens = a 32 KiB
-/// activation tile, most of a 48 KiB L1d.
+/// K positions per block: 8 index bytes, 32 kept values a row for 2:4; × 128 tokens = a
+/// 32 KiB activation tile, most of a 48 KiB L1d. Other patterns take the largest multiple of
+/// their group size that fits.
 const K_BLOCK: usize = 64;
-/// Index bytes (two groups of 4, four kept weights) per full K block.
-const PAIRS_PER_BLOCK: usize = K_BLOCK / 8;
-/// Kept values per row in a full K block.
-const KEPT_PER_BLOCK: usize = K_BLOCK / 2;
 /// Output rows per register tile.
 const ROWS: usize = 2;
 /// Row pairs ahead whose next weights are prefetched: the K-block-major layout makes them the
 /// next bytes of one stream, but the prefetchers need a head start once it comes from L3.
 const PREFETCH_PAIRS_AHEAD: usize = 4;
 
-/// A 2:4 matrix rearranged for the token-lane kernel (see the module doc).
+/// How a layout names the activation row of each kept weight inside its K block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Meta {
+    /// 2:4's stored index bytes, unchanged: 2 bits per kept weight, two groups per byte,
+    /// decoded inline.
+    TwoBit,
+    /// One byte per kept weight, its row in the K block (< 64): any other N:M pattern, whose
+    /// stored indices would cost a variable-width decode per weight.
+    Rows,
+}
+
+/// An N:M matrix rearranged for the token-lane kernel (see the module doc).
 #[derive(Debug, Clone)]
 pub(crate) struct TokenLayout {
     rows: usize,
     k: usize,
     /// Rows rounded up to [`ROWS`]; the padding rows have zero weights.
     rows_padded: usize,
-    /// K rounded up to a multiple of 8 (a whole index byte).
+    /// K rows the activation panels hold: K rounded up to a whole index byte for 2:4.
     k_padded: usize,
-    /// `[block][row][4 · pairs in block]` kept values, zero for padding.
+    /// K rows, kept values a row and metadata bytes a row of a full block (all blocks are
+    /// full but the last, which has as many of each per K row).
+    k_block: usize,
+    kept_block: usize,
+    meta_block: usize,
+    meta: Meta,
+    /// `[block][row][kept values in block]`, zero for padding.
     values: Vec<f32>,
-    /// `[block][row][pairs in block]` index bytes, unchanged from the stored form.
+    /// `[block][row][metadata bytes in block]`.
     idx: Vec<u8>,
 }
 
 impl TokenLayout {
-    /// Rearrange a 2:4 matrix given as its row-major kept `values` (2 per group) and packed
-    /// 2-bit `indices` (`row_bytes` per row, 4 per byte, the layout of `indices.rs`).
+    /// Whether the kernel takes an `n:m` pattern: a K block must hold a whole group.
+    pub(crate) fn supports(m: usize) -> bool {
+        (2..=K_BLOCK).contains(&m)
+    }
+
+    /// Rearrange a compressed N:M matrix: row-major kept `values` (`n` per group) and packed
+    /// in-group `indices` (`row_bytes` per row, `bits` each, the layout of `indices.rs`).
+    /// 2:4 keeps its index bytes as they are; other patterns get one row byte per weight.
     pub(crate) fn new(
-        rows: usize,
-        k: usize,
+        (rows, k): (usize, usize),
+        (n, m): (usize, usize),
         values: &[f32],
-        indices: &[u8],
-        row_bytes: usize,
+        (indices, row_bytes, bits): (&[u8], usize, usize),
     ) -> TokenLayout {
+        assert!(
+            Self::supports(m) && n < m && k.is_multiple_of(m),
+            "unsupported {n}:{m}"
+        );
         let rows_padded = rows.div_ceil(ROWS) * ROWS;
-        let pairs = k.div_ceil(8);
-        let kept = k / 2;
-        let mut lv = vec![0.0f32; rows_padded * pairs * 4];
-        let mut li = vec![0u8; rows_padded * pairs];
+        let kept_row = k / m * n;
+        let two_bit = (n, m) == (2, 4);
+        let (k_padded, k_block) = if two_bit {
+            (k.div_ceil(8) * 8, K_BLOCK)
+        } else {
+            (k, K_BLOCK / m * m)
+        };
+        let kept_block = k_block / m * n;
+        let meta_block = if two_bit { k_block / 8 } else { kept_block };
+        let mut l = TokenLayout {
+            rows,
+            k,
+            rows_padded,
+            k_padded,
+            k_block,
+            kept_block,
+            meta_block,
+            meta: if two_bit { Meta::TwoBit } else { Meta::Rows },
+            values: vec![0.0; rows_padded * k_padded / m * n],
+            // Exact: the blocks' metadata bytes a row add up to `meta_block · k_padded / k_block`.
+            idx: vec![0; rows_padded * (meta_block * k_padded / k_block)],
+        };
+        let row_idx = |row: usize| &indices[row * row_bytes..(row + 1) * row_bytes];
         for row in 0..rows {
-            for j in 0..pairs {
-                let (block, jj) = (j / PAIRS_PER_BLOCK, j % PAIRS_PER_BLOCK);
-                let in_block = block_pairs(pairs, block);
-                li[block * rows_padded * PAIRS_PER_BLOCK + row * in_block + jj] =
-                    indices[row * row_bytes + j];
-                for e in 0..4 {
-                    if 4 * j + e < kept {
-                        lv[block * rows_padded * KEPT_PER_BLOCK + row * 4 * in_block + 4 * jj + e] =
-                            values[row * kept + 4 * j + e];
+            for e in 0..kept_row {
+                let group = e / n;
+                let block = group * m / k_block;
+                let (_, kept_b, meta_b) = l.block_shape(block);
+                let local = e - block * kept_block;
+                l.values[block * rows_padded * kept_block + row * kept_b + local] =
+                    values[row * kept_row + e];
+                let at = block * rows_padded * meta_block + row * meta_b;
+                match l.meta {
+                    // Four entries per byte: copy each stored byte once.
+                    Meta::TwoBit if local.is_multiple_of(4) => l.idx[at + local / 4] = row_idx(row)[e / 4],
+                    Meta::TwoBit => {}
+                    Meta::Rows => {
+                        let k_row = group * m + super::indices::get(row_idx(row), e, bits);
+                        l.idx[at + local] = (k_row - block * k_block) as u8;
                     }
                 }
             }
         }
-        TokenLayout {
-            rows,
-            k,
-            rows_padded,
-            k_padded: pairs * 8,
-            values: lv,
-            idx: li,
-        }
+        l
     }
 
-    /// Bytes of the execution-time copy (values and index bytes, padding included).
+    /// Bytes of the execution-time copy (values and metadata bytes, padding included).
     pub(crate) fn resident_bytes(&self) -> usize {
         self.values.len() * 4 + self.idx.len()
     }
 
-    fn pairs(&self) -> usize {
-        self.k_padded / 8
+    fn blocks(&self) -> usize {
+        self.k_padded.div_ceil(self.k_block)
     }
-}
 
-/// Index bytes in K block `block` of a row with `pairs` index bytes (all blocks are full but
-/// the last).
-fn block_pairs(pairs: usize, block: usize) -> usize {
-    PAIRS_PER_BLOCK.min(pairs - block * PAIRS_PER_BLOCK)
+    /// `(K rows, kept values a row, metadata bytes a row)` of block `b`.
+    fn block_shape(&self, b: usize) -> (usize, usize, usize) {
+        let rows = self.k_block.min(self.k_padded - b * self.k_block);
+        (
+            rows,
+            self.kept_block * rows / self.k_block,
+            self.meta_block * rows / self.k_block,
+        )
+    }
 }
 
 /// `y[rows × cols] = W · x`, where row `r` of `x` starts at `x[r · xs]` (`xs ≥ cols`).
@@ -136,7 +185,7 @@ pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y:
     if l.rows == 0 || cols == 0 {
         return;
     }
-    if l.pairs() == 0 {
+    if l.k == 0 {
         y.fill(0.0);
         return;
     }
@@ -164,41 +213,41 @@ fn rows_task(l: &TokenLayout, row0: usize, per_task: usize, p: &PanelX, y_rows: 
     let tile_rows = per_task.min(l.rows_padded - row0);
     let mut scratch = vec![Line([0.0; LANES]); tile_rows * MAX_STRIP / LANES];
     let out: *mut f32 = scratch.as_mut_ptr().cast();
-    let pairs = l.pairs();
     for (s, &(c0, width)) in p.strips().iter().enumerate() {
         let strip = p.strip(s).as_ptr();
-        for block in 0..pairs.div_ceil(PAIRS_PER_BLOCK) {
-            let in_block = block_pairs(pairs, block);
-            let values = &l.values[block * l.rows_padded * KEPT_PER_BLOCK..];
-            let idx = &l.idx[block * l.rows_padded * PAIRS_PER_BLOCK..];
-            // SAFETY: the tile is rows `block·64 .. + 8·in_block <= k_padded` of the strip.
-            let tile = unsafe { strip.add(block * K_BLOCK * width) };
+        for block in 0..l.blocks() {
+            let (_, kept, meta) = l.block_shape(block);
+            let values = &l.values[block * l.rows_padded * l.kept_block..];
+            let idx = &l.idx[block * l.rows_padded * l.meta_block..];
+            // SAFETY: the tile is the block's K rows `< k_padded` of the strip.
+            let tile = unsafe { strip.add(block * l.k_block * width) };
             for r in (0..tile_rows).step_by(ROWS) {
                 let row = row0 + r;
                 let ahead = row + PREFETCH_PAIRS_AHEAD * ROWS;
                 if ahead < l.rows_padded {
-                    for line in values[ahead * 4 * in_block..(ahead + ROWS) * 4 * in_block].chunks(LANES) {
+                    for line in values[ahead * kept..(ahead + ROWS) * kept].chunks(LANES) {
                         prefetch(line.as_ptr().cast());
                     }
-                    prefetch(idx[ahead * in_block..].as_ptr());
+                    prefetch(idx[ahead * meta..].as_ptr());
                 }
                 let pair = Pair {
-                    values: std::array::from_fn(|i| {
-                        values[(row + i) * 4 * in_block..][..4 * in_block].as_ptr()
-                    }),
-                    idx: std::array::from_fn(|i| idx[(row + i) * in_block..][..in_block].as_ptr()),
-                    pairs: in_block,
+                    values: std::array::from_fn(|i| values[(row + i) * kept..][..kept].as_ptr()),
+                    idx: std::array::from_fn(|i| idx[(row + i) * meta..][..meta].as_ptr()),
+                    count: meta,
                     accumulate: block > 0,
                 };
                 // SAFETY: scratch rows `r, r + 1 < tile_rows` each hold `width <= 128` floats
-                // at `r · width`; the weights are the block's `4·in_block` values and
-                // `in_block` index bytes of both rows (sliced above); every index selects a K
-                // row `< 8·in_block` of the tile, which is `width` floats wide.
+                // at `r · width`; the weights are the block's `kept` values and `meta`
+                // metadata bytes of both rows (sliced above); every index selects one of the
+                // block's K rows of the tile (2-bit indices stay inside their byte's 8 rows,
+                // row bytes are < the block's rows by construction), `width` floats wide.
                 unsafe {
                     let y = std::array::from_fn(|i| out.add((r + i) * width));
-                    match width {
-                        MAX_STRIP => pair.run::<8>(tile, y),
-                        _ => pair.run::<4>(tile, y),
+                    match (l.meta, width) {
+                        (Meta::TwoBit, MAX_STRIP) => pair.run::<8, true>(tile, y),
+                        (Meta::TwoBit, _) => pair.run::<4, true>(tile, y),
+                        (Meta::Rows, MAX_STRIP) => pair.run::<8, false>(tile, y),
+                        (Meta::Rows, _) => pair.run::<4, false>(tile, y),
                     }
                 }
             }
@@ -216,23 +265,30 @@ fn rows_task(l: &TokenLayout, row0: usize, per_task: usize, p: &PanelX, y_rows: 
 struct Pair {
     values: [*const f32; ROWS],
     idx: [*const u8; ROWS],
-    pairs: usize,
+    /// Metadata bytes a row: index bytes (2:4) or kept weights (row bytes).
+    count: usize,
     accumulate: bool,
 }
 
 impl Pair {
-    /// `y[r][..16·V] (+)= Σ kept w · tile[k][..16·V]` for both rows.
+    /// `y[r][..16·V] (+)= Σ kept w · tile[k][..16·V]` for both rows; `TWO_BIT` says how the
+    /// metadata names `k` ([`Meta`]).
     ///
     /// # Safety
-    /// AVX-512F is available; `tile` is 64-byte aligned and holds `8 · pairs` rows of
-    /// `16·V` floats; each row has `4 · pairs` values and `pairs` index bytes; each `y[r]` is
-    /// 64-byte aligned and writable for `16·V` floats.
+    /// AVX-512F is available; `tile` is 64-byte aligned, rows of `16·V` floats; each row has
+    /// `count` metadata bytes and their values (4 per byte for 2:4, 1 per byte otherwise),
+    /// and every K row they name is inside the tile; each `y[r]` is 64-byte aligned and
+    /// writable for `16·V` floats.
     #[inline(always)]
-    unsafe fn run<const V: usize>(&self, tile: *const f32, y: [*mut f32; ROWS]) {
+    unsafe fn run<const V: usize, const TWO_BIT: bool>(&self, tile: *const f32, y: [*mut f32; ROWS]) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller's contract.
         unsafe {
-            avx512::pair::<V>(self, tile, y)
+            if TWO_BIT {
+                avx512::two_bit::<V>(self, tile, y)
+            } else {
+                avx512::row_bytes::<V>(self, tile, y)
+            }
         };
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (tile, y);
@@ -262,18 +318,11 @@ mod avx512 {
     /// # Safety
     /// As [`Pair::run`].
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn pair<const V: usize>(p: &Pair, tile: *const f32, y: [*mut f32; ROWS]) {
-        let mut acc = [[_mm512_setzero_ps(); V]; ROWS];
-        if p.accumulate {
-            for (row, y) in acc.iter_mut().zip(y) {
-                for (v, a) in row.iter_mut().enumerate() {
-                    // SAFETY: `16·v < 16·V` floats of the row's aligned output (contract).
-                    *a = unsafe { _mm512_load_ps(y.add(LANES * v)) };
-                }
-            }
-        }
+    pub(super) unsafe fn two_bit<const V: usize>(p: &Pair, tile: *const f32, y: [*mut f32; ROWS]) {
+        // SAFETY: the caller's contract.
+        let mut acc = unsafe { start::<V>(p, y) };
         let width = LANES * V;
-        for j in 0..p.pairs {
+        for j in 0..p.count {
             // SAFETY: K rows `8j .. 8j + 8 <= 8·pairs` of the tile (contract).
             let base = unsafe { tile.add(8 * j * width) };
             for ((acc, idx), values) in acc.iter_mut().zip(p.idx).zip(p.values) {
@@ -291,9 +340,67 @@ mod avx512 {
                 }
             }
         }
+        // SAFETY: the caller's contract.
+        unsafe { finish::<V>(&acc, y) }
+    }
+
+    /// See [`Pair::run`]: one row byte per kept weight.
+    ///
+    /// # Safety
+    /// As [`Pair::run`].
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn row_bytes<const V: usize>(p: &Pair, tile: *const f32, y: [*mut f32; ROWS]) {
+        // SAFETY: the caller's contract.
+        let mut acc = unsafe { start::<V>(p, y) };
+        let width = LANES * V;
+        for e in 0..p.count {
+            for ((acc, idx), values) in acc.iter_mut().zip(p.idx).zip(p.values) {
+                // SAFETY: entry `e < count` of the row; its K row is inside the tile.
+                let (wb, x) = unsafe {
+                    (
+                        _mm512_set1_ps(*values.add(e)),
+                        tile.add(usize::from(*idx.add(e)) * width),
+                    )
+                };
+                for (v, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: columns `16v .. 16v + 16 <= width` of an aligned tile row.
+                    *a = _mm512_fmadd_ps(wb, unsafe { _mm512_load_ps(x.add(LANES * v)) }, *a);
+                }
+            }
+        }
+        // SAFETY: the caller's contract.
+        unsafe { finish::<V>(&acc, y) }
+    }
+
+    /// The accumulators: the outputs so far, or zero for the first block.
+    ///
+    /// # Safety
+    /// AVX-512F; each `y[r]` is 64-byte aligned and readable for `16·V` floats.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn start<const V: usize>(p: &Pair, y: [*mut f32; ROWS]) -> [[__m512; V]; ROWS] {
+        let mut acc = [[_mm512_setzero_ps(); V]; ROWS];
+        if p.accumulate {
+            for (row, y) in acc.iter_mut().zip(y) {
+                for (v, a) in row.iter_mut().enumerate() {
+                    // SAFETY: `16·v < 16·V` floats of the row's aligned output (contract).
+                    *a = unsafe { _mm512_load_ps(y.add(LANES * v)) };
+                }
+            }
+        }
+        acc
+    }
+
+    /// Store the accumulators.
+    ///
+    /// # Safety
+    /// AVX-512F; each `y[r]` is 64-byte aligned and writable for `16·V` floats.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn finish<const V: usize>(acc: &[[__m512; V]; ROWS], y: [*mut f32; ROWS]) {
         for (row, y) in acc.iter().zip(y) {
             for (v, a) in row.iter().enumerate() {
-                // SAFETY: as for the loads.
+                // SAFETY: the caller's contract.
                 unsafe { _mm512_store_ps(y.add(LANES * v), *a) };
             }
         }
@@ -333,7 +440,7 @@ mod tests {
         let x = data(k * xs, seed + 1);
         let dense_x: Vec<f32> = (0..k * cols).map(|i| x[i / cols * xs + i % cols]).collect();
         let a = NmMatrix::compress(&w, rows, k, 2, 4).unwrap();
-        let layout = TokenLayout::new(rows, k, a.values(), a.indices(), k.div_ceil(8));
+        let layout = TokenLayout::new((rows, k), (2, 4), a.values(), (a.indices(), k.div_ceil(8), 2));
         let mut want = vec![0.0; rows * cols];
         gemm_naive(&w, &dense_x, &mut want, rows, k, cols);
         let mut got = vec![f32::NAN; rows * cols];
@@ -384,7 +491,7 @@ mod tests {
         let (rows, k) = (5, 76);
         let w = prune_magnitude(&data(rows * k, 3), rows, k, 2, 4);
         let a = NmMatrix::compress(&w, rows, k, 2, 4).unwrap();
-        let l = TokenLayout::new(rows, k, a.values(), a.indices(), k.div_ceil(8));
+        let l = TokenLayout::new((rows, k), (2, 4), a.values(), (a.indices(), k.div_ceil(8), 2));
         // 6 rows (padded to even) × 10 index bytes, each row's 4 values per byte.
         assert_eq!(l.idx.len(), 6 * 10);
         assert_eq!(l.resident_bytes(), 6 * 10 * 4 * 4 + 6 * 10);
