@@ -312,3 +312,191 @@ unsafe fn micro_tile(
         }
     }
 }
+
+/// Columns per K block of the sparse kernel: a block's activations for one 64-token tile
+/// (`SPARSE_KB · 64` bytes, 32 KiB) stay in L1 while a task's rows visit it.
+const SPARSE_KB: usize = 512;
+/// Most rows per sparse task, so their partial sums (256 bytes a row) stay beside the
+/// activation block in L1.
+const SPARSE_CHUNK_ROWS: usize = 32;
+
+/// Kept int8 weights regrouped for `vpdpbusd`: per row and [`SPARSE_KB`]-column block, the
+/// kept entries four at a time (a quad: four columns, four weights as one i32), the last quad
+/// of a block padded with zero weights at the block's first column.
+///
+/// Why: the axpy loop spends a widening multiply per kept weight and token; a quad instead
+/// gathers four activation rows into K-quads per token with two rounds of byte unpacking and
+/// multiplies all four in one instruction. It works for any pattern, since the columns come
+/// from the kept entries themselves.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct SparseQuads {
+    blocks_per_row: usize,
+    /// Quad index where (row, block) starts; `rows · blocks_per_row + 1` entries.
+    seg_start: Vec<usize>,
+    cols: Vec<[u32; 4]>,
+    weights: Vec<i32>,
+    /// `-128 · Σ kept w` per row, undoing the `x + 128` shift.
+    bias: Vec<i32>,
+}
+
+impl SparseQuads {
+    /// Regroup kept entries given per row (`row_start`, columns ascending within a row).
+    pub(super) fn from_rows(rows: usize, k: usize, row_start: &[usize], cols: &[u32], values: &[i8]) -> Self {
+        let blocks_per_row = k.div_ceil(SPARSE_KB).max(1);
+        let mut seg_start = Vec::with_capacity(rows * blocks_per_row + 1);
+        let (mut quad_cols, mut weights, mut bias) = (Vec::new(), Vec::new(), Vec::with_capacity(rows));
+        seg_start.push(0);
+        for r in 0..rows {
+            let span = row_start[r]..row_start[r + 1];
+            let (rc, rv) = (&cols[span.clone()], &values[span]);
+            bias.push(rv.iter().map(|&v| i32::from(v)).sum::<i32>().wrapping_mul(-128));
+            let mut at = 0;
+            for b in 0..blocks_per_row {
+                let end = (b + 1) * SPARSE_KB;
+                let len = rc[at..].iter().take_while(|&&c| (c as usize) < end).count();
+                for (qc, qv) in rc[at..at + len].chunks(4).zip(rv[at..at + len].chunks(4)) {
+                    let mut c4 = [(b * SPARSE_KB) as u32; 4];
+                    let mut v4 = [0u8; 4];
+                    c4.iter_mut().zip(qc).for_each(|(d, &s)| *d = s);
+                    v4.iter_mut().zip(qv).for_each(|(d, &s)| *d = s as u8);
+                    quad_cols.push(c4);
+                    weights.push(i32::from_le_bytes(v4));
+                }
+                at += len;
+                seg_start.push(quad_cols.len());
+            }
+        }
+        SparseQuads {
+            blocks_per_row,
+            seg_start,
+            cols: quad_cols,
+            weights,
+            bias,
+        }
+    }
+
+    /// `y[rows × m] = W · x[k × m]`, exact in i32, on `threads` workers (1 = calling thread).
+    ///
+    /// # Safety
+    /// [`available`] returned true; `x.len() == k·m` and `y.len() == rows·m` for the `k` and
+    /// `rows` this was built with; `k ≤ INT8_MAX_K`.
+    pub(super) unsafe fn spmm(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize) {
+        let rows = self.bias.len();
+        if rows == 0 || m == 0 {
+            return;
+        }
+        // The activations, shifted to `x + 128` and laid out tile by tile (`[tile][k][64]`,
+        // zero past `m`), so a K block of one tile is contiguous in L1 instead of 64 bytes
+        // every `m` (which maps to a handful of L1 sets for power-of-two `m`).
+        let k = x.len() / m;
+        let tiles = m.div_ceil(64);
+        let mut shifted = SCRATCH.with(|s| std::mem::take(&mut s.borrow_mut().2));
+        shifted.resize(tiles * k * 64, 0);
+        let xs = &mut shifted[..tiles * k * 64];
+        let lay_out = |(t, tile): (usize, &mut [u8])| {
+            let (t0, valid) = (t * 64, (m - t * 64).min(64));
+            for (kk, dst) in tile.chunks_exact_mut(64).enumerate() {
+                let src = &x[kk * m + t0..kk * m + t0 + valid];
+                dst.iter_mut().zip(src).for_each(|(d, &s)| *d = (s as u8) ^ 0x80);
+                dst[valid..].fill(0);
+            }
+        };
+        if threads > 1 {
+            xs.par_chunks_mut(k * 64).enumerate().for_each(lay_out);
+        } else {
+            xs.chunks_mut(k * 64).enumerate().for_each(lay_out);
+        }
+        let chunk = (rows.div_ceil(threads.max(1) * 8)).clamp(1, SPARSE_CHUNK_ROWS);
+        let xs = &*xs;
+        let task = |(c, y_chunk): (usize, &mut [i32])| {
+            // SAFETY: the caller guarantees the features and shapes; `y_chunk` is this
+            // task's rows.
+            unsafe { self.rows_chunk(c * chunk, xs, y_chunk, m) }
+        };
+        if threads > 1 {
+            y.par_chunks_mut(chunk * m).enumerate().for_each(task);
+        } else {
+            y.chunks_mut(chunk * m).enumerate().for_each(task);
+        }
+        SCRATCH.with(|s| s.borrow_mut().2 = shifted);
+    }
+
+    /// Rows `first..` (as many as `y` holds) over every 64-token tile: per tile, per K block,
+    /// per row, the row's quads in that block, with the partial sums parked in `acc` between
+    /// blocks; then each row's sums are put back in token order and stored.
+    ///
+    /// # Safety
+    /// AVX-512F/BW/VNNI are available; `xs` is the shifted `k × m` activations; `y` holds
+    /// whole rows of `m`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn rows_chunk(&self, first: usize, xs: &[u8], y: &mut [i32], m: usize) {
+        let rows = y.len() / m;
+        let k = xs.len() / m.div_ceil(64) / 64;
+        let mut acc = vec![[_mm512_setzero_si512(); 4]; rows];
+        for (tile, t0) in (0..m).step_by(64).enumerate() {
+            let valid = (m - t0).min(64);
+            let x_tile = &xs[tile * k * 64..(tile + 1) * k * 64];
+            for (r, a) in acc.iter_mut().enumerate() {
+                *a = [_mm512_set1_epi32(self.bias[first + r]); 4];
+            }
+            for b in 0..self.blocks_per_row {
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let seg = (first + r) * self.blocks_per_row + b;
+                    let quads = self.seg_start[seg]..self.seg_start[seg + 1];
+                    // SAFETY: every quad column is < k, so each 64-byte load is inside `x_tile`.
+                    unsafe { quads_tile(&self.cols[quads.clone()], &self.weights[quads], x_tile, a) };
+                }
+            }
+            for (r, a) in acc.iter().enumerate() {
+                let out = in_token_order(a);
+                for (g, v) in out.iter().enumerate() {
+                    let lanes = valid.saturating_sub(g * 16).min(16);
+                    let mask = ((1u32 << lanes) - 1) as __mmask16;
+                    let dst = y[r * m..].as_mut_ptr().wrapping_add(t0 + g * 16);
+                    // SAFETY: the masked lanes are tokens < m of row r.
+                    unsafe { _mm512_mask_storeu_epi32(dst, mask, *v) };
+                }
+            }
+        }
+    }
+}
+
+/// Accumulate one row's quads over one 64-token tile into `acc` (lane order of the
+/// unpacking, see [`in_token_order`]).
+///
+/// # Safety
+/// AVX-512F/BW/VNNI are available; every column `c` has `64·c + 64 ≤ x_tile.len()`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn quads_tile(cols: &[[u32; 4]], weights: &[i32], x_tile: &[u8], acc: &mut [__m512i; 4]) {
+    let base = x_tile.as_ptr();
+    let mut a4 = *acc;
+    for (c, &w) in cols.iter().zip(weights) {
+        // SAFETY: the caller guarantees the 64 bytes are inside `x_tile`.
+        let row = |j: usize| unsafe { _mm512_loadu_si512(base.add(c[j] as usize * 64).cast()) };
+        let (a, b, cc, d) = (row(0), row(1), row(2), row(3));
+        let (ab_lo, ab_hi) = (_mm512_unpacklo_epi8(a, b), _mm512_unpackhi_epi8(a, b));
+        let (cd_lo, cd_hi) = (_mm512_unpacklo_epi8(cc, d), _mm512_unpackhi_epi8(cc, d));
+        let wv = _mm512_set1_epi32(w);
+        a4[0] = _mm512_dpbusd_epi32(a4[0], _mm512_unpacklo_epi16(ab_lo, cd_lo), wv);
+        a4[1] = _mm512_dpbusd_epi32(a4[1], _mm512_unpackhi_epi16(ab_lo, cd_lo), wv);
+        a4[2] = _mm512_dpbusd_epi32(a4[2], _mm512_unpacklo_epi16(ab_hi, cd_hi), wv);
+        a4[3] = _mm512_dpbusd_epi32(a4[3], _mm512_unpackhi_epi16(ab_hi, cd_hi), wv);
+    }
+    *acc = a4;
+}
+
+/// The unpacking leaves token `16·L + 4·j + s` in lane `4·L + s` of accumulator `j` (`L` the
+/// 128-bit lane); a 4 × 4 transpose of 128-bit lanes returns tokens `16·g ..` in output `g`.
+#[target_feature(enable = "avx512f")]
+fn in_token_order(acc: &[__m512i; 4]) -> [__m512i; 4] {
+    let t0 = _mm512_shuffle_i32x4::<0x44>(acc[0], acc[1]);
+    let t1 = _mm512_shuffle_i32x4::<0x44>(acc[2], acc[3]);
+    let t2 = _mm512_shuffle_i32x4::<0xEE>(acc[0], acc[1]);
+    let t3 = _mm512_shuffle_i32x4::<0xEE>(acc[2], acc[3]);
+    [
+        _mm512_shuffle_i32x4::<0x88>(t0, t1),
+        _mm512_shuffle_i32x4::<0xDD>(t0, t1),
+        _mm512_shuffle_i32x4::<0x88>(t2, t3),
+        _mm512_shuffle_i32x4::<0xDD>(t2, t3),
+    ]
+}

@@ -291,6 +291,10 @@ pub struct SparseI8 {
     row_start: Vec<usize>,
     cols: Vec<u32>,
     values: Vec<i8>,
+    /// The same entries regrouped for the VNNI kernel, where the CPU has it (built once here,
+    /// weight-stationary like the other sparse formats).
+    #[cfg(target_arch = "x86_64")]
+    quads: Option<super::int8_vnni::SparseQuads>,
 }
 
 impl SparseI8 {
@@ -315,14 +319,33 @@ impl SparseI8 {
         Ok(SparseI8 {
             rows,
             k,
+            #[cfg(target_arch = "x86_64")]
+            quads: super::int8_vnni::available()
+                .then(|| super::int8_vnni::SparseQuads::from_rows(rows, k, &row_start, &cols, &values)),
             row_start,
             cols,
             values,
         })
     }
 
-    /// `y[rows × m] = W · x[k × m]`, exact in i32.
+    /// `y[rows × m] = W · x[k × m]`, exact in i32, on `threads` workers of the current rayon
+    /// pool (1 runs on the calling thread): on the VNNI kernel where the CPU has it (kept
+    /// entries four at a time per `vpdpbusd`), else the widening axpy loop.
     pub fn spmm(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize) -> Result<(), KernelError> {
+        check_len("x", x.len(), self.k, m)?;
+        check_len("y", y.len(), self.rows, m)?;
+        #[cfg(target_arch = "x86_64")]
+        if let Some(quads) = &self.quads {
+            // SAFETY: `quads` exists only where the features were detected; the shapes were
+            // checked above and `k ≤ INT8_MAX_K` by `compress`.
+            unsafe { quads.spmm(threads, x, y, m) };
+            return Ok(());
+        }
+        self.spmm_axpy(threads, x, y, m)
+    }
+
+    /// [`Self::spmm`] on the widening axpy loop.
+    fn spmm_axpy(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize) -> Result<(), KernelError> {
         check_len("x", x.len(), self.k, m)?;
         check_len("y", y.len(), self.rows, m)?;
         if self.rows == 0 || m == 0 {
@@ -507,6 +530,40 @@ mod tests {
         #[test]
         fn issue_3_int8_dense_is_bit_exact_across_k_blocks((n, k, m, w, x) in i8_product(14, 1300, 40), t in 1usize..3) {
             check_i8_exact(&w, &x, n, k, m, t)?;
+        }
+    }
+
+    /// A sparse int8 product: about `zero_pct` % of the weights zeroed.
+    fn i8_sparse_product() -> impl Strategy<Value = (usize, usize, usize, Vec<i8>, Vec<i8>)> {
+        (1usize..20, 1usize..1200, 1usize..150, 0u32..100).prop_flat_map(|(n, k, m, zero_pct)| {
+            let weight = prop_oneof![
+                (100 - zero_pct) => i8_value(),
+                zero_pct.max(1) => Just(0i8),
+            ];
+            (
+                Just(n),
+                Just(k),
+                Just(m),
+                proptest::collection::vec(weight, n * k),
+                proptest::collection::vec(i8_value(), k * m),
+            )
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(40))]
+        #[test]
+        fn issue_3_int8_sparse_vnni_and_fallback_are_bit_exact((n, k, m, w, x) in i8_sparse_product(), t in 1usize..3) {
+            let want = gemm_i8_naive(&w, &x, n, k, m);
+            let a = SparseI8::compress(&w, n, k).unwrap();
+            let mut fast = vec![7i32; n * m];
+            a.spmm(t, &x, &mut fast, m).unwrap();
+            if let Some(i) = (0..n * m).find(|&i| i64::from(fast[i]) != want[i]) {
+                prop_assert!(false, "SparseI8 {n}x{k}x{m} t={t}: y[{i}] = {} vs {}", fast[i], want[i]);
+            }
+            let mut axpy = vec![-7i32; n * m];
+            a.spmm_axpy(t, &x, &mut axpy, m).unwrap();
+            prop_assert_eq!(axpy, fast);
         }
     }
 
