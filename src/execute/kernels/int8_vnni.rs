@@ -42,10 +42,10 @@ const KC: usize = 128;
 const MAX_CHUNK_BLOCKS: usize = 32;
 
 thread_local! {
-    /// Packing buffers reused across calls on the same thread (packed weights, row
+    /// Packing buffers reused across calls on the same thread (padded weight rows, row
     /// corrections, packed activations), so a repeated product does not page-fault fresh
     /// megabytes of scratch on every call.
-    static SCRATCH: RefCell<(Vec<i32>, Vec<i32>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    static SCRATCH: RefCell<(Vec<u8>, Vec<i32>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
 /// Whether this CPU runs the kernel: AVX-512F, BW and VNNI, detected at run time.
@@ -91,32 +91,59 @@ pub(super) unsafe fn gemm(threads: usize, w: &[i8], x: &[i8], y: &mut [i32], n: 
     let blocks = n.div_ceil(MR);
     let panels = m.div_ceil(TOKENS);
     let parallel = threads > 1;
-    let (mut wp, mut bias, mut xp) = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
-    wp.resize(blocks * quads * MR, 0);
-    bias.resize(blocks * MR, 0);
+    let (mut padded, mut bias, mut xp) = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    // Weights stay row-major: where K is a multiple of 4 the micro-tile broadcasts each K-quad
+    // straight from `w`; otherwise the rows are copied once with their last quad zero-padded.
+    // One zero row after them stands in for the rows past `n` of the last block.
+    let stride = quads * 4;
+    let rows_held = if k == stride { 1 } else { n + 1 };
+    padded.resize(rows_held * stride, 0);
+    let padded_s = &mut padded[..rows_held * stride];
+    bias.resize(n, 0);
+    let bias_s = &mut bias[..n];
     xp.resize(panels * quads * TOKENS * 4, 0);
-    let wp_s = &mut wp[..blocks * quads * MR];
-    let bias_s = &mut bias[..blocks * MR];
     let xp_s = &mut xp[..panels * quads * TOKENS * 4];
 
-    let pack_w = |(b, (wb, bb)): (usize, (&mut [i32], &mut [i32]))| pack_weights(w, n, k, b, wb, bb);
+    let copy_row = |(dst, src): (&mut [u8], &[i8])| {
+        dst.iter_mut().zip(src).for_each(|(d, &s)| *d = s as u8);
+        dst[k..].fill(0);
+    };
+    let row_sum = |(b, row): (&mut i32, &[i8])| *b = row_correction(row);
     let pack_x = |(p, out): (usize, &mut [u8])| {
         // SAFETY: SSE2 is part of x86-64; `out` is one panel; the caller checked the shapes.
         unsafe { pack_activations(x, k, m, p, out) }
     };
+    let (zero_row, rows_copy) = padded_s.split_at_mut(stride);
+    zero_row.fill(0);
     if parallel {
-        let w_chunks = wp_s.par_chunks_mut(quads * MR).zip(bias_s.par_chunks_mut(MR));
-        w_chunks.enumerate().for_each(pack_w);
+        bias_s.par_iter_mut().zip(w.par_chunks(k)).for_each(row_sum);
+        if k != stride {
+            rows_copy
+                .par_chunks_mut(stride)
+                .zip(w.par_chunks(k))
+                .for_each(copy_row);
+        }
         xp_s.par_chunks_mut(quads * TOKENS * 4)
             .enumerate()
             .for_each(pack_x);
     } else {
-        wp_s.chunks_mut(quads * MR)
-            .zip(bias_s.chunks_mut(MR))
-            .enumerate()
-            .for_each(pack_w);
+        bias_s.iter_mut().zip(w.chunks(k)).for_each(row_sum);
+        if k != stride {
+            rows_copy.chunks_mut(stride).zip(w.chunks(k)).for_each(copy_row);
+        }
         xp_s.chunks_mut(quads * TOKENS * 4).enumerate().for_each(pack_x);
     }
+    let (zero_row, rows_copy) = (&*zero_row, &*rows_copy);
+    let w_row = |row: usize| -> &[u8] {
+        if row >= n {
+            zero_row
+        } else if k == stride {
+            // SAFETY: i8 and u8 have the same layout; the bytes are reinterpreted.
+            unsafe { std::slice::from_raw_parts(w[row * k..].as_ptr().cast::<u8>(), k) }
+        } else {
+            &rows_copy[row * stride..(row + 1) * stride]
+        }
+    };
 
     // Tasks: row chunks × panel groups, at least four per worker where the shape allows.
     let want = threads.max(1) * 4;
@@ -125,7 +152,7 @@ pub(super) unsafe fn gemm(threads: usize, w: &[i8], x: &[i8], y: &mut [i32], n: 
     let per_group = panels.div_ceil(want.div_ceil(row_chunks).min(panels));
     let panel_groups = panels.div_ceil(per_group);
     let out = OutPtr(y.as_mut_ptr());
-    let (wp_r, bias_r, xp_r) = (&*wp_s, &*bias_s, &*xp_s);
+    let (bias_r, xp_r) = (&*bias_s, &*xp_s);
     let task = |t: usize| {
         let (chunk, group) = (t / panel_groups, t % panel_groups);
         let block_range = chunk * chunk_blocks..((chunk + 1) * chunk_blocks).min(blocks);
@@ -136,20 +163,20 @@ pub(super) unsafe fn gemm(threads: usize, w: &[i8], x: &[i8], y: &mut [i32], n: 
             for q0 in (0..quads).step_by(KC) {
                 let q1 = (q0 + KC).min(quads);
                 for b in block_range.clone() {
-                    let wb = &wp_r[(b * quads + q0) * MR..(b * quads + q1) * MR];
+                    let w_rows: [&[u8]; MR] = std::array::from_fn(|r| &w_row(b * MR + r)[q0 * 4..q1 * 4]);
                     let rows = (n - b * MR).min(MR);
                     let init = if q0 == 0 {
-                        Init::Bias(&bias_r[b * MR..(b + 1) * MR])
+                        Init::Bias(&bias_r[b * MR..b * MR + rows])
                     } else {
                         Init::Load
                     };
                     // SAFETY: the tile (rows b·MR.., tokens p·TOKENS..) is inside `y` where
-                    // the masks and `rows` say so, and only this task writes it; the
-                    // packed slices hold `q1 - q0` quads; the CPU features are checked.
+                    // the masks and `rows` say so, and only this task writes it; the weight
+                    // rows and the panel hold `q1 - q0` quads; the CPU features are checked.
                     unsafe {
                         let y_tile = out.at(b * MR * m + p * TOKENS);
                         micro_tile(
-                            wb,
+                            w_rows,
                             &panel[q0 * TOKENS * 4..q1 * TOKENS * 4],
                             y_tile,
                             m,
@@ -167,34 +194,13 @@ pub(super) unsafe fn gemm(threads: usize, w: &[i8], x: &[i8], y: &mut [i32], n: 
     } else {
         (0..row_chunks * panel_groups).for_each(task);
     }
-    SCRATCH.with(|s| *s.borrow_mut() = (wp, bias, xp));
+    SCRATCH.with(|s| *s.borrow_mut() = (padded, bias, xp));
 }
 
-/// Pack row block `b` of `w` (`MR` rows, zero rows past `n`) as one little-endian i32 of 4
-/// consecutive weights per K-quad and row (`out[q·MR + r]`, zero past `k`), and its rows'
-/// corrections `-128 · Σ_k w[row, k]` into `bias`.
-fn pack_weights(w: &[i8], n: usize, k: usize, b: usize, out: &mut [i32], bias: &mut [i32]) {
-    for r in 0..MR {
-        let row = b * MR + r;
-        if row >= n {
-            bias[r] = 0;
-            out.iter_mut().skip(r).step_by(MR).for_each(|v| *v = 0);
-            continue;
-        }
-        let wr = &w[row * k..(row + 1) * k];
-        let sum: i32 = wr.iter().map(|&v| i32::from(v)).sum();
-        bias[r] = sum.wrapping_mul(-128);
-        let mut quads = wr.chunks_exact(4);
-        for (q, c) in quads.by_ref().enumerate() {
-            out[q * MR + r] = i32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]);
-        }
-        let rest = quads.remainder();
-        if !rest.is_empty() {
-            let mut c = [0u8; 4];
-            c.iter_mut().zip(rest).for_each(|(d, &s)| *d = s as u8);
-            out[(k / 4) * MR + r] = i32::from_le_bytes(c);
-        }
-    }
+/// `-128 · Σ w` over a weight row: the start of its accumulators, which removes the `+128`
+/// shift of the activations (wrapping, like the sums it corrects).
+fn row_correction(row: &[i8]) -> i32 {
+    row.iter().map(|&v| i32::from(v)).sum::<i32>().wrapping_mul(-128)
 }
 
 /// Pack token panel `p` of `x` as `[k/4][token][4]` bytes of `x + 128` (zero past `k` and
@@ -263,16 +269,16 @@ enum Init<'a> {
     Load,
 }
 
-/// One MR × (NR·16) tile over the K-quads in `w` / `x`: accumulate in registers, store into
-/// `y` (row stride `ldy`) for the first `rows` rows and the masked tokens.
+/// One MR × (NR·16) tile over the K-quads in `w_rows` / `x`: accumulate in registers, store
+/// into `y` (row stride `ldy`) for the first `rows` rows and the masked tokens.
 ///
 /// # Safety
-/// AVX-512F/BW/VNNI are available; `w` holds `quads · MR` and `x` `quads · TOKENS · 4`
-/// values for the same quads; `y` addresses a tile whose first `rows` rows and masked tokens
-/// are in bounds and written by no one else meanwhile.
+/// AVX-512F/BW/VNNI are available; each of `w_rows` holds `4 · quads` bytes and `x`
+/// `quads · TOKENS · 4` for the same quads; `y` addresses a tile whose first `rows` rows and
+/// masked tokens are in bounds and written by no one else meanwhile.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn micro_tile(
-    w: &[i32],
+    w_rows: [&[u8]; MR],
     x: &[u8],
     y: *mut i32,
     ldy: usize,
@@ -280,8 +286,8 @@ unsafe fn micro_tile(
     masks: [__mmask16; NR],
     init: Init<'_>,
 ) {
-    let quads = w.len() / MR;
-    debug_assert_eq!(x.len(), quads * TOKENS * 4);
+    let quads = x.len() / (TOKENS * 4);
+    debug_assert!(w_rows.iter().all(|w| w.len() == quads * 4));
     let mut acc = [[_mm512_setzero_si512(); NR]; MR];
     for (r, acc_row) in acc.iter_mut().enumerate().take(rows) {
         for (c, a) in acc_row.iter_mut().enumerate() {
@@ -292,14 +298,14 @@ unsafe fn micro_tile(
             };
         }
     }
-    let (wq, xq) = (w.as_ptr(), x.as_ptr());
+    let (wq, xq): ([*const u8; MR], _) = (w_rows.map(<[u8]>::as_ptr), x.as_ptr());
     for q in 0..quads {
         // SAFETY: quad q < quads is inside both packed slices.
         let xv: [__m512i; NR] =
             std::array::from_fn(|c| unsafe { _mm512_loadu_si512(xq.add((q * TOKENS + c * 16) * 4).cast()) });
         for (r, acc_row) in acc.iter_mut().enumerate() {
             // SAFETY: as above.
-            let wv = _mm512_set1_epi32(unsafe { *wq.add(q * MR + r) });
+            let wv = _mm512_set1_epi32(unsafe { wq[r].add(q * 4).cast::<i32>().read_unaligned() });
             for (a, &xc) in acc_row.iter_mut().zip(&xv) {
                 *a = _mm512_dpbusd_epi32(*a, xc, wv);
             }
