@@ -10,8 +10,10 @@
 //! How it works:
 //! * **Packing.** The activations are packed per panel of [`TOKENS`] tokens as K-quads
 //!   interleaved per token (`[panel][k/4][token][4]` bytes, K padded to a multiple of 4), so
-//!   one zmm holds 16 tokens × 4 consecutive k. The weights are packed per block of [`MR`]
-//!   rows as one i32 (4 consecutive k of a row) per row and K-quad, zero-padded in K and rows.
+//!   one zmm holds 16 tokens × 4 consecutive k. The weights stay row-major: each K-quad of a
+//!   row (4 consecutive k) is broadcast as one i32 straight from `w`; the rows are copied with
+//!   a zero-padded last quad only when K is not a multiple of 4, and a zero row stands in for
+//!   the rows past N of the last [`MR`]-row block.
 //! * **Signedness.** `vpdpbusd` multiplies *unsigned* by signed bytes, so the activations are
 //!   shifted to `x + 128` (an XOR with `0x80`) when packed, and the accumulators start at
 //!   `-128 · Σ_k w[n, k]` instead of zero, which removes the shift again.
@@ -24,6 +26,10 @@
 //!   (32 KiB) stays in L1 while the row blocks of a task stream their weights past it.
 //!   Tasks are (row chunk × panel group) tiles of the output, on rayon like the f32 kernels.
 //!   Tails in N, M and K are zero-padded in the packed buffers and masked on store.
+//! * **Sparse.** [`SparseQuads`] is the same idea for pruned weights (`SparseI8`): kept
+//!   entries four at a time, their four activation rows interleaved per tile by shuffles.
+//!
+//! The packing buffers are kept per calling thread between calls (thread-local scratch).
 
 use rayon::prelude::*;
 use std::arch::x86_64::*;
@@ -505,4 +511,52 @@ fn in_token_order(acc: &[__m512i; 4]) -> [__m512i; 4] {
         _mm512_shuffle_i32x4::<0x88>(t2, t3),
         _mm512_shuffle_i32x4::<0xDD>(t2, t3),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_3_sparse_lane_order_is_undone_by_the_transpose() {
+        if !available() {
+            return;
+        }
+        // Label lane `4·L + s` of accumulator `j` with the token the unpacking put there.
+        let acc: [__m512i; 4] = std::array::from_fn(|j| {
+            let lanes: [i32; 16] = std::array::from_fn(|i| (16 * (i / 4) + 4 * j + i % 4) as i32);
+            // SAFETY: 16 readable i32.
+            unsafe { _mm512_loadu_si512(lanes.as_ptr().cast()) }
+        });
+        // SAFETY: AVX-512F was detected.
+        let out = unsafe { in_token_order(&acc) };
+        for (g, v) in out.iter().enumerate() {
+            let mut got = [0i32; 16];
+            // SAFETY: 16 writable i32.
+            unsafe { _mm512_storeu_si512(got.as_mut_ptr().cast(), *v) };
+            let want: Vec<i32> = (0..16).map(|t| (16 * g + t) as i32).collect();
+            assert_eq!(got.to_vec(), want, "output {g}");
+        }
+    }
+
+    #[test]
+    fn issue_3_sparse_quads_pad_each_k_block_with_zero_weights_inside_it() {
+        // Row 0 keeps 5 entries in block 0 and 1 in block 1; row 1 keeps none.
+        let cols = [0u32, 3, 7, 8, 100, SPARSE_KB as u32 + 2];
+        let values = [1i8, -2, 3, -4, 5, 6];
+        let q = SparseQuads::from_rows(2, SPARSE_KB + 10, &[0, 6, 6], &cols, &values);
+        assert_eq!(q.seg_start, vec![0, 2, 3, 3, 3]);
+        assert_eq!(q.cols[1], [100, 0, 0, 0]);
+        assert_eq!(q.weights[1], i32::from_le_bytes([5, 0, 0, 0]));
+        assert_eq!(
+            q.cols[2],
+            [
+                SPARSE_KB as u32 + 2,
+                SPARSE_KB as u32,
+                SPARSE_KB as u32,
+                SPARSE_KB as u32
+            ]
+        );
+        assert_eq!(q.bias, vec![-128 * 9, 0]);
+    }
 }

@@ -10,8 +10,9 @@
 //!   multiply i8 by i8 into exact i32 sums; [`quantize_per_channel`] and [`dequantize`] map to
 //!   and from f32 with one scale per output channel (weight row) and one for the activations.
 //!   [`gemm_i8`] is the comparator every int8 sparse speedup is measured against, so it runs
-//!   the AVX-512 VNNI kernel (`super::int8_vnni`, ~11× the axpy loop here) where the CPU has
-//!   it; the widening axpy loop is its fallback and [`SparseI8`]'s kernel.
+//!   the AVX-512 VNNI kernel (`super::int8_vnni`, 12–20× the axpy loop here) where the CPU
+//!   has it; [`SparseI8`] runs VNNI too (kept entries four at a time). The widening axpy loop
+//!   is the fallback for both.
 
 use super::error::{KernelError, check_len};
 use half::slice::HalfFloatSliceExt;
@@ -283,7 +284,9 @@ fn gemm_i8_axpy(
 }
 
 /// Pruned int8 weights, kept entries per row (values and their K positions): the int8 kernel
-/// for every sparsity pattern, which streams only the kept weights.
+/// for every sparsity pattern, which streams only the kept weights. Where VNNI is detected,
+/// `compress` also regroups the entries into quads for the VNNI kernel (the byte counts below
+/// describe the kept entries, not that padded copy).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SparseI8 {
     rows: usize,
