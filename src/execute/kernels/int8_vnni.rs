@@ -325,9 +325,10 @@ unsafe fn micro_tile(
     }
 }
 
-/// Columns per K block of the sparse kernel: a block's activations for one 64-token tile
-/// (`SPARSE_KB · 64` bytes, 32 KiB) stay in L1 while a task's rows visit it.
-const SPARSE_KB: usize = 512;
+/// Columns per K block of the sparse kernel: a block's activations for the two 64-token
+/// tiles a pass covers (`2 · SPARSE_KB · 64` bytes, 32 KiB) stay in L1 while a task's rows
+/// visit them.
+const SPARSE_KB: usize = 256;
 /// Most rows per sparse task, so their partial sums (256 bytes a row) stay beside the
 /// activation block in L1.
 const SPARSE_CHUNK_ROWS: usize = 32;
@@ -442,26 +443,58 @@ impl SparseQuads {
     /// whole rows of `m`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     unsafe fn rows_chunk(&self, first: usize, xs: &[u8], y: &mut [i32], m: usize) {
+        let tiles = m.div_ceil(64);
+        let mut tile = 0;
+        while tile < tiles {
+            // Two tiles at once where there are two: eight independent accumulator chains
+            // per row instead of four, and each quad's columns and weights read once for both.
+            if tile + 1 < tiles {
+                // SAFETY: as for this function.
+                unsafe { self.rows_tiles::<2>(first, xs, y, m, tile) };
+                tile += 2;
+            } else {
+                // SAFETY: as for this function.
+                unsafe { self.rows_tiles::<1>(first, xs, y, m, tile) };
+                tile += 1;
+            }
+        }
+    }
+
+    /// [`Self::rows_chunk`] for the `T` tiles from `first_tile`.
+    ///
+    /// # Safety
+    /// As for [`Self::rows_chunk`]; tiles `first_tile .. first_tile + T` exist.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn rows_tiles<const T: usize>(
+        &self,
+        first: usize,
+        xs: &[u8],
+        y: &mut [i32],
+        m: usize,
+        first_tile: usize,
+    ) {
         let rows = y.len() / m;
         let k = xs.len() / m.div_ceil(64) / 64;
-        let mut acc = vec![[_mm512_setzero_si512(); 4]; rows];
-        for (tile, t0) in (0..m).step_by(64).enumerate() {
-            let valid = (m - t0).min(64);
-            let x_tile = &xs[tile * k * 64..(tile + 1) * k * 64];
+        let x_tiles: [&[u8]; T] = std::array::from_fn(|i| {
+            let t = first_tile + i;
+            &xs[t * k * 64..(t + 1) * k * 64]
+        });
+        let mut acc: Vec<[[__m512i; 4]; T]> = (0..rows)
+            .map(|r| [[_mm512_set1_epi32(self.bias[first + r]); 4]; T])
+            .collect();
+        for b in 0..self.blocks_per_row {
             for (r, a) in acc.iter_mut().enumerate() {
-                *a = [_mm512_set1_epi32(self.bias[first + r]); 4];
+                let seg = (first + r) * self.blocks_per_row + b;
+                let quads = self.seg_start[seg]..self.seg_start[seg + 1];
+                // SAFETY: every quad column is < k, so each 64-byte load is inside its tile.
+                unsafe { quads_tiles(&self.cols[quads.clone()], &self.weights[quads], x_tiles, a) };
             }
-            for b in 0..self.blocks_per_row {
-                for (r, a) in acc.iter_mut().enumerate() {
-                    let seg = (first + r) * self.blocks_per_row + b;
-                    let quads = self.seg_start[seg]..self.seg_start[seg + 1];
-                    // SAFETY: every quad column is < k, so each 64-byte load is inside `x_tile`.
-                    unsafe { quads_tile(&self.cols[quads.clone()], &self.weights[quads], x_tile, a) };
-                }
-            }
-            for (r, a) in acc.iter().enumerate() {
-                let out = in_token_order(a);
-                for (g, v) in out.iter().enumerate() {
+        }
+        for (r, a) in acc.iter().enumerate() {
+            for (i, tile_acc) in a.iter().enumerate() {
+                let t0 = (first_tile + i) * 64;
+                let valid = (m - t0).min(64);
+                for (g, v) in in_token_order(tile_acc).iter().enumerate() {
                     let lanes = valid.saturating_sub(g * 16).min(16);
                     let mask = ((1u32 << lanes) - 1) as __mmask16;
                     let dst = y[r * m..].as_mut_ptr().wrapping_add(t0 + g * 16);
@@ -473,26 +506,34 @@ impl SparseQuads {
     }
 }
 
-/// Accumulate one row's quads over one 64-token tile into `acc` (lane order of the
+/// Accumulate one row's quads over `T` 64-token tiles into `acc` (lane order of the
 /// unpacking, see [`in_token_order`]).
 ///
 /// # Safety
-/// AVX-512F/BW/VNNI are available; every column `c` has `64·c + 64 ≤ x_tile.len()`.
+/// AVX-512F/BW/VNNI are available; every column `c` has `64·c + 64 ≤ tile.len()` for each
+/// tile.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn quads_tile(cols: &[[u32; 4]], weights: &[i32], x_tile: &[u8], acc: &mut [__m512i; 4]) {
-    let base = x_tile.as_ptr();
+unsafe fn quads_tiles<const T: usize>(
+    cols: &[[u32; 4]],
+    weights: &[i32],
+    tiles: [&[u8]; T],
+    acc: &mut [[__m512i; 4]; T],
+) {
     let mut a4 = *acc;
     for (c, &w) in cols.iter().zip(weights) {
-        // SAFETY: the caller guarantees the 64 bytes are inside `x_tile`.
-        let row = |j: usize| unsafe { _mm512_loadu_si512(base.add(c[j] as usize * 64).cast()) };
-        let (a, b, cc, d) = (row(0), row(1), row(2), row(3));
-        let (ab_lo, ab_hi) = (_mm512_unpacklo_epi8(a, b), _mm512_unpackhi_epi8(a, b));
-        let (cd_lo, cd_hi) = (_mm512_unpacklo_epi8(cc, d), _mm512_unpackhi_epi8(cc, d));
         let wv = _mm512_set1_epi32(w);
-        a4[0] = _mm512_dpbusd_epi32(a4[0], _mm512_unpacklo_epi16(ab_lo, cd_lo), wv);
-        a4[1] = _mm512_dpbusd_epi32(a4[1], _mm512_unpackhi_epi16(ab_lo, cd_lo), wv);
-        a4[2] = _mm512_dpbusd_epi32(a4[2], _mm512_unpacklo_epi16(ab_hi, cd_hi), wv);
-        a4[3] = _mm512_dpbusd_epi32(a4[3], _mm512_unpackhi_epi16(ab_hi, cd_hi), wv);
+        for (tile, a) in tiles.iter().zip(a4.iter_mut()) {
+            let base = tile.as_ptr();
+            // SAFETY: the caller guarantees the 64 bytes are inside the tile.
+            let row = |j: usize| unsafe { _mm512_loadu_si512(base.add(c[j] as usize * 64).cast()) };
+            let (ra, rb, rc, rd) = (row(0), row(1), row(2), row(3));
+            let (ab_lo, ab_hi) = (_mm512_unpacklo_epi8(ra, rb), _mm512_unpackhi_epi8(ra, rb));
+            let (cd_lo, cd_hi) = (_mm512_unpacklo_epi8(rc, rd), _mm512_unpackhi_epi8(rc, rd));
+            a[0] = _mm512_dpbusd_epi32(a[0], _mm512_unpacklo_epi16(ab_lo, cd_lo), wv);
+            a[1] = _mm512_dpbusd_epi32(a[1], _mm512_unpackhi_epi16(ab_lo, cd_lo), wv);
+            a[2] = _mm512_dpbusd_epi32(a[2], _mm512_unpacklo_epi16(ab_hi, cd_hi), wv);
+            a[3] = _mm512_dpbusd_epi32(a[3], _mm512_unpackhi_epi16(ab_hi, cd_hi), wv);
+        }
     }
     *acc = a4;
 }
