@@ -10,7 +10,7 @@
 //!   multiply i8 by i8 into exact i32 sums; [`quantize_per_channel`] and [`dequantize`] map to
 //!   and from f32 with one scale per output channel (weight row) and one for the activations.
 //!   [`gemm_i8`] is the comparator every int8 sparse speedup is measured against, so it runs
-//!   the AVX-512 VNNI kernel (`super::int8_vnni`, 12–20× the axpy loop here) where the CPU
+//!   the AVX-512 VNNI kernel (`super::int8_vnni`, ~11× the axpy loop here) where the CPU
 //!   has it; [`SparseI8`] runs VNNI too (kept entries four at a time). The widening axpy loop
 //!   is the fallback for both.
 
