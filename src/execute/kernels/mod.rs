@@ -13,6 +13,8 @@ pub mod bsr;
 pub mod csr;
 pub mod dense;
 mod error;
+#[cfg(target_arch = "x86_64")]
+mod int8_vnni;
 pub mod nm;
 pub mod precision;
 pub mod prune;

@@ -9,6 +9,10 @@
 //! * **int8.** [`gemm_i8`] (dense) and [`SparseI8`] (any pruned pattern, kept entries per row)
 //!   multiply i8 by i8 into exact i32 sums; [`quantize_per_channel`] and [`dequantize`] map to
 //!   and from f32 with one scale per output channel (weight row) and one for the activations.
+//!   [`gemm_i8`] is the comparator every int8 sparse speedup is measured against, so it runs
+//!   the AVX-512 VNNI kernel (`super::int8_vnni`, ~11× the axpy loop here) where the CPU
+//!   has it; [`SparseI8`] runs VNNI too (kept entries four at a time). The widening axpy loop
+//!   is the fallback for both.
 
 use super::error::{KernelError, check_len};
 use half::slice::HalfFloatSliceExt;
@@ -211,10 +215,18 @@ unsafe fn axpy_avx2(entries: impl Iterator<Item = (usize, i8)>, x: &[i8], y_row:
     axpy_body(entries, x, y_row)
 }
 
-/// Largest K an int8 product accepts: `K · 127 · 128 < 2^31` keeps every i32 sum exact.
-pub const INT8_MAX_K: usize = (i32::MAX as usize) / (127 * 128);
+/// Largest K an int8 product accepts: `K · 128 · 128 ≤ i32::MAX`, so even `-128 · -128` in
+/// every term leaves the true sum inside i32 and every kernel's result exact. (The VNNI
+/// kernel's shifted partial sums may pass i32 on the way; they wrap modulo 2^32 and come
+/// back exactly, see `int8_vnni`.)
+pub const INT8_MAX_K: usize = (i32::MAX as usize) / (128 * 128);
 
-/// `y[N×M] = w[N×K] · x[K×M]` in i8 × i8 → i32, exact.
+/// `y[N×M] = w[N×K] · x[K×M]` in i8 × i8 → i32, exact, on `threads` workers of the current
+/// rayon pool (1 runs on the calling thread).
+///
+/// This is the dense int8 comparator, so it runs the fastest exact kernel the CPU has: the
+/// AVX-512 VNNI kernel (`vpdpbusd`, four byte products per i32 lane) where AVX-512F/BW/VNNI
+/// are detected at run time, else the widening axpy loop (AVX-512BW, AVX2 or portable).
 pub fn gemm_i8(
     threads: usize,
     w: &[i8],
@@ -224,12 +236,37 @@ pub fn gemm_i8(
     k: usize,
     m: usize,
 ) -> Result<(), KernelError> {
+    check_i8_shapes(w, x, y, n, k, m)?;
+    #[cfg(target_arch = "x86_64")]
+    if super::int8_vnni::available() {
+        // SAFETY: the features were detected and the shapes and K bound checked above.
+        unsafe { super::int8_vnni::gemm(threads, w, x, y, n, k, m) };
+        return Ok(());
+    }
+    gemm_i8_axpy(threads, w, x, y, n, k, m)
+}
+
+fn check_i8_shapes(w: &[i8], x: &[i8], y: &[i32], n: usize, k: usize, m: usize) -> Result<(), KernelError> {
     check_len("w", w.len(), n, k)?;
     check_len("x", x.len(), k, m)?;
     check_len("y", y.len(), n, m)?;
     if k > INT8_MAX_K {
         return Err(KernelError::Overflow { rows: n, cols: k });
     }
+    Ok(())
+}
+
+/// [`gemm_i8`] on the widening axpy loop: the fallback without VNNI, one row per task.
+fn gemm_i8_axpy(
+    threads: usize,
+    w: &[i8],
+    x: &[i8],
+    y: &mut [i32],
+    n: usize,
+    k: usize,
+    m: usize,
+) -> Result<(), KernelError> {
+    check_i8_shapes(w, x, y, n, k, m)?;
     if n == 0 || m == 0 {
         return Ok(());
     }
@@ -247,7 +284,9 @@ pub fn gemm_i8(
 }
 
 /// Pruned int8 weights, kept entries per row (values and their K positions): the int8 kernel
-/// for every sparsity pattern, which streams only the kept weights.
+/// for every sparsity pattern, which streams only the kept weights. Where VNNI is detected,
+/// `compress` also regroups the entries into quads for the VNNI kernel (the byte counts below
+/// describe the kept entries, not that padded copy).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SparseI8 {
     rows: usize,
@@ -255,6 +294,10 @@ pub struct SparseI8 {
     row_start: Vec<usize>,
     cols: Vec<u32>,
     values: Vec<i8>,
+    /// The same entries regrouped for the VNNI kernel, where the CPU has it (built once here,
+    /// weight-stationary like the other sparse formats).
+    #[cfg(target_arch = "x86_64")]
+    quads: Option<super::int8_vnni::SparseQuads>,
 }
 
 impl SparseI8 {
@@ -279,14 +322,33 @@ impl SparseI8 {
         Ok(SparseI8 {
             rows,
             k,
+            #[cfg(target_arch = "x86_64")]
+            quads: super::int8_vnni::available()
+                .then(|| super::int8_vnni::SparseQuads::from_rows(rows, k, &row_start, &cols, &values)),
             row_start,
             cols,
             values,
         })
     }
 
-    /// `y[rows × m] = W · x[k × m]`, exact in i32.
+    /// `y[rows × m] = W · x[k × m]`, exact in i32, on `threads` workers of the current rayon
+    /// pool (1 runs on the calling thread): on the VNNI kernel where the CPU has it (kept
+    /// entries four at a time per `vpdpbusd`), else the widening axpy loop.
     pub fn spmm(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize) -> Result<(), KernelError> {
+        check_len("x", x.len(), self.k, m)?;
+        check_len("y", y.len(), self.rows, m)?;
+        #[cfg(target_arch = "x86_64")]
+        if let Some(quads) = &self.quads {
+            // SAFETY: `quads` exists only where the features were detected; the shapes were
+            // checked above and `k ≤ INT8_MAX_K` by `compress`.
+            unsafe { quads.spmm(threads, x, y, m) };
+            return Ok(());
+        }
+        self.spmm_axpy(threads, x, y, m)
+    }
+
+    /// [`Self::spmm`] on the widening axpy loop.
+    fn spmm_axpy(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize) -> Result<(), KernelError> {
         check_len("x", x.len(), self.k, m)?;
         check_len("y", y.len(), self.rows, m)?;
         if self.rows == 0 || m == 0 {
@@ -324,7 +386,7 @@ impl SparseI8 {
 mod tests {
     use super::*;
     use crate::execute::kernels::nm;
-    use crate::execute::kernels::reference::gemm_naive;
+    use crate::execute::kernels::reference::{gemm_i8_naive, gemm_naive};
     use proptest::prelude::*;
 
     fn data(len: usize, salt: u32) -> Vec<f32> {
@@ -401,6 +463,159 @@ mod tests {
             SparseI8::compress(&w, n, k).unwrap().spmm(t, &x, &mut ys, m).unwrap();
             prop_assert_eq!(ys, y);
         }
+    }
+
+    /// An int8 value, one time in four an extreme (-128 or 127), where sign and shift bugs show.
+    fn i8_value() -> impl Strategy<Value = i8> {
+        prop_oneof![
+            Just(i8::MIN),
+            Just(i8::MAX),
+            any::<i8>(),
+            any::<i8>(),
+            any::<i8>(),
+            any::<i8>()
+        ]
+    }
+
+    /// Shapes around the VNNI kernel's edges (K-quads, 16-token groups, 64-token panels, 6-row
+    /// blocks, 512-k blocks) with operands to match.
+    fn i8_product(
+        max_n: usize,
+        max_k: usize,
+        max_m: usize,
+    ) -> impl Strategy<Value = (usize, usize, usize, Vec<i8>, Vec<i8>)> {
+        (1..max_n, 1..max_k, 1..max_m).prop_flat_map(|(n, k, m)| {
+            (
+                Just(n),
+                Just(k),
+                Just(m),
+                proptest::collection::vec(i8_value(), n * k),
+                proptest::collection::vec(i8_value(), k * m),
+            )
+        })
+    }
+
+    fn check_i8_exact(
+        w: &[i8],
+        x: &[i8],
+        n: usize,
+        k: usize,
+        m: usize,
+        t: usize,
+    ) -> Result<(), TestCaseError> {
+        let want = gemm_i8_naive(w, x, n, k, m);
+        let mut fast = vec![7i32; n * m];
+        gemm_i8(t, w, x, &mut fast, n, k, m).unwrap();
+        let mut axpy = vec![-7i32; n * m];
+        gemm_i8_axpy(t, w, x, &mut axpy, n, k, m).unwrap();
+        if let Some(i) = (0..n * m).find(|&i| i64::from(fast[i]) != want[i]) {
+            prop_assert!(
+                false,
+                "gemm_i8 {n}x{k}x{m} t={t}: y[{i}] = {} vs {}",
+                fast[i],
+                want[i]
+            );
+        }
+        prop_assert_eq!(axpy, fast, "axpy fallback differs");
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn issue_3_int8_dense_vnni_and_fallback_are_bit_exact((n, k, m, w, x) in i8_product(20, 90, 150), t in 1usize..3) {
+            check_i8_exact(&w, &x, n, k, m, t)?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(12))]
+        #[test]
+        fn issue_3_int8_dense_is_bit_exact_across_k_blocks((n, k, m, w, x) in i8_product(14, 1300, 40), t in 1usize..3) {
+            check_i8_exact(&w, &x, n, k, m, t)?;
+        }
+    }
+
+    /// A sparse int8 product: about `zero_pct` % of the weights zeroed.
+    fn i8_sparse_product() -> impl Strategy<Value = (usize, usize, usize, Vec<i8>, Vec<i8>)> {
+        (1usize..20, 1usize..1200, 1usize..150, 0u32..100).prop_flat_map(|(n, k, m, zero_pct)| {
+            let weight = prop_oneof![
+                (100 - zero_pct) => i8_value(),
+                zero_pct.max(1) => Just(0i8),
+            ];
+            (
+                Just(n),
+                Just(k),
+                Just(m),
+                proptest::collection::vec(weight, n * k),
+                proptest::collection::vec(i8_value(), k * m),
+            )
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(40))]
+        #[test]
+        fn issue_3_int8_sparse_vnni_and_fallback_are_bit_exact((n, k, m, w, x) in i8_sparse_product(), t in 1usize..3) {
+            let want = gemm_i8_naive(&w, &x, n, k, m);
+            let a = SparseI8::compress(&w, n, k).unwrap();
+            let mut fast = vec![7i32; n * m];
+            a.spmm(t, &x, &mut fast, m).unwrap();
+            if let Some(i) = (0..n * m).find(|&i| i64::from(fast[i]) != want[i]) {
+                prop_assert!(false, "SparseI8 {n}x{k}x{m} t={t}: y[{i}] = {} vs {}", fast[i], want[i]);
+            }
+            let mut axpy = vec![-7i32; n * m];
+            a.spmm_axpy(t, &x, &mut axpy, m).unwrap();
+            prop_assert_eq!(axpy, fast);
+        }
+    }
+
+    #[test]
+    fn issue_3_int8_dense_is_exact_at_the_k_bound_with_extreme_values() {
+        // Where every term is -128 · -128 or 127 · 127 the shifted VNNI partial sums
+        // ((x + 128) · w up to 255 · 127 per term) pass i32 long before K ends; the result
+        // must still be the exact sum, which fits in i32 at K = INT8_MAX_K.
+        let (n, k, m) = (3, INT8_MAX_K, 19);
+        let row_values = [i8::MIN, i8::MAX, -1];
+        let w: Vec<i8> = (0..n * k).map(|i| row_values[i / k]).collect();
+        let x: Vec<i8> = (0..k * m)
+            .map(|i| match i % m {
+                0 | 17 => i8::MIN,
+                1 | 18 => i8::MAX,
+                c => [i8::MIN, i8::MAX, 0, 1][(i / m + c) % 4],
+            })
+            .collect();
+        let want = gemm_i8_naive(&w, &x, n, k, m);
+        assert_eq!(want[0], 128 * 128 * k as i64, "the worst case is in the test");
+        assert!(want.iter().all(|&v| i32::try_from(v).is_ok()));
+        for t in [1, 2] {
+            let mut y = vec![0i32; n * m];
+            gemm_i8(t, &w, &x, &mut y, n, k, m).unwrap();
+            assert!(
+                y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
+                "gemm_i8 t={t}"
+            );
+            let mut y = vec![0i32; n * m];
+            gemm_i8_axpy(t, &w, &x, &mut y, n, k, m).unwrap();
+            assert!(
+                y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
+                "axpy t={t}"
+            );
+        }
+    }
+
+    #[test]
+    fn issue_3_int8_max_k_is_the_largest_k_whose_sums_fit_i32() {
+        let worst = |k: usize| 128 * 128 * k as i64;
+        assert!(worst(INT8_MAX_K) <= i64::from(i32::MAX));
+        assert!(worst(INT8_MAX_K + 1) > i64::from(i32::MAX));
+    }
+
+    #[test]
+    fn issue_3_int8_dense_with_empty_k_writes_zeros() {
+        let mut y = vec![7i32; 6];
+        gemm_i8(2, &[], &[], &mut y, 2, 0, 3).unwrap();
+        assert_eq!(y, vec![0; 6]);
     }
 
     #[test]
