@@ -103,7 +103,7 @@ pub(crate) fn panels(k: usize, cols: usize, strip: usize) -> impl Iterator<Item 
 /// sized to stay in L1. An odd number of lines per row spreads the rows over all sets. The
 /// copy is `k × cols` floats once per product, a few percent of a large GEMM.
 pub(crate) struct PackedX {
-    lines: Vec<Line>,
+    lines: Lines,
     stride: usize,
 }
 
@@ -115,7 +115,7 @@ impl PackedX {
             per_row += 1;
         }
         let stride = per_row * 16;
-        let mut lines = vec![Line([0.0; 16]); rows * per_row];
+        let mut lines = Lines::zeroed(rows * per_row);
         let copy = |(r, dst): (usize, &mut [Line])| {
             let src = &x[r * cols..(r + 1) * cols];
             for (line, chunk) in dst.iter_mut().zip(src.chunks(16)) {
@@ -145,6 +145,67 @@ impl PackedX {
 #[repr(C, align(64))]
 pub(crate) struct Line(pub(crate) [f32; 16]);
 
+thread_local! {
+    /// Line buffers kept between products on this thread (see [`Lines`]).
+    static SPARE_LINES: std::cell::RefCell<Vec<Vec<Line>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Spare buffers a thread keeps, and the largest it keeps (64 MiB).
+const SPARE_BUFFERS: usize = 4;
+const SPARE_MAX_LINES: usize = (64 << 20) / 64;
+
+/// A zeroed buffer of cache lines, taken from this thread's spares and given back on drop.
+///
+/// Why: the packed activation copies and output scratch of a large product are megabytes,
+/// allocated on every call. A fresh allocation of that size is fresh pages from the kernel,
+/// one fault per 4 KiB page, a cost that is a few percent of a 10 ms product and varies with
+/// how the kernel happens to back the memory. Reused buffers are only zeroed.
+pub(crate) struct Lines(Vec<Line>);
+
+impl Lines {
+    pub(crate) fn zeroed(len: usize) -> Lines {
+        let mut v = SPARE_LINES.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+        v.clear();
+        v.resize(len, Line([0.0; 16]));
+        Lines(v)
+    }
+
+    /// The lines as the floats they hold.
+    pub(crate) fn floats_mut(&mut self) -> &mut [f32] {
+        // SAFETY: `Line` is `repr(C)` around `[f32; 16]` (64 bytes, alignment 64, no padding),
+        // so the lines are `16 · len` contiguous, initialised f32 values, borrowed mutably once.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast::<f32>(), self.0.len() * 16) }
+    }
+}
+
+impl std::ops::Deref for Lines {
+    type Target = [Line];
+    fn deref(&self) -> &[Line] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Lines {
+    fn deref_mut(&mut self) -> &mut [Line] {
+        &mut self.0
+    }
+}
+
+impl Drop for Lines {
+    fn drop(&mut self) {
+        let v = std::mem::take(&mut self.0);
+        if v.capacity() <= SPARE_MAX_LINES {
+            // `try_with`: a buffer dropped while the thread exits is simply freed.
+            let _ = SPARE_LINES.try_with(|s| {
+                let mut spare = s.borrow_mut();
+                if spare.len() < SPARE_BUFFERS {
+                    spare.push(v);
+                }
+            });
+        }
+    }
+}
+
 /// Widest strip of tokens a panel holds: 8 zmm accumulators per output row.
 pub(crate) const MAX_STRIP: usize = 128;
 
@@ -155,7 +216,7 @@ pub(crate) const MAX_STRIP: usize = 128;
 /// per K row, so a tile of 64–500 K rows needs as many TLB entries, on top of the weights'.
 /// Panel-major, the same tile is one contiguous, line-aligned run: a few pages.
 pub(crate) struct PanelX {
-    lines: Vec<Line>,
+    lines: Lines,
     /// `(first token, width)` of each strip.
     strips: Vec<(usize, usize)>,
     /// First line of each strip.
@@ -192,9 +253,9 @@ impl PanelX {
             })
             .collect();
         let total: usize = strips.iter().map(|&(_, w)| k_padded * w / 16).sum();
-        let mut lines = vec![Line([0.0; 16]); total];
+        let mut lines = Lines::zeroed(total);
         let mut chunks = Vec::with_capacity(strips.len());
-        let mut rest = lines.as_mut_slice();
+        let mut rest: &mut [Line] = &mut lines;
         for &(c0, width) in &strips {
             let (now, later) = rest.split_at_mut(k_padded * width / 16);
             chunks.push((c0, width, now));

@@ -34,7 +34,7 @@
 //! metadata counters keep reporting the stored format and [`TokenLayout::resident_bytes`]
 //! reports the copy.
 
-use crate::execute::kernels::sparse_rows::{Line, MAX_STRIP, PanelX};
+use crate::execute::kernels::sparse_rows::{Lines, MAX_STRIP, PanelX};
 use rayon::prelude::*;
 
 /// f32 per zmm register.
@@ -211,8 +211,8 @@ pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y:
 fn rows_task(l: &TokenLayout, row0: usize, per_task: usize, p: &PanelX, y_rows: &mut [f32], cols: usize) {
     let real = y_rows.len() / cols;
     let tile_rows = per_task.min(l.rows_padded - row0);
-    let mut scratch = vec![Line([0.0; LANES]); tile_rows * MAX_STRIP / LANES];
-    let out: *mut f32 = scratch.as_mut_ptr().cast();
+    let mut scratch = Lines::zeroed(tile_rows * MAX_STRIP / LANES);
+    let out: *mut f32 = scratch.floats_mut().as_mut_ptr();
     for (s, &(c0, width)) in p.strips().iter().enumerate() {
         let strip = p.strip(s).as_ptr();
         for block in 0..l.blocks() {
