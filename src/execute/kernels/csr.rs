@@ -188,6 +188,11 @@ impl RowKernel for CsrMatrix {
         self.rows
     }
 
+    /// Past one strip of tokens the product reads its own panel-major copy.
+    fn copies_activations(&self, _isa: Isa, cols: usize) -> bool {
+        cols > MAX_STRIP
+    }
+
     fn k(&self) -> usize {
         self.k
     }

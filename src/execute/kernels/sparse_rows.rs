@@ -534,6 +534,12 @@ pub(crate) trait RowKernel {
     fn k(&self) -> usize;
     /// The product, `x` rows `xs` apart.
     fn spmm_on(&self, isa: Isa, schedule: &CpuSchedule, x: (&[f32], usize), y: &mut [f32], cols: usize);
+    /// Whether the product on `isa` with `cols` tokens makes its own copy of the activations
+    /// (panel-major or token-major), so [`spmm_checked`] passes the caller's instead of
+    /// copying them into [`PackedX`] first, a copy that would only be read once.
+    fn copies_activations(&self, _isa: Isa, _cols: usize) -> bool {
+        false
+    }
 }
 
 /// The default schedule of a `rows × k` sparse weight times `cols` activation columns.
@@ -566,7 +572,12 @@ pub(crate) fn spmm_checked(
         y.fill(0.0);
         return Ok(());
     }
-    let packed = PackedX::new(x, k, cols, schedule.threads);
-    kernel.spmm_on(Isa::detect(), schedule, packed.view(), y, cols);
+    let isa = Isa::detect();
+    if kernel.copies_activations(isa, cols) {
+        kernel.spmm_on(isa, schedule, (x, cols), y, cols);
+    } else {
+        let packed = PackedX::new(x, k, cols, schedule.threads);
+        kernel.spmm_on(isa, schedule, packed.view(), y, cols);
+    }
     Ok(())
 }

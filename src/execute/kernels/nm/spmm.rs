@@ -29,6 +29,34 @@ const PREFETCH_ROWS_AHEAD: usize = 4;
 /// 64 is half padding (0.6× vs 0.8–1.15×).
 const TOKEN_LANES_MIN_COLS: usize = 64;
 
+/// The AVX-512 kernels with their own layouts and activation copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lanes {
+    /// `token_lanes.rs`.
+    Tokens,
+    /// `feature_lanes.rs` (2:4 only).
+    Features,
+}
+
+impl NmMatrix {
+    /// Which AVX-512 kernel takes a product with `cols` tokens, if one does: the token-lane
+    /// kernel once there are enough tokens to fill its strips; below that, the feature-lane
+    /// kernel for 2:4 (see their module docs).
+    fn lanes_kernel(&self, isa: Isa, cols: usize) -> Option<Lanes> {
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx512 {
+            if cols >= TOKEN_LANES_MIN_COLS && super::token_lanes::TokenLayout::supports(self.m) {
+                return Some(Lanes::Tokens);
+            }
+            if (self.n, self.m) == (2, 4) {
+                return Some(Lanes::Features);
+            }
+        }
+        let _ = (isa, cols);
+        None
+    }
+}
+
 /// Which loop takes an op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Path {
@@ -256,6 +284,10 @@ impl RowKernel for NmMatrix {
         self.rows
     }
 
+    fn copies_activations(&self, isa: Isa, cols: usize) -> bool {
+        self.lanes_kernel(isa, cols).is_some()
+    }
+
     fn k(&self) -> usize {
         self.k
     }
@@ -271,18 +303,14 @@ impl RowKernel for NmMatrix {
         y: &mut [f32],
         cols: usize,
     ) {
-        #[cfg(target_arch = "x86_64")]
-        // AVX-512: the token-lane kernel once there are enough tokens to fill its strips; below
-        // that, the feature-lane kernel for 2:4 (see their module docs).
-        if isa == Isa::Avx512 {
-            if cols >= TOKEN_LANES_MIN_COLS && super::token_lanes::TokenLayout::supports(self.m) {
-                super::token_lanes::spmm(self.token_layout(), schedule.threads, (x, xs), y, cols);
-                return;
+        match self.lanes_kernel(isa, cols) {
+            Some(Lanes::Tokens) => {
+                return super::token_lanes::spmm(self.token_layout(), schedule.threads, (x, xs), y, cols);
             }
-            if (self.n, self.m) == (2, 4) {
-                super::feature_lanes::spmm(self.lane_layout(), schedule.threads, (x, xs), y, cols);
-                return;
+            Some(Lanes::Features) => {
+                return super::feature_lanes::spmm(self.lane_layout(), schedule.threads, (x, xs), y, cols);
             }
+            None => {}
         }
         // Grown like the other sparse formats: a row keeps n/m of each K block.
         let kept = (self.k / self.m * self.n) as f64;
