@@ -42,7 +42,7 @@ pub struct RunRecord {
     /// Properties of the prepared weights (`value_bytes`, `metadata_bytes`,
     /// `metadata_overhead`, `weight_bytes`, `bytes_moved`): the same in every run.
     pub counters: BTreeMap<String, f64>,
-    /// Each op timed alone after the run's sampling (see [`op_costs`]).
+    /// Each op timed alone after the run's sampling (see `op_costs`).
     #[serde(default)]
     pub op_costs: Vec<OpCost>,
 }

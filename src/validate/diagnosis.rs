@@ -102,7 +102,7 @@ pub fn diagnose_all(
 }
 
 /// Diagnose one slice (see the module docs for the roofline's terms and
-/// [`classify_with_numbers`] for the class rule).
+/// `classify_with_numbers` for the class rule).
 pub fn diagnose(slice: &Slice, ev: &SliceEvidence, cpu_roofs: Option<&MachineRoofs>) -> SliceDiagnosis {
     let counter = |name: &str| ev.counters.get(name).copied();
     let (within_run_cv, between_run_cv) = noise_decomposition(ev);

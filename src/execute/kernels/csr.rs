@@ -117,7 +117,7 @@ impl CsrMatrix {
         (self.col_idx.len() + self.row_ptr.len()) * 4
     }
 
-    /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`] for `threads` workers
+    /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`](crate::schedule::schedule_cpu) for `threads` workers
     /// of the current rayon pool.
     pub fn spmm(&self, threads: usize, x: &[f32], y: &mut [f32], cols: usize) -> Result<(), KernelError> {
         self.spmm_scheduled(&default_schedule(self, cols, threads), x, y, cols)

@@ -88,7 +88,7 @@ struct Block {
 }
 
 impl NmMatrix {
-    /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`] for `threads` workers of
+    /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`](crate::schedule::schedule_cpu) for `threads` workers of
     /// the current rayon pool.
     pub fn spmm(&self, threads: usize, x: &[f32], y: &mut [f32], cols: usize) -> Result<(), KernelError> {
         self.spmm_scheduled(&default_schedule(self, cols, threads), x, y, cols)
