@@ -1,13 +1,16 @@
 //! Unstructured sparsity in CSR (compressed sparse row): per output row, the kept weights and
 //! their K indices (u32), plus one row pointer per row.
 //!
-//! The product streams each row's kept weights and, for each, FMAs a contiguous strip of the
-//! activation row it names (`sparse_rows.rs`): token strips of the panel-major activation
+//! With AVX-512 and at least 64 tokens the product runs on a K-blocked execution copy
+//! (`csr_blocks.rs`, an L1-resident activation tile). Otherwise it streams each row's kept
+//! weights and, for each, FMAs a contiguous strip of the activation row it names
+//! (`sparse_rows.rs`): token strips of the panel-major activation
 //! copy (`PanelX`, one contiguous run per K block instead of a page per K row) → tasks of rows
 //! in parallel → K blocks grown for the density → rows. Column indices are sorted within a
 //! row, so a row's share of a K block is a contiguous run found by a cursor that only moves
 //! forward.
 
+use super::csr_blocks::{self, CsrBlocks};
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
 use super::sparse_rows::{
@@ -28,7 +31,33 @@ pub struct CsrMatrix {
     row_ptr: Vec<u32>,
     col_idx: Vec<u32>,
     values: Vec<f32>,
+    /// The K-blocked execution copy, built on the first AVX-512 product with many tokens.
+    blocks: BlocksCache,
 }
+
+/// A lazily built execution copy: derived from the other fields, so it takes no part in
+/// equality, and a clone keeps whatever was built.
+#[derive(Clone, Default)]
+struct BlocksCache(std::sync::OnceLock<CsrBlocks>);
+
+impl PartialEq for BlocksCache {
+    fn eq(&self, _: &BlocksCache) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for BlocksCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.get() {
+            Some(b) => write!(f, "BlocksCache({} resident bytes)", b.resident_bytes()),
+            None => f.write_str("BlocksCache(not built)"),
+        }
+    }
+}
+
+/// Tokens from which the AVX-512 product takes the K-blocked kernel (`csr_blocks.rs`): it
+/// works in strips of 64 or 128 tokens.
+const BLOCKS_MIN_COLS: usize = 64;
 
 #[derive(Clone, Copy)]
 struct CsrEntries<'a> {
@@ -77,6 +106,7 @@ impl CsrMatrix {
             row_ptr,
             col_idx,
             values,
+            blocks: BlocksCache::default(),
         })
     }
 
@@ -172,6 +202,29 @@ impl CsrMatrix {
         }
     }
 
+    /// Bytes of the execution copy the AVX-512 kernel keeps beside the stored form (the same
+    /// values, a row byte per value and a start per K block and row), 0 until the first such
+    /// product. Reported so the memory it costs is not hidden.
+    pub fn execution_copy_bytes(&self) -> usize {
+        self.blocks.0.get().map_or(0, CsrBlocks::resident_bytes)
+    }
+
+    fn blocks(&self) -> &CsrBlocks {
+        self.blocks
+            .0
+            .get_or_init(|| CsrBlocks::new(self.rows, self.k, &self.row_ptr, &self.col_idx, &self.values))
+    }
+
+    /// Whether the K-blocked AVX-512 kernel takes a product with `cols` tokens.
+    fn takes_blocks(isa: Isa, cols: usize) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx512 {
+            return cols >= BLOCKS_MIN_COLS;
+        }
+        let _ = (isa, cols);
+        false
+    }
+
     /// `(k_block, rows_per_task)`: the schedule grown for this matrix's density.
     fn blocking(&self, s: &CpuSchedule) -> (usize, usize) {
         let per_row = self.values.len() as f64 / self.rows.max(1) as f64;
@@ -188,9 +241,10 @@ impl RowKernel for CsrMatrix {
         self.rows
     }
 
-    /// Past one strip of tokens the product reads its own panel-major copy.
-    fn copies_activations(&self, _isa: Isa, cols: usize) -> bool {
-        cols > MAX_STRIP
+    /// The K-blocked kernel, and past one strip of tokens the shared loop, read their own
+    /// panel-major copy.
+    fn copies_activations(&self, isa: Isa, cols: usize) -> bool {
+        Self::takes_blocks(isa, cols) || cols > MAX_STRIP
     }
 
     fn k(&self) -> usize {
@@ -206,6 +260,9 @@ impl RowKernel for CsrMatrix {
         y: &mut [f32],
         cols: usize,
     ) {
+        if Self::takes_blocks(isa, cols) {
+            return csr_blocks::spmm(self.blocks(), schedule.threads, (x, xs), y, cols);
+        }
         let (k_block, per_task) = self.blocking(schedule);
         // One strip's worth of tokens: the caller's line-aligned copy already keeps each K
         // block contiguous, so a second copy would only cost time.
@@ -289,6 +346,26 @@ mod tests {
         // Several K blocks and strips, and a strip tail narrower than a vector.
         check(37, 1000, 133, 0.1, 2, false, 5);
         check(64, 2048, 260, 0.3, 1, true, 6);
+    }
+
+    #[test]
+    fn issue_3_csr_execution_copy_is_built_for_many_tokens_and_reported() {
+        let (rows, k, cols) = (9, 200, 70);
+        let mut w = data(rows * k, 3);
+        prune_unstructured_per_row(&mut w, rows, k, 0.2);
+        let a = CsrMatrix::compress(&w, rows, k).unwrap();
+        assert_eq!(a.execution_copy_bytes(), 0);
+        let mut y = vec![0.0; rows * cols];
+        a.spmm(1, &data(k * cols, 4), &mut y, cols).unwrap();
+        if Isa::detect() == Isa::Avx512 {
+            // A start per (K block, row) plus one, and a value and a row byte per weight.
+            assert_eq!(a.execution_copy_bytes(), (4 * rows + 1) * 4 + a.nnz() * 5);
+        }
+        assert_eq!(
+            a,
+            CsrMatrix::compress(&w, rows, k).unwrap(),
+            "the copy takes no part in equality"
+        );
     }
 
     #[test]

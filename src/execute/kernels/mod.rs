@@ -11,6 +11,7 @@
 
 pub mod bsr;
 pub mod csr;
+mod csr_blocks;
 pub mod dense;
 mod error;
 #[cfg(target_arch = "x86_64")]

@@ -1,0 +1,215 @@
+//! The AVX-512 CSR kernel for products with many tokens: CSR re-blocked by K block, against
+//! an L1-resident activation tile, the token-lane loop of `nm/token_lanes.rs` with a variable
+//! number of kept weights per row.
+//!
+//! Why: the shared loop (`sparse_rows.rs`) grows its K block until each row has dozens of
+//! weights in it, which makes the activation tile an L2-sized one, and at random rows every
+//! FMA's load then misses L1 (no prefetcher follows sparse indices): 12% of the FMA peak at
+//! 90% sparsity. Here the K block is 64 rows, a 32 KiB tile of 128 tokens that stays in L1;
+//! a row has only ~6 weights in it at 90% sparsity, so the per-row cost (its 8 accumulators
+//! loaded and stored) is paid inside one tight loop over all rows of a task rather than per
+//! call, and the accumulators live in a contiguous scratch buffer; a strip's last block
+//! writes straight to `y`.
+//!
+//! Layout ([`CsrBlocks`], an execution copy built on first use): entries ordered
+//! `[K block][row][entry]`, each a value and its row inside the block (one byte, < 64), with
+//! a start per (block, row).
+
+use super::sparse_rows::{Lines, MAX_STRIP, PanelX};
+use rayon::prelude::*;
+
+/// f32 per zmm register.
+const LANES: usize = 16;
+/// K rows per block: × 128 tokens × 4 B = a 32 KiB L1 tile.
+pub(crate) const K_BLOCK: usize = 64;
+
+/// A CSR matrix re-blocked by K block (see the module doc).
+#[derive(Debug, Clone)]
+pub(crate) struct CsrBlocks {
+    rows: usize,
+    k: usize,
+    /// `blocks · rows + 1` starts into `values`/`rows_in_block`, block-major.
+    starts: Vec<u32>,
+    values: Vec<f32>,
+    rows_in_block: Vec<u8>,
+}
+
+impl CsrBlocks {
+    /// Re-block a CSR matrix given as its row pointers, sorted column indices and values.
+    pub(crate) fn new(rows: usize, k: usize, row_ptr: &[u32], cols: &[u32], values: &[f32]) -> CsrBlocks {
+        let blocks = k.div_ceil(K_BLOCK);
+        let mut counts = vec![0u32; blocks * rows + 1];
+        for r in 0..rows {
+            for &c in &cols[row_ptr[r] as usize..row_ptr[r + 1] as usize] {
+                counts[c as usize / K_BLOCK * rows + r + 1] += 1;
+            }
+        }
+        for i in 1..counts.len() {
+            counts[i] += counts[i - 1];
+        }
+        let starts = counts;
+        let mut next: Vec<u32> = starts[..blocks * rows].to_vec();
+        let mut bv = vec![0.0f32; values.len()];
+        let mut br = vec![0u8; values.len()];
+        for r in 0..rows {
+            for e in row_ptr[r] as usize..row_ptr[r + 1] as usize {
+                let c = cols[e] as usize;
+                let slot = &mut next[c / K_BLOCK * rows + r];
+                bv[*slot as usize] = values[e];
+                br[*slot as usize] = (c % K_BLOCK) as u8;
+                *slot += 1;
+            }
+        }
+        CsrBlocks {
+            rows,
+            k,
+            starts,
+            values: bv,
+            rows_in_block: br,
+        }
+    }
+
+    /// Bytes of the execution copy.
+    pub(crate) fn resident_bytes(&self) -> usize {
+        self.starts.len() * 4 + self.values.len() * 5
+    }
+}
+
+/// `y[rows × cols] = W · x`, where row `r` of `x` starts at `x[r · xs]` (`xs ≥ cols`).
+///
+/// Panics unless AVX-512F was detected or the buffers are shorter than the shapes.
+pub(crate) fn spmm(l: &CsrBlocks, threads: usize, (x, xs): (&[f32], usize), y: &mut [f32], cols: usize) {
+    #[cfg(target_arch = "x86_64")]
+    assert!(is_x86_feature_detected!("avx512f"), "CSR blocks need AVX-512F");
+    assert!(
+        xs >= cols && (l.k == 0 || (l.k - 1) * xs + cols <= x.len()),
+        "x too short"
+    );
+    assert!(y.len() == l.rows * cols, "y has the wrong length");
+    if l.rows == 0 || cols == 0 {
+        return;
+    }
+    let k_padded = l.k.div_ceil(K_BLOCK) * K_BLOCK;
+    let panels = PanelX::new(
+        (x, xs),
+        (l.k, k_padded),
+        cols,
+        (MAX_STRIP, MAX_STRIP / 2),
+        threads,
+    );
+    let per_task = l.rows.div_ceil(threads.max(1)).max(1);
+    let task = |(t, y_rows): (usize, &mut [f32])| rows_task(l, t * per_task, &panels, y_rows, cols);
+    if threads > 1 {
+        y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
+    } else {
+        y.chunks_mut(per_task * cols).enumerate().for_each(task);
+    }
+}
+
+/// One task: rows `row0 ..`, as many as `y_rows` (`rows × cols`) holds.
+fn rows_task(l: &CsrBlocks, row0: usize, p: &PanelX, y_rows: &mut [f32], cols: usize) {
+    let rows = y_rows.len() / cols;
+    let mut scratch = Lines::zeroed(rows * MAX_STRIP / LANES);
+    let out = scratch.floats_mut().as_mut_ptr();
+    let y = y_rows.as_mut_ptr();
+    let blocks = l.k.div_ceil(K_BLOCK);
+    for (s, &(c0, width)) in p.strips().iter().enumerate() {
+        let strip = p.strip(s);
+        let valid = width.min(cols - c0);
+        for block in 0..blocks {
+            let tile = &strip[block * K_BLOCK * width..(block + 1) * K_BLOCK * width];
+            let starts = &l.starts[block * l.rows + row0..=block * l.rows + row0 + rows];
+            let (first, last) = (starts[0] as usize, starts[rows] as usize);
+            let span = Span {
+                starts,
+                values: &l.values[first..last],
+                rows_in_block: &l.rows_in_block[first..last],
+                first,
+                accumulate: block > 0,
+            };
+            // A full strip's last K block goes straight to `y`.
+            let to = if block + 1 == blocks && valid == width {
+                (y.wrapping_add(c0), cols)
+            } else {
+                (out, width)
+            };
+            // SAFETY: AVX-512F was asserted by `spmm`; the tile holds `K_BLOCK` aligned rows
+            // of `width` floats and every entry's row byte is `< K_BLOCK`; the scratch holds
+            // `rows × width` floats; `y` holds `rows × cols` floats and, when written directly,
+            // columns `c0 .. c0 + width <= cols`.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                match width {
+                    MAX_STRIP => avx512::rows::<8>(&span, tile.as_ptr(), out, to),
+                    _ => avx512::rows::<4>(&span, tile.as_ptr(), out, to),
+                }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (span, tile, to);
+        }
+        if valid < width {
+            for r in 0..rows {
+                // SAFETY: scratch row `r` holds `width > valid` floats; `y` row `r < rows`
+                // holds `cols ≥ c0 + valid`; the scratch is not `y`.
+                unsafe { std::ptr::copy_nonoverlapping(out.add(r * width), y.add(r * cols + c0), valid) };
+            }
+        }
+    }
+}
+
+/// One task's rows in one K block.
+struct Span<'a> {
+    /// `rows + 1` starts, absolute (`first` is `starts[0]`).
+    starts: &'a [u32],
+    values: &'a [f32],
+    rows_in_block: &'a [u8],
+    first: usize,
+    accumulate: bool,
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{K_BLOCK, LANES, Span};
+    use std::arch::x86_64::*;
+
+    /// For every row `r` of the span: `to[r][..16·V] = (scratch[r] if accumulating) +
+    /// Σ w · tile[row][..16·V]`, `to` being `(base, row stride)`.
+    ///
+    /// # Safety
+    /// AVX-512F; `tile` is 64-byte aligned with `K_BLOCK` rows of `16·V` floats; `scratch`
+    /// is 64-byte aligned with `rows × 16·V` floats; `to` is writable for `16·V` floats at
+    /// `base + r · stride` for every row; the entries' row bytes are `< K_BLOCK`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn rows<const V: usize>(
+        s: &Span<'_>,
+        tile: *const f32,
+        scratch: *mut f32,
+        (base, stride): (*mut f32, usize),
+    ) {
+        let width = LANES * V;
+        for (r, se) in s.starts.windows(2).enumerate() {
+            let mut acc = [_mm512_setzero_ps(); V];
+            if s.accumulate {
+                for (v, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: scratch row `r`, columns `16v .. + 16 <= width` (contract).
+                    *a = unsafe { _mm512_load_ps(scratch.add(r * width + LANES * v)) };
+                }
+            }
+            let (e0, e1) = (se[0] as usize - s.first, se[1] as usize - s.first);
+            for (&w, &kr) in s.values[e0..e1].iter().zip(&s.rows_in_block[e0..e1]) {
+                debug_assert!(usize::from(kr) < K_BLOCK);
+                let wb = _mm512_set1_ps(w);
+                // SAFETY: row `kr < K_BLOCK` of the tile (contract).
+                let x = unsafe { tile.add(usize::from(kr) * width) };
+                for (v, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: columns `16v .. + 16 <= width` of an aligned tile row.
+                    *a = _mm512_fmadd_ps(wb, unsafe { _mm512_load_ps(x.add(LANES * v)) }, *a);
+                }
+            }
+            for (v, a) in acc.iter().enumerate() {
+                // SAFETY: the output row `r` (contract).
+                unsafe { _mm512_storeu_ps(base.add(r * stride + LANES * v), *a) };
+            }
+        }
+    }
+}
