@@ -162,7 +162,7 @@ def main():
         row(gemm, "2:4")
     row(big, "block:16x16:0.1")
     crossover = None
-    for d in (0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05):
+    for d in (0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05):
         r = row(big, f"unstructured:{d}")
         if crossover is None and r["speedup"]["low"] > 1.0:
             crossover = d

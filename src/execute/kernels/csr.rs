@@ -2,7 +2,7 @@
 //! their K indices (u32), plus one row pointer per row.
 //!
 //! With AVX-512 and at least 64 tokens the product runs on a K-blocked execution copy
-//! (`csr_blocks.rs`, an L1-resident activation tile). Otherwise it streams each row's kept
+//! (`csr_blocks.rs`, an activation tile of 128 K rows × 128 tokens). Otherwise it streams each row's kept
 //! weights and, for each, FMAs a contiguous strip of the activation row it names
 //! (`sparse_rows.rs`): token strips of the panel-major activation
 //! copy (`PanelX`, one contiguous run per K block instead of a page per K row) → tasks of rows
@@ -56,7 +56,7 @@ impl std::fmt::Debug for BlocksCache {
 }
 
 /// Tokens from which the AVX-512 product takes the K-blocked kernel (`csr_blocks.rs`): it
-/// works in strips of 64 or 128 tokens.
+/// works in strips of 128 tokens, and of 64 for the rest.
 const BLOCKS_MIN_COLS: usize = 64;
 
 #[derive(Clone, Copy)]
@@ -359,7 +359,8 @@ mod tests {
         a.spmm(1, &data(k * cols, 4), &mut y, cols).unwrap();
         if Isa::detect() == Isa::Avx512 {
             // A start per (K block, row) plus one, and a value and a row byte per weight.
-            assert_eq!(a.execution_copy_bytes(), (4 * rows + 1) * 4 + a.nnz() * 5);
+            let blocks = k.div_ceil(csr_blocks::K_BLOCK);
+            assert_eq!(a.execution_copy_bytes(), (blocks * rows + 1) * 4 + a.nnz() * 5);
         }
         assert_eq!(
             a,
