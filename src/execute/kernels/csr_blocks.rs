@@ -15,7 +15,7 @@
 //! `[K block][row][entry]`, each a value and its row inside the block (one byte, < 128), with
 //! a start per (block, row).
 
-use super::sparse_rows::{Lines, PanelX};
+use super::sparse_rows::{Lines, PanelX, lane_kernel_prologue};
 use rayon::prelude::*;
 
 /// f32 per zmm register.
@@ -83,14 +83,7 @@ impl CsrBlocks {
 ///
 /// Panics unless AVX-512F was detected or the buffers are shorter than the shapes.
 pub(crate) fn spmm(l: &CsrBlocks, threads: usize, (x, xs): (&[f32], usize), y: &mut [f32], cols: usize) {
-    #[cfg(target_arch = "x86_64")]
-    assert!(is_x86_feature_detected!("avx512f"), "CSR blocks need AVX-512F");
-    assert!(
-        xs >= cols && (l.k == 0 || (l.k - 1) * xs + cols <= x.len()),
-        "x too short"
-    );
-    assert!(y.len() == l.rows * cols, "y has the wrong length");
-    if l.rows == 0 || cols == 0 {
+    if !lane_kernel_prologue("CSR block kernel", (l.rows, l.k), (x, xs), y, cols) {
         return;
     }
     let k_padded = l.k.div_ceil(K_BLOCK) * K_BLOCK;

@@ -206,6 +206,49 @@ impl Drop for Lines {
     }
 }
 
+/// The checks every AVX-512 kernel with its own activation copy makes before touching memory
+/// (`rows × k` weights, `x` rows `xs` apart, `y` `rows × cols`), and the answer to the shapes
+/// with nothing to compute. Returns whether there is a product left to run.
+///
+/// Panics unless AVX-512F was detected (callers dispatch on `Isa::Avx512`) or a buffer is
+/// shorter than its shape.
+pub(crate) fn lane_kernel_prologue(
+    kernel: &str,
+    (rows, k): (usize, usize),
+    (x, xs): (&[f32], usize),
+    y: &mut [f32],
+    cols: usize,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    assert!(is_x86_feature_detected!("avx512f"), "{kernel} needs AVX-512F");
+    assert!(
+        xs >= cols && (k == 0 || (k - 1) * xs + cols <= x.len()),
+        "{kernel}: x too short"
+    );
+    assert!(y.len() == rows * cols, "{kernel}: y has the wrong length");
+    if rows == 0 || cols == 0 {
+        return false;
+    }
+    if k == 0 {
+        y.fill(0.0);
+        return false;
+    }
+    true
+}
+
+/// A cache hint; a no-op off x86-64.
+#[inline(always)]
+pub(crate) fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and has no architectural effect; `p` comes from a live slice.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Widest strip of tokens a panel holds: 8 zmm accumulators per output row.
 pub(crate) const MAX_STRIP: usize = 128;
 

@@ -31,6 +31,7 @@
 //! block is accumulated token-major in a scratch buffer that stays in L2 and is transposed
 //! into `y` once per token block.
 
+use crate::execute::kernels::sparse_rows::lane_kernel_prologue;
 use rayon::prelude::*;
 
 /// Output rows per zmm register.
@@ -105,21 +106,7 @@ impl LaneLayout {
 /// Panics unless AVX-512F was detected (the caller dispatches on `Isa::Avx512`) or the
 /// buffers are shorter than the shapes.
 pub(crate) fn spmm(l: &LaneLayout, threads: usize, (x, xs): (&[f32], usize), y: &mut [f32], cols: usize) {
-    #[cfg(target_arch = "x86_64")]
-    assert!(
-        is_x86_feature_detected!("avx512f"),
-        "feature-lane kernel needs AVX-512F"
-    );
-    assert!(
-        xs >= cols && (l.k == 0 || (l.k - 1) * xs + cols <= x.len()),
-        "x too short"
-    );
-    assert!(y.len() == l.rows * cols, "y has the wrong length");
-    if l.rows == 0 || cols == 0 {
-        return;
-    }
-    if l.pairs == 0 {
-        y.fill(0.0);
+    if !lane_kernel_prologue("feature-lane kernel", (l.rows, l.k), (x, xs), y, cols) {
         return;
     }
     let kpad = l.pairs * 8;

@@ -13,7 +13,7 @@ use super::microkernel::{Isa, Offsets, RowBlock, row_strip};
 use super::two_of_four;
 use crate::execute::kernels::error::KernelError;
 use crate::execute::kernels::sparse_rows::{
-    RowKernel, default_schedule, grown_blocking, panels, spmm_checked,
+    RowKernel, default_schedule, grown_blocking, panels, prefetch, spmm_checked,
 };
 use crate::schedule::CpuSchedule;
 use rayon::prelude::*;
@@ -264,19 +264,6 @@ impl NmMatrix {
         }
         prefetch(self.indices[row * self.row_bytes + g0 * self.n * self.bits / 8..].as_ptr());
     }
-}
-
-/// A cache hint; a no-op off x86-64.
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and has no architectural effect; `p` comes from a live slice.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 impl RowKernel for NmMatrix {

@@ -35,7 +35,7 @@
 //! metadata counters keep reporting the stored format and [`TokenLayout::resident_bytes`]
 //! reports the copy.
 
-use crate::execute::kernels::sparse_rows::{Lines, MAX_STRIP, PanelX};
+use crate::execute::kernels::sparse_rows::{Lines, MAX_STRIP, PanelX, lane_kernel_prologue, prefetch};
 use rayon::prelude::*;
 
 /// f32 per zmm register.
@@ -171,23 +171,9 @@ impl TokenLayout {
 /// `y[rows × cols] = W · x`, where row `r` of `x` starts at `x[r · xs]` (`xs ≥ cols`).
 ///
 /// Panics unless AVX-512F was detected (the caller dispatches on `Isa::Avx512`) or the
-/// buffers are shorter than the shapes.
+/// buffers are shorter than the shapes (`lane_kernel_prologue`).
 pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y: &mut [f32], cols: usize) {
-    #[cfg(target_arch = "x86_64")]
-    assert!(
-        is_x86_feature_detected!("avx512f"),
-        "token-lane kernel needs AVX-512F"
-    );
-    assert!(
-        xs >= cols && (l.k == 0 || (l.k - 1) * xs + cols <= x.len()),
-        "x too short"
-    );
-    assert!(y.len() == l.rows * cols, "y has the wrong length");
-    if l.rows == 0 || cols == 0 {
-        return;
-    }
-    if l.k == 0 {
-        y.fill(0.0);
+    if !lane_kernel_prologue("token-lane kernel", (l.rows, l.k), (x, xs), y, cols) {
         return;
     }
     // Strips of 64 or 128 tokens: 4 or 8 accumulators a row.
@@ -314,19 +300,6 @@ impl Pair {
     }
 }
 
-/// A cache hint; a no-op off x86-64.
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and has no architectural effect; `p` comes from a live slice.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{LANES, Pair, ROWS};
@@ -442,19 +415,8 @@ mod tests {
     use super::super::{NmMatrix, prune_magnitude};
     use super::*;
     use crate::execute::kernels::reference::gemm_naive;
+    use crate::execute::kernels::testing::data;
     use proptest::prelude::*;
-
-    fn data(len: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
 
     fn avx512() -> bool {
         #[cfg(target_arch = "x86_64")]
