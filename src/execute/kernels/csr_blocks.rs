@@ -1,6 +1,6 @@
 //! The AVX-512 CSR kernel for products with many tokens: CSR re-blocked by K block, against
-//! an L1-resident activation tile, the token-lane loop of `nm/token_lanes.rs` with a variable
-//! number of kept weights per row.
+//! a mostly L1-resident activation tile, the token-lane loop of `nm/token_lanes.rs` with a
+//! variable number of kept weights per row.
 //!
 //! Why: the shared loop (`sparse_rows.rs`) grows its K block until each row has dozens of
 //! weights in it, which makes the activation tile an L2-sized one, and at random rows every
@@ -23,7 +23,8 @@ const LANES: usize = 16;
 /// K rows per block and tokens per strip: a 128 × 128 × 4 B = 64 KiB tile, a little more than
 /// L1 holds, measured best side by side at 70–95% sparsity (2048³, 1 thread): 64 × 128
 /// (32 KiB, half the weights per row and block) was 15–30% slower, 128 × 64 (4 accumulators a
-/// row) 5–25% slower, 256 × 128 faster only at 95% and 30% slower at 70%.
+/// row) 5–25% slower, 256 × 128 faster only at 95% and 30% slower at 70%. Tasks are one
+/// per thread: capping them at 128–512 rows (a scratch that fits L2) was no faster.
 pub(crate) const K_BLOCK: usize = 128;
 const STRIP: usize = 128;
 
