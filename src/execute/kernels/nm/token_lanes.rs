@@ -213,43 +213,35 @@ fn rows_task(l: &TokenLayout, row0: usize, per_task: usize, p: &PanelX, y_rows: 
             let idx = &l.idx[block * l.rows_padded * l.meta_block..];
             // SAFETY: the tile is the block's K rows `< k_padded` of the strip.
             let tile = unsafe { strip.add(block * l.k_block * width) };
-            for r in (0..tile_rows).step_by(ROWS) {
-                let row = row0 + r;
-                let ahead = row + PREFETCH_PAIRS_AHEAD * ROWS;
-                if ahead < l.rows_padded {
-                    for line in values[ahead * kept..(ahead + ROWS) * kept].chunks(LANES) {
-                        prefetch(line.as_ptr().cast());
-                    }
-                    prefetch(idx[ahead * meta..].as_ptr());
-                }
-                let pair = Pair {
-                    values: std::array::from_fn(|i| values[(row + i) * kept..][..kept].as_ptr()),
-                    idx: std::array::from_fn(|i| idx[(row + i) * meta..][..meta].as_ptr()),
-                    count: meta,
-                    accumulate: block > 0,
-                };
-                // SAFETY: scratch rows `r, r + 1 < tile_rows` each hold `width <= 128` floats
-                // at `r · width`; with `direct`, real rows' outputs are `y` row `r + i < real`
-                // at column `c0`, `width = valid` floats inside its `cols`; the weights are
-                // the block's `kept` values and `meta` metadata bytes of both rows (sliced
-                // above); every index selects one of the block's K rows of the tile (2-bit
-                // indices stay inside their byte's 8 rows, row bytes are < the block's rows
-                // by construction), `width` floats wide.
-                unsafe {
-                    let from: [*const f32; ROWS] =
-                        std::array::from_fn(|i| out.add((r + i) * width).cast_const());
-                    let to = std::array::from_fn(|i| match direct && r + i < real {
-                        true => y.add((r + i) * cols + c0),
-                        false => out.add((r + i) * width),
-                    });
-                    match (l.meta, width) {
-                        (Meta::TwoBit, MAX_STRIP) => pair.run::<8, true>(tile, from, to),
-                        (Meta::TwoBit, _) => pair.run::<4, true>(tile, from, to),
-                        (Meta::Rows, MAX_STRIP) => pair.run::<8, false>(tile, from, to),
-                        (Meta::Rows, _) => pair.run::<4, false>(tile, from, to),
-                    }
+            let pass = BlockPass {
+                values,
+                idx,
+                kept,
+                meta,
+                row0,
+                tile_rows,
+                rows_padded: l.rows_padded,
+                accumulate: block > 0,
+                tile,
+                width,
+                scratch: out,
+                direct: direct.then_some((y.wrapping_add(c0), cols, real)),
+            };
+            // SAFETY: AVX-512F was checked by `spmm`; the fields hold the block's weights of
+            // every row of the task, its tile (`width` floats a K row, each index inside the
+            // block), the task's scratch (`tile_rows × width`) and, with `direct`, `y` from
+            // column `c0` (`real` rows of `cols ≥ c0 + width`), as `BlockPass` requires.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                match (l.meta, width) {
+                    (Meta::TwoBit, MAX_STRIP) => avx512::block_pass::<8, true>(&pass),
+                    (Meta::TwoBit, _) => avx512::block_pass::<4, true>(&pass),
+                    (Meta::Rows, MAX_STRIP) => avx512::block_pass::<8, false>(&pass),
+                    (Meta::Rows, _) => avx512::block_pass::<4, false>(&pass),
                 }
             }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = pass;
         }
         if valid < width {
             for r in 0..real {
@@ -261,6 +253,29 @@ fn rows_task(l: &TokenLayout, row0: usize, per_task: usize, p: &PanelX, y_rows: 
     }
 }
 
+/// One K block of one strip for every row pair of a task: what [`avx512::block_pass`] reads.
+///
+/// Invariants the constructor in `rows_task` upholds: `values`/`idx` start at the block's
+/// first row and hold `kept`/`meta` per row for rows `row0 .. row0 + tile_rows`; `tile` is
+/// 64-byte aligned with the block's K rows of `width` floats, every index naming one of them;
+/// `scratch` is 64-byte aligned with `tile_rows × width` floats; `direct`, when set, is `y`
+/// from the strip's first column, its row stride, and the task's real rows, each writable
+/// for `width` floats.
+struct BlockPass<'a> {
+    values: &'a [f32],
+    idx: &'a [u8],
+    kept: usize,
+    meta: usize,
+    row0: usize,
+    tile_rows: usize,
+    rows_padded: usize,
+    accumulate: bool,
+    tile: *const f32,
+    width: usize,
+    scratch: *mut f32,
+    direct: Option<(*mut f32, usize, usize)>,
+}
+
 /// Two rows' weights for one K block.
 struct Pair {
     values: [*const f32; ROWS],
@@ -270,45 +285,58 @@ struct Pair {
     accumulate: bool,
 }
 
-impl Pair {
-    /// `to[r][..16·V] = (from[r][..16·V] if accumulating) + Σ kept w · tile[k][..16·V]` for
-    /// both rows; `TWO_BIT` says how the metadata names `k` ([`Meta`]).
-    ///
-    /// # Safety
-    /// AVX-512F is available; `tile` is 64-byte aligned, rows of `16·V` floats; each row has
-    /// `count` metadata bytes and their values (4 per byte for 2:4, 1 per byte otherwise),
-    /// and every K row they name is inside the tile; each `from[r]` is 64-byte aligned and
-    /// readable, each `to[r]` writable, for `16·V` floats.
-    #[inline(always)]
-    unsafe fn run<const V: usize, const TWO_BIT: bool>(
-        &self,
-        tile: *const f32,
-        from: [*const f32; ROWS],
-        to: [*mut f32; ROWS],
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller's contract.
-        unsafe {
-            if TWO_BIT {
-                avx512::two_bit::<V>(self, tile, from, to)
-            } else {
-                avx512::row_bytes::<V>(self, tile, from, to)
-            }
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (tile, from, to);
-    }
-}
-
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{LANES, Pair, ROWS};
+    use super::{BlockPass, LANES, PREFETCH_PAIRS_AHEAD, Pair, ROWS, prefetch};
     use std::arch::x86_64::*;
 
-    /// See [`Pair::run`].
+    /// Every row pair of the task over one K block: the pair loop compiled with AVX-512, so
+    /// the micro-kernel inlines into it.
     ///
     /// # Safety
-    /// As [`Pair::run`].
+    /// AVX-512F; the invariants of [`BlockPass`].
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn block_pass<const V: usize, const TWO_BIT: bool>(b: &BlockPass<'_>) {
+        let (kept, meta, width) = (b.kept, b.meta, b.width);
+        for r in (0..b.tile_rows).step_by(ROWS) {
+            let row = b.row0 + r;
+            let ahead = row + PREFETCH_PAIRS_AHEAD * ROWS;
+            if ahead < b.rows_padded {
+                for line in b.values[ahead * kept..(ahead + ROWS) * kept].chunks(LANES) {
+                    prefetch(line.as_ptr().cast());
+                }
+                prefetch(b.idx[ahead * meta..].as_ptr());
+            }
+            let pair = Pair {
+                values: std::array::from_fn(|i| b.values[(row + i) * kept..][..kept].as_ptr()),
+                idx: std::array::from_fn(|i| b.idx[(row + i) * meta..][..meta].as_ptr()),
+                count: meta,
+                accumulate: b.accumulate,
+            };
+            let from: [*const f32; ROWS] =
+                std::array::from_fn(|i| b.scratch.wrapping_add((r + i) * width).cast_const());
+            let to = std::array::from_fn(|i| match b.direct {
+                Some((y, stride, real)) if r + i < real => y.wrapping_add((r + i) * stride),
+                _ => b.scratch.wrapping_add((r + i) * width),
+            });
+            // SAFETY: the invariants of `BlockPass` (the caller's contract) for rows `r, r + 1`.
+            unsafe {
+                if TWO_BIT {
+                    two_bit::<V>(&pair, b.tile, from, to)
+                } else {
+                    row_bytes::<V>(&pair, b.tile, from, to)
+                }
+            }
+        }
+    }
+
+    /// `to[r][..16·V] = (from[r][..16·V] if accumulating) + Σ kept w · tile[k][..16·V]` for
+    /// both rows, the kept weights' K rows named by 2-bit index bytes ([`super::Meta::TwoBit`]).
+    ///
+    /// # Safety
+    /// AVX-512F; `tile` 64-byte aligned, rows of `16·V` floats, holding every K row the
+    /// pair's metadata names; `from[r]` 64-byte aligned and readable, `to[r]` writable, for
+    /// `16·V` floats.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn two_bit<const V: usize>(
         p: &Pair,
@@ -341,10 +369,10 @@ mod avx512 {
         unsafe { finish::<V>(&acc, to) }
     }
 
-    /// See [`Pair::run`]: one row byte per kept weight.
+    /// As [`two_bit`], with one row byte per kept weight ([`super::Meta::Rows`]).
     ///
     /// # Safety
-    /// As [`Pair::run`].
+    /// As [`two_bit`].
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn row_bytes<const V: usize>(
         p: &Pair,
