@@ -357,11 +357,7 @@ mod avx512 {
                 let rows = [b & 3, b >> 2 & 3, 4 + (b >> 4 & 3), 4 + (b >> 6)];
                 for (t, &k) in rows.iter().enumerate() {
                     // SAFETY: value `4j + t` of the row; K row `8j + k` of the tile.
-                    let (wb, x) = unsafe { (_mm512_set1_ps(*w.add(t)), base.add(k * width)) };
-                    for (v, a) in acc.iter_mut().enumerate() {
-                        // SAFETY: columns `16v .. 16v + 16 <= width` of an aligned tile row.
-                        *a = _mm512_fmadd_ps(wb, unsafe { _mm512_load_ps(x.add(LANES * v)) }, *a);
-                    }
+                    unsafe { kept_weight(acc, *w.add(t), base.add(k * width)) };
                 }
             }
         }
@@ -386,20 +382,25 @@ mod avx512 {
         for e in 0..p.count {
             for ((acc, idx), values) in acc.iter_mut().zip(p.idx).zip(p.values) {
                 // SAFETY: entry `e < count` of the row; its K row is inside the tile.
-                let (wb, x) = unsafe {
-                    (
-                        _mm512_set1_ps(*values.add(e)),
-                        tile.add(usize::from(*idx.add(e)) * width),
-                    )
-                };
-                for (v, a) in acc.iter_mut().enumerate() {
-                    // SAFETY: columns `16v .. 16v + 16 <= width` of an aligned tile row.
-                    *a = _mm512_fmadd_ps(wb, unsafe { _mm512_load_ps(x.add(LANES * v)) }, *a);
-                }
+                unsafe { kept_weight(acc, *values.add(e), tile.add(usize::from(*idx.add(e)) * width)) };
             }
         }
         // SAFETY: the caller's contract.
         unsafe { finish::<V>(&acc, to) }
+    }
+
+    /// One kept weight: `acc[v] += w · x[16v .. 16v + 16]` (broadcast, no gather).
+    ///
+    /// # Safety
+    /// AVX-512F; `x` is a 64-byte aligned tile row of at least `16·V` floats.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn kept_weight<const V: usize>(acc: &mut [__m512; V], w: f32, x: *const f32) {
+        let wb = _mm512_set1_ps(w);
+        for (v, a) in acc.iter_mut().enumerate() {
+            // SAFETY: columns `16v .. 16v + 16 <= 16·V` of the aligned row (contract).
+            *a = _mm512_fmadd_ps(wb, unsafe { _mm512_load_ps(x.add(LANES * v)) }, *a);
+        }
     }
 
     /// The accumulators: the outputs so far, or zero for the first block.
