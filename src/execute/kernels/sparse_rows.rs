@@ -141,7 +141,7 @@ impl PackedX {
 }
 
 /// One cache line of activations or outputs: keeps every vector access aligned.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 #[repr(C, align(64))]
 pub(crate) struct Line(pub(crate) [f32; 16]);
 
@@ -175,6 +175,43 @@ impl Lines {
         // SAFETY: `Line` is `repr(C)` around `[f32; 16]` (64 bytes, alignment 64, no padding),
         // so the lines are `16 · len` contiguous, initialised f32 values, borrowed mutably once.
         unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast::<f32>(), self.0.len() * 16) }
+    }
+}
+
+/// Floats that start on a cache line: a kernel's execution copy of weights it reads in
+/// vectors and prefetches a line at a time.
+///
+/// Why: a `Vec<f32>` promises 4-byte alignment only (a large one typically starts 16 bytes
+/// into a page), so a vector load of it may straddle two lines, and a prefetch of a row's
+/// first line may miss the tail of its last.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AlignedFloats {
+    lines: Vec<Line>,
+    len: usize,
+}
+
+impl AlignedFloats {
+    pub(crate) fn zeroed(len: usize) -> AlignedFloats {
+        AlignedFloats {
+            lines: vec![Line([0.0; 16]); len.div_ceil(16)],
+            len,
+        }
+    }
+}
+
+impl std::ops::Deref for AlignedFloats {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        // SAFETY: `Line` is `repr(C)` around `[f32; 16]` (no padding), so the lines are
+        // `16 · lines.len() >= len` contiguous, initialised floats.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<f32>(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for AlignedFloats {
+    fn deref_mut(&mut self) -> &mut [f32] {
+        // SAFETY: as for `deref`, borrowed mutably once.
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<f32>(), self.len) }
     }
 }
 
@@ -249,6 +286,65 @@ pub(crate) fn prefetch(p: *const u8) {
     let _ = p;
 }
 
+/// `(first token, width)` of the strips `cols` tokens are cut into: `widest` each (a multiple
+/// of `granule`) but the last, which is the rest rounded up to `granule`.
+pub(crate) fn strip_plan(cols: usize, (widest, granule): (usize, usize)) -> Vec<(usize, usize)> {
+    let mut strips = Vec::new();
+    let mut c0 = 0;
+    while c0 < cols {
+        let width = (cols - c0).min(widest).div_ceil(granule) * granule;
+        strips.push((c0, width));
+        c0 += width;
+    }
+    strips
+}
+
+/// One K block × strip of the activations, packed by the task that uses it just before use:
+/// `rows × width` contiguous floats starting on a cache line, zero past `k` and past the last
+/// token, so the kernel's loads never straddle a line or a page boundary.
+///
+/// Why not a [`PanelX`] of the whole matrix: that copy is one more pass over all of `x`
+/// (a write of megabytes and a read back) before any FMA, 4–8% of a large 2:4 product on
+/// this machine. Packed per tile, the copy is a few hundred loads and stores against
+/// hundreds of thousands of FMAs, done while the tile is L1-bound anyway; each thread packs
+/// the tiles it needs, so `x` is read once per thread.
+pub(crate) struct TileX {
+    lines: Lines,
+}
+
+impl TileX {
+    /// A tile of up to `rows × width` floats.
+    pub(crate) fn new(rows: usize, width: usize) -> TileX {
+        TileX {
+            lines: Lines::zeroed(rows * width.div_ceil(16)),
+        }
+    }
+
+    /// Pack rows `k0 .. k0 + rows` of `x` (row `r` at `x[r · xs]`, rows `>= k` read as zero),
+    /// columns `c0 .. c0 + width` (those `>= cols` zero), and return the tile.
+    ///
+    /// Panics if the tile was made smaller or `x` is shorter than the rows `< k` it names.
+    pub(crate) fn fill(
+        &mut self,
+        (x, xs): (&[f32], usize),
+        (k0, rows, k): (usize, usize, usize),
+        (c0, width, cols): (usize, usize, usize),
+    ) -> &[f32] {
+        let valid = width.min(cols.saturating_sub(c0));
+        let tile = &mut self.lines.floats_mut()[..rows * width];
+        for (r, row) in tile.chunks_exact_mut(width).enumerate() {
+            let kk = k0 + r;
+            if kk < k {
+                row[..valid].copy_from_slice(&x[kk * xs + c0..][..valid]);
+                row[valid..].fill(0.0);
+            } else {
+                row.fill(0.0);
+            }
+        }
+        tile
+    }
+}
+
 /// Widest strip of tokens a panel holds: 8 zmm accumulators per output row.
 pub(crate) const MAX_STRIP: usize = 128;
 
@@ -280,13 +376,7 @@ impl PanelX {
         threads: usize,
     ) -> PanelX {
         debug_assert!(granule.is_multiple_of(16) && widest.is_multiple_of(granule) && widest <= MAX_STRIP);
-        let mut strips = Vec::new();
-        let mut c0 = 0;
-        while c0 < cols {
-            let width = (cols - c0).min(widest).div_ceil(granule) * granule;
-            strips.push((c0, width));
-            c0 += width;
-        }
+        let strips = strip_plan(cols, (widest, granule));
         let starts: Vec<usize> = strips
             .iter()
             .scan(0, |line, &(_, w)| {
@@ -623,4 +713,34 @@ pub(crate) fn spmm_checked(
         kernel.spmm_on(isa, schedule, packed.view(), y, cols);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_cover_the_tokens_in_granules() {
+        assert_eq!(strip_plan(300, (128, 64)), vec![(0, 128), (128, 128), (256, 64)]);
+        assert_eq!(strip_plan(64, (128, 64)), vec![(0, 64)]);
+        assert!(strip_plan(0, (128, 64)).is_empty());
+    }
+
+    /// Rows past `k` and columns past `cols` come out zero, whatever the tile held before.
+    #[test]
+    fn issue_3_a_packed_tile_is_the_block_of_x_zero_padded() {
+        let (k, cols, xs) = (5, 20, 23);
+        let x: Vec<f32> = (0..k * xs).map(|i| i as f32 + 1.0).collect();
+        let mut packed = TileX::new(4, 32);
+        packed.lines.floats_mut().fill(f32::NAN);
+        let tile = packed.fill((&x, xs), (4, 3, k), (16, 16, cols)).to_vec();
+        assert_eq!(tile.len(), 3 * 16);
+        let want: Vec<f32> = (0..3 * 16)
+            .map(|i| {
+                let (r, c) = (4 + i / 16, 16 + i % 16);
+                if r < k && c < cols { x[r * xs + c] } else { 0.0 }
+            })
+            .collect();
+        assert_eq!(tile, want);
+    }
 }

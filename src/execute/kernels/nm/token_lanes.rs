@@ -11,9 +11,10 @@
 //!
 //! * **The activation tile spanned a page per row.** A K block of a row-major activation
 //!   matrix touches one 4 KiB page per K row, so a 64-row tile needed 64 TLB entries beside
-//!   the weights' own. Here the activations are copied panel-major (`[strip][K][W]`, `W` =
-//!   64 or 128 tokens, zero-padded), so a K block × strip tile is 32 KiB of consecutive,
-//!   line-aligned memory.
+//!   the weights' own. Here each task packs the K block × strip tile it is about to use
+//!   ([`TileX`]: `W` = 64 or 128 tokens, zero-padded) into 32 KiB of consecutive,
+//!   line-aligned memory. (A panel-major copy of all of `x` up front did the same at the
+//!   cost of one more pass over memory: 4–8% of a large product.)
 //! * **The weights of one K block were a row apart.** Row-major kept values put the 32 values
 //!   a row needs for one K block 4–20 KiB away from the next row's, a strided stream of short
 //!   runs across pages. [`TokenLayout`] stores them `[K block][row][32 values]` (and the 8
@@ -35,7 +36,9 @@
 //! metadata counters keep reporting the stored format and [`TokenLayout::resident_bytes`]
 //! reports the copy.
 
-use crate::execute::kernels::sparse_rows::{Lines, MAX_STRIP, PanelX, lane_kernel_prologue, prefetch};
+use crate::execute::kernels::sparse_rows::{
+    AlignedFloats, Lines, MAX_STRIP, TileX, lane_kernel_prologue, prefetch, strip_plan,
+};
 use rayon::prelude::*;
 
 /// f32 per zmm register.
@@ -44,11 +47,13 @@ const LANES: usize = 16;
 /// 32 KiB activation tile, most of a 48 KiB L1d. Other patterns take the largest multiple of
 /// their group size that fits.
 const K_BLOCK: usize = 64;
+/// Index bytes a row of a full 2:4 K block holds (two groups of 4 per byte).
+const FULL_BLOCK_BYTES: usize = K_BLOCK / 8;
 /// Output rows per register tile.
 const ROWS: usize = 2;
 /// Row pairs ahead whose next weights are prefetched: the K-block-major layout makes them the
 /// next bytes of one stream, but the prefetchers need a head start once it comes from L3.
-const PREFETCH_PAIRS_AHEAD: usize = 4;
+const PREFETCH_PAIRS_AHEAD: usize = 12;
 
 /// How a layout names the activation row of each kept weight inside its K block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +73,8 @@ pub(crate) struct TokenLayout {
     k: usize,
     /// Rows rounded up to [`ROWS`]; the padding rows have zero weights.
     rows_padded: usize,
-    /// K rows the activation panels hold: K rounded up to a whole index byte for 2:4.
+    /// K rows the kernel reads: K rounded up to a whole index byte for 2:4 (the rows past K are
+    /// zero in every packed tile).
     k_padded: usize,
     /// K rows, kept values a row and metadata bytes a row of a full block (all blocks are
     /// full but the last, which has as many of each per K row).
@@ -77,7 +83,7 @@ pub(crate) struct TokenLayout {
     meta_block: usize,
     meta: Meta,
     /// `[block][row][kept values in block]`, zero for padding.
-    values: Vec<f32>,
+    values: AlignedFloats,
     /// `[block][row][metadata bytes in block]`.
     idx: Vec<u8>,
 }
@@ -120,7 +126,7 @@ impl TokenLayout {
             kept_block,
             meta_block,
             meta: if two_bit { Meta::TwoBit } else { Meta::Rows },
-            values: vec![0.0; rows_padded * k_padded / m * n],
+            values: AlignedFloats::zeroed(rows_padded * k_padded / m * n),
             // Exact: the blocks' metadata bytes a row add up to `meta_block · k_padded / k_block`.
             idx: vec![0; rows_padded * (meta_block * k_padded / k_block)],
         };
@@ -177,15 +183,9 @@ pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y:
         return;
     }
     // Strips of 64 or 128 tokens: 4 or 8 accumulators a row.
-    let panels = PanelX::new(
-        (x, xs),
-        (l.k, l.k_padded),
-        cols,
-        (MAX_STRIP, MAX_STRIP / 2),
-        threads,
-    );
+    let strips = strip_plan(cols, (MAX_STRIP, MAX_STRIP / 2));
     let per_task = l.rows_padded.div_ceil(threads.max(1)).div_ceil(ROWS) * ROWS;
-    let task = |(t, y_rows): (usize, &mut [f32])| rows_task(l, t * per_task, per_task, &panels, y_rows, cols);
+    let task = |(t, y_rows): (usize, &mut [f32])| rows_task(l, t * per_task, per_task, (x, xs), &strips, y_rows, cols);
     if threads > 1 {
         y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
     } else {
@@ -194,25 +194,32 @@ pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y:
 }
 
 /// One task: layout rows `row0 .. row0 + per_task` (padding included), of which the real ones
-/// are `y_rows` (`rows × cols`).
-fn rows_task(l: &TokenLayout, row0: usize, per_task: usize, p: &PanelX, y_rows: &mut [f32], cols: usize) {
+/// are `y_rows` (`rows × cols`), over every strip of tokens and K block of `x`.
+fn rows_task(
+    l: &TokenLayout,
+    row0: usize,
+    per_task: usize,
+    x: (&[f32], usize),
+    strips: &[(usize, usize)],
+    y_rows: &mut [f32],
+    cols: usize,
+) {
     let real = y_rows.len() / cols;
     let tile_rows = per_task.min(l.rows_padded - row0);
     let mut scratch = Lines::zeroed(tile_rows * MAX_STRIP / LANES);
     let out: *mut f32 = scratch.floats_mut().as_mut_ptr();
+    let mut packed = TileX::new(l.k_block, MAX_STRIP);
     // Every write to `y` goes through this one pointer (rows `< real`, `cols` floats each).
     let y = y_rows.as_mut_ptr();
-    for (s, &(c0, width)) in p.strips().iter().enumerate() {
-        let strip = p.strip(s).as_ptr();
+    for &(c0, width) in strips {
         let valid = width.min(cols - c0);
         for block in 0..l.blocks() {
             // A full strip's last K block goes straight to `y`: no scratch round trip.
             let direct = block + 1 == l.blocks() && valid == width;
-            let (_, kept, meta) = l.block_shape(block);
+            let (k_rows, kept, meta) = l.block_shape(block);
             let values = &l.values[block * l.rows_padded * l.kept_block..];
             let idx = &l.idx[block * l.rows_padded * l.meta_block..];
-            // SAFETY: the tile is the block's K rows `< k_padded` of the strip.
-            let tile = unsafe { strip.add(block * l.k_block * width) };
+            let tile = packed.fill(x, (block * l.k_block, k_rows, l.k), (c0, width, cols));
             let pass = BlockPass {
                 values,
                 idx,
@@ -222,7 +229,7 @@ fn rows_task(l: &TokenLayout, row0: usize, per_task: usize, p: &PanelX, y_rows: 
                 tile_rows,
                 rows_padded: l.rows_padded,
                 accumulate: block > 0,
-                tile,
+                tile: tile.as_ptr(),
                 width,
                 scratch: out,
                 direct: direct.then_some((y.wrapping_add(c0), cols, real)),
@@ -287,7 +294,7 @@ struct Pair {
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{BlockPass, LANES, PREFETCH_PAIRS_AHEAD, Pair, ROWS, prefetch};
+    use super::{BlockPass, FULL_BLOCK_BYTES, LANES, PREFETCH_PAIRS_AHEAD, Pair, ROWS, prefetch};
     use std::arch::x86_64::*;
 
     /// Every row pair of the task over one K block: the pair loop compiled with AVX-512, so
@@ -333,6 +340,9 @@ mod avx512 {
     /// `to[r][..16·V] = (from[r][..16·V] if accumulating) + Σ kept w · tile[k][..16·V]` for
     /// both rows, the kept weights' K rows named by 2-bit index bytes ([`super::Meta::TwoBit`]).
     ///
+    /// A full K block (8 index bytes, 32 values a row) takes [`two_bit_block`]; a shorter last
+    /// block decodes byte by byte.
+    ///
     /// # Safety
     /// AVX-512F; `tile` 64-byte aligned, rows of `16·V` floats, holding every K row the
     /// pair's metadata names; `from[r]` 64-byte aligned and readable, `to[r]` writable, for
@@ -346,23 +356,77 @@ mod avx512 {
     ) {
         // SAFETY: the caller's contract.
         let mut acc = unsafe { start::<V>(p, from) };
-        let width = LANES * V;
-        for j in 0..p.count {
-            // SAFETY: K rows `8j .. 8j + 8 <= 8·pairs` of the tile (contract).
-            let base = unsafe { tile.add(8 * j * width) };
-            for ((acc, idx), values) in acc.iter_mut().zip(p.idx).zip(p.values) {
-                // SAFETY: index byte `j < pairs` and values `4j .. 4j + 4` of the row.
-                let (b, w) = unsafe { (usize::from(*idx.add(j)), values.add(4 * j)) };
-                // Each 2-bit index is < 4, so every row below stays inside the pair's 8.
-                let rows = [b & 3, b >> 2 & 3, 4 + (b >> 4 & 3), 4 + (b >> 6)];
-                for (t, &k) in rows.iter().enumerate() {
-                    // SAFETY: value `4j + t` of the row; K row `8j + k` of the tile.
-                    unsafe { kept_weight(acc, *w.add(t), base.add(k * width)) };
+        if p.count == FULL_BLOCK_BYTES {
+            // SAFETY: a full block: 8 index bytes and 32 values a row (the caller's contract).
+            unsafe { two_bit_block::<V>(&mut acc, p, tile) };
+        } else {
+            let width = LANES * V;
+            for j in 0..p.count {
+                // SAFETY: K rows `8j .. 8j + 8 <= 8·pairs` of the tile (contract).
+                let base = unsafe { tile.add(8 * j * width) };
+                for ((acc, idx), values) in acc.iter_mut().zip(p.idx).zip(p.values) {
+                    // SAFETY: index byte `j < pairs` and values `4j .. 4j + 4` of the row.
+                    let (b, w) = unsafe { (usize::from(*idx.add(j)), values.add(4 * j)) };
+                    for (t, k) in decode(b).into_iter().enumerate() {
+                        // SAFETY: value `4j + t` of the row; K row `8j + k` of the tile.
+                        unsafe { kept_weight(acc, _mm512_set1_ps(*w.add(t)), base.add(k * width)) };
+                    }
                 }
             }
         }
         // SAFETY: the caller's contract.
         unsafe { finish::<V>(&acc, to) }
+    }
+
+    /// One full K block of 2:4 weights (8 index bytes, 32 values a row) into `acc`.
+    ///
+    /// The loop is bound by the two 512-bit loads a cycle, one per FMA for the activations, so
+    /// the weights must cost as few loads as possible. Two changes from the byte-by-byte loop,
+    /// measured on the lone register tile (`examples/token_lane_tile.rs`, 0.72 → 0.82 of the
+    /// FMA peak):
+    /// * a row's 8 index bytes come in as one `u64` before the first FMA, so no activation
+    ///   load waits on an index load queued behind other activation loads;
+    /// * an index byte's 4 values come in as one 128-bit broadcast load (one per 32 FMAs
+    ///   instead of a broadcast load per 8), and each weight is spread from it by an in-lane
+    ///   shuffle, on a pipe the FMAs do not use. (Loading all 16 values of a half as one zmm
+    ///   and shuffling lanes as well is faster still on the lone tile, but slower in the
+    ///   product once the weights stream from memory: measured 20% slower on the LLaMA FFN
+    ///   shapes.)
+    ///
+    /// # Safety
+    /// AVX-512F; each row's `idx` holds 8 bytes and `values` 32 floats; `tile` as for
+    /// [`two_bit`], with 64 K rows.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn two_bit_block<const V: usize>(acc: &mut [[__m512; V]; ROWS], p: &Pair, tile: *const f32) {
+        let width = LANES * V;
+        // SAFETY: 8 index bytes a row (contract).
+        let bits: [u64; ROWS] = std::array::from_fn(|r| unsafe { p.idx[r].cast::<u64>().read_unaligned() });
+        for j in 0..FULL_BLOCK_BYTES {
+            // SAFETY: K rows `8j .. 8j + 8 <= 64` of the tile (contract).
+            let base = unsafe { tile.add(8 * j * width) };
+            for ((acc, bits), values) in acc.iter_mut().zip(bits).zip(p.values) {
+                // SAFETY: values `4j .. 4j + 4 <= 32` of the row (contract).
+                let four = _mm512_broadcast_f32x4(unsafe { _mm_loadu_ps(values.add(4 * j)) });
+                let rows = decode((bits >> (8 * j)) as usize & 0xFF);
+                for (t, k) in rows.into_iter().enumerate() {
+                    let w = match t {
+                        0 => _mm512_permute_ps::<0x00>(four),
+                        1 => _mm512_permute_ps::<0x55>(four),
+                        2 => _mm512_permute_ps::<0xAA>(four),
+                        _ => _mm512_permute_ps::<0xFF>(four),
+                    };
+                    // SAFETY: K row `8j + k < 64` of the tile.
+                    unsafe { kept_weight(acc, w, base.add(k * width)) };
+                }
+            }
+        }
+    }
+
+    /// The K rows (of 8) an index byte names: two 2:4 groups, two 2-bit indices each.
+    #[inline]
+    fn decode(b: usize) -> [usize; 4] {
+        [b & 3, b >> 2 & 3, 4 + (b >> 4 & 3), 4 + (b >> 6 & 3)]
     }
 
     /// As [`two_bit`], with one row byte per kept weight ([`super::Meta::Rows`]).
@@ -382,24 +446,26 @@ mod avx512 {
         for e in 0..p.count {
             for ((acc, idx), values) in acc.iter_mut().zip(p.idx).zip(p.values) {
                 // SAFETY: entry `e < count` of the row; its K row is inside the tile.
-                unsafe { kept_weight(acc, *values.add(e), tile.add(usize::from(*idx.add(e)) * width)) };
+                unsafe {
+                    let w = _mm512_set1_ps(*values.add(e));
+                    kept_weight(acc, w, tile.add(usize::from(*idx.add(e)) * width));
+                }
             }
         }
         // SAFETY: the caller's contract.
         unsafe { finish::<V>(&acc, to) }
     }
 
-    /// One kept weight: `acc[v] += w · x[16v .. 16v + 16]` (broadcast, no gather).
+    /// One kept weight, already broadcast: `acc[v] += w · x[16v .. 16v + 16]` (no gather).
     ///
     /// # Safety
     /// AVX-512F; `x` is a 64-byte aligned tile row of at least `16·V` floats.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn kept_weight<const V: usize>(acc: &mut [__m512; V], w: f32, x: *const f32) {
-        let wb = _mm512_set1_ps(w);
+    unsafe fn kept_weight<const V: usize>(acc: &mut [__m512; V], w: __m512, x: *const f32) {
         for (v, a) in acc.iter_mut().enumerate() {
             // SAFETY: columns `16v .. 16v + 16 <= 16·V` of the aligned row (contract).
-            *a = _mm512_fmadd_ps(wb, unsafe { _mm512_load_ps(x.add(LANES * v)) }, *a);
+            *a = _mm512_fmadd_ps(w, unsafe { _mm512_load_ps(x.add(LANES * v)) }, *a);
         }
     }
 
