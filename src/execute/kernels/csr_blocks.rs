@@ -15,7 +15,7 @@
 //! `[K block][row][entry]`, each a value and its row inside the block (one byte, < 128), with
 //! a start per (block, row).
 
-use super::sparse_rows::{Lines, PanelX, lane_kernel_prologue};
+use super::sparse_rows::{Lines, TileX, lane_kernel_prologue, strip_plan};
 use rayon::prelude::*;
 
 /// f32 per zmm register.
@@ -87,11 +87,10 @@ pub(crate) fn spmm(l: &CsrBlocks, threads: usize, (x, xs): (&[f32], usize), y: &
     if !lane_kernel_prologue("CSR block kernel", (l.rows, l.k), (x, xs), y, cols) {
         return;
     }
-    let k_padded = l.k.div_ceil(K_BLOCK) * K_BLOCK;
     // Strips of 128 tokens, the last one 64 when that holds the rest.
-    let panels = PanelX::new((x, xs), (l.k, k_padded), cols, (STRIP, STRIP / 2), threads);
+    let strips = strip_plan(cols, (STRIP, STRIP / 2));
     let per_task = l.rows.div_ceil(threads.max(1)).max(1);
-    let task = |(t, y_rows): (usize, &mut [f32])| rows_task(l, t * per_task, &panels, y_rows, cols);
+    let task = |(t, y_rows): (usize, &mut [f32])| rows_task(l, t * per_task, (x, xs), &strips, y_rows, cols);
     if threads > 1 {
         y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
     } else {
@@ -99,18 +98,26 @@ pub(crate) fn spmm(l: &CsrBlocks, threads: usize, (x, xs): (&[f32], usize), y: &
     }
 }
 
-/// One task: rows `row0 ..`, as many as `y_rows` (`rows × cols`) holds.
-fn rows_task(l: &CsrBlocks, row0: usize, p: &PanelX, y_rows: &mut [f32], cols: usize) {
+/// One task: rows `row0 ..`, as many as `y_rows` (`rows × cols`) holds, over every strip of
+/// tokens and K block of `x`, each tile packed by the task just before use ([`TileX`]).
+fn rows_task(
+    l: &CsrBlocks,
+    row0: usize,
+    x: (&[f32], usize),
+    strips: &[(usize, usize)],
+    y_rows: &mut [f32],
+    cols: usize,
+) {
     let rows = y_rows.len() / cols;
     let mut scratch = Lines::zeroed(rows * STRIP / LANES);
     let out = scratch.floats_mut().as_mut_ptr();
+    let mut packed = TileX::new(K_BLOCK, STRIP);
     let y = y_rows.as_mut_ptr();
     let blocks = l.k.div_ceil(K_BLOCK);
-    for (s, &(c0, width)) in p.strips().iter().enumerate() {
-        let strip = p.strip(s);
+    for &(c0, width) in strips {
         let valid = width.min(cols - c0);
         for block in 0..blocks {
-            let tile = &strip[block * K_BLOCK * width..(block + 1) * K_BLOCK * width];
+            let tile = packed.fill(x, (block * K_BLOCK, K_BLOCK, l.k), (c0, width, cols));
             let starts = &l.starts[block * l.rows + row0..=block * l.rows + row0 + rows];
             let (first, last) = (starts[0] as usize, starts[rows] as usize);
             let span = Span {
