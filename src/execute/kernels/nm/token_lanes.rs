@@ -185,7 +185,9 @@ pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y:
     // Strips of 64 or 128 tokens: 4 or 8 accumulators a row.
     let strips = strip_plan(cols, (MAX_STRIP, MAX_STRIP / 2));
     let per_task = l.rows_padded.div_ceil(threads.max(1)).div_ceil(ROWS) * ROWS;
-    let task = |(t, y_rows): (usize, &mut [f32])| rows_task(l, t * per_task, per_task, (x, xs), &strips, y_rows, cols);
+    let task = |(t, y_rows): (usize, &mut [f32])| {
+        rows_task(l, t * per_task, per_task, (x, xs), &strips, y_rows, cols)
+    };
     if threads > 1 {
         y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
     } else {
@@ -382,8 +384,8 @@ mod avx512 {
     ///
     /// The loop is bound by the two 512-bit loads a cycle, one per FMA for the activations, so
     /// the weights must cost as few loads as possible. Two changes from the byte-by-byte loop,
-    /// measured on the lone register tile (`examples/token_lane_tile.rs`, 0.72 → 0.82 of the
-    /// FMA peak):
+    /// measured on the lone register tile (`examples/token_lane_tile.rs`: 0.79–0.81 →
+    /// 0.86–0.87 of the FMA peak):
     /// * a row's 8 index bytes come in as one `u64` before the first FMA, so no activation
     ///   load waits on an index load queued behind other activation loads;
     /// * an index byte's 4 values come in as one 128-bit broadcast load (one per 32 FMAs
