@@ -5,9 +5,8 @@
 //! allows; issue 3 uses it to bound what the whole product can gain over dense (≈ 2 × this
 //! ratio ÷ the dense kernel's fraction of peak).
 //!
-//! Two loops, side by side: the kernel's (a row's 8 index bytes as one `u64`, each index
-//! byte's 4 values as one 128-bit broadcast, spread by in-lane shuffles) and the first one
-//! (an index byte and a broadcast load per kept weight).
+//! Two loops, side by side: the kernel's (a row's 8 index bytes of the block read as one
+//! `u64` up front) and the first one (each index byte read where it is needed).
 //!
 //! `cargo run --release --example token_lane_tile`
 
@@ -76,8 +75,8 @@ mod avx512 {
     use std::arch::x86_64::*;
 
     /// Every row pair's 32 kept weights of the block against the tile, into `out` (2 rows):
-    /// with `KERNEL`, the loop of `two_bit_block` in `nm/token_lanes.rs`; without, an index
-    /// byte and a broadcast load per kept weight.
+    /// with `KERNEL`, the loop of `two_bit_block` in `nm/token_lanes.rs`; without, each
+    /// index byte loaded where it is needed.
     ///
     /// # Safety
     /// AVX-512F; `values` holds `ROWS · K_BLOCK / 2` floats, `idx` `ROWS · K_BLOCK / 8` bytes;
@@ -108,19 +107,11 @@ mod avx512 {
                         usize::from(idx[row * K_BLOCK / 8 + j])
                     };
                     let w = &values[row * K_BLOCK / 2 + 4 * j..][..4];
-                    // SAFETY: 4 floats of `w`.
-                    let four = _mm512_broadcast_f32x4(unsafe { _mm_loadu_ps(w.as_ptr()) });
                     for (t, k) in [b & 3, b >> 2 & 3, 4 + (b >> 4 & 3), 4 + (b >> 6)]
                         .into_iter()
                         .enumerate()
                     {
-                        let wb = match (KERNEL, t) {
-                            (false, _) => _mm512_set1_ps(w[t]),
-                            (true, 0) => _mm512_permute_ps::<0x00>(four),
-                            (true, 1) => _mm512_permute_ps::<0x55>(four),
-                            (true, 2) => _mm512_permute_ps::<0xAA>(four),
-                            (true, _) => _mm512_permute_ps::<0xFF>(four),
-                        };
+                        let wb = _mm512_set1_ps(w[t]);
                         // SAFETY: each 2-bit index is < 4, so the row is inside the tile.
                         let x = unsafe { base.add(k * WIDTH) };
                         for (v, a) in acc.iter_mut().enumerate() {

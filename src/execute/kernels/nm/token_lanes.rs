@@ -371,7 +371,7 @@ mod avx512 {
                     let (b, w) = unsafe { (usize::from(*idx.add(j)), values.add(4 * j)) };
                     for (t, k) in decode(b).into_iter().enumerate() {
                         // SAFETY: value `4j + t` of the row; K row `8j + k` of the tile.
-                        unsafe { kept_weight(acc, _mm512_set1_ps(*w.add(t)), base.add(k * width)) };
+                        unsafe { kept_weight(acc, *w.add(t), base.add(k * width)) };
                     }
                 }
             }
@@ -382,18 +382,14 @@ mod avx512 {
 
     /// One full K block of 2:4 weights (8 index bytes, 32 values a row) into `acc`.
     ///
-    /// The loop is bound by the two 512-bit loads a cycle, one per FMA for the activations, so
-    /// the weights must cost as few loads as possible. Two changes from the byte-by-byte loop,
-    /// measured on the lone register tile (`examples/token_lane_tile.rs`: 0.79–0.81 →
-    /// 0.86–0.87 of the FMA peak):
-    /// * a row's 8 index bytes come in as one `u64` before the first FMA, so no activation
-    ///   load waits on an index load queued behind other activation loads;
-    /// * an index byte's 4 values come in as one 128-bit broadcast load (one per 32 FMAs
-    ///   instead of a broadcast load per 8), and each weight is spread from it by an in-lane
-    ///   shuffle, on a pipe the FMAs do not use. (Loading all 16 values of a half as one zmm
-    ///   and shuffling lanes as well is faster still on the lone tile, but slower in the
-    ///   product once the weights stream from memory: measured 20% slower on the LLaMA FFN
-    ///   shapes.)
+    /// The loop is bound by the two 512-bit loads a cycle (one per FMA for the activations,
+    /// one per 8 FMAs for a weight's broadcast). A row's 8 index bytes come in as one `u64`
+    /// before the first FMA, so no activation load waits on an index load queued behind other
+    /// activation loads: 0.79–0.81 → 0.86–0.87 of the FMA peak on the lone register tile
+    /// (`examples/token_lane_tile.rs`). Spreading the weights by shuffles from one vector
+    /// load instead (one load per 4 or 16 weights) is faster on the lone tile but 11–20%
+    /// slower in the product on the LLaMA FFN shapes, whose weights stream from memory, so
+    /// each weight stays one broadcast load.
     ///
     /// # Safety
     /// AVX-512F; each row's `idx` holds 8 bytes and `values` 32 floats; `tile` as for
@@ -408,18 +404,10 @@ mod avx512 {
             // SAFETY: K rows `8j .. 8j + 8 <= 64` of the tile (contract).
             let base = unsafe { tile.add(8 * j * width) };
             for ((acc, bits), values) in acc.iter_mut().zip(bits).zip(p.values) {
-                // SAFETY: values `4j .. 4j + 4 <= 32` of the row (contract).
-                let four = _mm512_broadcast_f32x4(unsafe { _mm_loadu_ps(values.add(4 * j)) });
                 let rows = decode((bits >> (8 * j)) as usize & 0xFF);
                 for (t, k) in rows.into_iter().enumerate() {
-                    let w = match t {
-                        0 => _mm512_permute_ps::<0x00>(four),
-                        1 => _mm512_permute_ps::<0x55>(four),
-                        2 => _mm512_permute_ps::<0xAA>(four),
-                        _ => _mm512_permute_ps::<0xFF>(four),
-                    };
-                    // SAFETY: K row `8j + k < 64` of the tile.
-                    unsafe { kept_weight(acc, w, base.add(k * width)) };
+                    // SAFETY: value `4j + t < 32` of the row; K row `8j + k < 64` of the tile.
+                    unsafe { kept_weight(acc, *values.add(4 * j + t), base.add(k * width)) };
                 }
             }
         }
@@ -448,26 +436,24 @@ mod avx512 {
         for e in 0..p.count {
             for ((acc, idx), values) in acc.iter_mut().zip(p.idx).zip(p.values) {
                 // SAFETY: entry `e < count` of the row; its K row is inside the tile.
-                unsafe {
-                    let w = _mm512_set1_ps(*values.add(e));
-                    kept_weight(acc, w, tile.add(usize::from(*idx.add(e)) * width));
-                }
+                unsafe { kept_weight(acc, *values.add(e), tile.add(usize::from(*idx.add(e)) * width)) };
             }
         }
         // SAFETY: the caller's contract.
         unsafe { finish::<V>(&acc, to) }
     }
 
-    /// One kept weight, already broadcast: `acc[v] += w · x[16v .. 16v + 16]` (no gather).
+    /// One kept weight: `acc[v] += w · x[16v .. 16v + 16]` (broadcast, no gather).
     ///
     /// # Safety
     /// AVX-512F; `x` is a 64-byte aligned tile row of at least `16·V` floats.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn kept_weight<const V: usize>(acc: &mut [__m512; V], w: __m512, x: *const f32) {
+    unsafe fn kept_weight<const V: usize>(acc: &mut [__m512; V], w: f32, x: *const f32) {
+        let wb = _mm512_set1_ps(w);
         for (v, a) in acc.iter_mut().enumerate() {
             // SAFETY: columns `16v .. 16v + 16 <= 16·V` of the aligned row (contract).
-            *a = _mm512_fmadd_ps(w, unsafe { _mm512_load_ps(x.add(LANES * v)) }, *a);
+            *a = _mm512_fmadd_ps(wb, unsafe { _mm512_load_ps(x.add(LANES * v)) }, *a);
         }
     }
 
