@@ -1,8 +1,8 @@
 //! The 2:4 fast path on AVX2: the microkernel loop with the packed indices decoded inline, for
 //! one or two output rows at a time, reading the caller's row-major activations. On AVX-512 a
-//! 2:4 product takes `token_lanes.rs` (the same loop on re-blocked weights and panel-major
-//! activations, about 1.7× faster at 2048³) or `feature_lanes.rs` instead, so the AVX-512 instantiation
-//! below is not reached by the product.
+//! 2:4 product takes `token_lanes.rs` (the same loop on re-blocked weights and packed
+//! activation tiles; its module doc says why that is faster) or `feature_lanes.rs` instead,
+//! so the AVX-512 instantiation below is not reached by the product.
 //!
 //! One index byte covers two groups (8 rows of `x`) and four kept weights. Each 2-bit index
 //! is `< 4 = m` whatever its value, so every decoded row stays inside its own group: the bound
