@@ -471,7 +471,14 @@ pub(crate) fn rows_strip<const R: usize, E: Entries<R>>(
         // SAFETY: `Isa::Avx512` is only built after detecting AVX-512F (with AVX2 and FMA);
         // every row read is `<= max_row`, inside `x` by the assert, and every column lies in
         // `c0 .. c0 + width <= cols`; the `y` pointers come from `R` distinct `&mut` strips.
-        Isa::Avx512 => unsafe { avx512::rows_strip(entries, xp, cols, y, width, accumulate) },
+        Isa::Avx512 => unsafe {
+            let done = avx512::rows_strip(entries, xp, cols, y, width, accumulate);
+            if done < width {
+                let (xs, ys) = (xp.add(done), y.map(|p| p.add(done)));
+                avx512_tail::columns(entries, xs, cols, ys, width - done, accumulate);
+            }
+            width
+        },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 and FMA were detected; bounds as above.
         Isa::Avx2Fma => unsafe { avx2::rows_strip(entries, xp, cols, y, width, accumulate) },
@@ -657,6 +664,51 @@ strip_loop!(
     _mm256_storeu_ps,
     _mm256_fmadd_ps
 );
+
+/// The last `n < 16` columns of a strip on AVX-512: one masked vector per row, so a token
+/// count that is not a multiple of 16 (8, 12, 40, …) does not fall to the portable loop.
+/// (That loop had taken 8 tokens of a 90% CSR product to 0.73× dense and 12 tokens to 0.44×,
+/// where 16 tokens ran 1.3×.)
+#[cfg(target_arch = "x86_64")]
+mod avx512_tail {
+    use super::Entries;
+    use std::arch::x86_64::*;
+
+    /// # Safety
+    /// AVX-512F; `xp` points at `x[0, c]` and, for every entry row, columns `c .. c + n` of that
+    /// row (stride `cols`) are readable; each `y[r]` is writable for `n < 16` elements and
+    /// they do not overlap. Masked-off lanes are neither read nor written.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn columns<const R: usize, E: Entries<R>>(
+        entries: E,
+        xp: *const f32,
+        cols: usize,
+        y: [*mut f32; R],
+        n: usize,
+        accumulate: bool,
+    ) {
+        debug_assert!(n < 16);
+        let mask: __mmask16 = (1 << n) - 1;
+        let mut acc = [_mm512_setzero_ps(); R];
+        if accumulate {
+            for (a, &y) in acc.iter_mut().zip(&y) {
+                // SAFETY: the first `n` elements of the caller's strip of `y`.
+                *a = unsafe { _mm512_maskz_loadu_ps(mask, y) };
+            }
+        }
+        entries.for_each(|row, ws| {
+            // SAFETY: the first `n` columns of an entry row (contract).
+            let xv = unsafe { _mm512_maskz_loadu_ps(mask, xp.wrapping_add(row * cols)) };
+            for (a, &w) in acc.iter_mut().zip(&ws) {
+                *a = _mm512_fmadd_ps(_mm512_set1_ps(w), xv, *a);
+            }
+        });
+        for (a, &y) in acc.iter().zip(&y) {
+            // SAFETY: as above.
+            unsafe { _mm512_mask_storeu_ps(y, mask, *a) };
+        }
+    }
+}
 
 /// A sparse weight format the shared driver can run: its shape and its product on a given
 /// instruction set (shapes checked, non-empty, activations packed).
