@@ -11,6 +11,7 @@
 //! forward.
 
 use super::csr_blocks::{self, CsrBlocks};
+use super::csr_gather::{self, GATHER_MAX_COLS};
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
 use super::sparse_rows::{
@@ -225,6 +226,16 @@ impl CsrMatrix {
         false
     }
 
+    /// Whether the AVX-512 gather kernel takes a product with `cols` tokens (and this K).
+    fn takes_gather(&self, isa: Isa, cols: usize) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx512 {
+            return cols <= GATHER_MAX_COLS && i32::try_from(self.k).is_ok();
+        }
+        let _ = (isa, cols);
+        false
+    }
+
     /// `(k_block, rows_per_task)`: the schedule grown for this matrix's density.
     fn blocking(&self, s: &CpuSchedule) -> (usize, usize) {
         let per_row = self.values.len() as f64 / self.rows.max(1) as f64;
@@ -241,10 +252,10 @@ impl RowKernel for CsrMatrix {
         self.rows
     }
 
-    /// The K-blocked kernel, and past one strip of tokens the shared loop, read their own
-    /// panel-major copy.
+    /// The K-blocked and the gather kernels, and past one strip of tokens the shared loop,
+    /// read their own copy (panel-major, token-major).
     fn copies_activations(&self, isa: Isa, cols: usize) -> bool {
-        Self::takes_blocks(isa, cols) || cols > MAX_STRIP
+        Self::takes_blocks(isa, cols) || self.takes_gather(isa, cols) || cols > MAX_STRIP
     }
 
     fn k(&self) -> usize {
@@ -262,6 +273,10 @@ impl RowKernel for CsrMatrix {
     ) {
         if Self::takes_blocks(isa, cols) {
             return csr_blocks::spmm(self.blocks(), schedule.threads, (x, xs), y, cols);
+        }
+        if self.takes_gather(isa, cols) {
+            let csr = (&self.row_ptr[..], &self.col_idx[..], &self.values[..]);
+            return csr_gather::spmm(csr, self.k, schedule.threads, (x, xs), y, cols);
         }
         let (k_block, per_task) = self.blocking(schedule);
         // One strip's worth of tokens: the caller's line-aligned copy already keeps each K

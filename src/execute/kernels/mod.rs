@@ -12,6 +12,7 @@
 pub mod bsr;
 pub mod csr;
 mod csr_blocks;
+mod csr_gather;
 pub mod dense;
 mod error;
 #[cfg(target_arch = "x86_64")]
