@@ -23,11 +23,14 @@ use rayon::prelude::*;
 /// poorly once the weights live in L3.
 const PREFETCH_ROWS_AHEAD: usize = 4;
 
-/// Tokens from which the AVX-512 2:4 product takes the token-lane kernel: measured side by
-/// side on BERT-base shapes (`examples/nm_vs_dense.rs`, 2 threads), token lanes beat feature
-/// lanes at 64 and 128 tokens (1.0–1.3× vs 0.8–1.1× dense) and lose at 32, where a strip of
-/// 64 is half padding (0.6× vs 0.8–1.15×).
-const TOKEN_LANES_MIN_COLS: usize = 64;
+/// Tokens from which the AVX-512 2:4 product takes the token-lane kernel (a strip of 64
+/// tokens, padded): measured side by side on BERT-base shapes (`examples/nm_vs_dense.rs`,
+/// 2 threads), token lanes beat feature lanes at 64 and 128 tokens and lose at 32, where the
+/// strip is half padding (0.6× vs 0.8–1.15× dense). Between, with the packed tiles
+/// (`sparsegate bench`, 2 threads, ms of token lanes vs feature lanes): at 40 tokens
+/// 0.44 vs 0.36 on 3072×768 and level on 768×3072 and 4096²; at 48 tokens level on
+/// 3072×768, 0.44 vs 0.66 on 768×3072 and 3.13 vs 3.95 on 4096²; token lanes ahead from there.
+const TOKEN_LANES_MIN_COLS: usize = 48;
 
 /// The AVX-512 kernels with their own layouts and activation copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
