@@ -2,8 +2,9 @@
 //! their K indices (u32), plus one row pointer per row.
 //!
 //! With AVX-512 and at least 64 tokens the product runs on a K-blocked execution copy
-//! (`csr_blocks.rs`, an activation tile of 128 K rows × 128 tokens). Otherwise it streams each row's kept
-//! weights and, for each, FMAs a contiguous strip of the activation row it names
+//! (`csr_blocks.rs`, an activation tile of 128 K rows × 128 tokens); with AVX-512 and 1–8
+//! tokens, on gathers from a token-major copy (`csr_gather.rs`). Otherwise it streams each
+//! row's kept weights and, for each, FMAs a contiguous strip of the activation row it names
 //! (`sparse_rows.rs`): token strips of the panel-major activation
 //! copy (`PanelX`, one contiguous run per K block instead of a page per K row) → tasks of rows
 //! in parallel → K blocks grown for the density → rows. Column indices are sorted within a

@@ -142,15 +142,8 @@ mod avx512 {
 mod tests {
     use super::*;
     use crate::execute::kernels::reference::gemm_naive;
-    use crate::execute::kernels::testing::data;
+    use crate::execute::kernels::testing::{assert_close, data, has_avx512};
     use proptest::prelude::*;
-
-    fn avx512() -> bool {
-        #[cfg(target_arch = "x86_64")]
-        return is_x86_feature_detected!("avx512f");
-        #[cfg(not(target_arch = "x86_64"))]
-        false
-    }
 
     /// The kernel against the naive product of the same weights, dense, on `x` rows `xs` apart.
     fn check(rows: usize, k: usize, cols: usize, xs: usize, keep_every: usize, threads: usize, seed: u64) {
@@ -181,13 +174,12 @@ mod tests {
             &mut got,
             cols,
         );
-        let tol = 1e-5 * (k as f32).max(10.0);
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!(
-                (g - w).abs() <= tol * w.abs().max(1.0),
-                "{rows}×{k}×{cols} (xs {xs}, 1 in {keep_every} kept) at {i}: {g} vs {w}"
-            );
-        }
+        assert_close(
+            &got,
+            &want,
+            k,
+            &format!("{rows}×{k}×{cols} (xs {xs}, 1 in {keep_every} kept)"),
+        );
     }
 
     proptest! {
@@ -199,7 +191,7 @@ mod tests {
             rows in 1usize..150, k in 1usize..300, cols in 1usize..=GATHER_MAX_COLS,
             pad in 0usize..3, keep_every in 1usize..12, threads in 1usize..3, seed in any::<u64>(),
         ) {
-            if avx512() {
+            if has_avx512() {
                 check(rows, k, cols, cols + pad, keep_every, threads, seed);
             }
         }
@@ -207,7 +199,7 @@ mod tests {
 
     #[test]
     fn issue_3_csr_gather_covers_empty_rows_and_exact_chunks() {
-        if !avx512() {
+        if !has_avx512() {
             return;
         }
         // 1 in 100 kept on 50 columns leaves most rows empty; K 32 fully kept is two chunks.

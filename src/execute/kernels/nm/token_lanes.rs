@@ -512,15 +512,8 @@ mod tests {
     use super::super::{NmMatrix, prune_magnitude};
     use super::*;
     use crate::execute::kernels::reference::gemm_naive;
-    use crate::execute::kernels::testing::data;
+    use crate::execute::kernels::testing::{assert_close, data, has_avx512};
     use proptest::prelude::*;
-
-    fn avx512() -> bool {
-        #[cfg(target_arch = "x86_64")]
-        return is_x86_feature_detected!("avx512f");
-        #[cfg(not(target_arch = "x86_64"))]
-        false
-    }
 
     /// The kernel against the naive product, on `x` rows `xs` apart.
     fn check(rows: usize, groups: usize, cols: usize, xs: usize, threads: usize, seed: u64) {
@@ -534,13 +527,12 @@ mod tests {
         gemm_naive(&w, &dense_x, &mut want, rows, k, cols);
         let mut got = vec![f32::NAN; rows * cols];
         spmm(&layout, threads, (&x, xs), &mut got, cols);
-        let tol = 1e-5 * (k as f32).max(10.0);
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!(
-                (g - w).abs() <= tol * w.abs().max(1.0),
-                "{rows}×{k}×{cols} (xs {xs}, {threads} threads) at {i}: {g} vs {w}"
-            );
-        }
+        assert_close(
+            &got,
+            &want,
+            k,
+            &format!("{rows}×{k}×{cols} (xs {xs}, {threads} threads)"),
+        );
     }
 
     proptest! {
@@ -552,7 +544,7 @@ mod tests {
             rows in 1usize..12, groups in 1usize..40, cols in 1usize..300, pad in 0usize..3,
             threads in 1usize..3, seed in any::<u64>(),
         ) {
-            if avx512() {
+            if has_avx512() {
                 check(rows, groups, cols, cols + pad, threads, seed);
             }
         }
@@ -560,7 +552,7 @@ mod tests {
 
     #[test]
     fn issue_3_token_lanes_cover_block_and_strip_boundaries() {
-        if !avx512() {
+        if !has_avx512() {
             return;
         }
         for (rows, groups, cols) in [
