@@ -13,8 +13,9 @@
 //! the check then requires the candidate's i32 sums to equal the comparator's exactly.
 
 use super::evidence::OpFidelity;
+use super::kernels::dense::{DenseWeights, gemm_f32};
 use super::kernels::precision::{self, Half, HalfBuf, SparseI8};
-use super::kernels::{KernelError, SparseWeights, dense::gemm_f32};
+use super::kernels::{KernelError, SparseWeights};
 use crate::ingress::{GemmOp, Precision, Slice, Sparsity, WeightDistribution};
 use crate::lower::{KernelPath, Plan};
 use crate::schedule::{CpuSchedule, schedule_cpu};
@@ -34,8 +35,9 @@ pub(crate) struct Workload {
 
 struct PreparedOp {
     op: GemmOp,
-    /// Dense weights as the comparator sees them: pruned for sparse ops.
-    dense_w: Vec<f32>,
+    /// Dense weights as the comparator sees them: pruned for sparse ops, laid out once for
+    /// the dense kernel as the sparse ones are for theirs.
+    dense_w: DenseWeights,
     /// The compressed weights when the op takes the sparse path.
     sparse: Option<SparseWeights>,
     x: Vec<f32>,
@@ -126,7 +128,7 @@ impl Workload {
         }
         match &p.sparse {
             Some(a) => a.spmm_scheduled(&p.schedule, &p.x, &mut p.y_candidate, m),
-            None => gemm_f32(threads, &p.dense_w, &p.x, &mut p.y_candidate, n, k, m),
+            None => p.dense_w.gemm(threads, &p.x, &mut p.y_candidate, m),
         }
     }
 
@@ -144,7 +146,7 @@ impl Workload {
         if let Some(store) = &p.x_store {
             store.to_f32_into(&mut p.x)?;
         }
-        gemm_f32(threads, &p.dense_w, &p.x, &mut p.y_comparator, n, k, m)
+        p.dense_w.gemm(threads, &p.x, &mut p.y_comparator, m)
     }
 
     /// Bytes one candidate pass moves at the least, all ops: the weights as stored (values
@@ -209,7 +211,7 @@ impl Workload {
                     .as_ref()
                     .map_or(q.w.len(), |a| a.value_bytes() + a.metadata_bytes()),
                 (None, Some(a)) => a.value_bytes() + a.metadata_bytes(),
-                (None, None) => p.dense_w.len() * 4,
+                (None, None) => p.dense_w.weights().len() * 4,
             })
             .sum()
     }
@@ -288,6 +290,7 @@ fn prepare_op(
             sparse: kept,
         });
     }
+    let dense_w = DenseWeights::new(dense_w, n, k).map_err(|e| format!("op `{}`: {e}", op.name))?;
     Ok(PreparedOp {
         op: op.clone(),
         dense_w,

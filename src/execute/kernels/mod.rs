@@ -14,6 +14,7 @@ pub mod csr;
 mod csr_blocks;
 mod csr_gather;
 pub mod dense;
+mod dense_lanes;
 mod error;
 #[cfg(target_arch = "x86_64")]
 mod int8_vnni;

@@ -10,7 +10,7 @@ use super::dataset::{Dataset, Split};
 use super::mlp::{Mlp, add_bias_relu, argmax_columns, inputs_transposed};
 use super::{score, trained_dense};
 use crate::execute::evidence::EqualLatency;
-use crate::execute::kernels::dense::gemm_f32;
+use crate::execute::kernels::dense::DenseWeights;
 use crate::execute::kernels::{KernelError, SparseWeights, bsr, csr, nm};
 use crate::execute::run::{TimedPair, median_paired_ratio};
 use crate::ingress::pack::{RunMode, SamplePolicy};
@@ -42,7 +42,7 @@ fn probe_policy() -> SamplePolicy {
 /// One linear layer ready to run.
 struct Layer {
     op: GemmOp,
-    w: Vec<f32>,
+    w: DenseWeights,
     b: Vec<f32>,
     sparse: Option<SparseWeights>,
     schedule: CpuSchedule,
@@ -85,7 +85,7 @@ impl Net {
             built.push(Layer {
                 schedule: schedule_cpu(&op, threads),
                 op,
-                w: w.clone(),
+                w: DenseWeights::new(w.clone(), n, k)?,
                 b: b.clone(),
                 sparse: compressed,
             });
@@ -108,10 +108,10 @@ impl Net {
 }
 
 fn forward(l: &Layer, threads: usize, x: &[f32], y: &mut [f32], relu: bool) -> Result<(), KernelError> {
-    let GemmOp { m, n, k, .. } = l.op;
+    let m = l.op.m;
     match &l.sparse {
         Some(a) => a.spmm_scheduled(&l.schedule, x, y, m)?,
-        None => gemm_f32(threads, &l.w, x, y, n, k, m)?,
+        None => l.w.gemm(threads, x, y, m)?,
     }
     add_bias_relu(y, &l.b, m, relu);
     Ok(())
