@@ -8,7 +8,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sparsegate::execute::kernels::SparseWeights;
-use sparsegate::execute::kernels::dense::gemm_f32;
+use sparsegate::execute::kernels::dense::{DenseWeights, gemm_f32};
 use sparsegate::execute::kernels::precision::{self, Half, HalfBuf, SparseI8};
 use sparsegate::ingress::{GemmOp, Sparsity};
 use sparsegate::schedule::schedule_cpu;
@@ -51,7 +51,12 @@ fn formats(c: &mut Criterion) {
             ),
         ];
         let w0 = data(n * k, 1, (3.0 / k as f32).sqrt());
+        // The comparator as the gate runs it (weights laid out once), and the one-off path.
+        let dense = DenseWeights::new(w0.clone(), n, k).expect("shape");
         group.bench_function("dense", |b| {
+            b.iter(|| dense.gemm(t, black_box(&x), &mut y, m).expect("dense"))
+        });
+        group.bench_function("dense-one-off", |b| {
             b.iter(|| gemm_f32(t, black_box(&w0), &x, &mut y, n, k, m).expect("dense"))
         });
         let op = GemmOp {

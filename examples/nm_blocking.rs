@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release --example nm_blocking -- [n] [k] [tokens]`
 
-use sparsegate::execute::kernels::{dense::gemm_f32, nm::NmMatrix, nm::prune_magnitude};
+use sparsegate::execute::kernels::{dense::DenseWeights, nm::NmMatrix, nm::prune_magnitude};
 use sparsegate::schedule::CpuSchedule;
 use std::time::Instant;
 
@@ -23,6 +23,7 @@ fn main() {
         .collect();
     let pruned = prune_magnitude(&w, n, k, 2, 4);
     let sparse = NmMatrix::compress(&pruned, n, k, 2, 4).expect("pruned");
+    let dense = DenseWeights::new(pruned.clone(), n, k).expect("shape");
     let mut y = vec![0.0; n * m];
     if std::env::var_os("SPARSE_ONLY").is_some() {
         let t = Instant::now();
@@ -50,7 +51,7 @@ fn main() {
                 let (mut td, mut ts) = (Vec::new(), Vec::new());
                 for _ in 0..31 {
                     let t = Instant::now();
-                    gemm_f32(1, &pruned, &x, &mut y, n, k, m).expect("shape");
+                    dense.gemm(1, &x, &mut y, m).expect("shape");
                     td.push(t.elapsed().as_secs_f64());
                     let t = Instant::now();
                     sparse.spmm_scheduled(&s, &x, &mut y, m).expect("shape");

@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release --example nm_vs_dense -- [threads] [tokens] [n] [m]`
 
-use sparsegate::execute::kernels::{dense::gemm_f32, nm::NmMatrix, nm::prune_magnitude};
+use sparsegate::execute::kernels::{dense::DenseWeights, nm::NmMatrix, nm::prune_magnitude};
 use std::time::Instant;
 
 fn main() {
@@ -33,12 +33,13 @@ fn main() {
             .collect();
         let pruned = prune_magnitude(&w, n, k, keep, group);
         let sparse = NmMatrix::compress(&pruned, n, k, keep, group).expect("pruned");
+        let dense = DenseWeights::new(pruned.clone(), n, k).expect("shape");
         let mut y = vec![0.0; n * m];
         let (mut td, mut ts) = (Vec::new(), Vec::new());
         pool.install(|| {
             for i in 0..60 {
                 let t = Instant::now();
-                gemm_f32(threads, &pruned, &x, &mut y, n, k, m).expect("shape");
+                dense.gemm(threads, &x, &mut y, m).expect("shape");
                 let d = t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 sparse.spmm(threads, &x, &mut y, m).expect("shape");
