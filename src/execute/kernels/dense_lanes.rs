@@ -18,16 +18,20 @@
 //!   load per vector of activations and one broadcast per weight for 24 FMAs a K step. A
 //!   2048³ product on one thread runs at 97% of one core's FMA peak (249 of 257 GFLOP/s:
 //!   `sparsegate bench --threads 1` against `examples/fma_peak.rs 1`).
-//! * **Blocking.** A task packs a K block × 64-token tile of `x` ([`TileX`]) and runs every
-//!   panel of its rows over it. When the weights fit in half of L3 (2048² is 16 MiB) and
-//!   every thread has a tile of its own, the K block is all of K up to [`STREAM_K`]: the tile sits in L2 and the weights stream from L3
-//!   ahead of use ([`PREFETCH_STEPS`]; without the prefetch the same loop ran 5–8% slower).
-//!   Larger weights (the LLaMA FFN's 180 MiB) would then stream from DRAM once per tile, and
-//!   fewer tokens would leave a thread without a tile, so the task instead packs a block of [`WIDE_BLOCK`] tokens and runs each panel over all its
-//!   tiles while the panel is in L1: every weight comes from memory once per block.
-//! * **Threads.** In the streaming order the threads split the tokens (each packs only its
-//!   own, and each needs a whole tile); otherwise they split the rows, so each weight is
-//!   read from memory by one thread only.
+//! * **Blocking.** A task takes its tokens 64 at a time; for each K block of up to
+//!   [`K_BLOCK`] it packs that 64-token tile of `x` ([`TileX`], 512 KiB at most: it sits in
+//!   L2) and runs every panel of its rows over it, the weights streaming from L3 or memory
+//!   with a software prefetch ([`PREFETCH_STEPS`]; without it the loop ran 5–8% slower at
+//!   2048³). Outputs are written once per K block, so at most K/2048 round trips. A first
+//!   version packed 512 tokens at a time for weights too large for L3 and ran each panel over
+//!   all of them while it was in L1 (GotoBLAS's order): it read every weight from memory once
+//!   instead of once per tile, but took the outputs back from L3 for every K block of 256,
+//!   and ran 6–12% slower on the LLaMA FFN up shape (436–439 vs 475–479 GFLOP/s) and level
+//!   on FFN down.
+//! * **Threads.** When the weights fit in half of L3 (2048² is 16 MiB) and every thread has a
+//!   tile of its own, the threads split the tokens, so each packs only its own. Otherwise
+//!   they split the rows, so each weight is read from memory by one thread only (on the FFN
+//!   shapes 475–479 vs 464–467 GFLOP/s split by tokens).
 
 use crate::execute::kernels::sparse_rows::{AlignedFloats, TileX, strip_plan};
 use rayon::prelude::*;
@@ -42,16 +46,11 @@ const TILE: usize = 64;
 /// products whose weights stream from DRAM (4096² with 16–64 tokens) ran 0.74–0.95× the
 /// `gemm` crate; at 128 they run 1.0–1.2× (`examples/dense_vs_gemm_crate.rs`).
 const PREFETCH_STEPS: usize = 128;
-/// Longest K block of the streaming order: a 64-token tile of 2048 K rows is 512 KiB, half
-/// of L2.
-const STREAM_K: usize = 2048;
-/// Weight bytes up to which the weights are streamed from L3 for every tile: half of this
-/// machine's 32 MiB L3, leaving room for the activations and outputs.
-const STREAM_WEIGHT_BYTES: usize = 16 << 20;
-/// Tokens a task packs at once when the weights are too large to stream per tile.
-const WIDE_BLOCK: usize = 512;
-/// Bytes of such a block (K block × [`WIDE_BLOCK`] tokens): half of L2.
-const WIDE_BLOCK_BYTES: usize = 512 << 10;
+/// Longest K block: a 64-token tile of 2048 K rows is 512 KiB, half of L2.
+const K_BLOCK: usize = 2048;
+/// Weight bytes up to which the threads split the tokens and each streams all the weights
+/// from L3: half of this machine's 32 MiB L3, leaving room for the activations and outputs.
+const SPLIT_TOKENS_WEIGHT_BYTES: usize = 16 << 20;
 
 /// Dense weights packed in panels of [`ROWS`] rows for [`gemm`] (see the module doc).
 #[derive(Debug, Clone)]
@@ -95,33 +94,10 @@ impl PanelWeights {
     }
 }
 
-/// How a product is cut up (see the module doc): which dimension the threads split, the
-/// tokens a task packs at once and the K block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Blocking {
-    split_tokens: bool,
-    token_block: usize,
-    k_block: usize,
-}
-
-impl Blocking {
-    fn for_shape(rows: usize, k: usize, cols: usize, threads: usize) -> Blocking {
-        // Streaming re-reads the weights once per tile of each thread: worth it only when they
-        // come from L3 and each thread has whole tiles of its own.
-        if rows * k * 4 <= STREAM_WEIGHT_BYTES && cols >= threads * TILE {
-            return Blocking {
-                split_tokens: threads > 1,
-                token_block: TILE,
-                k_block: k.min(STREAM_K),
-            };
-        }
-        let token_block = cols.div_ceil(TILE).clamp(1, WIDE_BLOCK / TILE) * TILE;
-        Blocking {
-            split_tokens: false,
-            token_block,
-            k_block: (WIDE_BLOCK_BYTES / (token_block * 4)).min(k),
-        }
-    }
+/// Whether the threads split the tokens (else the rows) of a `rows × k` by `k × cols`
+/// product (see the module doc).
+fn split_tokens(rows: usize, k: usize, cols: usize, threads: usize) -> bool {
+    threads > 1 && rows * k * 4 <= SPLIT_TOKENS_WEIGHT_BYTES && cols >= threads * TILE
 }
 
 /// The output, shared by tasks that write disjoint parts of it.
@@ -169,11 +145,11 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
         return;
     }
     let threads = threads.max(1);
-    let b = Blocking::for_shape(rows, k, cols, threads);
     let panels = w.panels();
     let out = OutPtr(y.as_mut_ptr());
     // Tasks: (panels, tokens) ranges, one per thread.
-    let tasks: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> = if b.split_tokens {
+    let tasks: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> = if split_tokens(rows, k, cols, threads)
+    {
         let per = cols.div_ceil(threads).div_ceil(LANES) * LANES;
         (0..cols)
             .step_by(per)
@@ -188,7 +164,7 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
     };
     let task = |(p, c): &(std::ops::Range<usize>, std::ops::Range<usize>)| {
         // SAFETY: the tasks' (panels × tokens) rectangles are disjoint and inside `y`.
-        unsafe { run_task(w, b, x, out, cols, p.clone(), c.clone()) }
+        unsafe { run_task(w, x, out, cols, p.clone(), c.clone()) }
     };
     if threads > 1 && tasks.len() > 1 {
         tasks.par_iter().for_each(task);
@@ -204,7 +180,6 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
 /// rectangle while it runs.
 unsafe fn run_task(
     w: &PanelWeights,
-    b: Blocking,
     x: &[f32],
     out: OutPtr,
     cols: usize,
@@ -212,42 +187,29 @@ unsafe fn run_task(
     tokens: std::ops::Range<usize>,
 ) {
     let k = w.k;
-    let tiles = strip_plan(tokens.len(), (TILE, LANES));
-    let per_block = b.token_block / TILE;
-    let mut packed: Vec<TileX> = (0..per_block.min(tiles.len()))
-        .map(|_| TileX::new(b.k_block, TILE))
-        .collect();
-    for block in tiles.chunks(per_block) {
-        for k0 in (0..k).step_by(b.k_block) {
-            let k_rows = b.k_block.min(k - k0);
-            let filled: Vec<(&[f32], usize, usize)> = block
-                .iter()
-                .zip(&mut packed)
-                .map(|(&(t0, width), tile)| {
-                    let c0 = tokens.start + t0;
-                    let tile = tile.fill((x, cols), (k0, k_rows, k), (c0, width, cols));
-                    (tile, c0, width)
-                })
-                .collect();
+    let mut packed = TileX::new(K_BLOCK.min(k), TILE);
+    for (t0, width) in strip_plan(tokens.len(), (TILE, LANES)) {
+        let c0 = tokens.start + t0;
+        for k0 in (0..k).step_by(K_BLOCK) {
+            let k_rows = K_BLOCK.min(k - k0);
+            let tile = packed.fill((x, cols), (k0, k_rows, k), (c0, width, cols));
             for p in panels.clone() {
-                for &(tile, c0, width) in &filled {
-                    let dst = Dst {
-                        y: out.at(p * ROWS * cols + c0),
-                        stride: cols,
-                        rows: ROWS.min(w.rows - p * ROWS),
-                        cols: width.min(tokens.end - c0),
-                    };
-                    let weights = w.panel_from(p, k0);
-                    // SAFETY: AVX-512F (the caller's contract); `weights` holds the panel's
-                    // `k_rows × ROWS` values from `k0` on; `tile` holds `k_rows × width`
-                    // floats, 64-byte aligned; `dst` is this task's own part of `y`.
-                    #[cfg(target_arch = "x86_64")]
-                    unsafe {
-                        avx512::tile(weights, tile, k_rows, width, dst, k0 > 0)
-                    };
-                    #[cfg(not(target_arch = "x86_64"))]
-                    let _ = (weights, tile, dst);
-                }
+                let dst = Dst {
+                    y: out.at(p * ROWS * cols + c0),
+                    stride: cols,
+                    rows: ROWS.min(w.rows - p * ROWS),
+                    cols: width.min(tokens.end - c0),
+                };
+                let weights = w.panel_from(p, k0);
+                // SAFETY: AVX-512F (the caller's contract); `weights` holds the panel's
+                // `k_rows × ROWS` values from `k0` on; `tile` holds `k_rows × width` floats,
+                // 64-byte aligned; `dst` is this task's own part of `y`.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    avx512::tile(weights, tile, k_rows, width, dst, k0 > 0)
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (weights, tile, dst);
             }
         }
     }
@@ -406,32 +368,27 @@ mod tests {
         if !has_avx512() {
             return;
         }
-        // K longer than one streaming block (so later blocks accumulate), on one thread and
-        // with the tokens split; then the wide-block order: weights past the streaming budget,
-        // or too few tokens for a tile per thread.
-        check(13, STREAM_K + 37, 70, 1);
-        check(13, STREAM_K + 37, 150, 2);
-        check(20, 300, 100, 2);
-        let big_rows = STREAM_WEIGHT_BYTES / (4 * 64) + 5;
-        for (cols, threads) in [(150, 2), (40, 1), (600, 3)] {
+        // K longer than one block (so later blocks accumulate), on one thread, with the
+        // tokens split and with the rows split (too few tokens for a tile per thread).
+        check(13, K_BLOCK + 37, 70, 1);
+        check(13, K_BLOCK + 37, 150, 2);
+        check(20, K_BLOCK + 1, 100, 2);
+        // Weights past the token-split budget: the rows split whatever the token count.
+        let big_rows = SPLIT_TOKENS_WEIGHT_BYTES / (4 * 64) + 5;
+        for (cols, threads) in [(150, 2), (40, 1), (300, 3)] {
             check(big_rows, 64, cols, threads);
         }
     }
 
     #[test]
-    fn blocking_follows_the_weight_size() {
-        // 2048²: streams, threads split the tokens.
-        let b = Blocking::for_shape(2048, 2048, 2048, 2);
-        assert_eq!((b.split_tokens, b.token_block, b.k_block), (true, TILE, 2048));
-        // LLaMA FFN up (11008 × 4096 weights, 180 MiB): rows split, 512-token blocks.
-        let b = Blocking::for_shape(11008, 4096, 512, 2);
-        assert_eq!((b.split_tokens, b.token_block, b.k_block), (false, 512, 256));
-        // Fewer tokens than a tile per thread: rows split, the wide order.
-        let b = Blocking::for_shape(2048, 2048, 100, 2);
-        assert_eq!((b.split_tokens, b.token_block, b.k_block), (false, 128, 1024));
-        // One thread streams from one tile on.
-        let b = Blocking::for_shape(2048, 2048, 64, 1);
-        assert_eq!((b.split_tokens, b.token_block, b.k_block), (false, TILE, 2048));
+    fn threads_split_tokens_only_when_the_weights_fit_in_l3() {
+        // 2048²: 16 MiB of weights, a tile for each thread.
+        assert!(split_tokens(2048, 2048, 2048, 2));
+        // LLaMA FFN up (11008 × 4096 weights, 180 MiB): rows.
+        assert!(!split_tokens(11008, 4096, 512, 2));
+        // Fewer tokens than a tile per thread, or one thread: rows.
+        assert!(!split_tokens(2048, 2048, 100, 2));
+        assert!(!split_tokens(2048, 2048, 2048, 1));
     }
 
     #[test]
