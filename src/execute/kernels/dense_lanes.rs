@@ -7,7 +7,7 @@
 //! weights laid out once, outside the timed region (the compressed formats, the token-lane
 //! re-blocking); a fair comparator gets the same, as inference libraries do with pre-packed
 //! weights (MKL's `sgemm_pack`, oneDNN's weight reorders). Packed, with the weight stream
-//! prefetched, this kernel runs 1.04–1.19× OpenBLAS at 1024³ and 1.06–1.09× at 2048³ (see
+//! prefetched, this kernel runs 1.04–1.16× OpenBLAS at 1024³ and 1.08–1.10× at 2048³ (see
 //! `docs/architecture.md`); the `gemm` crate stays the dense path off AVX-512 and for fewer
 //! tokens than a vector holds.
 //!
