@@ -21,7 +21,7 @@ fn main() {
             .map(|i| ((i * 7919 % 2003) as f32 / 1001.0) - 1.0)
             .collect();
         let packed = DenseWeights::new(w.clone(), n, k).expect("shape");
-        for m in [16usize, 32, 48, 64, 100, 128, 256, 512] {
+        for m in [1usize, 2, 4, 8, 16, 32, 48, 64, 100, 128, 256, 512] {
             let x: Vec<f32> = (0..k * m)
                 .map(|i| ((i * 104729 % 1999) as f32 / 999.0) - 1.0)
                 .collect();

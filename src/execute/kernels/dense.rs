@@ -2,9 +2,8 @@
 //! and [`gemm_f32`] for a one-off product.
 //!
 //! On AVX-512 a [`DenseWeights`] product runs the packed-panel kernel of `dense_lanes` (the
-//! fastest dense f32 measured on this machine, numpy/OpenBLAS included); elsewhere, and below
-//! [`LANES_MIN_COLS`] tokens, it runs the `gemm` crate's packed micro-kernels, as
-//! [`gemm_f32`] always does.
+//! fastest dense f32 measured on this machine, numpy/OpenBLAS included); elsewhere, and for
+//! a single token, it runs the `gemm` crate, as [`gemm_f32`] always does.
 //!
 //! `gemm` is an `unsafe` raw-pointer API with strides, and its scaling convention is the
 //! reverse of BLAS (`dst := alpha·dst + beta·lhs·rhs`). Both hazards live here and nowhere
@@ -14,9 +13,11 @@ use super::dense_lanes::{self, PanelWeights};
 use super::error::{KernelError, check_len};
 use gemm::Parallelism;
 
-/// Fewest tokens the packed-panel kernel takes: its register tile is 16 tokens wide, so
-/// fewer would be mostly padding; the `gemm` crate has matrix-vector paths for those.
-pub const LANES_MIN_COLS: usize = 16;
+/// Fewest tokens the packed-panel kernel takes. Its register tile is 16 tokens wide, so one
+/// token is 15/16 padding: there the `gemm` crate's matrix-vector path runs 4× faster on
+/// L2-resident weights (768²), while from 2 tokens the packed kernel is 1.2–1.7× the crate
+/// even with the padding (`examples/dense_vs_gemm_crate.rs`).
+pub const LANES_MIN_COLS: usize = 2;
 
 /// Dense `n × k` weights ready for repeated products: the row-major matrix, and on AVX-512
 /// its packed-panel copy, made once (weight-stationary, as the sparse formats are).
@@ -158,7 +159,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(32))]
-        /// Whichever kernel runs (packed panels from 16 tokens on AVX-512, `gemm` below),
+        /// Whichever kernel runs (packed panels from 2 tokens on AVX-512, `gemm` for 1),
         /// `DenseWeights` computes the same product as the one-off path.
         #[test]
         fn dense_weights_match_the_one_off_product(n in 1usize..30, k in 1usize..70, m in 1usize..90, threads in 1usize..3) {

@@ -8,8 +8,8 @@
 //! re-blocking); a fair comparator gets the same, as inference libraries do with pre-packed
 //! weights (MKL's `sgemm_pack`, oneDNN's weight reorders). Packed, with the weight stream
 //! prefetched, this kernel runs 1.04–1.16× OpenBLAS at 1024³ and 1.08–1.10× at 2048³ (see
-//! `docs/architecture.md`); the `gemm` crate stays the dense path off AVX-512 and for fewer
-//! tokens than a vector holds.
+//! `docs/architecture.md`); the `gemm` crate stays the dense path off AVX-512 and for a
+//! single token.
 //!
 //! * **Layout.** [`PanelWeights`] stores `W` as panels of [`ROWS`] rows, `[panel][k][row]`, so
 //!   the micro-kernel's six broadcasts per K step are one contiguous 24-byte run and a whole
