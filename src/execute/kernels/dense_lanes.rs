@@ -39,7 +39,7 @@ use rayon::prelude::*;
 /// f32 per zmm register.
 const LANES: usize = 16;
 /// Output rows per register tile: 6 rows × 4 vectors = 24 accumulators of 32 registers.
-pub(crate) const ROWS: usize = 6;
+const ROWS: usize = 6;
 /// Tokens per register tile (4 vectors).
 const TILE: usize = 64;
 /// K steps ahead the weight stream is prefetched: 128 × 24 bytes = 48 lines. At 32 steps,
