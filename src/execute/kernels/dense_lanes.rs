@@ -33,6 +33,7 @@
 //!   they split the rows, so each weight is read from memory by one thread only (on the FFN
 //!   shapes 475–479 vs 464–467 GFLOP/s split by tokens).
 
+use crate::execute::kernels::shared_output::SharedOutput;
 use crate::execute::kernels::sparse_rows::{AlignedFloats, TileX, strip_plan};
 use rayon::prelude::*;
 
@@ -100,23 +101,6 @@ fn split_tokens(rows: usize, k: usize, cols: usize, threads: usize) -> bool {
     threads > 1 && rows * k * 4 <= SPLIT_TOKENS_WEIGHT_BYTES && cols >= threads * TILE
 }
 
-/// The output, shared by tasks that write disjoint parts of it.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: every task writes a disjoint set of output elements (its rows × its tokens), and
-// the buffer outlives the parallel section, which joins before `gemm` returns.
-unsafe impl Send for OutPtr {}
-// SAFETY: as above.
-unsafe impl Sync for OutPtr {}
-
-impl OutPtr {
-    /// The element `offset` past the start (a method, so closures capture the whole `Send`
-    /// wrapper rather than its raw field).
-    fn at(self, offset: usize) -> *mut f32 {
-        self.0.wrapping_add(offset)
-    }
-}
-
 /// Whether this CPU runs the kernel (AVX-512F, detected at run time).
 pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -146,7 +130,8 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
     }
     let threads = threads.max(1);
     let panels = w.panels();
-    let out = OutPtr(y.as_mut_ptr());
+    // Each task writes its own (panels × tokens) rectangle; the tasks join before returning.
+    let out = SharedOutput(y.as_mut_ptr());
     // Tasks: (panels, tokens) ranges, one per thread.
     let tasks: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> = if split_tokens(rows, k, cols, threads)
     {
@@ -181,7 +166,7 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
 unsafe fn run_task(
     w: &PanelWeights,
     x: &[f32],
-    out: OutPtr,
+    out: SharedOutput<f32>,
     cols: usize,
     panels: std::ops::Range<usize>,
     tokens: std::ops::Range<usize>,

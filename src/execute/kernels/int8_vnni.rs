@@ -31,6 +31,7 @@
 //!
 //! The packing buffers are kept per calling thread between calls (thread-local scratch).
 
+use super::shared_output::SharedOutput;
 use rayon::prelude::*;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
@@ -59,23 +60,6 @@ pub(super) fn available() -> bool {
     is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vnni")
-}
-
-/// The output, shared by tasks that write disjoint tiles of it.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut i32);
-// SAFETY: every task writes a disjoint set of output tiles (its rows × its tokens), and the
-// buffer outlives the parallel section, which joins before `gemm` returns.
-unsafe impl Send for OutPtr {}
-// SAFETY: as above.
-unsafe impl Sync for OutPtr {}
-
-impl OutPtr {
-    /// The element `offset` past the start (a method, so closures capture the whole
-    /// `Send` wrapper rather than its raw field).
-    fn at(self, offset: usize) -> *mut i32 {
-        self.0.wrapping_add(offset)
-    }
 }
 
 /// `y[N×M] = w[N×K] · x[K×M]`, exact in i32, on `threads` workers of the current rayon pool
@@ -157,7 +141,8 @@ pub(super) unsafe fn gemm(threads: usize, w: &[i8], x: &[i8], y: &mut [i32], n: 
     let row_chunks = blocks.div_ceil(chunk_blocks);
     let per_group = panels.div_ceil(want.div_ceil(row_chunks).min(panels));
     let panel_groups = panels.div_ceil(per_group);
-    let out = OutPtr(y.as_mut_ptr());
+    // Each task writes its own row chunk × panel group; the tasks join before `gemm` returns.
+    let out = SharedOutput(y.as_mut_ptr());
     let (bias_r, xp_r) = (&*bias_s, &*xp_s);
     let task = |t: usize| {
         let (chunk, group) = (t / panel_groups, t % panel_groups);

@@ -22,6 +22,7 @@ pub mod nm;
 pub mod precision;
 pub mod prune;
 pub mod reference;
+mod shared_output;
 mod sparse_rows;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -1,0 +1,24 @@
+//! The output buffer of a product, shared by parallel tasks that each write their own part.
+
+/// A raw pointer to an output buffer that tasks on several threads write disjoint elements
+/// of (their rows × their tokens), where the split is not a split of the slice into chunks
+/// (a task's tokens are a column range of every row).
+///
+/// Whoever makes one promises that the tasks' elements are disjoint and that the buffer
+/// outlives the parallel section, which joins before the kernel returns.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedOutput<T>(pub(crate) *mut T);
+
+// SAFETY: see the type's doc: the tasks write disjoint elements of a buffer that outlives
+// them, so handing the pointer to another thread races with nothing.
+unsafe impl<T> Send for SharedOutput<T> {}
+// SAFETY: as above; `&SharedOutput` only yields copies of the pointer.
+unsafe impl<T> Sync for SharedOutput<T> {}
+
+impl<T> SharedOutput<T> {
+    /// The element `offset` past the start (a method, so closures capture the whole `Send`
+    /// wrapper rather than its raw field).
+    pub(crate) fn at(self, offset: usize) -> *mut T {
+        self.0.wrapping_add(offset)
+    }
+}
