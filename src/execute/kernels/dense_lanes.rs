@@ -34,7 +34,7 @@
 //!   shapes 475–479 vs 464–467 GFLOP/s split by tokens).
 
 use crate::execute::kernels::shared_output::SharedOutput;
-use crate::execute::kernels::sparse_rows::{AlignedFloats, TileX, strip_plan};
+use crate::execute::kernels::sparse_rows::{AlignedFloats, TileX, lane_kernel_prologue, strip_plan};
 use rayon::prelude::*;
 
 /// f32 per zmm register.
@@ -112,20 +112,12 @@ pub(crate) fn available() -> bool {
 /// `y[rows × cols] = W · x[k × cols]`, row-major, on `threads` workers of the current rayon
 /// pool (1 runs on the calling thread).
 ///
-/// Panics unless [`available`] or if `x` or `y` is not `k × cols` / `rows × cols` (the
-/// caller checks the lengths and returns a typed error first).
+/// Panics unless [`available`], or if `x` is shorter than `k × cols` or `y` is not
+/// `rows × cols` (`lane_kernel_prologue`; the caller checks the lengths and returns a typed
+/// error first).
 pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], cols: usize) {
-    assert!(available(), "the dense lane kernel needs AVX-512F");
     let (rows, k) = (w.rows, w.k);
-    assert!(
-        x.len() == k * cols && y.len() == rows * cols,
-        "dense lanes: wrong lengths"
-    );
-    if rows == 0 || cols == 0 {
-        return;
-    }
-    if k == 0 {
-        y.fill(0.0);
+    if !lane_kernel_prologue("dense lane kernel", (rows, k), (x, cols), y, cols) {
         return;
     }
     let threads = threads.max(1);
