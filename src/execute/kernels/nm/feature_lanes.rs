@@ -3,7 +3,7 @@
 //! Why a second layout: the token-vectorised kernels (`token_lanes.rs`, `two_of_four.rs`) fill
 //! a strip of at least 64 tokens per output row; with fewer tokens part of the strip is
 //! padding. Here the vector runs along output rows instead, which any token count fills. The
-//! product picks this kernel below 48 tokens (`TOKEN_LANES_MIN_COLS` in `spmm.rs`).
+//! product picks this kernel below 16 or 32 tokens, by K (`token_lanes_min_cols` in `spmm.rs`).
 //!
 //! Here a zmm holds 16 *output rows* for one token. For each group of 4 along K, the token's
 //! 4 activations are broadcast into every 128-bit lane of a register (one 16-byte load), and

@@ -23,14 +23,22 @@ use rayon::prelude::*;
 /// poorly once the weights live in L3.
 const PREFETCH_ROWS_AHEAD: usize = 4;
 
-/// Tokens from which the AVX-512 2:4 product takes the token-lane kernel (a strip of 64
-/// tokens, padded): measured side by side on BERT-base shapes (`examples/nm_vs_dense.rs`,
-/// 2 threads), token lanes beat feature lanes at 64 and 128 tokens and lose at 32, where the
-/// strip is half padding (0.6× vs 0.8–1.15× dense). Between, with the packed tiles
-/// (`sparsegate bench`, 2 threads, ms of token lanes vs feature lanes): at 40 tokens
-/// 0.44 vs 0.36 on 3072×768 and level on 768×3072 and 4096²; at 48 tokens level on
-/// 3072×768, 0.44 vs 0.66 on 768×3072 and 3.13 vs 3.95 on 4096²; token lanes ahead from there.
-const TOKEN_LANES_MIN_COLS: usize = 48;
+/// Tokens from which the AVX-512 2:4 product takes the token-lane kernel, by K: 16 once K
+/// is 2048 or more, 32 below. Measured side by side (`sparsegate bench`, 2 threads, ms of
+/// token lanes vs feature lanes, strips padded only to a vector): at 16 tokens level on
+/// 2048², 1.86 vs 2.03 on 4096² and 0.26 vs 0.32 on 768×3072, but 0.22 vs 0.16 on 1024²
+/// and 0.26–0.42 vs 0.17 on 3072×768; at 24 tokens 0.52–0.53 vs 0.56–0.62 on 2048² and
+/// 2.16 vs 2.80 on 4096², feature lanes ahead at K = 768 and 1024; at 32 tokens level at
+/// K = 768 and ahead from there (4096²: 2.19 vs 3.13, 1.34× vs 0.93× dense). Before the
+/// strips were padded to a vector only (to 64 tokens before), the crossover was 48.
+///
+/// Other patterns that fit a K block (1:2, 4:8, 1:4, …) take token lanes at every token
+/// count: their alternative, the loop of `any_pattern.rs`, took 20.6 ms for 1:2 at 4096²
+/// with 1 token and 0.75 ms at 768² (0.1× dense) where token lanes take 1.76 and 0.12, and
+/// 5.4 vs 1.7 ms (0.43× vs 1.37× dense) with 16 tokens.
+fn token_lanes_min_cols(k: usize) -> usize {
+    if k >= 2048 { 16 } else { 32 }
+}
 
 /// The AVX-512 kernels with their own layouts and activation copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +56,11 @@ impl NmMatrix {
     fn lanes_kernel(&self, isa: Isa, cols: usize) -> Option<Lanes> {
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Avx512 {
-            if cols >= TOKEN_LANES_MIN_COLS && super::token_lanes::TokenLayout::supports(self.m) {
+            let two_four = (self.n, self.m) == (2, 4);
+            // Other patterns have no feature-lane kernel, and the generic loop they would get
+            // instead is far slower at any token count (below).
+            let min = if two_four { token_lanes_min_cols(self.k) } else { 1 };
+            if cols >= min && super::token_lanes::TokenLayout::supports(self.m) {
                 return Some(Lanes::Tokens);
             }
             if (self.n, self.m) == (2, 4) {
