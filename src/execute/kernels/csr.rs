@@ -1,9 +1,9 @@
 //! Unstructured sparsity in CSR (compressed sparse row): per output row, the kept weights and
 //! their K indices (u32), plus one row pointer per row.
 //!
-//! With AVX-512 and at least 64 tokens the product runs on a K-blocked execution copy
-//! (`csr_blocks.rs`, an activation tile of 128 K rows × 128 tokens); with AVX-512 and 1–8
-//! tokens, on gathers from a token-major copy (`csr_gather.rs`). Otherwise it streams each
+//! With AVX-512 and at least 4 tokens the product runs on a K-blocked execution copy
+//! (`csr_blocks.rs`, an activation tile of 128 K rows × up to 128 tokens); with AVX-512 and
+//! 1–3 tokens, on gathers from a token-major copy (`csr_gather.rs`). Otherwise it streams each
 //! row's kept weights and, for each, FMAs a contiguous strip of the activation row it names
 //! (`sparse_rows.rs`): token strips of the panel-major activation
 //! copy (`PanelX`, one contiguous run per K block instead of a page per K row) → tasks of rows
@@ -57,9 +57,14 @@ impl std::fmt::Debug for BlocksCache {
     }
 }
 
-/// Tokens from which the AVX-512 product takes the K-blocked kernel (`csr_blocks.rs`): it
-/// works in strips of 128 tokens, and of 64 for the rest.
-const BLOCKS_MIN_COLS: usize = 64;
+/// Tokens from which the AVX-512 product takes the K-blocked kernel (`csr_blocks.rs`, strips
+/// of 128 tokens, the last one padded to a vector); below, the gather kernel. Measured at 90%
+/// sparsity (`sparsegate bench`, 2 threads, ms of blocks vs the previous choice): at 4 tokens
+/// 0.91 vs 1.11 on 4096², 0.037 vs 0.051 on 768² (gathers); at 8, 0.93 vs 1.90 on 4096²
+/// (gathers); at 12–48, 0.92–1.13 vs 1.99–2.66 on 4096² (the shared loop); gathers stay ahead
+/// at 1–2 tokens (0.42 vs 0.91 at 2 on 4096²) and level at 3. The threshold was 64 while the
+/// last strip was padded to 64 tokens.
+const BLOCKS_MIN_COLS: usize = 4;
 
 #[derive(Clone, Copy)]
 struct CsrEntries<'a> {

@@ -87,8 +87,8 @@ pub(crate) fn spmm(l: &CsrBlocks, threads: usize, (x, xs): (&[f32], usize), y: &
     if !lane_kernel_prologue("CSR block kernel", (l.rows, l.k), (x, xs), y, cols) {
         return;
     }
-    // Strips of 128 tokens, the last one 64 when that holds the rest.
-    let strips = strip_plan(cols, (STRIP, STRIP / 2));
+    // Strips of 128 tokens, the last one the rest rounded up to a vector.
+    let strips = strip_plan(cols, (STRIP, LANES));
     let per_task = l.rows.div_ceil(threads.max(1)).max(1);
     let task = |(t, y_rows): (usize, &mut [f32])| rows_task(l, t * per_task, (x, xs), &strips, y_rows, cols);
     if threads > 1 {
@@ -139,9 +139,16 @@ fn rows_task(
             // columns `c0 .. c0 + width <= cols`.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                match width {
-                    STRIP => avx512::rows::<{ STRIP / LANES }>(&span, tile.as_ptr(), out, to),
-                    _ => avx512::rows::<{ STRIP / 2 / LANES }>(&span, tile.as_ptr(), out, to),
+                let t = tile.as_ptr();
+                match width / LANES {
+                    1 => avx512::rows::<1>(&span, t, out, to),
+                    2 => avx512::rows::<2>(&span, t, out, to),
+                    3 => avx512::rows::<3>(&span, t, out, to),
+                    4 => avx512::rows::<4>(&span, t, out, to),
+                    5 => avx512::rows::<5>(&span, t, out, to),
+                    6 => avx512::rows::<6>(&span, t, out, to),
+                    7 => avx512::rows::<7>(&span, t, out, to),
+                    _ => avx512::rows::<8>(&span, t, out, to),
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]

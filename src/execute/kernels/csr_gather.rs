@@ -14,7 +14,9 @@ use rayon::prelude::*;
 /// Most tokens this kernel takes: a gather per token and 16 kept weights, against the
 /// token-vectorised loop's one load per kept weight for up to 16 tokens. Measured at
 /// 4096×4096, 90% sparsity, 2 threads: 2.7× dense vs 1.65× at 3 tokens, 2.1× vs 1.3× at 4,
-/// 1.7× vs 1.55× at 6, level (1.6×) at 8.
+/// 1.7× vs 1.55× at 6, level (1.6×) at 8, against the shared loop. Since the K-blocked kernel
+/// pads its last strip only to a vector it is ahead from 4 tokens, so products take this one
+/// for 1–3 (`csr::BLOCKS_MIN_COLS`); the kernel itself still takes up to 8.
 pub(crate) const GATHER_MAX_COLS: usize = 8;
 
 /// Output rows a parallel task takes: rows differ in their kept weights, so tasks are small
