@@ -1,8 +1,9 @@
 //! The AVX-512 2:4 kernel vectorised along output features instead of tokens.
 //!
-//! Why a second layout: the token-vectorised kernels (`token_lanes.rs`, `two_of_four.rs`) fill
-//! a strip of at least 64 tokens per output row; with fewer tokens part of the strip is
-//! padding. Here the vector runs along output rows instead, which any token count fills. The
+//! Why a second layout: the token-vectorised kernels (`token_lanes.rs`, `two_of_four.rs`)
+//! broadcast each kept weight for a strip of 16 tokens or more per output row; with fewer
+//! tokens the broadcasts are a larger share of the loads and part of the strip is padding.
+//! Here the vector runs along output rows instead, which any token count fills. The
 //! product picks this kernel below 16 or 32 tokens, by K (`token_lanes_min_cols` in `spmm.rs`).
 //!
 //! Here a zmm holds 16 *output rows* for one token. For each group of 4 along K, the token's
