@@ -1,7 +1,7 @@
 //! The dense comparator's two kernels side by side across token counts: the packed-panel
 //! AVX-512 kernel (`DenseWeights`, weights packed once) and the `gemm` crate (`gemm_f32`,
-//! which packs on every call), interleaved, 2 threads, median of 25 pairs. The numbers behind
-//! `dense::LANES_MIN_COLS` and the blocking rules of `kernels/dense_lanes.rs`.
+//! which packs on every call), interleaved, 2 threads, median of 25 pairs: the numbers behind
+//! `dense_lanes::takes` and the blocking rules of `kernels/dense_lanes.rs`.
 //!
 //! `cargo run --release --example dense_vs_gemm_crate`
 

@@ -3,7 +3,9 @@
 //!
 //! On AVX-512 a [`DenseWeights`] product runs the packed-panel kernel of `dense_lanes` (the
 //! fastest dense f32 measured on this machine, numpy/OpenBLAS included); elsewhere, and for
-//! a single token, it runs the `gemm` crate, as [`gemm_f32`] always does.
+//! a single token on weights that fit in L3, it runs the `gemm` crate, as [`gemm_f32`]
+//! always does. From 2 tokens the packed kernel is 1.0–1.75× the crate even with its
+//! 16-token vectors padded (`examples/dense_vs_gemm_crate.rs`).
 //!
 //! `gemm` is an `unsafe` raw-pointer API with strides, and its scaling convention is the
 //! reverse of BLAS (`dst := alpha·dst + beta·lhs·rhs`). Both hazards live here and nowhere
@@ -12,12 +14,6 @@
 use super::dense_lanes::{self, PanelWeights};
 use super::error::{KernelError, check_len};
 use gemm::Parallelism;
-
-/// Fewest tokens the packed-panel kernel takes. Its register tile is 16 tokens wide, so one
-/// token is 15/16 padding: there the `gemm` crate's matrix-vector path runs 4× faster on
-/// L2-resident weights (768²), while from 2 tokens the packed kernel is 1.2–1.7× the crate
-/// even with the padding (`examples/dense_vs_gemm_crate.rs`).
-pub const LANES_MIN_COLS: usize = 2;
 
 /// Dense `n × k` weights ready for repeated products: the row-major matrix, and on AVX-512
 /// its packed-panel copy, made once (weight-stationary, as the sparse formats are).
@@ -53,7 +49,7 @@ impl DenseWeights {
     pub fn gemm(&self, threads: usize, x: &[f32], y: &mut [f32], m: usize) -> Result<(), KernelError> {
         let (n, k) = (self.n, self.k);
         match &self.panels {
-            Some(p) if m >= LANES_MIN_COLS => {
+            Some(p) if dense_lanes::takes(n, k, m) => {
                 check_len("x", x.len(), k, m)?;
                 check_len("y", y.len(), n, m)?;
                 dense_lanes::gemm(p, threads, x, y, m);
@@ -159,7 +155,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(32))]
-        /// Whichever kernel runs (packed panels from 2 tokens on AVX-512, `gemm` for 1),
+        /// Whichever kernel runs (packed panels on AVX-512 from 2 tokens, or 1 on large weights; `gemm` otherwise),
         /// `DenseWeights` computes the same product as the one-off path.
         #[test]
         fn dense_weights_match_the_one_off_product(n in 1usize..30, k in 1usize..70, m in 1usize..90, threads in 1usize..3) {

@@ -9,7 +9,7 @@
 //! weights (MKL's `sgemm_pack`, oneDNN's weight reorders). Packed, with the weight stream
 //! prefetched, this kernel runs 1.04–1.16× OpenBLAS at 1024³ and 1.08–1.10× at 2048³ (see
 //! `docs/architecture.md`); the `gemm` crate stays the dense path off AVX-512 and for a
-//! single token.
+//! single token on weights that fit in L3 ([`takes`]).
 //!
 //! * **Layout.** [`PanelWeights`] stores `W` as panels of [`ROWS`] rows, `[panel][k][row]`, so
 //!   the micro-kernel's six broadcasts per K step are one contiguous 24-byte run and a whole
@@ -101,6 +101,20 @@ fn split_tokens(rows: usize, k: usize, cols: usize, threads: usize) -> bool {
     threads > 1 && rows * k * 4 <= SPLIT_TOKENS_WEIGHT_BYTES && cols >= threads * TILE
 }
 
+/// Weight bytes from which a single-token product runs here rather than on the `gemm`
+/// crate's matrix-vector path: weights that do not stay in L3 (this machine has 32 MiB) and
+/// stream from memory, where reading them straight from the panels is 1.4–1.75× the crate
+/// at 4096² and level at 2048². With weights in L3 the crate is 1.3–2.5× faster (768²,
+/// 3072×768), its loop reading each weight once where this one also reads a spread copy
+/// of the activation per weight.
+const SINGLE_TOKEN_MIN_WEIGHT_BYTES: usize = 16 << 20;
+
+/// Whether [`gemm`] is the faster dense kernel for a `rows × k` by `k × cols` product (see
+/// [`SINGLE_TOKEN_MIN_WEIGHT_BYTES`]; from 2 tokens it always is).
+pub(crate) fn takes(rows: usize, k: usize, cols: usize) -> bool {
+    cols >= 2 || rows * k * 4 >= SINGLE_TOKEN_MIN_WEIGHT_BYTES
+}
+
 /// Whether this CPU runs the kernel (AVX-512F, detected at run time).
 pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -121,6 +135,9 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
         return;
     }
     let threads = threads.max(1);
+    if cols == 1 {
+        return single_token(w, threads, x, y);
+    }
     let panels = w.panels();
     // Each task writes its own (panels × tokens) rectangle; the tasks join before returning.
     let out = SharedOutput(y.as_mut_ptr());
@@ -147,6 +164,35 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
         tasks.par_iter().for_each(task);
     } else {
         tasks.iter().for_each(task);
+    }
+}
+
+/// One token, `y[r] = Σ_k W[r, k] · x[k]`, straight from the panels: the 64-token tile would
+/// be 63/64 padding. `x` is copied with each value repeated [`ROWS`] times, so that 8 K
+/// steps of a panel (48 floats, 3 vectors) meet their activations lane for lane; each
+/// thread takes a contiguous run of panels.
+fn single_token(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32]) {
+    let k = w.k;
+    let mut spread = AlignedFloats::zeroed(k * ROWS);
+    for (s, &v) in spread.chunks_exact_mut(ROWS).zip(x) {
+        s.fill(v);
+    }
+    let per_task = w.panels().div_ceil(threads);
+    let task = |(t, y_part): (usize, &mut [f32])| {
+        for (i, y_panel) in y_part.chunks_mut(ROWS).enumerate() {
+            // SAFETY: AVX-512F (the caller's contract); the panel and `spread` hold `k × ROWS`
+            // floats each.
+            #[cfg(target_arch = "x86_64")]
+            let sums = unsafe { avx512::panel_dot(w.panel_from(t * per_task + i, 0), &spread, k) };
+            #[cfg(not(target_arch = "x86_64"))]
+            let sums = [0.0; ROWS];
+            y_panel.copy_from_slice(&sums[..y_panel.len()]);
+        }
+    };
+    if threads > 1 {
+        y.par_chunks_mut(per_task * ROWS).enumerate().for_each(task);
+    } else {
+        y.chunks_mut(per_task * ROWS).enumerate().for_each(task);
     }
 }
 
@@ -263,6 +309,51 @@ mod avx512 {
         }
     }
 
+    /// A panel's `ROWS` dot products with one token: `panel` and `spread` are `k × ROWS`
+    /// floats (`spread` the token's activations, each repeated `ROWS` times). Two sets of
+    /// three accumulators over 16 K steps at a time, so the FMA latency never waits; the sums
+    /// of lanes that belong to one row are folded at the end.
+    ///
+    /// # Safety
+    /// AVX-512F; `panel` and `spread` hold at least `k × ROWS` floats.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn panel_dot(panel: &[f32], spread: &[f32], k: usize) -> [f32; ROWS] {
+        const CHUNK: usize = 2 * 3 * LANES;
+        debug_assert!(panel.len() >= k * ROWS && spread.len() >= k * ROWS);
+        let (w, a) = (panel.as_ptr(), spread.as_ptr());
+        let whole = k * ROWS / CHUNK;
+        let mut acc = [_mm512_setzero_ps(); 6];
+        // SAFETY: every offset is below `whole · CHUNK ≤ k · ROWS`; the prefetch address is
+        // formed with `wrapping_add`, and a prefetch never faults.
+        unsafe {
+            for c in 0..whole {
+                let at = c * CHUNK;
+                prefetch(w.wrapping_add(at + PREFETCH_STEPS * ROWS).cast());
+                for (j, acc) in acc.iter_mut().enumerate() {
+                    let (wv, av) = (
+                        _mm512_loadu_ps(w.add(at + j * LANES)),
+                        _mm512_loadu_ps(a.add(at + j * LANES)),
+                    );
+                    *acc = _mm512_fmadd_ps(wv, av, *acc);
+                }
+            }
+        }
+        // 96 lanes, lane `i` of the chunk holding row `i mod ROWS` (96 is a multiple of 6).
+        let mut lanes = [0.0f32; CHUNK];
+        for (j, acc) in acc.iter().enumerate() {
+            // SAFETY: `lanes` holds 6 vectors.
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr().add(j * LANES), *acc) };
+        }
+        let mut sums = [0.0f32; ROWS];
+        for (i, v) in lanes.iter().enumerate() {
+            sums[i % ROWS] += v;
+        }
+        for i in whole * CHUNK..k * ROWS {
+            sums[i % ROWS] += panel[i] * spread[i];
+        }
+        sums
+    }
+
     /// `ROWS × V` vectors of accumulators over `k_rows` K steps: per step, `V` aligned loads
     /// of activations, `ROWS` broadcast weights, `ROWS · V` FMAs, and a prefetch of the
     /// weights [`PREFETCH_STEPS`] ahead.
@@ -350,6 +441,10 @@ mod tests {
         check(13, K_BLOCK + 37, 70, 1);
         check(13, K_BLOCK + 37, 150, 2);
         check(20, K_BLOCK + 1, 100, 2);
+        // One token: the panel dot products, with and without a tail of K steps.
+        check(1, 1, 1, 1);
+        check(13, 1000, 1, 2);
+        check(20, 96, 1, 3);
         // Weights past the token-split budget: the rows split whatever the token count.
         let big_rows = SPLIT_TOKENS_WEIGHT_BYTES / (4 * 64) + 5;
         for (cols, threads) in [(150, 2), (40, 1), (300, 3)] {
@@ -366,6 +461,13 @@ mod tests {
         // Fewer tokens than a tile per thread, or one thread: rows.
         assert!(!split_tokens(2048, 2048, 100, 2));
         assert!(!split_tokens(2048, 2048, 2048, 1));
+    }
+
+    #[test]
+    fn one_token_runs_here_only_on_weights_past_l3() {
+        assert!(takes(4096, 4096, 1));
+        assert!(!takes(768, 768, 1));
+        assert!(takes(768, 768, 2));
     }
 
     #[test]
