@@ -4,8 +4,8 @@
 //! On AVX-512 a [`DenseWeights`] product runs the packed-panel kernel of `dense_lanes` (the
 //! fastest dense f32 measured on this machine, numpy/OpenBLAS included); elsewhere, and for
 //! a single token on weights that fit in L3, it runs the `gemm` crate, as [`gemm_f32`]
-//! always does. From 2 tokens the packed kernel is 1.0–1.75× the crate even with its
-//! 16-token vectors padded (`examples/dense_vs_gemm_crate.rs`).
+//! always does. From 2 tokens the packed kernel is level with the crate where the weights
+//! stream from DRAM and 1.3–1.55× on weights in L3 (`examples/dense_vs_gemm_crate.rs`).
 //!
 //! `gemm` is an `unsafe` raw-pointer API with strides, and its scaling convention is the
 //! reverse of BLAS (`dst := alpha·dst + beta·lhs·rhs`). Both hazards live here and nowhere
@@ -37,11 +37,6 @@ impl DenseWeights {
     /// The row-major weights.
     pub fn weights(&self) -> &[f32] {
         &self.w
-    }
-
-    /// Bytes held for products: the row-major matrix and the packed copy, if any.
-    pub fn resident_bytes(&self) -> usize {
-        self.w.len() * 4 + self.panels.as_ref().map_or(0, PanelWeights::resident_bytes)
     }
 
     /// `y[n × m] = W · x[k × m]`, row-major f32, on `threads` workers of the current rayon
@@ -155,8 +150,9 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(32))]
-        /// Whichever kernel runs (packed panels on AVX-512 from 2 tokens, or 1 on large weights; `gemm` otherwise),
-        /// `DenseWeights` computes the same product as the one-off path.
+        /// Whichever kernel runs (packed panels on AVX-512 from 2 tokens, or 1 on large
+        /// weights; `gemm` otherwise), `DenseWeights` computes the same product as the one-off
+        /// path.
         #[test]
         fn dense_weights_match_the_one_off_product(n in 1usize..30, k in 1usize..70, m in 1usize..90, threads in 1usize..3) {
             let (w, x) = (data(n * k, 2), data(k * m, 9));

@@ -63,7 +63,7 @@ impl NmMatrix {
             if cols >= min && super::token_lanes::TokenLayout::supports(self.m) {
                 return Some(Lanes::Tokens);
             }
-            if (self.n, self.m) == (2, 4) {
+            if two_four {
                 return Some(Lanes::Features);
             }
         }
