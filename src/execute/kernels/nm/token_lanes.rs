@@ -55,6 +55,15 @@ const ROWS: usize = 2;
 /// next bytes of one stream, but the prefetchers need a head start once it comes from L3.
 const PREFETCH_PAIRS_AHEAD: usize = 12;
 
+/// Whether a strip of `v` vectors spreads its weights by shuffles rather than one broadcast
+/// load each (see `four_weights`). Measured side by side (`sparsegate bench`, 2:4, 2 threads):
+/// 7–10% faster at 64 tokens on 4096², 768×3072 and 3072×768, 5–8% at 48; about level at 80;
+/// 3–6% slower at 16 tokens and level at 32, and 3–10% slower from 96 tokens up (the LLaMA FFN
+/// shapes, 512 tokens, lose 7–10%), where the broadcast loads stay.
+const fn spreads(v: usize) -> bool {
+    3 <= v && v <= 5
+}
+
 /// How a layout names the activation row of each kept weight inside its K block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Meta {
@@ -392,7 +401,7 @@ mod avx512 {
                     let (b, w) = unsafe { (usize::from(*idx.add(j)), values.add(4 * j)) };
                     for (t, k) in decode(b).into_iter().enumerate() {
                         // SAFETY: value `4j + t` of the row; K row `8j + k` of the tile.
-                        unsafe { kept_weight(acc, *w.add(t), base.add(k * width)) };
+                        unsafe { kept_weight(acc, _mm512_set1_ps(*w.add(t)), base.add(k * width)) };
                     }
                 }
             }
@@ -404,13 +413,12 @@ mod avx512 {
     /// One full K block of 2:4 weights (8 index bytes, 32 values a row) into `acc`.
     ///
     /// The loop is bound by the two 512-bit loads a cycle (one per FMA for the activations,
-    /// one per 8 FMAs for a weight's broadcast). A row's 8 index bytes come in as one `u64`
+    /// one per `V` FMAs for a weight's broadcast). A row's 8 index bytes come in as one `u64`
     /// before the first FMA, so no activation load waits on an index load queued behind other
     /// activation loads: 0.79–0.81 → 0.86–0.87 of the FMA peak on the lone register tile
-    /// (`examples/token_lane_tile.rs`). Spreading the weights by shuffles from one vector
-    /// load instead (one load per 4 or 16 weights) is faster on the lone tile but 11–20%
-    /// slower in the product on the LLaMA FFN shapes, whose weights stream from memory, so
-    /// each weight stays one broadcast load.
+    /// (`examples/token_lane_tile.rs`). Spreading the weights by shuffles from one load of
+    /// four takes the broadcasts off the load ports: 0.93 on the lone tile, but in the
+    /// product it only pays at 3–5 vectors of tokens ([`four_weights`]).
     ///
     /// # Safety
     /// AVX-512F; each row's `idx` holds 8 bytes and `values` 32 floats; `tile` as for
@@ -426,9 +434,11 @@ mod avx512 {
             let base = unsafe { tile.add(8 * j * width) };
             for ((acc, bits), values) in acc.iter_mut().zip(bits).zip(p.values) {
                 let rows = decode((bits >> (8 * j)) as usize & 0xFF);
-                for (t, k) in rows.into_iter().enumerate() {
-                    // SAFETY: value `4j + t < 32` of the row; K row `8j + k < 64` of the tile.
-                    unsafe { kept_weight(acc, *values.add(4 * j + t), base.add(k * width)) };
+                // SAFETY: values `4j .. 4j + 4 <= 32` of the row.
+                let weights = unsafe { four_weights::<V>(values.add(4 * j)) };
+                for (w, k) in weights.into_iter().zip(rows) {
+                    // SAFETY: K row `8j + k < 64` of the tile.
+                    unsafe { kept_weight(acc, w, base.add(k * width)) };
                 }
             }
         }
@@ -460,32 +470,73 @@ mod avx512 {
             // SAFETY: entries `e0 .. e0 + 8 <= count` of each row.
             let bytes: [u64; ROWS] =
                 std::array::from_fn(|r| unsafe { p.idx[r].add(e0).cast::<u64>().read_unaligned() });
-            for e in 0..8 {
+            for half in 0..2 {
                 for ((acc, bytes), values) in acc.iter_mut().zip(bytes).zip(p.values) {
-                    let k = (bytes >> (8 * e)) as usize & 0xFF;
-                    // SAFETY: entry `e0 + e < count` of the row; its K row is inside the tile.
-                    unsafe { kept_weight(acc, *values.add(e0 + e), tile.add(k * width)) };
+                    // SAFETY: entries `e0 + 4·half .. + 4 <= count` of the row.
+                    let weights = unsafe { four_weights::<V>(values.add(e0 + 4 * half)) };
+                    for (e, w) in (4 * half..).zip(weights) {
+                        let k = (bytes >> (8 * e)) as usize & 0xFF;
+                        // SAFETY: entry `e0 + e < count` of the row; its K row is inside the tile.
+                        unsafe { kept_weight(acc, w, tile.add(k * width)) };
+                    }
                 }
             }
         }
         for e in whole..p.count {
             for ((acc, idx), values) in acc.iter_mut().zip(p.idx).zip(p.values) {
                 // SAFETY: entry `e < count` of the row; its K row is inside the tile.
-                unsafe { kept_weight(acc, *values.add(e), tile.add(usize::from(*idx.add(e)) * width)) };
+                let (w, k) = unsafe { (*values.add(e), usize::from(*idx.add(e))) };
+                // SAFETY: as above.
+                unsafe { kept_weight(acc, _mm512_set1_ps(w), tile.add(k * width)) };
             }
         }
         // SAFETY: the caller's contract.
         unsafe { finish::<V>(&acc, to) }
     }
 
-    /// One kept weight: `acc[v] += w · x[16v .. 16v + 16]` (broadcast, no gather).
+    /// Four consecutive kept weights of a row, each in every lane of a register.
+    ///
+    /// Strips of 3–5 vectors ([`super::spreads`]) load the four once into each 128-bit lane
+    /// and spread each with an in-lane shuffle, which runs beside the FMAs and leaves the load
+    /// ports to the activations; other widths take one broadcast load per weight. The load is
+    /// written as `asm!` because LLVM otherwise folds load and shuffles back into four
+    /// broadcast loads.
+    ///
+    /// # Safety
+    /// AVX-512F; `w` is readable for 4 floats.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn four_weights<const V: usize>(w: *const f32) -> [__m512; 4] {
+        if !super::spreads(V) {
+            // SAFETY: 4 readable floats at `w` (contract).
+            return std::array::from_fn(|t| _mm512_set1_ps(unsafe { *w.add(t) }));
+        }
+        let quad: __m512;
+        // SAFETY: 16 readable bytes at `w` (contract); AVX-512F (this function's feature).
+        unsafe {
+            std::arch::asm!(
+                "vbroadcastf32x4 {quad}, xmmword ptr [{w}]",
+                quad = out(zmm_reg) quad,
+                w = in(reg) w,
+                options(pure, readonly, nostack, preserves_flags),
+            )
+        };
+        [
+            _mm512_permute_ps::<0x00>(quad),
+            _mm512_permute_ps::<0x55>(quad),
+            _mm512_permute_ps::<0xAA>(quad),
+            _mm512_permute_ps::<0xFF>(quad),
+        ]
+    }
+
+    /// One kept weight, already in every lane of `wb`: `acc[v] += wb · x[16v .. 16v + 16]`
+    /// (no gather: the activation row is the one its index names).
     ///
     /// # Safety
     /// AVX-512F; `x` is a 64-byte aligned tile row of at least `16·V` floats.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn kept_weight<const V: usize>(acc: &mut [__m512; V], w: f32, x: *const f32) {
-        let wb = _mm512_set1_ps(w);
+    unsafe fn kept_weight<const V: usize>(acc: &mut [__m512; V], wb: __m512, x: *const f32) {
         for (v, a) in acc.iter_mut().enumerate() {
             // SAFETY: columns `16v .. 16v + 16 <= 16·V` of the aligned row (contract).
             *a = _mm512_fmadd_ps(wb, unsafe { _mm512_load_ps(x.add(LANES * v)) }, *a);
