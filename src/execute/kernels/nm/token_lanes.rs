@@ -55,13 +55,24 @@ const ROWS: usize = 2;
 /// next bytes of one stream, but the prefetchers need a head start once it comes from L3.
 const PREFETCH_PAIRS_AHEAD: usize = 12;
 
-/// Whether a strip of `v` vectors spreads its weights by shuffles rather than one broadcast
-/// load each (see `four_weights`). Measured side by side (`sparsegate bench`, 2:4, 2 threads):
-/// 7–10% faster at 64 tokens on 4096², 768×3072 and 3072×768, 5–8% at 48; about level at 80;
-/// 3–6% slower at 16 tokens and level at 32, and 3–10% slower from 96 tokens up (the LLaMA FFN
-/// shapes, 512 tokens, lose 7–10%), where the broadcast loads stay.
-const fn spreads(v: usize) -> bool {
-    3 <= v && v <= 5
+/// How many of every four kept weights a strip of `v` vectors spreads by shuffles rather
+/// than one broadcast load each (see `four_weights`): shuffles run beside the FMAs and free
+/// the load ports for the activations, but cost more than they save outside a middle range.
+/// Measured side by side (`sparsegate bench`, 2 threads, against the broadcast loads):
+///
+/// * all four at 3–5 vectors: 2:4 7–10% faster at 64 tokens (4096², 768×3072, 3072×768),
+///   5–8% at 48, level at 80; 4:8 and 1:2 4–7% faster at 64 tokens;
+/// * every other one at 6–7 vectors: 2–6% faster at 96 tokens (2:4 and 4:8), level to ±3%
+///   at 112, where spreading all four was 3–10% slower;
+/// * none at 1–2 vectors (3–6% slower at 16 tokens) nor 8 (the LLaMA FFN shapes, whose
+///   weights stream from memory, lose 3–5% with half spread and 7–10% with all; 2048³ is
+///   level).
+const fn spread_weights(v: usize) -> usize {
+    match v {
+        3..=5 => 4,
+        6..=7 => 2,
+        _ => 0,
+    }
 }
 
 /// How a layout names the activation row of each kept weight inside its K block.
@@ -418,7 +429,7 @@ mod avx512 {
     /// activation loads: 0.79–0.81 → 0.86–0.87 of the FMA peak on the lone register tile
     /// (`examples/token_lane_tile.rs`). Spreading the weights by shuffles from one load of
     /// four takes the broadcasts off the load ports: 0.93 on the lone tile, but in the
-    /// product it only pays at 3–5 vectors of tokens ([`four_weights`]).
+    /// product it only pays at 3–7 vectors of tokens ([`four_weights`]).
     ///
     /// # Safety
     /// AVX-512F; each row's `idx` holds 8 bytes and `values` 32 floats; `tile` as for
@@ -496,20 +507,21 @@ mod avx512 {
 
     /// Four consecutive kept weights of a row, each in every lane of a register.
     ///
-    /// Strips of 3–5 vectors ([`super::spreads`]) load the four once into each 128-bit lane
-    /// and spread each with an in-lane shuffle, which runs beside the FMAs and leaves the load
-    /// ports to the activations; other widths take one broadcast load per weight. The load is
-    /// written as `asm!` because LLVM otherwise folds load and shuffles back into four
-    /// broadcast loads.
+    /// Strips of 3–7 vectors ([`super::spread_weights`]) load the four once into each 128-bit
+    /// lane and spread all or every other one with an in-lane shuffle; the rest, and every
+    /// weight at other widths, take one broadcast load each. The load is written as `asm!`
+    /// because LLVM otherwise folds load and shuffles back into four broadcast loads.
     ///
     /// # Safety
     /// AVX-512F; `w` is readable for 4 floats.
     #[target_feature(enable = "avx512f")]
     #[inline]
     unsafe fn four_weights<const V: usize>(w: *const f32) -> [__m512; 4] {
-        if !super::spreads(V) {
-            // SAFETY: 4 readable floats at `w` (contract).
-            return std::array::from_fn(|t| _mm512_set1_ps(unsafe { *w.add(t) }));
+        // SAFETY: 4 readable floats at `w` (contract).
+        let broadcast = |t: usize| _mm512_set1_ps(unsafe { *w.add(t) });
+        let spread = super::spread_weights(V);
+        if spread == 0 {
+            return std::array::from_fn(broadcast);
         }
         let quad: __m512;
         // SAFETY: 16 readable bytes at `w` (contract); AVX-512F (this function's feature).
@@ -521,6 +533,14 @@ mod avx512 {
                 options(pure, readonly, nostack, preserves_flags),
             )
         };
+        if spread == 2 {
+            return [
+                _mm512_permute_ps::<0x00>(quad),
+                broadcast(1),
+                _mm512_permute_ps::<0xAA>(quad),
+                broadcast(3),
+            ];
+        }
         [
             _mm512_permute_ps::<0x00>(quad),
             _mm512_permute_ps::<0x55>(quad),
