@@ -4,7 +4,7 @@
 //! broadcast each kept weight for a strip of 16 tokens or more per output row; with fewer
 //! tokens the broadcasts are a larger share of the loads and part of the strip is padding.
 //! Here the vector runs along output rows instead, which any token count fills. The
-//! product picks this kernel below 16 or 32 tokens, by K (`token_lanes_min_cols` in `spmm.rs`).
+//! product picks this kernel below 12, 16 or 24 tokens, by K (`token_lanes_min_cols` in `spmm.rs`).
 //!
 //! Here a zmm holds 16 *output rows* for one token. For each group of 4 along K, the token's
 //! 4 activations are broadcast into every 128-bit lane of a register (one 16-byte load), and

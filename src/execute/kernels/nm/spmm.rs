@@ -23,21 +23,29 @@ use rayon::prelude::*;
 /// poorly once the weights live in L3.
 const PREFETCH_ROWS_AHEAD: usize = 4;
 
-/// Tokens from which the AVX-512 2:4 product takes the token-lane kernel, by K: 16 once K
-/// is 2048 or more, 32 below. Measured side by side (`sparsegate bench`, 2 threads, ms of
-/// token lanes vs feature lanes, strips padded only to a vector): at 16 tokens level on
-/// 2048², 1.86 vs 2.03 on 4096² and 0.26 vs 0.32 on 768×3072, but 0.22 vs 0.16 on 1024²
-/// and 0.26–0.42 vs 0.17 on 3072×768; at 24 tokens 0.52–0.53 vs 0.56–0.62 on 2048² and
-/// 2.16 vs 2.80 on 4096², feature lanes ahead at K = 768 and 1024; at 32 tokens level at
-/// K = 768 and ahead from there (4096²: 2.19 vs 3.13, 1.34× vs 0.93× dense). Before the
-/// strips were padded to a vector only (to 64 tokens before), the crossover was 48.
+/// Tokens from which the AVX-512 2:4 product takes the token-lane kernel, by K: 12 once K
+/// is 4096 or more (weights that stream from memory), 16 from K = 1024, 24 below. Measured
+/// side by side (`sparsegate bench`, 2 threads, speedup over dense of feature lanes vs token
+/// lanes, the latter with 8 independent FMA chains at one and two vectors of tokens): at 12
+/// tokens 1.39–1.48× vs 1.60–1.66× on 4096², 1.43–1.51× vs 1.53–1.58× and 1.33–1.47× vs
+/// 1.55–1.61× on the LLaMA FFN shapes, but 1.28–1.35× vs 1.21–1.24× on 2048² and 1.45–1.52×
+/// vs 1.05× on 1024² (level at 8 tokens on 4096², feature lanes ahead at 4); at 16 tokens
+/// 0.97–1.0× vs 1.22–1.24× on 2048², 0.80–0.81× vs 1.05× on 1024², 0.77–0.83× vs 1.14× on
+/// 768×3072, but 1.22× vs 1.04× on 3072×768 (K = 768); there, 1.33–1.37× vs 1.23× at 20
+/// tokens and 1.17–1.20× vs 1.22× at 24. Before the tile kept 8 chains at one vector, the
+/// crossover was 16 tokens at K ≥ 2048 and 32 below; before the strips were padded to a
+/// vector only (to 64 tokens before), 48.
 ///
 /// Other patterns that fit a K block (1:2, 4:8, 1:4, …) take token lanes at every token
 /// count: their alternative, the loop of `any_pattern.rs`, took 20.6 ms for 1:2 at 4096²
 /// with 1 token and 0.75 ms at 768² (0.1× dense) where token lanes take 1.76 and 0.12, and
 /// 5.4 vs 1.7 ms (0.43× vs 1.37× dense) with 16 tokens.
 fn token_lanes_min_cols(k: usize) -> usize {
-    if k >= 2048 { 16 } else { 32 }
+    match k {
+        4096.. => 12,
+        1024.. => 16,
+        _ => 24,
+    }
 }
 
 /// The AVX-512 kernels with their own layouts and activation copies.

@@ -60,20 +60,38 @@ const PREFETCH_PAIRS_AHEAD: usize = 12;
 /// the load ports for the activations, but cost more than they save outside a middle range.
 /// Measured side by side (`sparsegate bench`, 2 threads, against the broadcast loads):
 ///
-/// * all four at 3–5 vectors: 2:4 7–10% faster at 64 tokens (4096², 768×3072, 3072×768),
-///   5–8% at 48, level at 80; 4:8 and 1:2 4–7% faster at 64 tokens;
+/// * all four at 2–5 vectors: 2:4 15–17% faster at 32 tokens (4096² 1.36–1.38× → 1.55–1.59×
+///   dense, 3072×768 1.04–1.07× → 1.23×, 768×3072 1.15–1.16× → 1.30–1.33×), 7–10% at 64
+///   tokens, 5–8% at 48, level at 80; 4:8 and 1:2 4–7% faster at 64 tokens;
 /// * every other one at 6–7 vectors: 2–6% faster at 96 tokens (2:4 and 4:8), level to ±3%
 ///   at 112, where spreading all four was 3–10% slower;
-/// * none at 1–2 vectors (3–6% slower at 16 tokens) nor 8 (the LLaMA FFN shapes, whose
-///   weights stream from memory, lose 3–5% with half spread and 7–10% with all; 2048³ is
-///   level).
+/// * none at one vector (2:4 at 16 tokens on 4096²: 1.49–1.51× dense → 1.22×) nor at 8 (the
+///   LLaMA FFN shapes, whose weights stream from memory, lose 3–5% with half spread and
+///   7–10% with all; 2048³ is level).
 const fn spread_weights(v: usize) -> usize {
     match v {
-        3..=5 => 4,
+        2..=5 => 4,
         6..=7 => 2,
         _ => 0,
     }
 }
+
+/// Copies of the register tile's sums a strip of `v` vectors keeps, so that the tile has
+/// at least 8 independent FMA chains (two pipes × four cycles of latency): 4 at one vector,
+/// 2 at two or three, 1 from four (`Chains`).
+const fn chain_sets(v: usize) -> usize {
+    let sets = 8usize.div_ceil(ROWS * v);
+    if sets > MAX_CHAIN_SETS {
+        MAX_CHAIN_SETS
+    } else if sets == 0 {
+        1
+    } else {
+        sets
+    }
+}
+
+/// The most copies [`chain_sets`] asks for.
+const MAX_CHAIN_SETS: usize = 4;
 
 /// How a layout names the activation row of each kept weight inside its K block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -337,7 +355,9 @@ struct Pair {
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{BlockPass, FULL_BLOCK_BYTES, LANES, PREFETCH_PAIRS_AHEAD, Pair, ROWS, prefetch};
+    use super::{
+        BlockPass, FULL_BLOCK_BYTES, LANES, MAX_CHAIN_SETS, PREFETCH_PAIRS_AHEAD, Pair, ROWS, prefetch,
+    };
     use std::arch::x86_64::*;
 
     /// Every row pair of the task over one K block: the pair loop compiled with AVX-512, so
@@ -400,8 +420,10 @@ mod avx512 {
         // SAFETY: the caller's contract.
         let mut acc = unsafe { start::<V>(p, from) };
         if p.count == FULL_BLOCK_BYTES {
+            let mut chains = Chains::<V>::new(acc);
             // SAFETY: a full block: 8 index bytes and 32 values a row (the caller's contract).
-            unsafe { two_bit_block::<V>(&mut acc, p, tile) };
+            unsafe { two_bit_block::<V>(&mut chains, p, tile) };
+            acc = chains.sum();
         } else {
             let width = LANES * V;
             for j in 0..p.count {
@@ -429,29 +451,67 @@ mod avx512 {
     /// activation loads: 0.79–0.81 → 0.86–0.87 of the FMA peak on the lone register tile
     /// (`examples/token_lane_tile.rs`). Spreading the weights by shuffles from one load of
     /// four takes the broadcasts off the load ports: 0.93 on the lone tile, but in the
-    /// product it only pays at 3–7 vectors of tokens ([`four_weights`]).
+    /// product it only pays at 2–7 vectors of tokens ([`four_weights`]).
     ///
     /// # Safety
     /// AVX-512F; each row's `idx` holds 8 bytes and `values` 32 floats; `tile` as for
     /// [`two_bit`], with 64 K rows.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn two_bit_block<const V: usize>(acc: &mut [[__m512; V]; ROWS], p: &Pair, tile: *const f32) {
+    unsafe fn two_bit_block<const V: usize>(chains: &mut Chains<V>, p: &Pair, tile: *const f32) {
         let width = LANES * V;
         // SAFETY: 8 index bytes a row (contract).
         let bits: [u64; ROWS] = std::array::from_fn(|r| unsafe { p.idx[r].cast::<u64>().read_unaligned() });
         for j in 0..FULL_BLOCK_BYTES {
             // SAFETY: K rows `8j .. 8j + 8 <= 64` of the tile (contract).
             let base = unsafe { tile.add(8 * j * width) };
-            for ((acc, bits), values) in acc.iter_mut().zip(bits).zip(p.values) {
+            for (r, (bits, values)) in bits.into_iter().zip(p.values).enumerate() {
                 let rows = decode((bits >> (8 * j)) as usize & 0xFF);
                 // SAFETY: values `4j .. 4j + 4 <= 32` of the row.
                 let weights = unsafe { four_weights::<V>(values.add(4 * j)) };
-                for (w, k) in weights.into_iter().zip(rows) {
+                for (t, (w, k)) in weights.into_iter().zip(rows).enumerate() {
                     // SAFETY: K row `8j + k < 64` of the tile.
-                    unsafe { kept_weight(acc, w, base.add(k * width)) };
+                    unsafe { kept_weight(chains.row(t, r), w, base.add(k * width)) };
                 }
             }
+        }
+    }
+
+    /// The register tile's accumulators, with independent copies for narrow strips.
+    ///
+    /// An FMA takes 4 cycles and two issue a cycle, so a loop needs 8 independent sums to
+    /// keep both pipes busy; 2 rows × `V` vectors has that only from `V` = 4. Narrower strips
+    /// send consecutive kept weights to [`super::chain_sets`] copies in turn and add the
+    /// copies once at the end of the block.
+    struct Chains<const V: usize>([[[__m512; V]; ROWS]; MAX_CHAIN_SETS]);
+
+    impl<const V: usize> Chains<V> {
+        #[target_feature(enable = "avx512f")]
+        #[inline]
+        fn new(acc: [[__m512; V]; ROWS]) -> Self {
+            let mut sets = [[[_mm512_setzero_ps(); V]; ROWS]; MAX_CHAIN_SETS];
+            sets[0] = acc;
+            Chains(sets)
+        }
+
+        /// The sums of row `r` that the `t`-th weight in a run feeds.
+        #[inline]
+        fn row(&mut self, t: usize, r: usize) -> &mut [__m512; V] {
+            &mut self.0[t % super::chain_sets(V)][r]
+        }
+
+        #[target_feature(enable = "avx512f")]
+        #[inline]
+        fn sum(self) -> [[__m512; V]; ROWS] {
+            let mut acc = self.0[0];
+            for set in &self.0[1..super::chain_sets(V)] {
+                for (acc, set) in acc.iter_mut().zip(set) {
+                    for (a, s) in acc.iter_mut().zip(set) {
+                        *a = _mm512_add_ps(*a, *s);
+                    }
+                }
+            }
+            acc
         }
     }
 
@@ -473,7 +533,7 @@ mod avx512 {
         to: [*mut f32; ROWS],
     ) {
         // SAFETY: the caller's contract.
-        let mut acc = unsafe { start::<V>(p, from) };
+        let mut chains = Chains::<V>::new(unsafe { start::<V>(p, from) });
         let width = LANES * V;
         // Eight row bytes at a time as one `u64` (as in `two_bit_block`), then the rest.
         let whole = p.count / 8 * 8;
@@ -482,17 +542,18 @@ mod avx512 {
             let bytes: [u64; ROWS] =
                 std::array::from_fn(|r| unsafe { p.idx[r].add(e0).cast::<u64>().read_unaligned() });
             for half in 0..2 {
-                for ((acc, bytes), values) in acc.iter_mut().zip(bytes).zip(p.values) {
+                for (r, (bytes, values)) in bytes.into_iter().zip(p.values).enumerate() {
                     // SAFETY: entries `e0 + 4·half .. + 4 <= count` of the row.
                     let weights = unsafe { four_weights::<V>(values.add(e0 + 4 * half)) };
                     for (e, w) in (4 * half..).zip(weights) {
                         let k = (bytes >> (8 * e)) as usize & 0xFF;
                         // SAFETY: entry `e0 + e < count` of the row; its K row is inside the tile.
-                        unsafe { kept_weight(acc, w, tile.add(k * width)) };
+                        unsafe { kept_weight(chains.row(e, r), w, tile.add(k * width)) };
                     }
                 }
             }
         }
+        let mut acc = chains.sum();
         for e in whole..p.count {
             for ((acc, idx), values) in acc.iter_mut().zip(p.idx).zip(p.values) {
                 // SAFETY: entry `e < count` of the row; its K row is inside the tile.
@@ -507,7 +568,7 @@ mod avx512 {
 
     /// Four consecutive kept weights of a row, each in every lane of a register.
     ///
-    /// Strips of 3–7 vectors ([`super::spread_weights`]) load the four once into each 128-bit
+    /// Strips of 2–7 vectors ([`super::spread_weights`]) load the four once into each 128-bit
     /// lane and spread all or every other one with an in-lane shuffle; the rest, and every
     /// weight at other widths, take one broadcast load each. The load is written as `asm!`
     /// because LLVM otherwise folds load and shuffles back into four broadcast loads.
