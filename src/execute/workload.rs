@@ -211,7 +211,7 @@ impl Workload {
                     .as_ref()
                     .map_or(q.w.len(), |a| a.value_bytes() + a.metadata_bytes()),
                 (None, Some(a)) => a.value_bytes() + a.metadata_bytes(),
-                (None, None) => p.dense_w.weights().len() * 4,
+                (None, None) => p.dense_w.value_bytes(),
             })
             .sum()
     }

@@ -15,42 +15,63 @@ use super::dense_lanes::{self, PanelWeights};
 use super::error::{KernelError, check_len};
 use gemm::Parallelism;
 
-/// Dense `n × k` weights ready for repeated products: the row-major matrix, and on AVX-512
-/// its packed-panel copy, made once (weight-stationary, as the sparse formats are).
+/// Dense `n × k` weights ready for repeated products, laid out once (weight-stationary, as
+/// the sparse formats are) for the kernel that will run them.
 #[derive(Debug, Clone)]
 pub struct DenseWeights {
-    w: Vec<f32>,
     n: usize,
     k: usize,
-    panels: Option<PanelWeights>,
+    stored: Stored,
+}
+
+/// The copies a [`DenseWeights`] keeps: only what its products can run on, so a large
+/// layer is not held twice.
+#[derive(Debug, Clone)]
+enum Stored {
+    /// Row-major, for the `gemm` crate: no AVX-512.
+    RowMajor(Vec<f32>),
+    /// The packed panels alone: AVX-512 weights large enough that every product, one token
+    /// included, runs faster on them ([`dense_lanes::takes`]).
+    Panels(PanelWeights),
+    /// Both: AVX-512 weights small enough that a single token runs faster on the crate.
+    Both { rows: Vec<f32>, panels: PanelWeights },
 }
 
 impl DenseWeights {
-    /// Take the row-major `n × k` weights `w` and pack them where the CPU runs the packed
-    /// kernel.
+    /// Take the row-major `n × k` weights `w` and lay them out for the kernels this CPU runs.
     pub fn new(w: Vec<f32>, n: usize, k: usize) -> Result<DenseWeights, KernelError> {
         check_len("w", w.len(), n, k)?;
-        let panels = dense_lanes::available().then(|| PanelWeights::new(&w, n, k));
-        Ok(DenseWeights { w, n, k, panels })
+        let stored = if !dense_lanes::available() {
+            Stored::RowMajor(w)
+        } else if dense_lanes::takes(n, k, 1) {
+            Stored::Panels(PanelWeights::new(&w, n, k))
+        } else {
+            let panels = PanelWeights::new(&w, n, k);
+            Stored::Both { rows: w, panels }
+        };
+        Ok(DenseWeights { n, k, stored })
     }
 
-    /// The row-major weights.
-    pub fn weights(&self) -> &[f32] {
-        &self.w
+    /// Bytes of weight values a product streams (`n · k` f32), whichever copy it reads.
+    pub fn value_bytes(&self) -> usize {
+        self.n * self.k * 4
     }
 
     /// `y[n × m] = W · x[k × m]`, row-major f32, on `threads` workers of the current rayon
     /// pool (1 runs on the calling thread).
     pub fn gemm(&self, threads: usize, x: &[f32], y: &mut [f32], m: usize) -> Result<(), KernelError> {
         let (n, k) = (self.n, self.k);
-        match &self.panels {
-            Some(p) if dense_lanes::takes(n, k, m) => {
+        match &self.stored {
+            Stored::Both { rows, .. } if !dense_lanes::takes(n, k, m) => {
+                gemm_f32(threads, rows, x, y, n, k, m)
+            }
+            Stored::RowMajor(rows) => gemm_f32(threads, rows, x, y, n, k, m),
+            Stored::Panels(panels) | Stored::Both { panels, .. } => {
                 check_len("x", x.len(), k, m)?;
                 check_len("y", y.len(), n, m)?;
-                dense_lanes::gemm(p, threads, x, y, m);
+                dense_lanes::gemm(panels, threads, x, y, m);
                 Ok(())
             }
-            _ => gemm_f32(threads, &self.w, x, y, n, k, m),
         }
     }
 }
@@ -164,6 +185,31 @@ mod tests {
                 prop_assert!((a - b).abs() <= tol * b.abs().max(1.0), "{a} vs {b}");
             }
         }
+    }
+
+    /// Weights past the single-token threshold keep only the packed panels on AVX-512 (a
+    /// 7B-model FFN layer is 180 MB), and every token count still gets the right product.
+    #[test]
+    fn issue_3_large_dense_weights_are_held_once() {
+        let (n, k) = (1024, 4096);
+        let w = data(n * k, 5);
+        let d = DenseWeights::new(w.clone(), n, k).unwrap();
+        assert_eq!(d.value_bytes(), n * k * 4);
+        let expected_panels_only = dense_lanes::available();
+        assert_eq!(matches!(d.stored, Stored::Panels(_)), expected_panels_only);
+        for m in [1, 3] {
+            let x = data(k * m, 11);
+            let (mut y, mut want) = (vec![0.0; n * m], vec![0.0; n * m]);
+            gemm_f32(2, &w, &x, &mut want, n, k, m).unwrap();
+            d.gemm(2, &x, &mut y, m).unwrap();
+            let tol = 1e-4 * k as f32 / 10.0;
+            for (a, b) in y.iter().zip(&want) {
+                assert!((a - b).abs() <= tol * b.abs().max(1.0), "{m} tokens: {a} vs {b}");
+            }
+        }
+        // Small weights keep the row-major copy beside the panels for one token.
+        let small = DenseWeights::new(data(64 * 64, 1), 64, 64).unwrap();
+        assert_eq!(matches!(small.stored, Stored::Both { .. }), expected_panels_only);
     }
 
     #[test]
