@@ -204,22 +204,64 @@ impl NmMatrix {
         self.indices.len()
     }
 
-    /// The feature-lane layout of a 2:4 matrix, built on first use.
+    /// Whether the 2:4 kernels can run this matrix: 2:4 itself, and 1:2 with K a multiple of
+    /// 4, which *is* a 2:4 matrix (each group of four keeps one weight in each half), so it
+    /// gets the 2:4 kernels' 2-bit loops instead of the generic ones (at 1–8 tokens on 4096²
+    /// the generic token lanes ran 0.9–1.5× dense; see `spmm.rs`).
+    fn runs_as_two_of_four(&self) -> bool {
+        match (self.n, self.m) {
+            (2, 4) => true,
+            (1, 2) => self.k.is_multiple_of(4),
+            _ => false,
+        }
+    }
+
+    /// The 2:4 index bytes the 2:4 kernels read ([`Self::runs_as_two_of_four`]): the stored
+    /// ones for 2:4; for 1:2, each kept weight's position in its group of four (its pair's
+    /// offset plus its 1-bit index), packed as 2:4 packs them. The stored form, and so
+    /// `metadata_bytes`, stays 1:2's one bit per weight.
+    fn two_of_four_indices(&self) -> std::borrow::Cow<'_, [u8]> {
+        if (self.n, self.m) == (2, 4) {
+            return std::borrow::Cow::Borrowed(&self.indices);
+        }
+        let kept = self.kept_per_row();
+        let row_bytes = indices::row_bytes(kept, 2);
+        let mut out = vec![0u8; self.rows * row_bytes];
+        for (row, out) in out.chunks_exact_mut(row_bytes.max(1)).enumerate() {
+            for e in 0..kept {
+                indices::put(out, e, 2, 2 * (e % 2) + self.index(row, e));
+            }
+        }
+        std::borrow::Cow::Owned(out)
+    }
+
+    /// The feature-lane layout of a matrix that runs as 2:4, built on first use.
     fn lane_layout(&self) -> &feature_lanes::LaneLayout {
         self.lanes.0.get_or_init(|| {
-            feature_lanes::LaneLayout::new(self.rows, self.k, &self.values, &self.indices, self.row_bytes)
+            let idx = self.two_of_four_indices();
+            feature_lanes::LaneLayout::new(self.rows, self.k, &self.values, &idx, self.k.div_ceil(8))
         })
     }
 
     /// The token-lane layout, built on first use (patterns with `m ≤ 64`).
     fn token_layout(&self) -> &token_lanes::TokenLayout {
         self.tokens.0.get_or_init(|| {
-            token_lanes::TokenLayout::new(
-                (self.rows, self.k),
-                (self.n, self.m),
-                &self.values,
-                (&self.indices, self.row_bytes, self.bits),
-            )
+            if self.runs_as_two_of_four() {
+                let idx = self.two_of_four_indices();
+                token_lanes::TokenLayout::new(
+                    (self.rows, self.k),
+                    (2, 4),
+                    &self.values,
+                    (&idx, self.k.div_ceil(8), 2),
+                )
+            } else {
+                token_lanes::TokenLayout::new(
+                    (self.rows, self.k),
+                    (self.n, self.m),
+                    &self.values,
+                    (&self.indices, self.row_bytes, self.bits),
+                )
+            }
         })
     }
 

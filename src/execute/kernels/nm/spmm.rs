@@ -36,8 +36,10 @@ const PREFETCH_ROWS_AHEAD: usize = 4;
 /// crossover was 16 tokens at K ≥ 2048 and 32 below; before the strips were padded to a
 /// vector only (to 64 tokens before), 48.
 ///
-/// Other patterns that fit a K block (1:2, 4:8, 1:4, …) take token lanes at every token
-/// count: their alternative, the loop of `any_pattern.rs`, took 20.6 ms for 1:2 at 4096²
+/// 1:2 with K a multiple of 4 runs as the 2:4 matrix it is, thresholds included (at 1, 4
+/// and 8 tokens on 4096² its generic token lanes ran 0.82–0.84×, 1.43–1.46× and 1.42× dense,
+/// the 2:4 kernels 1.82–1.84×, 2.15–2.21× and 1.91–1.94×; 1.39× → 1.49× at 2048³). Other
+/// patterns that fit a K block (4:8, 1:4, …) take token lanes at every token count: their alternative, the loop of `any_pattern.rs`, took 20.6 ms for 1:2 at 4096²
 /// with 1 token and 0.75 ms at 768² (0.1× dense) where token lanes take 1.76 and 0.12, and
 /// 5.4 vs 1.7 ms (0.43× vs 1.37× dense) with 16 tokens.
 fn token_lanes_min_cols(k: usize) -> usize {
@@ -60,11 +62,11 @@ enum Lanes {
 impl NmMatrix {
     /// Which AVX-512 kernel takes a product with `cols` tokens, if one does: the token-lane
     /// kernel once there are enough tokens to fill its strips; below that, the feature-lane
-    /// kernel for 2:4 (see their module docs).
+    /// kernel for 2:4 and for 1:2 that runs as 2:4 (see their module docs).
     fn lanes_kernel(&self, isa: Isa, cols: usize) -> Option<Lanes> {
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Avx512 {
-            let two_four = (self.n, self.m) == (2, 4);
+            let two_four = self.runs_as_two_of_four();
             // Other patterns have no feature-lane kernel, and the generic loop they would get
             // instead is far slower at any token count (below).
             let min = if two_four { token_lanes_min_cols(self.k) } else { 1 };

@@ -59,7 +59,7 @@ fn check_against_oracle(
     assert_eq!(close(&y), None);
     // The AVX-512 kernels, whatever the token count would pick.
     if Isa::available().contains(&Isa::Avx512) {
-        if (n, m) == (2, 4) {
+        if a.runs_as_two_of_four() {
             let mut y = vec![f32::NAN; rows * cols];
             super::feature_lanes::spmm(a.lane_layout(), threads, (&x, cols), &mut y, cols);
             assert_eq!(close(&y), None, "feature lanes");
@@ -226,5 +226,30 @@ proptest! {
         seed in any::<u64>(),
     ) {
         check_against_oracle(rows, groups, cols, 2, 4, threads, seed);
+    }
+}
+
+/// 1:2 with K a multiple of 4 runs on the 2:4 kernels (as the 2:4 matrix it is) and still
+/// reports its own 1-bit metadata; with K = 2 mod 4 it keeps the generic loops. Both match
+/// the oracle at token counts on either side of the feature/token-lane crossover.
+#[test]
+fn issue_3_one_of_two_runs_on_the_two_of_four_kernels() {
+    let w = prune_magnitude(&data(8 * 64, 5), 8, 64, 1, 2);
+    let a = NmMatrix::compress(&w, 8, 64, 1, 2).unwrap();
+    assert!(a.runs_as_two_of_four());
+    assert_eq!((a.bits_per_index(), a.metadata_bytes()), (1, 8 * 32 / 8));
+    let as_24 = NmMatrix::compress(&w, 8, 64, 2, 4).unwrap();
+    assert_eq!(
+        &*a.two_of_four_indices(),
+        as_24.indices(),
+        "the 2:4 indices of the same weights"
+    );
+    assert!(
+        !NmMatrix::compress(&[0.0; 6], 1, 6, 1, 2)
+            .unwrap()
+            .runs_as_two_of_four()
+    );
+    for (groups, cols) in [(32, 1), (32, 7), (32, 40), (33, 5), (33, 40)] {
+        check_against_oracle(9, groups, cols, 1, 2, 2, 21);
     }
 }
