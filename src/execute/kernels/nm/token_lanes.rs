@@ -83,8 +83,6 @@ const fn chain_sets(v: usize) -> usize {
     let sets = 8usize.div_ceil(ROWS * v);
     if sets > MAX_CHAIN_SETS {
         MAX_CHAIN_SETS
-    } else if sets == 0 {
-        1
     } else {
         sets
     }
