@@ -154,6 +154,15 @@ mod tests {
             .collect()
     }
 
+    /// The first element of `got` off `want` by more than the f32 tolerance of a K-long sum.
+    fn mismatch(got: &[f32], want: &[f32], k: usize) -> Option<(f32, f32)> {
+        let tol = 1e-4 * (k as f32).max(1.0) / 10.0;
+        got.iter()
+            .zip(want)
+            .map(|(&a, &b)| (a, b))
+            .find(|(a, b)| (a - b).abs() > tol * b.abs().max(1.0))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]
@@ -162,10 +171,7 @@ mod tests {
             let (mut y, mut want) = (vec![0.0; n * m], vec![0.0; n * m]);
             gemm_f32(threads, &w, &x, &mut y, n, k, m).unwrap();
             gemm_naive(&w, &x, &mut want, n, k, m);
-            let tol = 1e-4 * (k as f32).max(1.0) / 10.0;
-            for (a, b) in y.iter().zip(&want) {
-                prop_assert!((a - b).abs() <= tol * b.abs().max(1.0), "{a} vs {b}");
-            }
+            prop_assert_eq!(mismatch(&y, &want, k), None);
         }
     }
 
@@ -180,10 +186,7 @@ mod tests {
             let (mut y, mut want) = (vec![0.0; n * m], vec![0.0; n * m]);
             gemm_f32(threads, &w, &x, &mut want, n, k, m).unwrap();
             DenseWeights::new(w, n, k).unwrap().gemm(threads, &x, &mut y, m).unwrap();
-            let tol = 1e-4 * (k as f32).max(1.0) / 10.0;
-            for (a, b) in y.iter().zip(&want) {
-                prop_assert!((a - b).abs() <= tol * b.abs().max(1.0), "{a} vs {b}");
-            }
+            prop_assert_eq!(mismatch(&y, &want, k), None);
         }
     }
 
@@ -202,10 +205,7 @@ mod tests {
             let (mut y, mut want) = (vec![0.0; n * m], vec![0.0; n * m]);
             gemm_f32(2, &w, &x, &mut want, n, k, m).unwrap();
             d.gemm(2, &x, &mut y, m).unwrap();
-            let tol = 1e-4 * k as f32 / 10.0;
-            for (a, b) in y.iter().zip(&want) {
-                assert!((a - b).abs() <= tol * b.abs().max(1.0), "{m} tokens: {a} vs {b}");
-            }
+            assert_eq!(mismatch(&y, &want, k), None, "{m} tokens");
         }
         // Small weights keep the row-major copy beside the panels for one token.
         let small = DenseWeights::new(data(64 * 64, 1), 64, 64).unwrap();
