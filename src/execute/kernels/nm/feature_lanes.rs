@@ -1,23 +1,31 @@
-//! The AVX-512 2:4 kernel vectorised along output features instead of tokens.
+//! The AVX-512 N:M kernel vectorised along output features instead of tokens, for 2:4 and
+//! every other pattern with groups of up to 16.
 //!
 //! Why a second layout: the token-vectorised kernels (`token_lanes.rs`, `two_of_four.rs`)
 //! broadcast each kept weight for a strip of 16 tokens or more per output row; with fewer
-//! tokens the broadcasts are a larger share of the loads and part of the strip is padding.
-//! Here the vector runs along output rows instead, which any token count fills. The
-//! product picks this kernel below 12, 16 or 24 tokens, by K (`token_lanes_min_cols` in `spmm.rs`).
+//! tokens the broadcasts are a larger share of the loads and part of the strip is padding
+//! (one token runs on 1/16 of the lanes). Here the vector runs along output rows instead,
+//! which any token count fills. The product picks this kernel below 16–32 tokens, by K and
+//! pattern (`token_lanes_min_cols` in `spmm.rs`).
 //!
-//! Here a zmm holds 16 *output rows* for one token. For each group of 4 along K, the token's
-//! 4 activations are broadcast into every 128-bit lane of a register (one 16-byte load), and
-//! `vpermilps` picks, per output row, the activation its kept weight sits at, using that row's
-//! 2-bit index as the in-lane selector. So a kept weight costs one permute and one FMA, the
-//! weights and selectors stay in registers across a tile of tokens, and one activation load
-//! feeds `2 · R` FMAs. No gathers, and the only work per FMA is on the vector ports.
+//! Here a zmm holds 16 *output rows* for one token, and a permute gives every row the
+//! activation its kept weight sits at, with that row's index as the selector. So a kept
+//! weight costs one permute and one FMA, the weights and selectors stay in registers across
+//! a tile of tokens, and one activation load feeds several FMAs. No gathers, and the only
+//! work per FMA is on the vector ports. Two forms ([`Meta`]):
 //!
-//! Layout ([`LaneLayout`]), built once per matrix from the compressed form: rows in *panels*
-//! of 16 (the last padded with zero weights), and per panel, per index byte (two groups,
-//! four kept weights per row), 4 × 16 values and the 16 rows' index bytes, unchanged. So the
-//! execution-time copy carries exactly the stored 2 bits per kept weight, transposed; the
-//! metadata counters still report the stored format.
+//! * **2:4**: for each group of 4 along K, the token's 4 activations are broadcast into every
+//!   128-bit lane (one 16-byte load) and `vpermilps` picks with the stored 2-bit index.
+//!   Per panel of 16 rows and index byte (two groups, four kept weights a row): 4 × 16 values
+//!   and the 16 rows' index bytes, unchanged, so the copy carries exactly the stored 2 bits
+//!   per kept weight, transposed.
+//! * **Other patterns** (`m ≤ 16`): for each group, a window of 16 activations from the
+//!   group's first K position (one unaligned load a token), and `vpermps` picks with the
+//!   in-group index, held as a nibble (two kept weights a byte, as stored for groups of
+//!   5–16; the stored form of smaller groups has 1 or 2 bits). Per panel and group: `n` × 16
+//!   values and `⌈n/2⌉` × 16 selector bytes.
+//!
+//! Either way the metadata counters still report the stored format.
 //!
 //! Measured limit (this 2-core Zen 5, `examples/port_mix.rs`): FMAs each with a
 //! variable-control permute (`vpermilps`, `vpermps`, `vpshufb`) run at 0.70 of the rate of
@@ -25,12 +33,18 @@
 //! BERT-base shapes with 32–128 tokens.
 //!
 //! Blocking, per task of [`PANELS_PER_TASK`] panels (a contiguous block of output rows, so
-//! tasks write disjoint chunks of `y`): token blocks of [`TOKEN_BLOCK`] → K blocks of
-//! [`PAIRS_PER_K_BLOCK`] index bytes → [`PANELS_PER_TILE`] panels → token tiles of [`TILE`].
-//! Those panels' weights for one K block (24 KiB) stay in L1 over the token block; the activations are a
-//! token-major copy (`xt`), so a tile's K block is contiguous per token; the task's output
-//! block is accumulated token-major in a scratch buffer that stays in L2 and is transposed
-//! into `y` once per token block.
+//! tasks write disjoint chunks of `y`): token blocks of [`TOKEN_BLOCK`] → [`PANELS_PER_TILE`]
+//! panels → token tiles of [`TILE`] → all of K, the sums in registers throughout. So each
+//! panel's weights are one sequential stream, read once per token tile (from memory for the
+//! first, mostly from L2 after). The activations are a token-major copy (`xt`), so a tile's
+//! K is contiguous per token; the task's outputs are gathered token-major in a scratch buffer
+//! and transposed into `y` once per token block.
+//!
+//! K blocks of 256 positions (the panels' weights for a block staying in L1 across the token
+//! tiles, the sums going through the scratch between blocks) were 1.5–1.7× slower on 4096² at
+//! 2–12 tokens, where one sequential stream per panel is what the prefetchers follow best,
+//! and 5–30% slower from 16 to 32 tokens (`sparsegate bench`, 2 threads, 4096², 11008×4096,
+//! 4096×11008, 2048²); level at K = 768.
 
 use crate::execute::kernels::sparse_rows::lane_kernel_prologue;
 use rayon::prelude::*;
@@ -46,54 +60,136 @@ const PANELS_PER_TASK: usize = 15;
 const PANELS_PER_TILE: usize = 3;
 /// Tokens whose K blocks one task keeps in L2 while sweeping its panels.
 const TOKEN_BLOCK: usize = 192;
-/// Index bytes (8 K positions each) per K block: 256 K positions, so a tile's 3 panels'
-/// weights for the block are 24 KiB of L1.
-const PAIRS_PER_K_BLOCK: usize = 32;
 /// Tokens per register tile.
 const TILE: usize = 6;
+/// Floats a window of activations holds (one zmm), which bounds the group size of the
+/// general patterns: a group's activations must fit one window.
+const WINDOW: usize = 16;
 
-/// A 2:4 matrix rearranged for the feature-lane kernel (see the module doc).
+/// How the layout names each kept weight's activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Meta {
+    /// 2:4's stored index bytes, transposed: a unit is one index byte (two groups, 8 K
+    /// positions, 4 kept weights a row), and `vpermilps` picks from the 4 activations of a
+    /// group broadcast into every 128-bit lane.
+    TwoBit,
+    /// Any other pattern with groups of at most [`WINDOW`]: a unit is one group, and each
+    /// kept weight's in-group index is a nibble (two kept weights a byte), which `vpermps`
+    /// reads to pick from a window of 16 activations starting at the group.
+    Nibbles,
+}
+
+/// An N:M matrix rearranged for the feature-lane kernel (see the module doc).
 #[derive(Debug, Clone)]
 pub(crate) struct LaneLayout {
     rows: usize,
     k: usize,
     panels: usize,
-    /// Index bytes per row: `ceil(k / 8)`.
-    pairs: usize,
-    /// `[panel][pair][4][16]`: for each pair, group 0 slots 0 and 1, then group 1's.
+    meta: Meta,
+    /// K units a row holds (index bytes for 2:4, groups otherwise), and K positions each.
+    units: usize,
+    unit_k: usize,
+    /// Kept values and selector vectors (16 bytes each) per unit and panel.
+    slots: usize,
+    sels: usize,
+    /// `[panel][unit][slot][16]`: row `16·panel + lane`'s kept value in each slot.
     values: Vec<f32>,
-    /// `[panel][pair][16]`: row `16·panel + lane`'s index byte for the pair.
+    /// `[panel][unit][sel][16]`: row `16·panel + lane`'s index byte for the unit (2:4), or
+    /// the in-group indices of slots `2·sel` (low nibble) and `2·sel + 1` (high nibble).
     idx: Vec<u8>,
 }
 
 impl LaneLayout {
+    /// Whether a pattern other than 2:4 can take the kernel: its groups fit one window.
+    pub(crate) fn supports(m: usize) -> bool {
+        m <= WINDOW
+    }
+
     /// Rearrange a 2:4 matrix given as its row-major kept `values` (2 per group) and packed
     /// 2-bit `indices` (`row_bytes` per row, 4 per byte, the layout of `indices.rs`).
     pub(crate) fn new(rows: usize, k: usize, values: &[f32], indices: &[u8], row_bytes: usize) -> LaneLayout {
-        let panels = rows.div_ceil(LANES);
-        let pairs = k.div_ceil(8);
+        let mut l = LaneLayout::empty((rows, k), Meta::TwoBit, (k.div_ceil(8), 8), (4, 1));
         let kept = k / 2;
-        let mut lv = vec![0.0f32; panels * pairs * 4 * LANES];
-        let mut li = vec![0u8; panels * pairs * LANES];
         for row in 0..rows {
-            let (p, lane) = (row / LANES, row % LANES);
-            for j in 0..pairs {
-                li[(p * pairs + j) * LANES + lane] = indices[row * row_bytes + j];
+            for j in 0..l.units {
+                let at = l.sel_at(row, j, 0);
+                l.idx[at] = indices[row * row_bytes + j];
                 for e in 0..4 {
                     if 4 * j + e < kept {
-                        lv[((p * pairs + j) * 4 + e) * LANES + lane] = values[row * kept + 4 * j + e];
+                        let at = l.value_at(row, j, e);
+                        l.values[at] = values[row * kept + 4 * j + e];
                     }
                 }
             }
         }
+        l
+    }
+
+    /// Rearrange any `n:m` matrix with `m ≤ 16` ([`Self::supports`]): row-major kept `values`
+    /// (`n` per group) and packed in-group `indices` (`row_bytes` per row, `bits` each).
+    pub(crate) fn any_pattern(
+        (rows, k): (usize, usize),
+        (n, m): (usize, usize),
+        values: &[f32],
+        (indices, row_bytes, bits): (&[u8], usize, usize),
+    ) -> LaneLayout {
+        assert!(
+            Self::supports(m) && n < m && k.is_multiple_of(m),
+            "unsupported {n}:{m}"
+        );
+        let mut l = LaneLayout::empty((rows, k), Meta::Nibbles, (k / m, m), (n, n.div_ceil(2)));
+        let kept = k / m * n;
+        for row in 0..rows {
+            let row_idx = &indices[row * row_bytes..(row + 1) * row_bytes];
+            for e in 0..kept {
+                let (g, slot) = (e / n, e % n);
+                let at = l.value_at(row, g, slot);
+                l.values[at] = values[row * kept + e];
+                let nibble = super::indices::get(row_idx, e, bits) as u8;
+                let at = l.sel_at(row, g, slot / 2);
+                l.idx[at] |= nibble << (4 * (slot % 2));
+            }
+        }
+        l
+    }
+
+    fn empty(
+        (rows, k): (usize, usize),
+        meta: Meta,
+        (units, unit_k): (usize, usize),
+        (slots, sels): (usize, usize),
+    ) -> LaneLayout {
+        let panels = rows.div_ceil(LANES);
         LaneLayout {
             rows,
             k,
             panels,
-            pairs,
-            values: lv,
-            idx: li,
+            meta,
+            units,
+            unit_k,
+            slots,
+            sels,
+            values: vec![0.0; panels * units * slots * LANES],
+            idx: vec![0; panels * units * sels * LANES],
         }
+    }
+
+    fn value_at(&self, row: usize, unit: usize, slot: usize) -> usize {
+        (((row / LANES) * self.units + unit) * self.slots + slot) * LANES + row % LANES
+    }
+
+    fn sel_at(&self, row: usize, unit: usize, sel: usize) -> usize {
+        (((row / LANES) * self.units + unit) * self.sels + sel) * LANES + row % LANES
+    }
+
+    /// Activations a token's row of the token-major copy holds: the units' K positions, and
+    /// for [`Meta::Nibbles`] room for the last group's window (zeros past `k`).
+    fn kpad(&self) -> usize {
+        self.units * self.unit_k
+            + match self.meta {
+                Meta::TwoBit => 0,
+                Meta::Nibbles => WINDOW - self.unit_k,
+            }
     }
 
     /// Bytes of the execution-time copy (values and index bytes, padding included).
@@ -110,7 +206,7 @@ pub(crate) fn spmm(l: &LaneLayout, threads: usize, (x, xs): (&[f32], usize), y: 
     if !lane_kernel_prologue("feature-lane kernel", (l.rows, l.k), (x, xs), y, cols) {
         return;
     }
-    let kpad = l.pairs * 8;
+    let kpad = l.kpad();
     let xt = transpose_x(x, xs, l.k, cols, kpad, threads);
     // At most PANELS_PER_TASK panels a task, and a multiple of `threads` tasks of near-equal
     // size: 128 panels on 2 threads as 9 tasks would leave one thread a task behind.
@@ -168,14 +264,11 @@ fn rows_task(
     for m0 in (0..cols).step_by(TOKEN_BLOCK) {
         let mc = TOKEN_BLOCK.min(cols - m0);
         let xt_block = &xt[m0 * kpad..(m0 + mc) * kpad];
-        for j0 in (0..l.pairs).step_by(PAIRS_PER_K_BLOCK) {
-            let pairs = (j0, (j0 + PAIRS_PER_K_BLOCK).min(l.pairs));
-            let mut p = p0;
-            while p < p1 {
-                let r = PANELS_PER_TILE.min(p1 - p);
-                token_tiles(l, r, p, p0, pairs, xt_block, kpad, &mut yt[..mc * ldy], ldy);
-                p += r;
-            }
+        let mut p = p0;
+        while p < p1 {
+            let r = PANELS_PER_TILE.min(p1 - p);
+            token_tiles(l, r, p, p0, xt_block, kpad, &mut yt[..mc * ldy], ldy);
+            p += r;
         }
         // Token-major scratch → rows of y.
         for (r, y_row) in y_rows.chunks_exact_mut(cols).enumerate().take(task_rows) {
@@ -186,31 +279,22 @@ fn rows_task(
     }
 }
 
-/// Every token of the block for `r` (1 to 3) panels from `p`, over index bytes `j0..j1`,
-/// accumulating into `yt` (token-major, `ldy` apart, columns from panel `p_base`) after the
-/// first K block.
+/// Every token of the block for `r` (1 to 3) panels from `p`, into `yt` (token-major, `ldy`
+/// apart, columns from panel `p_base`).
 #[allow(clippy::too_many_arguments)]
 fn token_tiles(
     l: &LaneLayout,
     r: usize,
     p: usize,
     p_base: usize,
-    (j0, j1): (usize, usize),
     xt: &[f32],
     kpad: usize,
     yt: &mut [f32],
     ldy: usize,
 ) {
     let mc = xt.len() / kpad;
-    assert!(yt.len() >= mc * ldy && (p - p_base + r) * LANES <= ldy && p + r <= l.panels && j1 <= l.pairs);
-    let tile = Tile {
-        l,
-        p,
-        pairs: (j0, j1),
-        kpad,
-        ldy,
-        accumulate: j0 > 0,
-    };
+    assert!(yt.len() >= mc * ldy && (p - p_base + r) * LANES <= ldy && p + r <= l.panels);
+    let tile = Tile { l, p, kpad, ldy };
     let col = (p - p_base) * LANES;
     let mut t = 0;
     while t < mc {
@@ -218,8 +302,8 @@ fn token_tiles(
         let xp = xt[t * kpad..].as_ptr();
         let yp = yt[t * ldy + col..].as_mut_ptr();
         // SAFETY: AVX-512F was asserted by `spmm`; the tile reads tokens `t .. t + T <= mc` of
-        // `xt` (each `kpad ≥ 8·j1` long) and writes their `16·r` columns of `yt`, inside it by
-        // the assert above; the weights read are panels `p .. p + r`, pairs `j0..j1`.
+        // `xt` (each `kpad` long, `LaneLayout::kpad`) and writes their `16·r` columns of `yt`, inside it by
+        // the assert above; the weights read are panels `p .. p + r`.
         let done = unsafe {
             match (r, left) {
                 (3, TILE..) => tile.run::<3, TILE>(xp, yp),
@@ -244,10 +328,8 @@ fn token_tiles(
 struct Tile<'a> {
     l: &'a LaneLayout,
     p: usize,
-    pairs: (usize, usize),
     kpad: usize,
     ldy: usize,
-    accumulate: bool,
 }
 
 impl Tile<'_> {
@@ -256,13 +338,16 @@ impl Tile<'_> {
     /// # Safety
     /// AVX-512F is available; `xp` points at `T` tokens of `kpad` activations; `yp` at `T`
     /// token rows of `ldy` floats, each with `16·R` writable columns; panels `p .. p + R`
-    /// and pairs `j0..j1` exist in the layout.
+    /// exist in the layout.
     #[inline(always)]
     unsafe fn run<const R: usize, const T: usize>(&self, xp: *const f32, yp: *mut f32) -> usize {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller's contract.
         unsafe {
-            avx512::tile::<R, T>(self, xp, yp)
+            match self.l.meta {
+                Meta::TwoBit => avx512::two_bit::<R, T>(self, xp, yp),
+                Meta::Nibbles => avx512::nibbles::<R, T>(self, xp, yp),
+            }
         };
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (xp, yp);
@@ -275,30 +360,21 @@ mod avx512 {
     use super::{LANES, Tile};
     use std::arch::x86_64::*;
 
-    /// See [`Tile::run`].
+    /// [`Tile::run`] for [`super::Meta::TwoBit`].
     ///
     /// # Safety
     /// As [`Tile::run`].
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn tile<const R: usize, const T: usize>(s: &Tile<'_>, xp: *const f32, yp: *mut f32) {
+    pub(super) unsafe fn two_bit<const R: usize, const T: usize>(s: &Tile<'_>, xp: *const f32, yp: *mut f32) {
         let l = s.l;
-        let (j0, j1) = s.pairs;
         let mut acc = [[_mm512_setzero_ps(); T]; R];
-        if s.accumulate {
-            for (r, row) in acc.iter_mut().enumerate() {
-                for (t, a) in row.iter_mut().enumerate() {
-                    // SAFETY: token `t < T`, columns `16r .. 16r + 16 <= 16R` (contract).
-                    *a = unsafe { _mm512_loadu_ps(yp.add(t * s.ldy + LANES * r)) };
-                }
-            }
-        }
         let (values, idx) = (l.values.as_ptr(), l.idx.as_ptr());
-        for j in j0..j1 {
+        for j in 0..l.units {
             let mut sel = [_mm512_setzero_si512(); R];
             for (r, sel) in sel.iter_mut().enumerate() {
                 // SAFETY: panel `p + r`, pair `j` exist (contract): 16 index bytes.
                 *sel = _mm512_cvtepu8_epi32(unsafe {
-                    _mm_loadu_si128(idx.add(((s.p + r) * l.pairs + j) * LANES).cast())
+                    _mm_loadu_si128(idx.add(((s.p + r) * l.units + j) * LANES).cast())
                 });
             }
             for h in 0..2 {
@@ -306,7 +382,7 @@ mod avx512 {
                 let mut c = [[_mm512_setzero_si512(); 2]; R];
                 for r in 0..R {
                     // SAFETY: as above, 64 values per pair.
-                    let base = unsafe { values.add(((s.p + r) * l.pairs + j) * 4 * LANES + 2 * LANES * h) };
+                    let base = unsafe { values.add(((s.p + r) * l.units + j) * 4 * LANES + 2 * LANES * h) };
                     // SAFETY: inside the pair's 64 values.
                     w[r] = unsafe { [_mm512_loadu_ps(base), _mm512_loadu_ps(base.add(LANES))] };
                     // `vpermilps` reads the low 2 bits of each lane: shifting brings the
@@ -319,7 +395,7 @@ mod avx512 {
                 }
                 #[allow(clippy::needless_range_loop)]
                 for t in 0..T {
-                    // SAFETY: token `t < T`, activations `8j + 4h .. + 4 <= 8·j1 <= kpad`.
+                    // SAFETY: token `t < T`, activations `8j + 4h .. + 4 <= 8·units = kpad`.
                     let xb =
                         _mm512_broadcast_f32x4(unsafe { _mm_loadu_ps(xp.add(t * s.kpad + 8 * j + 4 * h)) });
                     for r in 0..R {
@@ -331,9 +407,68 @@ mod avx512 {
                 }
             }
         }
+        // SAFETY: the caller's contract.
+        unsafe { finish(s, &acc, yp) }
+    }
+
+    /// [`Tile::run`] for [`super::Meta::Nibbles`]: per group, one window of 16 activations a
+    /// token (an unaligned load from the group's first K position), then per kept weight a
+    /// `vpermps` that gives every row the activation its nibble names, and an FMA.
+    ///
+    /// # Safety
+    /// As [`Tile::run`].
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn nibbles<const R: usize, const T: usize>(s: &Tile<'_>, xp: *const f32, yp: *mut f32) {
+        let l = s.l;
+        let mut acc = [[_mm512_setzero_ps(); T]; R];
+        let (values, idx) = (l.values.as_ptr(), l.idx.as_ptr());
+        for g in 0..l.units {
+            // SAFETY: token `t < T`; activations `m·g .. m·g + 16 <= kpad` (`LaneLayout::kpad`).
+            let xw: [__m512; T] =
+                std::array::from_fn(|t| unsafe { _mm512_loadu_ps(xp.add(t * s.kpad + l.unit_k * g)) });
+            for q in 0..l.sels {
+                let sel: [__m512i; R] = std::array::from_fn(|r| {
+                    // SAFETY: panel `p + r`, group `g`, selector `q < sels` exist (contract).
+                    _mm512_cvtepu8_epi32(unsafe {
+                        _mm_loadu_si128(idx.add((((s.p + r) * l.units + g) * l.sels + q) * LANES).cast())
+                    })
+                });
+                for h in 0..2.min(l.slots - 2 * q) {
+                    for r in 0..R {
+                        // SAFETY: slot `2q + h < slots` of panel `p + r`, group `g`.
+                        let w = unsafe {
+                            _mm512_loadu_ps(
+                                values.add((((s.p + r) * l.units + g) * l.slots + 2 * q + h) * LANES),
+                            )
+                        };
+                        // `vpermps` reads the low 4 bits of each lane: the low nibble as it is,
+                        // the high one shifted down.
+                        let c = if h == 0 {
+                            sel[r]
+                        } else {
+                            _mm512_srli_epi32::<4>(sel[r])
+                        };
+                        for (a, x) in acc[r].iter_mut().zip(&xw) {
+                            *a = _mm512_fmadd_ps(w, _mm512_permutexvar_ps(c, *x), *a);
+                        }
+                    }
+                }
+            }
+        }
+        // SAFETY: the caller's contract.
+        unsafe { finish(s, &acc, yp) }
+    }
+
+    /// Store the tile's sums into `yt`.
+    ///
+    /// # Safety
+    /// As [`Tile::run`].
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn finish<const R: usize, const T: usize>(s: &Tile<'_>, acc: &[[__m512; T]; R], yp: *mut f32) {
         for (r, row) in acc.iter().enumerate() {
             for (t, a) in row.iter().enumerate() {
-                // SAFETY: as for the loads.
+                // SAFETY: token `t < T`, columns `16r .. 16r + 16 <= 16R` (contract).
                 unsafe { _mm512_storeu_ps(yp.add(t * s.ldy + LANES * r), *a) };
             }
         }

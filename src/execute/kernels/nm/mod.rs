@@ -33,7 +33,7 @@ pub struct NmMatrix {
     indices: Vec<u8>,
     bits: usize,
     row_bytes: usize,
-    /// The 2:4 feature-lane layout, built on the first AVX-512 product with few tokens (see
+    /// The feature-lane layout, built on the first AVX-512 product with few tokens (see
     /// `feature_lanes.rs`).
     lanes: LaneCache<feature_lanes::LaneLayout>,
     /// The token-lane layout, built on the first AVX-512 product with many tokens (see
@@ -41,7 +41,7 @@ pub struct NmMatrix {
     tokens: LaneCache<token_lanes::TokenLayout>,
 }
 
-/// A lazily built execution-time copy of a 2:4 matrix. It is derived from the other fields,
+/// A lazily built execution-time copy of the matrix. It is derived from the other fields,
 /// so it takes no part in equality, and a clone keeps whatever was built.
 #[derive(Clone)]
 struct LaneCache<L>(std::sync::OnceLock<L>);
@@ -235,11 +235,21 @@ impl NmMatrix {
         std::borrow::Cow::Owned(out)
     }
 
-    /// The feature-lane layout of a matrix that runs as 2:4, built on first use.
+    /// The feature-lane layout, built on first use: 2:4's for a matrix that runs as 2:4, the
+    /// general one for other patterns with `m ≤ 16`.
     fn lane_layout(&self) -> &feature_lanes::LaneLayout {
         self.lanes.0.get_or_init(|| {
-            let idx = self.two_of_four_indices();
-            feature_lanes::LaneLayout::new(self.rows, self.k, &self.values, &idx, self.k.div_ceil(8))
+            if self.runs_as_two_of_four() {
+                let idx = self.two_of_four_indices();
+                feature_lanes::LaneLayout::new(self.rows, self.k, &self.values, &idx, self.k.div_ceil(8))
+            } else {
+                feature_lanes::LaneLayout::any_pattern(
+                    (self.rows, self.k),
+                    (self.n, self.m),
+                    &self.values,
+                    (&self.indices, self.row_bytes, self.bits),
+                )
+            }
         })
     }
 
@@ -266,8 +276,9 @@ impl NmMatrix {
     }
 
     /// Bytes of the execution-time copies the AVX-512 kernels keep beside the stored form (the
-    /// same values, rearranged and padded, with the 2-bit indices for 2:4 and a row byte per
-    /// kept weight otherwise), 0 until the first such product. Reported so the memory they
+    /// same values, rearranged and padded, with the 2-bit indices for 2:4 and, for other
+    /// patterns, a row byte per kept weight in the token-lane copy and a nibble in the
+    /// feature-lane one), 0 until the first such product. Reported so the memory they
     /// cost is not hidden.
     pub fn execution_copy_bytes(&self) -> usize {
         self.lanes.resident_bytes() + self.tokens.resident_bytes()

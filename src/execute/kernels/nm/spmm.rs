@@ -23,30 +23,40 @@ use rayon::prelude::*;
 /// poorly once the weights live in L3.
 const PREFETCH_ROWS_AHEAD: usize = 4;
 
-/// Tokens from which the AVX-512 2:4 product takes the token-lane kernel, by K: 12 once K
-/// is 4096 or more (weights that stream from memory), 16 from K = 1024, 24 below. Measured
-/// side by side (`sparsegate bench`, 2 threads, speedup over dense of feature lanes vs token
-/// lanes, the latter with 8 independent FMA chains at one and two vectors of tokens): at 12
-/// tokens 1.39–1.48× vs 1.60–1.66× on 4096², 1.43–1.51× vs 1.53–1.58× and 1.33–1.47× vs
-/// 1.55–1.61× on the LLaMA FFN shapes, but 1.28–1.35× vs 1.21–1.24× on 2048² and 1.45–1.52×
-/// vs 1.05× on 1024² (level at 8 tokens on 4096², feature lanes ahead at 4); at 16 tokens
-/// 0.97–1.0× vs 1.22–1.24× on 2048², 0.80–0.81× vs 1.05× on 1024², 0.77–0.83× vs 1.14× on
-/// 768×3072, but 1.22× vs 1.04× on 3072×768 (K = 768); there, 1.33–1.37× vs 1.23× at 20
-/// tokens and 1.17–1.20× vs 1.22× at 24. Before the tile kept 8 chains at one vector, the
-/// crossover was 16 tokens at K ≥ 2048 and 32 below; before the strips were padded to a
-/// vector only (to 64 tokens before), 48.
+/// Tokens from which an AVX-512 product takes the token-lane kernel rather than the
+/// feature-lane one, for patterns that have both (`m ≤ 16`; 1:2 with K a multiple of 4 runs
+/// as the 2:4 matrix it is). Measured side by side (`sparsegate bench`, 2 threads, speedup
+/// over dense, token lanes vs feature lanes):
 ///
-/// 1:2 with K a multiple of 4 runs as the 2:4 matrix it is, thresholds included (at 1, 4
-/// and 8 tokens on 4096² its generic token lanes ran 0.82–0.84×, 1.43–1.46× and 1.42× dense,
-/// the 2:4 kernels 1.82–1.84×, 2.15–2.21× and 1.91–1.94×; 1.39× → 1.49× at 2048³). Other
-/// patterns that fit a K block (4:8, 1:4, …) take token lanes at every token count: their alternative, the loop of `any_pattern.rs`, took 20.6 ms for 1:2 at 4096²
-/// with 1 token and 0.75 ms at 768² (0.1× dense) where token lanes take 1.76 and 0.12, and
-/// 5.4 vs 1.7 ms (0.43× vs 1.37× dense) with 16 tokens.
-fn token_lanes_min_cols(k: usize) -> usize {
+/// * **2:4**, 16 tokens from K = 1024, 28 below. At 12 tokens feature lanes lead everywhere
+///   (4096² 1.39× vs 2.02×, 2048² 1.14× vs 1.63×, 1024² 1.04× vs 1.91×, 768×3072 1.15× vs
+///   1.39×); at 16 on K ≥ 4096 the two are level to within ±0.2 either way (4096² 1.46× vs
+///   1.43×, 11008×4096 1.50× vs 1.69×, 4096×11008 1.63× vs 1.52×); at 24 token lanes lead
+///   there (1.51× vs 1.35×, 1.54× vs 1.47×, 1.77× vs 1.53×). On 2048² and 768×3072, 16
+///   tokens run 1.14× vs 1.11× and 1.12× vs 0.79×. At K = 768, 24 tokens run 1.28× vs 1.40×
+///   (768²) and level (3072×768), 28 run 1.26× vs 1.20× and 1.23× vs 1.10×.
+/// * **Other patterns**, 16 tokens from K = 4096 (4:8, 1:4, 2:8 and 8:16 on 4096²: feature
+///   lanes ahead by 1.1–1.4× at 8–12 tokens, level at 16, behind from 24); below, 32 for
+///   patterns that keep at least half (4:8 at 24 tokens: 1.14–1.18× vs 1.20–1.52× on 2048²,
+///   768×3072, 768², 3072×768; behind from 32), and for sparser ones 16 from K = 1024 (1:4 at
+///   16 tokens 1.82× vs 1.62× on 2048², 1.78× vs 1.49× on 768×3072) and 32 below (1:4 at 24
+///   tokens 1.85× vs 2.02× on 768², level on 3072×768).
+///
+/// Both kernels beat what they replaced at these counts by far: 4:8 at 1 token ran 0.84–0.92×
+/// dense on token lanes (a token padded to 16 lanes) and runs 1.72× on feature lanes, 1:4
+/// 1.30× → 2.23×, 2:8 1.38× → 2.93× (4096²).
+fn token_lanes_min_cols(k: usize, (n, m): (usize, usize), two_of_four: bool) -> usize {
     match k {
-        4096.. => 12,
-        1024.. => 16,
-        _ => 24,
+        _ if two_of_four => {
+            if k >= 1024 {
+                16
+            } else {
+                28
+            }
+        }
+        4096.. => 16,
+        1024.. if 2 * n < m => 16,
+        _ => 32,
     }
 }
 
@@ -55,25 +65,33 @@ fn token_lanes_min_cols(k: usize) -> usize {
 enum Lanes {
     /// `token_lanes.rs`.
     Tokens,
-    /// `feature_lanes.rs` (2:4 only).
+    /// `feature_lanes.rs` (2:4, and other patterns with `m ≤ 16`).
     Features,
 }
 
 impl NmMatrix {
     /// Which AVX-512 kernel takes a product with `cols` tokens, if one does: the token-lane
-    /// kernel once there are enough tokens to fill its strips; below that, the feature-lane
-    /// kernel for 2:4 and for 1:2 that runs as 2:4 (see their module docs).
+    /// kernel once there are enough tokens to fill its strips ([`token_lanes_min_cols`]);
+    /// below that, the feature-lane kernel for patterns with groups of up to 16 (see their
+    /// module docs).
     fn lanes_kernel(&self, isa: Isa, cols: usize) -> Option<Lanes> {
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Avx512 {
             let two_four = self.runs_as_two_of_four();
-            // Other patterns have no feature-lane kernel, and the generic loop they would get
-            // instead is far slower at any token count (below).
-            let min = if two_four { token_lanes_min_cols(self.k) } else { 1 };
+            let features = two_four || super::feature_lanes::LaneLayout::supports(self.m);
+            let min = if features {
+                token_lanes_min_cols(self.k, (self.n, self.m), two_four)
+            } else {
+                // No feature-lane kernel (groups over 16): the generic loop of `any_pattern.rs`
+                // is far slower at any token count (1:2 at 4096² took 20.6 ms with 1 token and
+                // 0.75 ms at 768², 0.1× dense, where token lanes took 1.76 and 0.12; with 16
+                // tokens 5.4 vs 1.7 ms, 0.43× vs 1.37× dense).
+                1
+            };
             if cols >= min && super::token_lanes::TokenLayout::supports(self.m) {
                 return Some(Lanes::Tokens);
             }
-            if two_four {
+            if features {
                 return Some(Lanes::Features);
             }
         }

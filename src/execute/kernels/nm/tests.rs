@@ -59,10 +59,10 @@ fn check_against_oracle(
     assert_eq!(close(&y), None);
     // The AVX-512 kernels, whatever the token count would pick.
     if Isa::available().contains(&Isa::Avx512) {
-        if a.runs_as_two_of_four() {
+        if a.runs_as_two_of_four() || super::feature_lanes::LaneLayout::supports(m) {
             let mut y = vec![f32::NAN; rows * cols];
             super::feature_lanes::spmm(a.lane_layout(), threads, (&x, cols), &mut y, cols);
-            assert_eq!(close(&y), None, "feature lanes");
+            assert_eq!(close(&y), None, "feature lanes {n}:{m}");
         }
         if super::token_lanes::TokenLayout::supports(m) {
             let mut y = vec![f32::NAN; rows * cols];
@@ -188,8 +188,9 @@ fn issue_3_column_panels_when_activations_exceed_l2() {
 
 #[test]
 fn issue_3_feature_lanes_cross_every_block_boundary() {
-    // 270 rows: two tasks of 240, the last panel 14 rows and tiles of 3, 2 and 1 panels; 71 groups: two K blocks and an index
-    // byte holding a single group; 197 tokens: two token blocks and tiles of every width.
+    // 270 rows: two tasks of 240, the last panel 14 rows and tiles of 3, 2 and 1 panels; 71
+    // groups: an index byte holding a single group; 197 tokens: two token blocks and tiles of
+    // every width.
     check_against_oracle(270, 71, 197, 2, 4, 2, 21);
     check_against_oracle(17, 64, 13, 2, 4, 1, 22);
 }
@@ -216,6 +217,45 @@ fn issue_3_execution_copy_is_reported_and_metadata_stays_two_bits() {
     }
     // The copy takes no part in equality.
     assert_eq!(a, NmMatrix::compress(&w, rows, k, 2, 4).unwrap());
+}
+
+/// Patterns other than 2:4 with groups of up to 16 have a feature-lane kernel of their own
+/// (a window of 16 activations per group, nibble selectors): odd and even kept counts (a
+/// lone slot in the last selector byte), groups of 16 (the window exactly), 1:2 with K = 2
+/// mod 4 (which does not run as 2:4), every panel and token tile shape, one and two threads.
+#[test]
+fn issue_3_feature_lanes_take_every_pattern_with_groups_up_to_16() {
+    for (n, m, groups) in [
+        (4, 8, 37),
+        (1, 4, 50),
+        (3, 8, 21),
+        (7, 16, 9),
+        (15, 16, 5),
+        (1, 2, 33),
+        (2, 3, 40),
+    ] {
+        for (rows, cols, threads) in [(270, 13, 2), (17, 1, 1), (33, 7, 2)] {
+            check_against_oracle(rows, groups, cols, n, m, threads, 31);
+        }
+    }
+}
+
+/// The feature-lane copy of a non-2:4 pattern is `n` values and `⌈n/2⌉` selector bytes per
+/// row and group, and a 4:8 product with one token takes it (not the token lanes, which
+/// would pad the token to 16 lanes).
+#[test]
+fn issue_3_other_patterns_keep_a_nibble_per_kept_weight() {
+    let (rows, k) = (20, 64);
+    let w = prune_magnitude(&data(rows * k, 5), rows, k, 4, 8);
+    let a = NmMatrix::compress(&w, rows, k, 4, 8).unwrap();
+    let mut y = vec![0.0; rows];
+    a.spmm(2, &data(k, 6), &mut y, 1).unwrap();
+    // Stored: 4 bits per kept weight for groups of 5–16.
+    assert_eq!(a.metadata_bytes(), rows * (k / 2) / 2);
+    if Isa::detect() == Isa::Avx512 {
+        // Two panels of 16 rows × 8 groups × (4 values · 4 B + 2 selectors) × 16 lanes.
+        assert_eq!(a.execution_copy_bytes(), 2 * 8 * (4 * 4 + 2) * 16);
+    }
 }
 
 proptest! {
