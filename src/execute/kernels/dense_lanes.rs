@@ -105,9 +105,10 @@ fn split_tokens(rows: usize, k: usize, cols: usize, threads: usize) -> bool {
 /// Weight bytes from which a single-token product runs here rather than on the `gemm`
 /// crate's matrix-vector path: weights that do not stay in L3 (this machine has 32 MiB) and
 /// stream from memory, where reading them straight from the panels is 1.4–1.75× the crate
-/// at 4096² and level at 2048². With weights in L3 the crate is 1.3–2.5× faster (768²,
-/// 3072×768), its loop reading each weight once where this one also reads a spread copy
-/// of the activation per weight.
+/// at 4096² and level at 2048². With weights in L3 the crate was 1.3–2.5× faster (768²,
+/// 3072×768) than the first single-token loop here, which read a spread copy of the
+/// activation per weight; against [`few_tokens`] it is 1.1× faster at 768² (0.025 vs 0.028
+/// ms) and level to within run-to-run noise at 3072×768, 768×3072 and 2048².
 const SINGLE_TOKEN_MIN_WEIGHT_BYTES: usize = 16 << 20;
 
 /// Whether [`gemm`] is the faster dense kernel for a `rows × k` by `k × cols` product (see
@@ -136,8 +137,8 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
         return;
     }
     let threads = threads.max(1);
-    if cols == 1 {
-        return single_token(w, threads, x, y);
+    if cols <= FEW_TOKENS {
+        return few_tokens(w, threads, x, y, cols);
     }
     let panels = w.panels();
     // Each task writes its own (panels × tokens) rectangle; the tasks join before returning.
@@ -168,32 +169,58 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
     }
 }
 
-/// One token, `y[r] = Σ_k W[r, k] · x[k]`, straight from the panels: the 64-token tile would
-/// be 63/64 padding. `x` is copied with each value repeated [`ROWS`] times, so that 8 K
-/// steps of a panel (48 floats, 3 vectors) meet their activations lane for lane; each
-/// thread takes a contiguous run of panels.
-fn single_token(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32]) {
+/// Token counts up to which [`few_tokens`] takes the product. Measured against the 64-token
+/// tile (`sparsegate bench`, 2 threads, dense comparator times): 4096² 2 tokens 2.22 →
+/// 1.40 ms, 4 tokens 2.42 → 2.13 ms, 768² 0.116 → 0.031 and 0.118 → 0.047 ms, 3072×768
+/// 0.224 → 0.128 and 0.224 → 0.187 ms; at 8 tokens the permutes bind (one per FMA) and it
+/// ran 4096² in 3.6–4.0 ms against the tile's 2.2. One token runs level with the
+/// single-token loop it replaced (a spread copy of the activations, 1.31 vs 1.33 ms).
+const FEW_TOKENS: usize = 4;
+
+/// Up to [`FEW_TOKENS`] tokens straight from the panels, every weight read once: the 64-token
+/// tile would be mostly padding (at 2–16 tokens it does the work of 16). Per 16 K steps of a
+/// panel (96 weights, 6 vectors, lane `i` of vector `j` holding row `(16j + i) mod 6` at K
+/// step `(16j + i) / 6`), each token's 16 activations are loaded once and spread to the six
+/// lane patterns by `vpermps`; vectors `j` and `j + 3` share a row pattern, so 3
+/// accumulators a token suffice, folded into rows at the end. Each thread takes a contiguous
+/// run of panels.
+fn few_tokens(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], cols: usize) {
     let k = w.k;
-    let mut spread = AlignedFloats::zeroed(k * ROWS);
-    for (s, &v) in spread.chunks_exact_mut(ROWS).zip(x) {
-        s.fill(v);
+    // Token-major activations, zero past `k` up to a whole chunk of 16 K steps.
+    let kpad = k.div_ceil(LANES) * LANES;
+    // 8 floats more: the last chunk's upper window (see `panel_tokens`).
+    let mut xt = AlignedFloats::zeroed(cols * kpad + 8);
+    for (kk, row) in x.chunks_exact(cols).enumerate() {
+        for (t, &v) in row.iter().enumerate() {
+            xt[t * kpad + kk] = v;
+        }
     }
     let per_task = w.panels().div_ceil(threads);
     let task = |(t, y_part): (usize, &mut [f32])| {
-        for (i, y_panel) in y_part.chunks_mut(ROWS).enumerate() {
-            // SAFETY: AVX-512F (the caller's contract); the panel and `spread` hold `k × ROWS`
-            // floats each.
+        for (i, y_panel) in y_part.chunks_mut(ROWS * cols).enumerate() {
+            let panel = w.panel_from(t * per_task + i, 0);
+            // SAFETY: AVX-512F (the caller's contract); the panel holds `k × ROWS` floats,
+            // `xt` `cols` rows of `kpad` (a multiple of 16, ≥ k), `y_panel` the panel's real
+            // rows × `cols`.
             #[cfg(target_arch = "x86_64")]
-            let sums = unsafe { avx512::panel_dot(w.panel_from(t * per_task + i, 0), &spread, k) };
+            unsafe {
+                match cols {
+                    1 => avx512::panel_tokens::<1>(panel, &xt, kpad, k, y_panel),
+                    2 => avx512::panel_tokens::<2>(panel, &xt, kpad, k, y_panel),
+                    3 => avx512::panel_tokens::<3>(panel, &xt, kpad, k, y_panel),
+                    _ => avx512::panel_tokens::<4>(panel, &xt, kpad, k, y_panel),
+                }
+            }
             #[cfg(not(target_arch = "x86_64"))]
-            let sums = [0.0; ROWS];
-            y_panel.copy_from_slice(&sums[..y_panel.len()]);
+            let _ = (panel, y_panel);
         }
     };
     if threads > 1 {
-        y.par_chunks_mut(per_task * ROWS).enumerate().for_each(task);
+        y.par_chunks_mut(per_task * ROWS * cols)
+            .enumerate()
+            .for_each(task);
     } else {
-        y.chunks_mut(per_task * ROWS).enumerate().for_each(task);
+        y.chunks_mut(per_task * ROWS * cols).enumerate().for_each(task);
     }
 }
 
@@ -310,49 +337,83 @@ mod avx512 {
         }
     }
 
-    /// A panel's `ROWS` dot products with one token: `panel` and `spread` are `k × ROWS`
-    /// floats (`spread` the token's activations, each repeated `ROWS` times). Two sets of
-    /// three accumulators over 16 K steps at a time, so the FMA latency never waits; the sums
-    /// of lanes that belong to one row are folded at the end.
+    /// A panel's dot products with `T` tokens (see [`super::few_tokens`]), written to
+    /// `y_panel` (the panel's real rows × `T`, row-major).
     ///
     /// # Safety
-    /// AVX-512F; `panel` and `spread` hold at least `k × ROWS` floats.
+    /// AVX-512F; `panel` holds `k × ROWS` floats; `xt` holds `T` rows of `kpad` floats and 8
+    /// more, `kpad` a multiple of 16 and at least `k`; `y_panel.len()` is a multiple of `T` of at most
+    /// `ROWS · T`.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn panel_dot(panel: &[f32], spread: &[f32], k: usize) -> [f32; ROWS] {
-        const CHUNK: usize = 2 * 3 * LANES;
-        debug_assert!(panel.len() >= k * ROWS && spread.len() >= k * ROWS);
-        let (w, a) = (panel.as_ptr(), spread.as_ptr());
-        let whole = k * ROWS / CHUNK;
-        let mut acc = [_mm512_setzero_ps(); 6];
-        // SAFETY: every offset is below `whole · CHUNK ≤ k · ROWS`; the prefetch address is
-        // formed with `wrapping_add`, and a prefetch never faults.
+    pub(super) unsafe fn panel_tokens<const T: usize>(
+        panel: &[f32],
+        xt: &[f32],
+        kpad: usize,
+        k: usize,
+        y_panel: &mut [f32],
+    ) {
+        const CHUNK: usize = ROWS * LANES;
+        debug_assert!(panel.len() >= k * ROWS && xt.len() >= T * kpad + 8 && kpad >= k);
+        // Lane `i` of vector `j < 3` takes the activation of K step `(16j + i) / 6` of the
+        // chunk; vector `j + 3` the one 8 steps on, the same pattern over activations 8 on.
+        let patterns: [__m512i; 3] = std::array::from_fn(|j| {
+            let idx: [i32; 16] = std::array::from_fn(|i| ((LANES * j + i) / ROWS) as i32);
+            // SAFETY: 16 readable i32.
+            unsafe { _mm512_loadu_si512(idx.as_ptr().cast()) }
+        });
+        let (w, a) = (panel.as_ptr(), xt.as_ptr());
+        let whole = k / LANES;
+        let mut acc = [[_mm512_setzero_ps(); 3]; T];
+        // SAFETY: chunk `c < whole` reads weights `96c .. 96c + 96 ≤ k · ROWS` and activations
+        // `t · kpad + 16c .. + 24 ≤ t · kpad + kpad + 8` (the last token's row is followed by
+        // 8 more floats: `xt` holds `T · kpad + 8`); the prefetch address is formed with
+        // `wrapping_add`, and a prefetch never faults.
         unsafe {
             for c in 0..whole {
                 let at = c * CHUNK;
                 prefetch(w.wrapping_add(at + PREFETCH_STEPS * ROWS).cast());
-                for (j, acc) in acc.iter_mut().enumerate() {
-                    let (wv, av) = (
+                // One pattern at a time, so the registers hold the 3·T sums, two weight
+                // vectors and the pattern (not all six of each): the activations are
+                // reloaded from L1 instead.
+                for (j, pattern) in patterns.iter().enumerate() {
+                    let (lo, hi) = (
                         _mm512_loadu_ps(w.add(at + j * LANES)),
-                        _mm512_loadu_ps(a.add(at + j * LANES)),
+                        _mm512_loadu_ps(w.add(at + (j + 3) * LANES)),
                     );
-                    *acc = _mm512_fmadd_ps(wv, av, *acc);
+                    for (t, acc) in acc.iter_mut().enumerate() {
+                        let x = a.add(t * kpad + c * LANES);
+                        let sum =
+                            _mm512_fmadd_ps(lo, _mm512_permutexvar_ps(*pattern, _mm512_loadu_ps(x)), acc[j]);
+                        acc[j] = _mm512_fmadd_ps(
+                            hi,
+                            _mm512_permutexvar_ps(*pattern, _mm512_loadu_ps(x.add(8))),
+                            sum,
+                        );
+                    }
                 }
             }
         }
-        // 96 lanes, lane `i` of the chunk holding row `i mod ROWS` (96 is a multiple of 6).
-        let mut lanes = [0.0f32; CHUNK];
-        for (j, acc) in acc.iter().enumerate() {
-            // SAFETY: `lanes` holds 6 vectors.
-            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr().add(j * LANES), *acc) };
+        // Lane `i` of accumulator `j` (and of pattern `j + 3`) holds row `(16j + i) mod 6`.
+        let rows = y_panel.len() / T;
+        for (t, acc) in acc.iter().enumerate() {
+            let mut lanes = [0.0f32; 3 * LANES];
+            for (j, acc) in acc.iter().enumerate() {
+                // SAFETY: `lanes` holds 3 vectors.
+                unsafe { _mm512_storeu_ps(lanes.as_mut_ptr().add(j * LANES), *acc) };
+            }
+            let mut sums = [0.0f32; ROWS];
+            for (i, v) in lanes.iter().enumerate() {
+                sums[i % ROWS] += v;
+            }
+            for kk in whole * LANES..k {
+                for (r, sum) in sums.iter_mut().enumerate() {
+                    *sum += panel[kk * ROWS + r] * xt[t * kpad + kk];
+                }
+            }
+            for (r, sum) in sums.iter().enumerate().take(rows) {
+                y_panel[r * T + t] = *sum;
+            }
         }
-        let mut sums = [0.0f32; ROWS];
-        for (i, v) in lanes.iter().enumerate() {
-            sums[i % ROWS] += v;
-        }
-        for i in whole * CHUNK..k * ROWS {
-            sums[i % ROWS] += panel[i] * spread[i];
-        }
-        sums
     }
 
     /// `ROWS × V` vectors of accumulators over `k_rows` K steps: per step, `V` aligned loads
@@ -442,10 +503,16 @@ mod tests {
         check(13, K_BLOCK + 37, 70, 1);
         check(13, K_BLOCK + 37, 150, 2);
         check(20, K_BLOCK + 1, 100, 2);
-        // One token: the panel dot products, with and without a tail of K steps.
-        check(1, 1, 1, 1);
-        check(13, 1000, 1, 2);
-        check(20, 96, 1, 3);
+        // 1–4 tokens (`few_tokens`): panels with padding rows, K with and without a tail of
+        // steps past the last chunk of 16, one to three threads.
+        for cols in 1..=FEW_TOKENS {
+            check(1, 1, cols, 1);
+            check(13, 1000, cols, 2);
+            check(20, 96, cols, 3);
+            check(7, 23, cols, 1);
+        }
+        // One past: the tile.
+        check(13, 1000, FEW_TOKENS + 1, 2);
         // Weights past the token-split budget: the rows split whatever the token count.
         let big_rows = SPLIT_TOKENS_WEIGHT_BYTES / (4 * 64) + 5;
         for (cols, threads) in [(150, 2), (40, 1), (300, 3)] {
