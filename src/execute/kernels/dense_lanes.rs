@@ -170,26 +170,28 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
 }
 
 /// Token counts up to which [`few_tokens`] takes the product. Measured against the 64-token
-/// tile (`sparsegate bench`, 2 threads, dense comparator times): 4096² 2 tokens 2.22 →
-/// 1.40 ms, 4 tokens 2.42 → 2.13 ms, 768² 0.116 → 0.031 and 0.118 → 0.047 ms, 3072×768
-/// 0.224 → 0.128 and 0.224 → 0.187 ms; at 8 tokens the permutes bind (one per FMA) and it
-/// ran 4096² in 3.6–4.0 ms against the tile's 2.2. One token runs level with the
-/// single-token loop it replaced (a spread copy of the activations, 1.31 vs 1.33 ms).
-const FEW_TOKENS: usize = 4;
+/// tile (`sparsegate bench`, 2 threads, dense comparator times, two rounds): 4096² 3 tokens
+/// 1.47 → 1.19 ms, 4 tokens 1.96 → 1.33, 5 tokens 2.13 → 1.44–1.49; 11008×4096 and
+/// 4096×11008 at 5 tokens 6.2 → 4.2 and 7.0 → 4.9 ms; 768² at 5 tokens 0.112 → 0.055 ms;
+/// 3072×768 level. At 6 tokens it was level with the tile on 4096² (2.25 vs 2.30 ms): the
+/// 3·T sums and six patterns fill the registers. One token runs level with the single-token
+/// loop it replaced (a spread copy of the activations).
+const FEW_TOKENS: usize = 5;
 
 /// Up to [`FEW_TOKENS`] tokens straight from the panels, every weight read once: the 64-token
 /// tile would be mostly padding (at 2–16 tokens it does the work of 16). Per 16 K steps of a
 /// panel (96 weights, 6 vectors, lane `i` of vector `j` holding row `(16j + i) mod 6` at K
 /// step `(16j + i) / 6`), each token's 16 activations are loaded once and spread to the six
 /// lane patterns by `vpermps`; vectors `j` and `j + 3` share a row pattern, so 3
-/// accumulators a token suffice, folded into rows at the end. Each thread takes a contiguous
-/// run of panels.
+/// accumulators a token suffice, folded into rows at the end. Every weight line and every
+/// token's activations are prefetched a few chunks ahead: with the hardware prefetchers
+/// alone, 4 tokens on 4096² ran 2.0 ms instead of 1.4 (the activations, 16 KiB a token, no
+/// longer stay in L1 beside the weight stream). Each thread takes a contiguous run of panels.
 fn few_tokens(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], cols: usize) {
     let k = w.k;
     // Token-major activations, zero past `k` up to a whole chunk of 16 K steps.
     let kpad = k.div_ceil(LANES) * LANES;
-    // 8 floats more: the last chunk's upper window (see `panel_tokens`).
-    let mut xt = AlignedFloats::zeroed(cols * kpad + 8);
+    let mut xt = AlignedFloats::zeroed(cols * kpad);
     for (kk, row) in x.chunks_exact(cols).enumerate() {
         for (t, &v) in row.iter().enumerate() {
             xt[t * kpad + kk] = v;
@@ -208,7 +210,8 @@ fn few_tokens(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], cols: 
                     1 => avx512::panel_tokens::<1>(panel, &xt, kpad, k, y_panel),
                     2 => avx512::panel_tokens::<2>(panel, &xt, kpad, k, y_panel),
                     3 => avx512::panel_tokens::<3>(panel, &xt, kpad, k, y_panel),
-                    _ => avx512::panel_tokens::<4>(panel, &xt, kpad, k, y_panel),
+                    4 => avx512::panel_tokens::<4>(panel, &xt, kpad, k, y_panel),
+                    _ => avx512::panel_tokens::<5>(panel, &xt, kpad, k, y_panel),
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]
@@ -341,8 +344,8 @@ mod avx512 {
     /// `y_panel` (the panel's real rows × `T`, row-major).
     ///
     /// # Safety
-    /// AVX-512F; `panel` holds `k × ROWS` floats; `xt` holds `T` rows of `kpad` floats and 8
-    /// more, `kpad` a multiple of 16 and at least `k`; `y_panel.len()` is a multiple of `T` of at most
+    /// AVX-512F; `panel` holds `k × ROWS` floats; `xt` (64-byte aligned) holds `T` rows of
+    /// `kpad` floats, `kpad` a multiple of 16 and at least `k`; `y_panel.len()` is a multiple of `T` of at most
     /// `ROWS · T`.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn panel_tokens<const T: usize>(
@@ -353,10 +356,9 @@ mod avx512 {
         y_panel: &mut [f32],
     ) {
         const CHUNK: usize = ROWS * LANES;
-        debug_assert!(panel.len() >= k * ROWS && xt.len() >= T * kpad + 8 && kpad >= k);
-        // Lane `i` of vector `j < 3` takes the activation of K step `(16j + i) / 6` of the
-        // chunk; vector `j + 3` the one 8 steps on, the same pattern over activations 8 on.
-        let patterns: [__m512i; 3] = std::array::from_fn(|j| {
+        debug_assert!(panel.len() >= k * ROWS && xt.len() >= T * kpad && kpad >= k);
+        // Lane `i` of vector `j` takes the activation of K step `(16j + i) / 6` of the chunk.
+        let patterns: [__m512i; 6] = std::array::from_fn(|j| {
             let idx: [i32; 16] = std::array::from_fn(|i| ((LANES * j + i) / ROWS) as i32);
             // SAFETY: 16 readable i32.
             unsafe { _mm512_loadu_si512(idx.as_ptr().cast()) }
@@ -365,30 +367,22 @@ mod avx512 {
         let whole = k / LANES;
         let mut acc = [[_mm512_setzero_ps(); 3]; T];
         // SAFETY: chunk `c < whole` reads weights `96c .. 96c + 96 ≤ k · ROWS` and activations
-        // `t · kpad + 16c .. + 24 ≤ t · kpad + kpad + 8` (the last token's row is followed by
-        // 8 more floats: `xt` holds `T · kpad + 8`); the prefetch address is formed with
+        // `t · kpad + 16c .. + 16 ≤ t · kpad + kpad`; the prefetch address is formed with
         // `wrapping_add`, and a prefetch never faults.
         unsafe {
             for c in 0..whole {
                 let at = c * CHUNK;
-                prefetch(w.wrapping_add(at + PREFETCH_STEPS * ROWS).cast());
-                // One pattern at a time, so the registers hold the 3·T sums, two weight
-                // vectors and the pattern (not all six of each): the activations are
-                // reloaded from L1 instead.
+                for line in 0..ROWS {
+                    prefetch(w.wrapping_add(at + PREFETCH_STEPS * ROWS + line * LANES).cast());
+                }
+                for t in 0..T {
+                    prefetch(a.wrapping_add(t * kpad + (c + 4) * LANES).cast());
+                }
                 for (j, pattern) in patterns.iter().enumerate() {
-                    let (lo, hi) = (
-                        _mm512_loadu_ps(w.add(at + j * LANES)),
-                        _mm512_loadu_ps(w.add(at + (j + 3) * LANES)),
-                    );
+                    let wv = _mm512_loadu_ps(w.add(at + j * LANES));
                     for (t, acc) in acc.iter_mut().enumerate() {
-                        let x = a.add(t * kpad + c * LANES);
-                        let sum =
-                            _mm512_fmadd_ps(lo, _mm512_permutexvar_ps(*pattern, _mm512_loadu_ps(x)), acc[j]);
-                        acc[j] = _mm512_fmadd_ps(
-                            hi,
-                            _mm512_permutexvar_ps(*pattern, _mm512_loadu_ps(x.add(8))),
-                            sum,
-                        );
+                        let xv = _mm512_load_ps(a.add(t * kpad + c * LANES));
+                        acc[j % 3] = _mm512_fmadd_ps(wv, _mm512_permutexvar_ps(*pattern, xv), acc[j % 3]);
                     }
                 }
             }
