@@ -170,13 +170,14 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
 }
 
 /// Token counts up to which [`few_tokens`] takes the product. Measured against the 64-token
-/// tile (`sparsegate bench`, 2 threads, dense comparator times, two rounds): 4096² 3 tokens
-/// 1.47 → 1.19 ms, 4 tokens 1.96 → 1.33, 5 tokens 2.13 → 1.44–1.49; 11008×4096 and
-/// 4096×11008 at 5 tokens 6.2 → 4.2 and 7.0 → 4.9 ms; 768² at 5 tokens 0.112 → 0.055 ms;
-/// 3072×768 level. At 6 tokens it was level with the tile on 4096² (2.25 vs 2.30 ms): the
-/// 3·T sums and six patterns fill the registers. One token runs level with the single-token
-/// loop it replaced (a spread copy of the activations).
-const FEW_TOKENS: usize = 5;
+/// tile (`sparsegate bench`, 2 threads, dense comparator times): 4096² 3 tokens 1.47 → 1.19
+/// ms, 4 tokens 1.96–2.01 → 1.33–1.41, 5 tokens 2.13–2.19 → 1.44–1.49, 6 tokens 2.19 →
+/// 1.65, 8 tokens 2.12 → 1.91; 11008×4096 and 4096×11008 at 5 tokens 6.2 → 4.2 and 7.0 →
+/// 4.9 ms, at 8 tokens 6.2 → 5.1 and 6.7 → 5.4 ms; 768² at 5 and 8 tokens 0.112 → 0.055
+/// and 0.110 → 0.087 ms; 3072×768 level within run-to-run noise. More tokens would not
+/// leave registers for the 3·T sums. One token runs level with the single-token loop it
+/// replaced (a spread copy of the activations).
+const FEW_TOKENS: usize = 8;
 
 /// Up to [`FEW_TOKENS`] tokens straight from the panels, every weight read once: the 64-token
 /// tile would be mostly padding (at 2–16 tokens it does the work of 16). Per 16 K steps of a
@@ -211,7 +212,10 @@ fn few_tokens(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], cols: 
                     2 => avx512::panel_tokens::<2>(panel, &xt, kpad, k, y_panel),
                     3 => avx512::panel_tokens::<3>(panel, &xt, kpad, k, y_panel),
                     4 => avx512::panel_tokens::<4>(panel, &xt, kpad, k, y_panel),
-                    _ => avx512::panel_tokens::<5>(panel, &xt, kpad, k, y_panel),
+                    5 => avx512::panel_tokens::<5>(panel, &xt, kpad, k, y_panel),
+                    6 => avx512::panel_tokens::<6>(panel, &xt, kpad, k, y_panel),
+                    7 => avx512::panel_tokens::<7>(panel, &xt, kpad, k, y_panel),
+                    _ => avx512::panel_tokens::<8>(panel, &xt, kpad, k, y_panel),
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]
@@ -357,12 +361,11 @@ mod avx512 {
     ) {
         const CHUNK: usize = ROWS * LANES;
         debug_assert!(panel.len() >= k * ROWS && xt.len() >= T * kpad && kpad >= k);
-        // Lane `i` of vector `j` takes the activation of K step `(16j + i) / 6` of the chunk.
-        let patterns: [__m512i; 6] = std::array::from_fn(|j| {
-            let idx: [i32; 16] = std::array::from_fn(|i| ((LANES * j + i) / ROWS) as i32);
-            // SAFETY: 16 readable i32.
-            unsafe { _mm512_loadu_si512(idx.as_ptr().cast()) }
-        });
+        // Lane `i` of vector `j < 3` takes the activation of K step `(16j + i) / 6 < 8` of the
+        // chunk, and of vector `j + 3` the one 8 steps on: the same pattern plus 8.
+        let patterns: [[i32; 16]; 3] =
+            std::array::from_fn(|j| std::array::from_fn(|i| ((LANES * j + i) / ROWS) as i32));
+        let eight = _mm512_set1_epi32(8);
         let (w, a) = (panel.as_ptr(), xt.as_ptr());
         let whole = k / LANES;
         let mut acc = [[_mm512_setzero_ps(); 3]; T];
@@ -378,11 +381,19 @@ mod avx512 {
                 for t in 0..T {
                     prefetch(a.wrapping_add(t * kpad + (c + 4) * LANES).cast());
                 }
+                // One pattern pair at a time, read from memory: the registers hold the 3·T
+                // sums, and the patterns and weights in use.
                 for (j, pattern) in patterns.iter().enumerate() {
-                    let wv = _mm512_loadu_ps(w.add(at + j * LANES));
+                    let low = _mm512_loadu_si512(pattern.as_ptr().cast());
+                    let high = _mm512_add_epi32(low, eight);
+                    let (wl, wh) = (
+                        _mm512_loadu_ps(w.add(at + j * LANES)),
+                        _mm512_loadu_ps(w.add(at + (j + 3) * LANES)),
+                    );
                     for (t, acc) in acc.iter_mut().enumerate() {
                         let xv = _mm512_load_ps(a.add(t * kpad + c * LANES));
-                        acc[j % 3] = _mm512_fmadd_ps(wv, _mm512_permutexvar_ps(*pattern, xv), acc[j % 3]);
+                        let sum = _mm512_fmadd_ps(wl, _mm512_permutexvar_ps(low, xv), acc[j]);
+                        acc[j] = _mm512_fmadd_ps(wh, _mm512_permutexvar_ps(high, xv), sum);
                     }
                 }
             }
