@@ -1,9 +1,10 @@
 //! Unstructured sparsity in CSR (compressed sparse row): per output row, the kept weights and
 //! their K indices (u32), plus one row pointer per row.
 //!
-//! With AVX-512 and at least 4 tokens the product runs on a K-blocked execution copy
+//! With AVX-512 and at least 9 tokens the product runs on a K-blocked execution copy
 //! (`csr_blocks.rs`, an activation tile of 128 K rows × up to 128 tokens); with AVX-512 and
-//! 1–3 tokens, on gathers from a token-major copy (`csr_gather.rs`). Otherwise it streams each
+//! 1–8 tokens, on one of the few-token kernels of `csr_gather.rs` (gathers from a
+//! token-major copy for 1–2, a token-minor copy for 2–8). Otherwise it streams each
 //! row's kept weights and, for each, FMAs a contiguous strip of the activation row it names
 //! (`sparse_rows.rs`): token strips of the panel-major activation
 //! copy (`PanelX`, one contiguous run per K block instead of a page per K row) → tasks of rows
@@ -58,13 +59,14 @@ impl std::fmt::Debug for BlocksCache {
 }
 
 /// Tokens from which the AVX-512 product takes the K-blocked kernel (`csr_blocks.rs`, strips
-/// of 128 tokens, the last one padded to a vector); below, the gather kernel. Measured at 90%
-/// sparsity (`sparsegate bench`, 2 threads, ms of blocks vs the previous choice): at 4 tokens
-/// 0.91 vs 1.11 on 4096², 0.037 vs 0.051 on 768² (gathers); at 8, 0.93 vs 1.90 on 4096²
-/// (gathers); at 12–48, 0.92–1.13 vs 1.99–2.66 on 4096² (the shared loop); gathers stay ahead
-/// at 1–2 tokens (0.42 vs 0.91 at 2 on 4096²) and level at 3. The threshold was 64 while the
-/// last strip was padded to 64 tokens.
-const BLOCKS_MIN_COLS: usize = 4;
+/// of 128 tokens, the last one padded to a vector); below, one of the few-token kernels of
+/// `csr_gather.rs` ([`CsrMatrix::token_minor`]). Measured at 90% sparsity (`sparsegate
+/// bench`, 2 threads): the blocks kernel took 0.91 vs 1.11 ms at 4 tokens on 4096² and 0.93
+/// vs 1.90 ms at 8 against gathers, 0.92–1.13 vs 1.99–2.66 at 12–48 against the shared loop;
+/// the token-minor kernel then beat it at 3–8 tokens on every shape tried (× dense, blocks vs
+/// token-minor: 4096² 1.63 vs 2.18 at 3 tokens, 2.05 vs 2.99 at 8; 768² 0.88 vs 1.66 and 2.35
+/// vs 4.14; 3072×768 1.03 vs 2.03 and 1.74 vs 4.43; 768×3072, 2048² and 11008×4096 likewise).
+const BLOCKS_MIN_COLS: usize = GATHER_MAX_COLS + 1;
 
 #[derive(Clone, Copy)]
 struct CsrEntries<'a> {
@@ -232,6 +234,16 @@ impl CsrMatrix {
         false
     }
 
+    /// Whether a few-token product runs on the token-minor copy rather than on gathers: from
+    /// 3 tokens, and from 2 when K is below 4096 (its copy, 32 bytes a K row, then stays
+    /// nearer L1). Measured at 90% sparsity, × dense, gathers vs token-minor: 1 token 1.06 vs
+    /// 1.00 on 768², 1.63–1.83 vs 0.93–1.07 at K = 768–3072; 2 tokens 1.00 vs 1.34–1.35 on 768²,
+    /// 1.09–1.12 vs 1.53–1.54 on 3072×768, 1.13–1.19 vs 1.36–1.44 on 768×3072, 1.25–1.43 vs
+    /// 1.34–1.47 on 2048², but 2.88 vs 2.36 on 4096² and 2.66 vs 1.78 on 11008×4096.
+    fn token_minor(&self, cols: usize) -> bool {
+        cols >= 3 || (cols == 2 && self.k < 4096)
+    }
+
     /// Whether the AVX-512 gather kernel takes a product with `cols` tokens (and this K).
     fn takes_gather(&self, isa: Isa, cols: usize) -> bool {
         #[cfg(target_arch = "x86_64")]
@@ -282,6 +294,9 @@ impl RowKernel for CsrMatrix {
         }
         if self.takes_gather(isa, cols) {
             let csr = (&self.row_ptr[..], &self.col_idx[..], &self.values[..]);
+            if self.token_minor(cols) {
+                return csr_gather::spmm_token_minor(csr, self.k, schedule.threads, (x, xs), y, cols);
+            }
             return csr_gather::spmm(csr, self.k, schedule.threads, (x, xs), y, cols);
         }
         let (k_block, per_task) = self.blocking(schedule);

@@ -1,22 +1,23 @@
-//! The AVX-512 CSR kernel for products with few tokens (decode-time batches): per output row
-//! and token a dot product over the row's kept weights, sixteen at a time, their activations
-//! gathered by column index from a token-major copy of `x`.
+//! The AVX-512 CSR kernels for products with few tokens (decode-time batches), 1–8 tokens.
 //!
 //! Why: with a handful of tokens a product is bound by streaming the weights, which CSR at
 //! 90% sparsity shrinks to a fifth (a value and a `u32` index per kept weight against four
 //! bytes per dense weight). The token-vectorised loop of `sparse_rows.rs` instead spends a
 //! 64-byte line of activations on every kept weight to use one to eight floats of it, and ran
-//! at 0.66× dense with one token. Here a kept weight costs its 8 bytes of stream and one lane
-//! of a gather from an activation row of `K` floats, which stays in L1/L2.
+//! at 0.66× dense with one token. Two loops, chosen by `CsrMatrix::token_minor`:
+//!
+//! * [`spmm`]: per output row and token a dot product over the row's kept weights, sixteen
+//!   at a time, their activations gathered by column index from a token-major copy of `x`
+//!   (one token's activations, `K` floats, stay in L1/L2). Best at one token.
+//! * [`spmm_token_minor`]: per row, each kept weight broadcast and FMA'd against its K row of
+//!   a token-minor copy (8 floats a K row: every token at once), so a weight costs one
+//!   32-byte load instead of a gather lane per token. From 3 tokens (2 at K < 4096).
 
 use rayon::prelude::*;
 
-/// Most tokens this kernel takes: a gather per token and 16 kept weights, against the
-/// token-vectorised loop's one load per kept weight for up to 16 tokens. Measured at
-/// 4096×4096, 90% sparsity, 2 threads: 2.7× dense vs 1.65× at 3 tokens, 2.1× vs 1.3× at 4,
-/// 1.7× vs 1.55× at 6, level (1.6×) at 8, against the shared loop. Since the K-blocked kernel
-/// pads its last strip only to a vector it is ahead from 4 tokens, so products take this one
-/// for 1–3 (`csr::BLOCKS_MIN_COLS`); the kernel itself still takes up to 8.
+/// Most tokens these kernels take: the token-minor copy's K row is one ymm of 8 tokens (the
+/// gather kernel, a gather per token and 16 kept weights, ran 0.96× dense at 8 tokens on
+/// 4096² where the token-minor one runs 2.7–3.0×).
 pub(crate) const GATHER_MAX_COLS: usize = 8;
 
 /// Output rows a parallel task takes: rows differ in their kept weights, so tasks are small
@@ -89,6 +90,59 @@ pub(crate) fn spmm(
     }
 }
 
+/// `y = W · x` as [`spmm`], from a *token-minor* copy of `x` (each K row's tokens
+/// contiguous, padded to 8): a kept weight costs its column index, one 32-byte load of its
+/// activations for every token, a broadcast and one 8-lane FMA, where [`spmm`] spends a
+/// 16-lane gather per token on every 16 kept weights.
+///
+/// Panics as [`spmm`] does.
+pub(crate) fn spmm_token_minor(
+    (row_ptr, col_idx, values): (&[u32], &[u32], &[f32]),
+    k: usize,
+    threads: usize,
+    (x, xs): (&[f32], usize),
+    y: &mut [f32],
+    cols: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    assert!(
+        is_x86_feature_detected!("avx512f"),
+        "the CSR gather kernel needs AVX-512F"
+    );
+    let rows = row_ptr.len() - 1;
+    assert!(
+        (1..=GATHER_MAX_COLS).contains(&cols),
+        "CSR token-minor kernel: {cols} tokens"
+    );
+    assert!(y.len() == rows * cols && (k == 0 || (k - 1) * xs + cols <= x.len()));
+    assert!(col_idx.len() == values.len() && row_ptr[rows] as usize == values.len());
+    let mut xm = vec![0.0f32; k * TOKEN_MINOR];
+    for (dst, x_row) in xm.chunks_exact_mut(TOKEN_MINOR).zip(x.chunks(xs).take(k)) {
+        dst[..cols].copy_from_slice(&x_row[..cols]);
+    }
+    let task = |(t, y_rows): (usize, &mut [f32])| {
+        let row0 = t * ROWS_PER_TASK;
+        let rows = &row_ptr[row0..=row0 + y_rows.len() / cols];
+        // SAFETY: AVX-512F was asserted; `rows` are row pointers into `col_idx`/`values`, whose
+        // entries are column indices `< k` (the `CsrMatrix` invariants), `xm` holds `k` rows
+        // of 8 floats, and `y_rows` holds `cols` floats per row.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            avx512::rows_token_minor(rows, (col_idx, values), &xm, y_rows, cols)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = rows;
+    };
+    if threads > 1 {
+        y.par_chunks_mut(ROWS_PER_TASK * cols).enumerate().for_each(task);
+    } else {
+        y.chunks_mut(ROWS_PER_TASK * cols).enumerate().for_each(task);
+    }
+}
+
+/// Floats a K row of [`spmm_token_minor`]'s activation copy holds: one ymm.
+const TOKEN_MINOR: usize = 8;
+
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use std::arch::x86_64::*;
@@ -138,6 +192,61 @@ mod avx512 {
             }
         }
     }
+
+    /// For each row `r` and token `c < cols`: `y[r · cols + c] = Σ value · xm[8 · column + c]`,
+    /// four independent 8-lane sums a row.
+    ///
+    /// # Safety
+    /// AVX-512F (and so AVX2 and FMA); every entry in the rows' ranges lies inside `col_idx`
+    /// and `values`, its column is `< xm.len() / 8`; `y` holds `(row_ptr.len() - 1) · cols`
+    /// floats, `cols ≤ 8`.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn rows_token_minor(
+        row_ptr: &[u32],
+        (col_idx, values): (&[u32], &[f32]),
+        xm: &[f32],
+        y: &mut [f32],
+        cols: usize,
+    ) {
+        let xp = xm.as_ptr();
+        for (r, y_row) in y.chunks_exact_mut(cols).enumerate() {
+            let (e0, e1) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
+            let mut acc = [_mm256_setzero_ps(); 8];
+            let full = e0 + (e1 - e0) / 8 * 8;
+            for e in (e0..full).step_by(8) {
+                for (i, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: entry `e + i < e1` of the row; its column's 8 floats are in `xm`.
+                    unsafe {
+                        let (w, col) = (
+                            *values.get_unchecked(e + i),
+                            *col_idx.get_unchecked(e + i) as usize,
+                        );
+                        *a = _mm256_fmadd_ps(
+                            _mm256_set1_ps(w),
+                            _mm256_loadu_ps(xp.add(col * super::TOKEN_MINOR)),
+                            *a,
+                        );
+                    }
+                }
+            }
+            for e in full..e1 {
+                // SAFETY: as above.
+                unsafe {
+                    let (w, col) = (values[e], col_idx[e] as usize);
+                    acc[0] = _mm256_fmadd_ps(
+                        _mm256_set1_ps(w),
+                        _mm256_loadu_ps(xp.add(col * super::TOKEN_MINOR)),
+                        acc[0],
+                    );
+                }
+            }
+            let sum = acc.iter().fold(_mm256_setzero_ps(), |s, a| _mm256_add_ps(s, *a));
+            let mut out = [0.0f32; 8];
+            // SAFETY: `out` holds 8 floats.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), sum) };
+            y_row.copy_from_slice(&out[..cols]);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -147,7 +256,8 @@ mod tests {
     use crate::execute::kernels::testing::{assert_close, data, has_avx512};
     use proptest::prelude::*;
 
-    /// The kernel against the naive product of the same weights, dense, on `x` rows `xs` apart.
+    /// Both kernels against the naive product of the same weights, dense, on `x` rows `xs`
+    /// apart.
     fn check(rows: usize, k: usize, cols: usize, xs: usize, keep_every: usize, threads: usize, seed: u64) {
         let mut w = data(rows * k, seed);
         for (i, v) in w.iter_mut().enumerate() {
@@ -167,21 +277,23 @@ mod tests {
         let dense_x: Vec<f32> = (0..k * cols).map(|i| x[i / cols * xs + i % cols]).collect();
         let mut want = vec![0.0; rows * cols];
         gemm_naive(&w, &dense_x, &mut want, rows, k, cols);
-        let mut got = vec![f32::NAN; rows * cols];
-        spmm(
-            (&row_ptr, &col_idx, &values),
-            k,
-            threads,
-            (&x, xs),
-            &mut got,
-            cols,
-        );
-        assert_close(
-            &got,
-            &want,
-            k,
-            &format!("{rows}×{k}×{cols} (xs {xs}, 1 in {keep_every} kept)"),
-        );
+        for kernel in [spmm, spmm_token_minor] {
+            let mut got = vec![f32::NAN; rows * cols];
+            kernel(
+                (&row_ptr, &col_idx, &values),
+                k,
+                threads,
+                (&x, xs),
+                &mut got,
+                cols,
+            );
+            assert_close(
+                &got,
+                &want,
+                k,
+                &format!("{rows}×{k}×{cols} (xs {xs}, 1 in {keep_every} kept)"),
+            );
+        }
     }
 
     proptest! {
