@@ -10,6 +10,7 @@
 //! the micro-benchmark hold them.
 
 pub mod bsr;
+mod bsr_few_tokens;
 pub mod csr;
 mod csr_blocks;
 mod csr_gather;
