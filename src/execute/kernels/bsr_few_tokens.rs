@@ -8,10 +8,11 @@
 //! one activation load feeds a whole register tile of block rows, so a weight costs a
 //! broadcast and an FMA.
 
+use super::sparse_rows::{TOKEN_MINOR, token_minor_copy};
 use rayon::prelude::*;
 
 /// Most tokens the kernel takes: the token-minor copy's K row is one ymm.
-pub(crate) const MAX_COLS: usize = 8;
+pub(crate) const MAX_COLS: usize = TOKEN_MINOR;
 
 /// Block rows a parallel task takes: enough weights that scheduling costs nothing
 /// measurable, few enough that the two threads balance.
@@ -56,10 +57,7 @@ pub(crate) fn spmm(
         b.block_cols.iter().all(|&c| (c as usize + 1) * b.bc <= k),
         "BSR few-token kernel: block column outside K"
     );
-    let mut xm = vec![0.0f32; k * MAX_COLS];
-    for (dst, x_row) in xm.chunks_exact_mut(MAX_COLS).zip(x.chunks(xs).take(k)) {
-        dst[..cols].copy_from_slice(&x_row[..cols]);
-    }
+    let xm = token_minor_copy((x, xs), k, cols);
     let task = |(t, y_part): (usize, &mut [f32])| {
         let brow0 = t * BLOCK_ROWS_PER_TASK;
         for (i, y_brow) in y_part.chunks_exact_mut(b.br * cols).enumerate() {

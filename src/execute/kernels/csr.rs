@@ -4,7 +4,7 @@
 //! With AVX-512 and at least 9 tokens the product runs on a K-blocked execution copy
 //! (`csr_blocks.rs`, an activation tile of 128 K rows × up to 128 tokens); with AVX-512 and
 //! 1–8 tokens, on one of the few-token kernels of `csr_gather.rs` (gathers from a
-//! token-major copy for 1–2, a token-minor copy for 2–8). Otherwise it streams each
+//! token-major copy for 1–2, a token-minor copy for 2–8: `csr_gather::Loop`). Otherwise it streams each
 //! row's kept weights and, for each, FMAs a contiguous strip of the activation row it names
 //! (`sparse_rows.rs`): token strips of the panel-major activation
 //! copy (`PanelX`, one contiguous run per K block instead of a page per K row) → tasks of rows
@@ -294,10 +294,12 @@ impl RowKernel for CsrMatrix {
         }
         if self.takes_gather(isa, cols) {
             let csr = (&self.row_ptr[..], &self.col_idx[..], &self.values[..]);
-            if self.token_minor(cols) {
-                return csr_gather::spmm_token_minor(csr, self.k, schedule.threads, (x, xs), y, cols);
-            }
-            return csr_gather::spmm(csr, self.k, schedule.threads, (x, xs), y, cols);
+            let kernel = if self.token_minor(cols) {
+                csr_gather::Loop::TokenMinor
+            } else {
+                csr_gather::Loop::Gather
+            };
+            return csr_gather::spmm(kernel, csr, self.k, schedule.threads, (x, xs), y, cols);
         }
         let (k_block, per_task) = self.blocking(schedule);
         // One strip's worth of tokens: the caller's line-aligned copy already keeps each K

@@ -6,13 +6,14 @@
 //! 64-byte line of activations on every kept weight to use one to eight floats of it, and ran
 //! at 0.66× dense with one token. Two loops, chosen by `CsrMatrix::token_minor`:
 //!
-//! * [`spmm`]: per output row and token a dot product over the row's kept weights, sixteen
+//! * [`Loop::Gather`]: per output row and token a dot product over the row's kept weights, sixteen
 //!   at a time, their activations gathered by column index from a token-major copy of `x`
 //!   (one token's activations, `K` floats, stay in L1/L2). Best at one token.
-//! * [`spmm_token_minor`]: per row, each kept weight broadcast and FMA'd against its K row of
+//! * [`Loop::TokenMinor`]: per row, each kept weight broadcast and FMA'd against its K row of
 //!   a token-minor copy (8 floats a K row: every token at once), so a weight costs one
 //!   32-byte load instead of a gather lane per token. From 3 tokens (2 at K < 4096).
 
+use crate::execute::kernels::sparse_rows::{TOKEN_MINOR, token_minor_copy};
 use rayon::prelude::*;
 
 /// Most tokens these kernels take: the token-minor copy's K row is one ymm of 8 tokens (the
@@ -24,13 +25,23 @@ pub(crate) const GATHER_MAX_COLS: usize = 8;
 /// enough to balance, large enough that scheduling them costs nothing measurable.
 const ROWS_PER_TASK: usize = 64;
 
+/// Which few-token loop a product runs (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Loop {
+    /// Gathers from a token-major copy: best at one token.
+    Gather,
+    /// A 32-byte load per kept weight from a token-minor copy.
+    TokenMinor,
+}
+
 /// `y[rows × cols] = W · x` for a CSR `W` (`row_ptr`, `col_idx`, `values`, column indices
-/// `< k`), where row `r` of `x` starts at `x[r · xs]` (`xs ≥ cols`).
+/// `< k`), where row `r` of `x` starts at `x[r · xs]` (`xs ≥ cols`), on `kernel`.
 ///
 /// Panics unless AVX-512F was detected (the caller dispatches on it), `cols` is
-/// `1 ..= GATHER_MAX_COLS`, `k` fits a signed 32-bit gather index, or a buffer is shorter than
-/// its shape.
+/// `1 ..= GATHER_MAX_COLS`, `k` fits a signed 32-bit gather index (for [`Loop::Gather`]), or
+/// a buffer is shorter than its shape.
 pub(crate) fn spmm(
+    kernel: Loop,
     (row_ptr, col_idx, values): (&[u32], &[u32], &[f32]),
     k: usize,
     threads: usize,
@@ -41,47 +52,56 @@ pub(crate) fn spmm(
     #[cfg(target_arch = "x86_64")]
     assert!(
         is_x86_feature_detected!("avx512f"),
-        "the CSR gather kernel needs AVX-512F"
+        "the CSR few-token kernels need AVX-512F"
     );
     let rows = row_ptr.len() - 1;
     assert!(
         (1..=GATHER_MAX_COLS).contains(&cols),
-        "CSR gather kernel: {cols} tokens"
+        "CSR few-token kernel: {cols} tokens"
     );
     assert!(
-        i32::try_from(k).is_ok(),
+        kernel == Loop::TokenMinor || i32::try_from(k).is_ok(),
         "CSR gather kernel: K {k} exceeds a gather index"
     );
     assert!(y.len() == rows * cols && (k == 0 || (k - 1) * xs + cols <= x.len()));
     assert!(col_idx.len() == values.len() && row_ptr[rows] as usize == values.len());
-    // Token-major: token `c`'s activations are `xt[c·k .. (c + 1)·k]`.
-    let mut xt = vec![0.0f32; cols * k];
-    for (kk, x_row) in x.chunks(xs).take(k).enumerate() {
-        for (c, &v) in x_row[..cols].iter().enumerate() {
-            xt[c * k + kk] = v;
+    let copy = match kernel {
+        // Token-major: token `c`'s activations are `xt[c·k .. (c + 1)·k]`.
+        Loop::Gather => {
+            let mut xt = vec![0.0f32; cols * k];
+            for (kk, x_row) in x.chunks(xs).take(k).enumerate() {
+                for (c, &v) in x_row[..cols].iter().enumerate() {
+                    xt[c * k + kk] = v;
+                }
+            }
+            xt
         }
-    }
+        Loop::TokenMinor => token_minor_copy((x, xs), k, cols),
+    };
     let task = |(t, y_rows): (usize, &mut [f32])| {
         let row0 = t * ROWS_PER_TASK;
         let rows = &row_ptr[row0..=row0 + y_rows.len() / cols];
+        let csr = (col_idx, values);
         // SAFETY: AVX-512F was asserted; `rows` are row pointers into `col_idx`/`values`, whose
-        // entries are column indices `< k` (the `CsrMatrix` invariants), `xt` holds `cols`
-        // rows of `k` floats, and `y_rows` holds `cols` floats per row.
+        // entries are column indices `< k` (the `CsrMatrix` invariants); `copy` holds `cols`
+        // rows of `k` floats (gather) or `k` rows of 8 (token-minor); `y_rows` holds `cols`
+        // floats per row.
         #[cfg(target_arch = "x86_64")]
         unsafe {
-            match cols {
-                1 => avx512::rows::<1>(rows, (col_idx, values), (&xt, k), y_rows),
-                2 => avx512::rows::<2>(rows, (col_idx, values), (&xt, k), y_rows),
-                3 => avx512::rows::<3>(rows, (col_idx, values), (&xt, k), y_rows),
-                4 => avx512::rows::<4>(rows, (col_idx, values), (&xt, k), y_rows),
-                5 => avx512::rows::<5>(rows, (col_idx, values), (&xt, k), y_rows),
-                6 => avx512::rows::<6>(rows, (col_idx, values), (&xt, k), y_rows),
-                7 => avx512::rows::<7>(rows, (col_idx, values), (&xt, k), y_rows),
-                _ => avx512::rows::<8>(rows, (col_idx, values), (&xt, k), y_rows),
+            match (kernel, cols) {
+                (Loop::TokenMinor, _) => avx512::rows_token_minor(rows, csr, &copy, y_rows, cols),
+                (_, 1) => avx512::rows::<1>(rows, csr, (&copy, k), y_rows),
+                (_, 2) => avx512::rows::<2>(rows, csr, (&copy, k), y_rows),
+                (_, 3) => avx512::rows::<3>(rows, csr, (&copy, k), y_rows),
+                (_, 4) => avx512::rows::<4>(rows, csr, (&copy, k), y_rows),
+                (_, 5) => avx512::rows::<5>(rows, csr, (&copy, k), y_rows),
+                (_, 6) => avx512::rows::<6>(rows, csr, (&copy, k), y_rows),
+                (_, 7) => avx512::rows::<7>(rows, csr, (&copy, k), y_rows),
+                _ => avx512::rows::<8>(rows, csr, (&copy, k), y_rows),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = rows;
+        let _ = (rows, &copy);
     };
     if threads > 1 {
         y.par_chunks_mut(ROWS_PER_TASK * cols).enumerate().for_each(task);
@@ -89,59 +109,6 @@ pub(crate) fn spmm(
         y.chunks_mut(ROWS_PER_TASK * cols).enumerate().for_each(task);
     }
 }
-
-/// `y = W · x` as [`spmm`], from a *token-minor* copy of `x` (each K row's tokens
-/// contiguous, padded to 8): a kept weight costs its column index, one 32-byte load of its
-/// activations for every token, a broadcast and one 8-lane FMA, where [`spmm`] spends a
-/// 16-lane gather per token on every 16 kept weights.
-///
-/// Panics as [`spmm`] does.
-pub(crate) fn spmm_token_minor(
-    (row_ptr, col_idx, values): (&[u32], &[u32], &[f32]),
-    k: usize,
-    threads: usize,
-    (x, xs): (&[f32], usize),
-    y: &mut [f32],
-    cols: usize,
-) {
-    #[cfg(target_arch = "x86_64")]
-    assert!(
-        is_x86_feature_detected!("avx512f"),
-        "the CSR gather kernel needs AVX-512F"
-    );
-    let rows = row_ptr.len() - 1;
-    assert!(
-        (1..=GATHER_MAX_COLS).contains(&cols),
-        "CSR token-minor kernel: {cols} tokens"
-    );
-    assert!(y.len() == rows * cols && (k == 0 || (k - 1) * xs + cols <= x.len()));
-    assert!(col_idx.len() == values.len() && row_ptr[rows] as usize == values.len());
-    let mut xm = vec![0.0f32; k * TOKEN_MINOR];
-    for (dst, x_row) in xm.chunks_exact_mut(TOKEN_MINOR).zip(x.chunks(xs).take(k)) {
-        dst[..cols].copy_from_slice(&x_row[..cols]);
-    }
-    let task = |(t, y_rows): (usize, &mut [f32])| {
-        let row0 = t * ROWS_PER_TASK;
-        let rows = &row_ptr[row0..=row0 + y_rows.len() / cols];
-        // SAFETY: AVX-512F was asserted; `rows` are row pointers into `col_idx`/`values`, whose
-        // entries are column indices `< k` (the `CsrMatrix` invariants), `xm` holds `k` rows
-        // of 8 floats, and `y_rows` holds `cols` floats per row.
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            avx512::rows_token_minor(rows, (col_idx, values), &xm, y_rows, cols)
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = rows;
-    };
-    if threads > 1 {
-        y.par_chunks_mut(ROWS_PER_TASK * cols).enumerate().for_each(task);
-    } else {
-        y.chunks_mut(ROWS_PER_TASK * cols).enumerate().for_each(task);
-    }
-}
-
-/// Floats a K row of [`spmm_token_minor`]'s activation copy holds: one ymm.
-const TOKEN_MINOR: usize = 8;
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
@@ -277,9 +244,10 @@ mod tests {
         let dense_x: Vec<f32> = (0..k * cols).map(|i| x[i / cols * xs + i % cols]).collect();
         let mut want = vec![0.0; rows * cols];
         gemm_naive(&w, &dense_x, &mut want, rows, k, cols);
-        for kernel in [spmm, spmm_token_minor] {
+        for kernel in [Loop::Gather, Loop::TokenMinor] {
             let mut got = vec![f32::NAN; rows * cols];
-            kernel(
+            spmm(
+                kernel,
                 (&row_ptr, &col_idx, &values),
                 k,
                 threads,

@@ -769,6 +769,19 @@ pub(crate) fn spmm_checked(
     Ok(())
 }
 
+/// Floats a K row of a token-minor activation copy holds: one ymm, up to 8 tokens.
+pub(crate) const TOKEN_MINOR: usize = 8;
+
+/// The activations `x` (`k` rows, row `r` at `x[r · xs]`, `cols ≤ 8` tokens) copied
+/// token-minor: K row `r`'s tokens at `[8r .. 8r + cols]`, zero past them.
+pub(crate) fn token_minor_copy((x, xs): (&[f32], usize), k: usize, cols: usize) -> Vec<f32> {
+    let mut xm = vec![0.0f32; k * TOKEN_MINOR];
+    for (dst, x_row) in xm.chunks_exact_mut(TOKEN_MINOR).zip(x.chunks(xs).take(k)) {
+        dst[..cols].copy_from_slice(&x_row[..cols]);
+    }
+    xm
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
