@@ -769,6 +769,38 @@ pub(crate) fn spmm_checked(
     Ok(())
 }
 
+/// The activations `x` (`k` rows, row `r` at `x[r · xs]`, `cols` tokens) copied
+/// token-major: token `t`'s activations at `[t · kpad ..][..k]`, zero up to `kpad ≥ k`;
+/// copied on `threads` workers when large.
+pub(crate) fn token_major_copy(
+    (x, xs): (&[f32], usize),
+    k: usize,
+    cols: usize,
+    kpad: usize,
+    threads: usize,
+) -> Vec<f32> {
+    const B: usize = 16;
+    let mut xt = vec![0.0f32; cols * kpad];
+    let copy = |(b, dst): (usize, &mut [f32])| {
+        let t0 = b * B;
+        let tn = dst.len() / kpad;
+        for k0 in (0..k).step_by(B) {
+            for kk in k0..(k0 + B).min(k) {
+                let src = &x[kk * xs + t0..kk * xs + t0 + tn];
+                for (t, &v) in src.iter().enumerate() {
+                    dst[t * kpad + kk] = v;
+                }
+            }
+        }
+    };
+    if threads > 1 && cols * k > 1 << 16 {
+        xt.par_chunks_mut(B * kpad).enumerate().for_each(copy);
+    } else {
+        xt.chunks_mut(B * kpad).enumerate().for_each(copy);
+    }
+    xt
+}
+
 /// Floats a K row of a token-minor activation copy holds: one ymm, up to 8 tokens.
 pub(crate) const TOKEN_MINOR: usize = 8;
 

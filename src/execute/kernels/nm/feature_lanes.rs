@@ -46,7 +46,7 @@
 //! and 5–30% slower from 16 to 32 tokens (`sparsegate bench`, 2 threads, 4096², 11008×4096,
 //! 4096×11008, 2048²); level at K = 768.
 
-use crate::execute::kernels::sparse_rows::lane_kernel_prologue;
+use crate::execute::kernels::sparse_rows::{lane_kernel_prologue, token_major_copy};
 use rayon::prelude::*;
 
 /// Output rows per zmm register.
@@ -207,7 +207,7 @@ pub(crate) fn spmm(l: &LaneLayout, threads: usize, (x, xs): (&[f32], usize), y: 
         return;
     }
     let kpad = l.kpad();
-    let xt = transpose_x(x, xs, l.k, cols, kpad, threads);
+    let xt = token_major_copy((x, xs), l.k, cols, kpad, threads);
     // At most PANELS_PER_TASK panels a task, and a multiple of `threads` tasks of near-equal
     // size: 128 panels on 2 threads as 9 tasks would leave one thread a task behind.
     let tasks = l.panels.div_ceil(PANELS_PER_TASK).div_ceil(threads.max(1)) * threads.max(1);
@@ -223,30 +223,6 @@ pub(crate) fn spmm(l: &LaneLayout, threads: usize, (x, xs): (&[f32], usize), y: 
     } else {
         y.chunks_mut(task_rows * cols).enumerate().for_each(task);
     }
-}
-
-/// The token-major copy of the activations, `cols × kpad`, zero past `k`.
-fn transpose_x(x: &[f32], xs: usize, k: usize, cols: usize, kpad: usize, threads: usize) -> Vec<f32> {
-    const B: usize = 16;
-    let mut xt = vec![0.0f32; cols * kpad];
-    let copy = |(b, dst): (usize, &mut [f32])| {
-        let t0 = b * B;
-        let tn = dst.len() / kpad;
-        for k0 in (0..k).step_by(B) {
-            for kk in k0..(k0 + B).min(k) {
-                let src = &x[kk * xs + t0..kk * xs + t0 + tn];
-                for (t, &v) in src.iter().enumerate() {
-                    dst[t * kpad + kk] = v;
-                }
-            }
-        }
-    };
-    if threads > 1 && cols * k > 1 << 16 {
-        xt.par_chunks_mut(B * kpad).enumerate().for_each(copy);
-    } else {
-        xt.chunks_mut(B * kpad).enumerate().for_each(copy);
-    }
-    xt
 }
 
 /// One task: panels `p0..p1`, whose rows are `y_rows` (`(rows in the task) × cols`).
