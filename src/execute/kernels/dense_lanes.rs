@@ -18,11 +18,11 @@
 //!   load per vector of activations and one broadcast per weight for 24 FMAs a K step. A
 //!   2048³ product on one thread runs at 97% of one core's FMA peak (249 of 257 GFLOP/s:
 //!   `sparsegate bench --threads 1` against `examples/fma_peak.rs 1`).
-//! * **Blocking.** A task takes its tokens 64 at a time; for each K block of up to
-//!   [`K_BLOCK`] it packs that 64-token tile of `x` ([`TileX`], 512 KiB at most: it sits in
-//!   L2) and runs every panel of its rows over it, the weights streaming from L3 or memory
-//!   with a software prefetch ([`PREFETCH_STEPS`]; without it the loop ran 5–8% slower at
-//!   2048³). Outputs are written once per K block, so at most K/2048 round trips. A first
+//! * **Blocking.** A task takes its tokens 64 at a time; for each K block it packs that tile
+//!   of `x` ([`TileX`]: all of K while the tile fits in 768 KiB, else blocks of 512 KiB, in
+//!   L2; see [`WHOLE_K_TILE_BYTES`]) and runs every panel of its rows over it, the weights
+//!   streaming from L3 or memory with a software prefetch ([`PREFETCH_STEPS`]; without it
+//!   the loop ran 5–8% slower at 2048³). Outputs are written once per K block. A first
 //!   version packed 512 tokens at a time for weights too large for L3 and ran each panel over
 //!   all of them while it was in L1 (GotoBLAS's order): it read every weight from memory once
 //!   instead of once per tile, but took the outputs back from L3 for every K block of 256,
@@ -43,12 +43,22 @@ const LANES: usize = 16;
 const ROWS: usize = 6;
 /// Tokens per register tile (4 vectors).
 const TILE: usize = 64;
-/// K steps ahead the weight stream is prefetched: 128 × 24 bytes = 48 lines. At 32 steps,
-/// products whose weights stream from DRAM (4096² with 16–64 tokens) ran 0.74–0.95× the
-/// `gemm` crate; at 128 they run 1.0–1.2× (`examples/dense_vs_gemm_crate.rs`).
+/// K steps ahead a full register tile (4 vectors) prefetches the weight stream: 128 × 24
+/// bytes = 48 lines. At 32 steps, products whose weights stream from DRAM (4096² with 64
+/// tokens) ran 0.74–0.95× the `gemm` crate; at 128 they run 1.0–1.2×
+/// (`examples/dense_vs_gemm_crate.rs`). Narrower tiles take a K step in less time and look
+/// as far ahead in time ([`prefetch_steps`]).
 const PREFETCH_STEPS: usize = 128;
-/// Longest K block: a 64-token tile of 2048 K rows is 512 KiB, half of L2.
-const K_BLOCK: usize = 2048;
+/// Bytes of activation tile up to which a task takes all of K in one block: three quarters of
+/// this machine's 1 MiB L2. One block makes every panel's weights one run, the panels one
+/// after another, so the prefetch runs straight across them; K blocks cut each panel into
+/// pieces a panel apart, and the stream restarted at every piece. At 16 tokens on 4096² a
+/// 2-block K took 2.1 ms and one block 1.9 (1.5 with [`prefetch_steps`]); on 4096×11008
+/// (a 704 KiB tile) 5.2 → 4.2 ms.
+const WHOLE_K_TILE_BYTES: usize = 768 << 10;
+/// Bytes of a K block's tile past [`WHOLE_K_TILE_BYTES`]: half of L2 (2048 K rows at 64
+/// tokens, 8192 at 16).
+const BLOCK_TILE_BYTES: usize = 512 << 10;
 /// Weight bytes up to which the threads split the tokens and each streams all the weights
 /// from L3: half of this machine's 32 MiB L3, leaving room for the activations and outputs.
 const SPLIT_TOKENS_WEIGHT_BYTES: usize = 16 << 20;
@@ -137,7 +147,7 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
         return;
     }
     let threads = threads.max(1);
-    if cols <= FEW_TOKENS {
+    if takes_few_tokens(rows, k, cols) {
         return few_tokens(w, threads, x, y, cols);
     }
     let panels = w.panels();
@@ -169,6 +179,24 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
     }
 }
 
+/// K steps ahead a register tile of `v` vectors prefetches its weights: [`PREFETCH_STEPS`]
+/// at 4 vectors, as far ahead in time at fewer. With 128 at every width, 16 tokens on 4096²
+/// took 1.9 ms and 32 tokens 2.3; at 512 and 256 steps 1.5 and 2.1 (32 tokens at the FMA
+/// peak), and 1024–2048 steps were no faster.
+const fn prefetch_steps(v: usize) -> usize {
+    PREFETCH_STEPS * 4 / v
+}
+
+/// K rows of each block of a tile `width` tokens wide (see [`WHOLE_K_TILE_BYTES`]).
+fn k_block(k: usize, width: usize) -> usize {
+    let row_bytes = 4 * width;
+    if k * row_bytes <= WHOLE_K_TILE_BYTES {
+        k.max(1)
+    } else {
+        BLOCK_TILE_BYTES / row_bytes
+    }
+}
+
 /// Token counts up to which [`few_tokens`] takes the product. Measured against the 64-token
 /// tile (`sparsegate bench`, 2 threads, dense comparator times): 4096² 3 tokens 1.47 → 1.19
 /// ms, 4 tokens 1.96–2.01 → 1.33–1.41, 5 tokens 2.13–2.19 → 1.44–1.49, 6 tokens 2.19 →
@@ -178,6 +206,22 @@ pub(crate) fn gemm(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], c
 /// leave registers for the 3·T sums. One token runs level with the single-token loop it
 /// replaced (a spread copy of the activations).
 const FEW_TOKENS: usize = 8;
+
+/// Token counts from which the tile beats [`few_tokens`] on weights that stream from memory
+/// (over [`SPLIT_TOKENS_WEIGHT_BYTES`]), once a tile runs all of K in one block with the
+/// prefetch [`prefetch_steps`] sets. Measured side by side (dense comparator ms, few tokens
+/// vs tile): at 6 and 8 tokens 4096² 1.66 vs 1.50 and 1.81 vs 1.50, 11008×4096 4.75 vs 3.88
+/// and 5.01 vs 3.93, 4096×11008 4.52 vs 4.37 and 5.02 vs 4.69; at 4–5 tokens the shapes
+/// disagree (4096² level, 11008×4096 4.1–4.4 vs 3.9, 4096×11008 3.7–4.2 vs 4.3–4.6), and at
+/// 2–3 [`few_tokens`] leads on all three. On weights that fit in L3 it leads up to 8 tokens
+/// (2048² 0.33 vs 0.39 ms at 8, 768² 0.088 vs 0.115).
+const STREAMING_TILE_MIN_TOKENS: usize = 6;
+
+/// Whether [`few_tokens`] takes a `rows × k` by `k × cols` product (else the tile).
+fn takes_few_tokens(rows: usize, k: usize, cols: usize) -> bool {
+    let streams = rows * k * 4 > SPLIT_TOKENS_WEIGHT_BYTES;
+    cols <= FEW_TOKENS && !(streams && cols >= STREAMING_TILE_MIN_TOKENS)
+}
 
 /// Up to [`FEW_TOKENS`] tokens straight from the panels, every weight read once: the 64-token
 /// tile would be mostly padding (at 2–16 tokens it does the work of 16). Per 16 K steps of a
@@ -245,11 +289,14 @@ unsafe fn run_task(
     tokens: std::ops::Range<usize>,
 ) {
     let k = w.k;
-    let mut packed = TileX::new(K_BLOCK.min(k), TILE);
-    for (t0, width) in strip_plan(tokens.len(), (TILE, LANES)) {
+    let strips = strip_plan(tokens.len(), (TILE, LANES));
+    let tile_floats = strips.iter().map(|&(_, width)| k_block(k, width).min(k) * width);
+    let mut packed = TileX::new(tile_floats.max().unwrap_or(0).div_ceil(TILE), TILE);
+    for (t0, width) in strips {
         let c0 = tokens.start + t0;
-        for k0 in (0..k).step_by(K_BLOCK) {
-            let k_rows = K_BLOCK.min(k - k0);
+        let k_block = k_block(k, width);
+        for k0 in (0..k).step_by(k_block) {
+            let k_rows = k_block.min(k - k0);
             let tile = packed.fill((x, cols), (k0, k_rows, k), (c0, width, cols));
             for p in panels.clone() {
                 let dst = Dst {
@@ -423,7 +470,7 @@ mod avx512 {
 
     /// `ROWS × V` vectors of accumulators over `k_rows` K steps: per step, `V` aligned loads
     /// of activations, `ROWS` broadcast weights, `ROWS · V` FMAs, and a prefetch of the
-    /// weights [`PREFETCH_STEPS`] ahead.
+    /// weights [`super::prefetch_steps`] ahead.
     ///
     /// # Safety
     /// AVX-512F; `w` holds `k_rows × ROWS` floats, `x` `k_rows × 16V` (64-byte aligned), `y`
@@ -450,7 +497,7 @@ mod avx512 {
             }
             let (mut w, mut x) = (w, x);
             for _ in 0..k_rows {
-                prefetch(w.wrapping_add(PREFETCH_STEPS * ROWS).cast());
+                prefetch(w.wrapping_add(super::prefetch_steps(V) * ROWS).cast());
                 let xv: [__m512; V] = std::array::from_fn(|v| _mm512_load_ps(x.add(v * LANES)));
                 for (r, row) in acc.iter_mut().enumerate() {
                     let b = _mm512_set1_ps(*w.add(r));
@@ -503,12 +550,19 @@ mod tests {
         if !has_avx512() {
             return;
         }
-        // K longer than one block (so later blocks accumulate), on one thread, with the
-        // tokens split and with the rows split (too few tokens for a tile per thread).
-        check(13, K_BLOCK + 37, 70, 1);
-        check(13, K_BLOCK + 37, 150, 2);
-        check(20, K_BLOCK + 1, 100, 2);
-        // 1–4 tokens (`few_tokens`): panels with padding rows, K with and without a tail of
+        // K longer than one block at 64 tokens (so later blocks accumulate) and in one block
+        // at 16 (the last strip), on one thread, with the tokens split and with the rows
+        // split (too few tokens for a tile per thread).
+        let k = WHOLE_K_TILE_BYTES / (4 * TILE) + 37;
+        assert!(k_block(k, TILE) < k && k_block(k, 16) == k);
+        check(13, k, 70, 1);
+        check(13, k, 150, 2);
+        check(20, k, 100, 2);
+        // K past one block at 16 tokens too.
+        let k = WHOLE_K_TILE_BYTES / (4 * 16) + 1;
+        assert!(k_block(k, 16) < k);
+        check(7, k, 9, 1);
+        // 1–8 tokens (`few_tokens`): panels with padding rows, K with and without a tail of
         // steps past the last chunk of 16, one to three threads.
         for cols in 1..=FEW_TOKENS {
             check(1, 1, cols, 1);
@@ -520,9 +574,19 @@ mod tests {
         check(13, 1000, FEW_TOKENS + 1, 2);
         // Weights past the token-split budget: the rows split whatever the token count.
         let big_rows = SPLIT_TOKENS_WEIGHT_BYTES / (4 * 64) + 5;
-        for (cols, threads) in [(150, 2), (40, 1), (300, 3)] {
+        for (cols, threads) in [(150, 2), (40, 1), (300, 3), (6, 2), (8, 1)] {
             check(big_rows, 64, cols, threads);
         }
+    }
+
+    #[test]
+    fn issue_3_streaming_weights_take_the_tile_from_six_tokens() {
+        // 4096²: 64 MiB of weights stream from memory; 2048²: 16 MiB stay in L3.
+        assert!(takes_few_tokens(4096, 4096, 5));
+        assert!(!takes_few_tokens(4096, 4096, STREAMING_TILE_MIN_TOKENS));
+        assert!(!takes_few_tokens(4096, 4096, FEW_TOKENS));
+        assert!(takes_few_tokens(2048, 2048, FEW_TOKENS));
+        assert!(!takes_few_tokens(2048, 2048, FEW_TOKENS + 1));
     }
 
     #[test]
