@@ -258,7 +258,7 @@ impl RowKernel for BsrMatrix {
         // sparsity with 16×16 blocks, × dense, the loop below vs it: 4096² 1.44 vs 2.45 at 1
         // token, 2.15 vs 3.73 at 4, 2.86 vs 4.79 at 8; 768² 0.76 vs 1.57 and 2.92 vs 6.02 at 1
         // and 8; 11008×4096 2.55 vs 3.85 and 2.98 vs 4.79 (`sparsegate bench`, 2 threads).
-        if isa != Isa::Portable && cols <= bsr_few_tokens::MAX_COLS {
+        if cols <= bsr_few_tokens::max_cols(isa) {
             let blocks = bsr_few_tokens::Blocks {
                 br: self.br,
                 bc: self.bc,
@@ -266,7 +266,7 @@ impl RowKernel for BsrMatrix {
                 block_cols: &self.block_cols,
                 values: &self.values,
             };
-            return bsr_few_tokens::spmm(&blocks, self.k, schedule.threads, (x, xs), y, cols);
+            return bsr_few_tokens::spmm(&blocks, (self.k, isa), schedule.threads, (x, xs), y, cols);
         }
         let per_row = self.values.len() as f64 / self.rows.max(1) as f64;
         let (k_block, rows_per_task) =

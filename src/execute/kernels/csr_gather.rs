@@ -68,7 +68,7 @@ pub(crate) fn spmm(
     let copy = match kernel {
         // Token-major: token `c`'s activations are `xt[c·k .. (c + 1)·k]`.
         Loop::Gather => token_major_copy((x, xs), k, cols, k, 1),
-        Loop::TokenMinor => token_minor_copy((x, xs), k, cols),
+        Loop::TokenMinor => token_minor_copy((x, xs), k, cols, TOKEN_MINOR),
     };
     let task = |(t, y_rows): (usize, &mut [f32])| {
         let row0 = t * ROWS_PER_TASK;

@@ -19,6 +19,7 @@ mod dense_lanes;
 mod error;
 #[cfg(target_arch = "x86_64")]
 mod int8_vnni;
+mod lanes;
 pub mod nm;
 pub mod precision;
 pub mod prune;

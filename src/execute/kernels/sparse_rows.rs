@@ -801,14 +801,17 @@ pub(crate) fn token_major_copy(
     xt
 }
 
-/// Floats a K row of a token-minor activation copy holds: one ymm, up to 8 tokens.
+/// Floats a K row of the AVX2 kernels' token-minor activation copy holds: one ymm, up to 8
+/// tokens.
 pub(crate) const TOKEN_MINOR: usize = 8;
 
-/// The activations `x` (`k` rows, row `r` at `x[r · xs]`, `cols ≤ 8` tokens) copied
-/// token-minor: K row `r`'s tokens at `[8r .. 8r + cols]`, zero past them.
-pub(crate) fn token_minor_copy((x, xs): (&[f32], usize), k: usize, cols: usize) -> Vec<f32> {
-    let mut xm = vec![0.0f32; k * TOKEN_MINOR];
-    for (dst, x_row) in xm.chunks_exact_mut(TOKEN_MINOR).zip(x.chunks(xs).take(k)) {
+/// The activations `x` (`k` rows, row `r` at `x[r · xs]`, `cols ≤ lanes` tokens) copied
+/// token-minor: K row `r`'s tokens at `[lanes · r .. lanes · r + cols]`, zero past them, so
+/// that one vector load of `lanes` floats reads every token of a K row.
+pub(crate) fn token_minor_copy((x, xs): (&[f32], usize), k: usize, cols: usize, lanes: usize) -> Vec<f32> {
+    debug_assert!(cols <= lanes);
+    let mut xm = vec![0.0f32; k * lanes];
+    for (dst, x_row) in xm.chunks_exact_mut(lanes).zip(x.chunks(xs).take(k)) {
         dst[..cols].copy_from_slice(&x_row[..cols]);
     }
     xm
