@@ -5,8 +5,9 @@
 //! Index cost is one u32 per `br·bc` values, and the rows of a block row read the same
 //! activation rows, so the kernel takes several rows per pass (`Isa::rows_per_pass`): one
 //! load of `x` feeds an FMA per row, which is what lets block sparsity approach dense
-//! efficiency × 1/density where CSR cannot. Products with 1–8 tokens take
-//! `bsr_few_tokens.rs` instead (tokens in one ymm, so none of the lanes is padding).
+//! efficiency × 1/density where CSR cannot. Products with 1–8 tokens (AVX2) or 1–48
+//! (AVX-512) take `bsr_few_tokens.rs` instead: the tokens of a K row in one to three
+//! vectors, so a whole block row's rows share each activation load.
 
 use super::bsr_few_tokens;
 use super::error::{KernelError, check_len};
@@ -254,10 +255,13 @@ impl RowKernel for BsrMatrix {
         y: &mut [f32],
         cols: usize,
     ) {
-        // 1–8 tokens: the few-token kernel (AVX2 + FMA, which both vector ISAs imply). At 90%
+        // Few tokens: the few-token kernel (AVX2 + FMA to 8 tokens, AVX-512 to 48). At 90%
         // sparsity with 16×16 blocks, × dense, the loop below vs it: 4096² 1.44 vs 2.45 at 1
         // token, 2.15 vs 3.73 at 4, 2.86 vs 4.79 at 8; 768² 0.76 vs 1.57 and 2.92 vs 6.02 at 1
-        // and 8; 11008×4096 2.55 vs 3.85 and 2.98 vs 4.79 (`sparsegate bench`, 2 threads).
+        // and 8; 11008×4096 2.55 vs 3.85 and 2.98 vs 4.79; from 12 to 48 tokens 1.8–3.4 vs
+        // 4.4–5.6 on 4096², 11008×4096, 4096×11008 and 2048², and 0.5–0.9 vs 0.6–1.3 with
+        // 4×4, 1×16, 2×8 and 8×1 blocks at 25–50% (`sparsegate bench`, 2 threads, against
+        // the dense comparator of each run).
         if cols <= bsr_few_tokens::max_cols(isa) {
             let blocks = bsr_few_tokens::Blocks {
                 br: self.br,
@@ -354,13 +358,15 @@ mod tests {
         }
     }
 
-    /// 1–8 tokens take `bsr_few_tokens.rs`: block heights that split into register tiles of
-    /// 8, 4, 2 and 1 rows, more block rows than one task, empty block rows, both thread counts.
+    /// 1–48 tokens take `bsr_few_tokens.rs` (a ymm to 8, one to three zmm past): block
+    /// heights that split into register tiles of 16, 8, 4, 2 and 1 rows, more block rows
+    /// than one task, empty block rows, both thread counts.
     #[test]
     fn issue_3_bsr_few_tokens_cover_every_row_tile() {
-        for cols in 1..=8 {
+        for cols in (1..=17).chain([24, 31, 32, 33, 47, 48]) {
             for (brs, kbs, br, bc, density) in [
                 (9, 7, 16, 16, 0.3),
+                (4, 5, 31, 2, 0.5),
                 (5, 4, 13, 3, 0.5),
                 (6, 9, 7, 5, 0.2),
                 (3, 3, 1, 1, 0.6),

@@ -22,8 +22,12 @@ use std::arch::x86_64::{__m256, __m512};
 
 /// Tokens the AVX2 form takes at most: one ymm.
 const YMM_TOKENS: usize = 8;
-/// Tokens the AVX-512 form takes at most: one zmm.
-const ZMM_TOKENS: usize = 16;
+/// f32 lanes of a zmm.
+const ZMM_LANES: usize = 16;
+/// Tokens the AVX-512 form takes at most: 3 zmm a K row. At 64 tokens (4 zmm, register
+/// tiles of 4 rows) 16×16 blocks at 90% on 4096² ran 3.4× dense against the shared loop's
+/// 4.2×; at 48 5.3× against 2.9×.
+const ZMM_TOKENS: usize = 3 * ZMM_LANES;
 
 /// Block rows a parallel task takes: enough weights that scheduling costs nothing
 /// measurable, few enough that the two threads balance.
@@ -33,6 +37,9 @@ const BLOCK_ROWS_PER_TASK: usize = 4;
 /// on 4096² went from 0.36 to 0.31–0.32 ms at 8 tokens and from 0.38–0.39 to 0.33 at one
 /// (`sparsegate bench`, 2 threads).
 const PREFETCH_BLOCKS_AHEAD: usize = 2;
+/// Values a block needs for the prefetch to pay: 8×1 blocks at 50% on 4096² ran at half
+/// speed with it (4 tokens 0.63 → 0.33× dense), a prefetch or two for every FMA or two.
+const PREFETCH_MIN_BLOCK: usize = 64;
 
 /// Most tokens the kernel takes on `isa`: 0 on the portable build, which has no vectors to
 /// put them in.
@@ -88,7 +95,13 @@ pub(crate) fn spmm(
         b.block_cols.iter().all(|&c| (c as usize + 1) * b.bc <= k),
         "BSR few-token kernel: block column outside K"
     );
-    let lanes = if cols <= YMM_TOKENS { YMM_TOKENS } else { ZMM_TOKENS };
+    // Vectors a K row: one ymm, or 1–3 zmm.
+    let (lanes, zmm) = if cols <= YMM_TOKENS {
+        (YMM_TOKENS, 0)
+    } else {
+        let zmm = cols.div_ceil(ZMM_LANES);
+        (zmm * ZMM_LANES, zmm)
+    };
     let xm = token_minor_copy((x, xs), k, cols, lanes);
     let task = |(t, y_part): (usize, &mut [f32])| {
         let brow0 = t * BLOCK_ROWS_PER_TASK;
@@ -98,10 +111,11 @@ pub(crate) fn spmm(
             // row; asserted above), and `y_brow` holds its `br` rows of `cols ≤ lanes` floats.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                if lanes == YMM_TOKENS {
-                    block_row_ymm(b, brow0 + i, &xm, y_brow, cols)
-                } else {
-                    block_row_zmm(b, brow0 + i, &xm, y_brow, cols)
+                match zmm {
+                    0 => block_row_ymm(b, brow0 + i, &xm, y_brow, cols),
+                    1 => block_row_zmm::<1>(b, brow0 + i, &xm, y_brow, cols),
+                    2 => block_row_zmm::<2>(b, brow0 + i, &xm, y_brow, cols),
+                    _ => block_row_zmm::<3>(b, brow0 + i, &xm, y_brow, cols),
                 }
             };
             #[cfg(not(target_arch = "x86_64"))]
@@ -134,23 +148,24 @@ unsafe fn block_row_ymm(b: &Blocks<'_>, brow: usize, xm: &[f32], y: &mut [f32], 
         // SAFETY: the caller's contract, rows `r0 .. r0 + R <= br`.
         r0 += unsafe {
             match b.br - r0 {
-                8.. => rows::<__m256, 8>(b, blocks, r0, xm, y_rows, cols),
-                4.. => rows::<__m256, 4>(b, blocks, r0, xm, y_rows, cols),
-                2.. => rows::<__m256, 2>(b, blocks, r0, xm, y_rows, cols),
-                _ => rows::<__m256, 1>(b, blocks, r0, xm, y_rows, cols),
+                8.. => rows::<__m256, 8, 1>(b, blocks, r0, xm, y_rows, cols),
+                4.. => rows::<__m256, 4, 1>(b, blocks, r0, xm, y_rows, cols),
+                2.. => rows::<__m256, 2, 1>(b, blocks, r0, xm, y_rows, cols),
+                _ => rows::<__m256, 1, 1>(b, blocks, r0, xm, y_rows, cols),
             }
         };
     }
 }
 
-/// One block row with 16-token zmm vectors, its rows in register tiles of up to 16 (of
-/// AVX-512's 32 registers: a 16-row block reads each activation row once).
+/// One block row with `W` zmm vectors of 16 tokens a row, its rows in register tiles of up
+/// to 16 rows at 1 vector (16 sums: a 16-row block reads each activation row once) and 8 at
+/// 2–3 (16–24 sums, of AVX-512's 32 registers).
 ///
 /// # Safety
-/// AVX-512F; as [`rows`] for every tile, with `xm` 16 floats a K row.
+/// AVX-512F; as [`rows`] for every tile, with `xm` `16·W` floats a K row.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn block_row_zmm(b: &Blocks<'_>, brow: usize, xm: &[f32], y: &mut [f32], cols: usize) {
+unsafe fn block_row_zmm<const W: usize>(b: &Blocks<'_>, brow: usize, xm: &[f32], y: &mut [f32], cols: usize) {
     let blocks = block_row_blocks(b, brow);
     let mut r0 = 0;
     while r0 < b.br {
@@ -158,11 +173,11 @@ unsafe fn block_row_zmm(b: &Blocks<'_>, brow: usize, xm: &[f32], y: &mut [f32], 
         // SAFETY: the caller's contract, rows `r0 .. r0 + R <= br`.
         r0 += unsafe {
             match b.br - r0 {
-                16.. => rows::<__m512, 16>(b, blocks, r0, xm, y_rows, cols),
-                8.. => rows::<__m512, 8>(b, blocks, r0, xm, y_rows, cols),
-                4.. => rows::<__m512, 4>(b, blocks, r0, xm, y_rows, cols),
-                2.. => rows::<__m512, 2>(b, blocks, r0, xm, y_rows, cols),
-                _ => rows::<__m512, 1>(b, blocks, r0, xm, y_rows, cols),
+                16.. if W == 1 => rows::<__m512, 16, W>(b, blocks, r0, xm, y_rows, cols),
+                8.. => rows::<__m512, 8, W>(b, blocks, r0, xm, y_rows, cols),
+                4.. => rows::<__m512, 4, W>(b, blocks, r0, xm, y_rows, cols),
+                2.. => rows::<__m512, 2, W>(b, blocks, r0, xm, y_rows, cols),
+                _ => rows::<__m512, 1, W>(b, blocks, r0, xm, y_rows, cols),
             }
         };
     }
@@ -177,9 +192,10 @@ fn block_row_blocks<'a>(b: &Blocks<'a>, brow: usize) -> (&'a [u32], &'a [f32]) {
     )
 }
 
-/// Rows `r0 .. r0 + R` of a block row (`block_cols`, `values`: its blocks): for each token
-/// `c < cols`, `y[i · cols + c] = Σ_blocks Σ_j block[r0 + i][j] · xm[L · (bcol · bc + j) + c]`
-/// with `L = V::LANES`. Returns `R`.
+/// Rows `r0 .. r0 + R` of a block row (`block_cols`, `values`: its blocks), `W` vectors of
+/// tokens a row: for each token `c < cols`,
+/// `y[i · cols + c] = Σ_blocks Σ_j block[r0 + i][j] · xm[L · (bcol · bc + j) + c]` with
+/// `L = W · V::LANES`. Returns `R`.
 ///
 /// # Safety
 /// `V`'s instruction set (inlined into the `#[target_feature]` wrappers above); `values`
@@ -187,7 +203,7 @@ fn block_row_blocks<'a>(b: &Blocks<'a>, brow: usize) -> (&'a [u32], &'a [f32]) {
 /// inside `xm` (`L` floats each); `r0 + R <= br`; `y` holds `R` rows of `cols <= L` floats.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn rows<V: Vector, const R: usize>(
+unsafe fn rows<V: Vector, const R: usize, const W: usize>(
     b: &Blocks<'_>,
     (block_cols, values): (&[u32], &[f32]),
     r0: usize,
@@ -195,36 +211,73 @@ unsafe fn rows<V: Vector, const R: usize>(
     y: &mut [f32],
     cols: usize,
 ) -> usize {
-    let (br, bc, lanes) = (b.br, b.bc, V::LANES);
+    let (br, bc, lanes) = (b.br, b.bc, W * V::LANES);
     // SAFETY: `V`'s instruction set (contract).
-    let mut acc = [unsafe { V::zero() }; R];
-    for (n, (block, &bcol)) in values.chunks_exact(br * bc).zip(block_cols).enumerate() {
-        if let Some(&next) = block_cols.get(n + PREFETCH_BLOCKS_AHEAD) {
-            let rows = &values[(n + PREFETCH_BLOCKS_AHEAD) * br * bc..][r0 * bc..(r0 + R) * bc];
-            for row in rows.chunks(bc) {
-                row.chunks(16).for_each(|line| prefetch(line.as_ptr().cast()));
-            }
-            let x_rows = &xm[next as usize * bc * lanes..][..bc * lanes];
-            x_rows.chunks(16).for_each(|line| prefetch(line.as_ptr().cast()));
-        }
-        let w = block[r0 * bc..].as_ptr();
-        let x = xm[bcol as usize * bc * lanes..].as_ptr();
-        for j in 0..bc {
-            // SAFETY: K row `bcol · bc + j` of `xm` and value `(r0 + i) · bc + j` of the
-            // block (contract).
+    let mut acc = [[unsafe { V::zero() }; W]; R];
+    let blocks = values.chunks_exact(br * bc).zip(block_cols);
+    // SAFETY (both loops): each block's K rows lie inside `xm`, and the tile's rows inside
+    // the block (contract).
+    if br * bc < PREFETCH_MIN_BLOCK {
+        for (block, &bcol) in blocks {
             unsafe {
-                let xv = V::load(x.add(j * lanes));
-                for (i, a) in acc.iter_mut().enumerate() {
-                    *a = V::mul_add(V::splat(*w.add(i * bc + j)), xv, *a);
+                block_fmas::<V, R, W>(&mut acc, &block[r0 * bc..], &xm[bcol as usize * bc * lanes..], bc)
+            };
+        }
+    } else {
+        for (n, (block, &bcol)) in blocks.enumerate() {
+            if let Some(&next) = block_cols.get(n + PREFETCH_BLOCKS_AHEAD) {
+                // The tile's rows of that block are one run of `R · bc` values.
+                let rows = &values[(n + PREFETCH_BLOCKS_AHEAD) * br * bc..][r0 * bc..(r0 + R) * bc];
+                rows.chunks(16).for_each(|line| prefetch(line.as_ptr().cast()));
+                let x_rows = &xm[next as usize * bc * lanes..][..bc * lanes];
+                x_rows.chunks(16).for_each(|line| prefetch(line.as_ptr().cast()));
+            }
+            unsafe {
+                block_fmas::<V, R, W>(&mut acc, &block[r0 * bc..], &xm[bcol as usize * bc * lanes..], bc)
+            };
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        let mut out = [0.0f32; ZMM_TOKENS];
+        for (v, a) in row.iter().enumerate() {
+            // SAFETY: `out` holds `L <= 48` floats.
+            unsafe { a.store(out.as_mut_ptr().add(v * V::LANES)) };
+        }
+        y[i * cols..(i + 1) * cols].copy_from_slice(&out[..cols]);
+    }
+    R
+}
+
+/// One block into the register tile: `acc[i] += Σ_j w[i · bc + j] · x[j · L ..]` for the
+/// tile's `R` rows (`w` from the tile's first row in the block) and the block's `bc` K rows
+/// of `x`, `L = W · V::LANES` floats each.
+///
+/// A function rather than a closure in [`rows`]: closures do not inherit the target features
+/// of the function they are written in, and the vector methods would not inline (16×16
+/// blocks ran at a twentieth of the speed).
+///
+/// # Safety
+/// `V`'s instruction set; `w` holds `(R - 1) · bc + bc` floats and `x` `bc · L`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn block_fmas<V: Vector, const R: usize, const W: usize>(
+    acc: &mut [[V; W]; R],
+    w: &[f32],
+    x: &[f32],
+    bc: usize,
+) {
+    let lanes = W * V::LANES;
+    let (w, x) = (w.as_ptr(), x.as_ptr());
+    for j in 0..bc {
+        // SAFETY: K row `j < bc` of `x` and value `i · bc + j` of `w` (contract).
+        unsafe {
+            let xv: [V; W] = std::array::from_fn(|v| V::load(x.add(j * lanes + v * V::LANES)));
+            for (i, row) in acc.iter_mut().enumerate() {
+                let wv = V::splat(*w.add(i * bc + j));
+                for (a, &xv) in row.iter_mut().zip(&xv) {
+                    *a = V::mul_add(wv, xv, *a);
                 }
             }
         }
     }
-    for (i, a) in acc.iter().enumerate() {
-        let mut out = [0.0f32; ZMM_TOKENS];
-        // SAFETY: `out` holds `L <= 16` floats.
-        unsafe { a.store(out.as_mut_ptr()) };
-        y[i * cols..(i + 1) * cols].copy_from_slice(&out[..cols]);
-    }
-    R
 }
