@@ -137,24 +137,12 @@ pub(crate) fn spmm(
 /// 8 independent FMA chains, of AVX2's 16 registers).
 ///
 /// # Safety
-/// AVX2 and FMA; as [`rows`] for every tile, with `xm` 8 floats a K row.
+/// AVX2 and FMA; as [`block_row`], with `xm` 8 floats a K row.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn block_row_ymm(b: &Blocks<'_>, brow: usize, xm: &[f32], y: &mut [f32], cols: usize) {
-    let blocks = block_row_blocks(b, brow);
-    let mut r0 = 0;
-    while r0 < b.br {
-        let y_rows = &mut y[r0 * cols..];
-        // SAFETY: the caller's contract, rows `r0 .. r0 + R <= br`.
-        r0 += unsafe {
-            match b.br - r0 {
-                8.. => rows::<__m256, 8, 1>(b, blocks, r0, xm, y_rows, cols),
-                4.. => rows::<__m256, 4, 1>(b, blocks, r0, xm, y_rows, cols),
-                2.. => rows::<__m256, 2, 1>(b, blocks, r0, xm, y_rows, cols),
-                _ => rows::<__m256, 1, 1>(b, blocks, r0, xm, y_rows, cols),
-            }
-        };
-    }
+    // SAFETY: the caller's contract.
+    unsafe { block_row::<__m256, 1>(b, brow, (xm, y, cols), 8) }
 }
 
 /// One block row with `W` zmm vectors of 16 tokens a row, its rows in register tiles of up
@@ -162,10 +150,27 @@ unsafe fn block_row_ymm(b: &Blocks<'_>, brow: usize, xm: &[f32], y: &mut [f32], 
 /// 2–3 (16–24 sums, of AVX-512's 32 registers).
 ///
 /// # Safety
-/// AVX-512F; as [`rows`] for every tile, with `xm` `16·W` floats a K row.
+/// AVX-512F; as [`block_row`], with `xm` `16·W` floats a K row.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn block_row_zmm<const W: usize>(b: &Blocks<'_>, brow: usize, xm: &[f32], y: &mut [f32], cols: usize) {
+    let widest = if W == 1 { 16 } else { 8 };
+    // SAFETY: the caller's contract.
+    unsafe { block_row::<__m512, W>(b, brow, (xm, y, cols), widest) }
+}
+
+/// Block row `brow` in register tiles of up to `widest` rows (16 or 8), then 4, 2 and 1.
+///
+/// # Safety
+/// `V`'s instruction set (inlined into the wrappers above); as [`rows`] for every tile.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn block_row<V: Vector, const W: usize>(
+    b: &Blocks<'_>,
+    brow: usize,
+    (xm, y, cols): (&[f32], &mut [f32], usize),
+    widest: usize,
+) {
     let blocks = block_row_blocks(b, brow);
     let mut r0 = 0;
     while r0 < b.br {
@@ -173,11 +178,11 @@ unsafe fn block_row_zmm<const W: usize>(b: &Blocks<'_>, brow: usize, xm: &[f32],
         // SAFETY: the caller's contract, rows `r0 .. r0 + R <= br`.
         r0 += unsafe {
             match b.br - r0 {
-                16.. if W == 1 => rows::<__m512, 16, W>(b, blocks, r0, xm, y_rows, cols),
-                8.. => rows::<__m512, 8, W>(b, blocks, r0, xm, y_rows, cols),
-                4.. => rows::<__m512, 4, W>(b, blocks, r0, xm, y_rows, cols),
-                2.. => rows::<__m512, 2, W>(b, blocks, r0, xm, y_rows, cols),
-                _ => rows::<__m512, 1, W>(b, blocks, r0, xm, y_rows, cols),
+                16.. if widest >= 16 => rows::<V, 16, W>(b, blocks, r0, xm, y_rows, cols),
+                8.. => rows::<V, 8, W>(b, blocks, r0, xm, y_rows, cols),
+                4.. => rows::<V, 4, W>(b, blocks, r0, xm, y_rows, cols),
+                2.. => rows::<V, 2, W>(b, blocks, r0, xm, y_rows, cols),
+                _ => rows::<V, 1, W>(b, blocks, r0, xm, y_rows, cols),
             }
         };
     }
