@@ -1,15 +1,15 @@
-//! The BSR kernel for products with 1–16 tokens (decode-time batches): AVX2 + FMA up to 8
-//! tokens, AVX-512 for 9–16.
+//! The BSR kernel for products with few tokens (decode-time batches): AVX2 + FMA up to 8
+//! tokens, AVX-512 for 9–48.
 //!
 //! Why: the shared token-lane loop (`sparse_rows.rs`) puts tokens in vector lanes and pads
 //! them to 16, so at 1–8 tokens most of every FMA is padding, and block sparsity at 90% ran
-//! only 1.3–2.7× dense where its weight stream is a tenth of dense's; from 9 to 16 tokens
-//! that loop, which takes two rows a pass, ran 1.9–2.2× the dense comparator on 4096². Here
-//! the activations are copied token-minor (one K row = one vector: every token at once, 8
-//! floats for a ymm or 16 for a zmm), and each kept weight of a block is broadcast and FMA'd
-//! against the K row its block column names: one activation load feeds a whole register tile
-//! of block rows (8 on AVX2's 16 registers, 16 on AVX-512's 32), so a weight costs a
-//! broadcast and an FMA. The next blocks' weights and activation rows are prefetched: their
+//! only 1.3–2.7× dense where its weight stream is a tenth of dense's; from 9 to 48 tokens
+//! that loop, which takes two rows a pass, ran 1.8–3.0× the dense comparator on 4096². Here
+//! the activations are copied token-minor (one K row = every token at once: one ymm of 8
+//! floats, or one to three zmm of 16), and each kept weight of a block is broadcast and
+//! FMA'd against the K row its block column names: one activation load feeds a whole
+//! register tile of block rows (8 on AVX2's 16 registers, 16 or 8 on AVX-512's 32), so a
+//! weight costs a broadcast and an FMA per vector. The next blocks' weights and activation rows are prefetched: their
 //! block columns are known in advance, and the activation rows they name are scattered.
 
 #[cfg(target_arch = "x86_64")]
@@ -220,10 +220,10 @@ unsafe fn rows<V: Vector, const R: usize, const W: usize>(
     // SAFETY: `V`'s instruction set (contract).
     let mut acc = [[unsafe { V::zero() }; W]; R];
     let blocks = values.chunks_exact(br * bc).zip(block_cols);
-    // SAFETY (both loops): each block's K rows lie inside `xm`, and the tile's rows inside
-    // the block (contract).
     if br * bc < PREFETCH_MIN_BLOCK {
         for (block, &bcol) in blocks {
+            // SAFETY: the block's K rows lie inside `xm`, the tile's rows inside the block
+            // (contract).
             unsafe {
                 block_fmas::<V, R, W>(&mut acc, &block[r0 * bc..], &xm[bcol as usize * bc * lanes..], bc)
             };
@@ -237,6 +237,7 @@ unsafe fn rows<V: Vector, const R: usize, const W: usize>(
                 let x_rows = &xm[next as usize * bc * lanes..][..bc * lanes];
                 x_rows.chunks(16).for_each(|line| prefetch(line.as_ptr().cast()));
             }
+            // SAFETY: as above.
             unsafe {
                 block_fmas::<V, R, W>(&mut acc, &block[r0 * bc..], &xm[bcol as usize * bc * lanes..], bc)
             };
