@@ -259,7 +259,7 @@ impl RowKernel for BsrMatrix {
         // sparsity with 16×16 blocks, × dense, the loop below vs it: 4096² 1.44 vs 2.45 at 1
         // token, 2.15 vs 3.73 at 4, 2.86 vs 4.79 at 8; 768² 0.76 vs 1.57 and 2.92 vs 6.02 at 1
         // and 8; 11008×4096 2.55 vs 3.85 and 2.98 vs 4.79; from 12 to 48 tokens 1.8–3.4 vs
-        // 4.4–5.6 on 4096², 11008×4096, 4096×11008 and 2048², and 0.5–0.9 vs 0.6–1.3 with
+        // 4.4–5.6 on 4096², 11008×4096, 4096×11008 and 2048², and 0.3–0.9 vs 0.6–1.6 with
         // 4×4, 1×16, 2×8 and 8×1 blocks at 25–50% (`sparsegate bench`, 2 threads, against
         // the dense comparator of each run).
         if cols <= bsr_few_tokens::max_cols(isa) {
