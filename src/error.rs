@@ -228,3 +228,54 @@ impl From<PackError> for Error {
         Error::Pack(Box::new(e))
     }
 }
+
+impl From<crate::files::FileError> for Error {
+    fn from(e: crate::files::FileError) -> Self {
+        use crate::files::FileError as F;
+        match e {
+            F::Read { path, source } => Error::Read { path, source },
+            F::Write { path, source } => Error::Write { path, source },
+            F::Json {
+                path,
+                line,
+                column,
+                message,
+                hint,
+            } => Error::Json {
+                path,
+                line,
+                column,
+                message,
+                hint,
+            },
+        }
+    }
+}
+
+impl From<crate::validate::golden::GoldenError> for Error {
+    fn from(e: crate::validate::golden::GoldenError) -> Self {
+        use crate::validate::golden::GoldenError as G;
+        match e {
+            G::File(e) => e.into(),
+            G::Corrupt { path, reason } => Error::CorruptBaseline { path, reason },
+            expired @ G::Expired { .. } => Error::Usage {
+                message: expired.to_string(),
+                hint: "re-measure and review it with `sparsegate bless <pack> --slice <id> --expires-in-days N`, \
+                       then commit it"
+                    .into(),
+            },
+        }
+    }
+}
+
+impl From<crate::release::ReleaseError> for Error {
+    fn from(e: crate::release::ReleaseError) -> Self {
+        use crate::release::ReleaseError as R;
+        match e {
+            R::File(e) => e.into(),
+            R::Render { template, message } => Error::Render { template, message },
+            R::Signing { message, hint } => Error::Usage { message, hint },
+            R::Verification { dir, problems } => Error::Verification { dir, problems },
+        }
+    }
+}

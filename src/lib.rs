@@ -13,18 +13,19 @@
 #![warn(missing_docs)]
 
 pub mod app;
-pub mod digest;
+pub mod domain;
 pub mod error;
 pub mod execute;
+pub mod files;
 pub mod ingress;
 pub mod lower;
-pub mod metric;
 pub mod release;
 pub mod schedule;
 pub mod schema;
 pub mod sim;
-pub mod stage;
+pub mod stats;
 pub mod validate;
-pub mod verdict;
+
+pub use domain::{digest, metric, stage, verdict};
 
 pub use error::{Error, Result};

@@ -5,13 +5,7 @@
 
 use serde_json::Value;
 
-/// The schema of `T` as draft 2020-12 JSON.
-pub fn generate<T: schemars::JsonSchema>() -> Value {
-    schemars::generate::SchemaSettings::draft2020_12()
-        .into_generator()
-        .into_root_schema_for::<T>()
-        .to_value()
-}
+pub use crate::domain::schema::generate;
 
 /// A committed schema: its file name under `schemas/` and how to generate it.
 pub type CommittedSchema = (&'static str, fn() -> Value);

@@ -6,10 +6,11 @@
 //! adds is the summary people read: medians, GFLOP/s, and the speedup with its interval.
 
 use super::run::execute_slice;
+use crate::domain::{GemmOp, Precision, Sparsity};
 use crate::ingress::pack::SamplePolicy;
-use crate::ingress::{Backend, GemmOp, Precision, Slice, Sparsity};
+use crate::ingress::{Backend, Slice};
 use crate::lower::{KernelPath, lower};
-use crate::validate::stats::{Bootstrap, StatsError, median, quantile_ci};
+use crate::stats::{Bootstrap, StatsError, median, quantile_ci};
 use serde::Serialize;
 use thiserror::Error;
 

@@ -7,10 +7,10 @@
 //! status and the tail of stderr) when the command fails or prints something malformed.
 
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence, SliceFailure};
+use crate::domain::metric::Metric;
+use crate::domain::stage::Stage;
 use crate::ingress::{CommandInvocation, CommandSlice, Slice};
 use crate::lower::Plan;
-use crate::metric::Metric;
-use crate::stage::Stage;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};

@@ -1,10 +1,11 @@
 //! Evidence: what was measured, raw, with the environment it was measured under.
 //! Never only summaries: every sample is kept, with the run it came from.
 
+use crate::domain::Precision;
+use crate::domain::stage::Stage;
+use crate::ingress::Environment;
 use crate::ingress::pack::RunMode;
-use crate::ingress::{Environment, Precision};
 use crate::lower::Plan;
-use crate::stage::Stage;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -212,7 +213,7 @@ pub struct LayerDrift {
     /// Layer name (`fc1`, `fc2`).
     pub layer: String,
     /// The precision the layer ran in.
-    pub precision: crate::ingress::Precision,
+    pub precision: crate::domain::Precision,
     /// `‖y − y_ref‖ / ‖y_ref‖` over the whole test split's outputs.
     pub relative_error: f64,
     /// Cosine similarity of `y` and `y_ref` over the whole test split's outputs.

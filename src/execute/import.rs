@@ -10,10 +10,10 @@
 
 use super::command::{median, zero_if_nan};
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence, SliceFailure};
+use crate::domain::stage::Stage;
 use crate::ingress::pack::ImportFormat;
 use crate::ingress::{ImportSlice, Slice};
 use crate::lower::Plan;
-use crate::stage::Stage;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -9,10 +9,10 @@
 
 use super::evidence::{MetricSamples, SliceEvidence, SliceFailure};
 use super::workload::Workload;
+use crate::domain::stage::Stage;
 use crate::ingress::{LoadPlan, Slice};
 use crate::lower::Plan;
 use crate::sim::queue::{arrival_times, early_stopping_min_requests};
-use crate::stage::Stage;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -175,7 +175,7 @@ pub fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::queue::Arrivals;
+    use crate::domain::Arrivals;
 
     /// A service that takes `d` of wall time.
     fn busy(d: Duration) -> impl FnMut() -> Result<(), String> {

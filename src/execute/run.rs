@@ -6,10 +6,10 @@
 use super::evidence::{Look, MetricSamples, OpCost, RunSummary, SliceEvidence, SliceFailure};
 use super::kernels::KernelError;
 use super::workload::Workload;
+use crate::domain::stage::Stage;
 use crate::ingress::Slice;
 use crate::ingress::pack::{RunMode, SamplePolicy};
 use crate::lower::{KernelPath, Plan};
-use crate::stage::Stage;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Instant;

@@ -5,10 +5,11 @@
 //! comparator is the same ops dense on the same part.
 
 use super::evidence::{OpCost, SliceEvidence, SliceFailure};
-use crate::ingress::{Slice, Sparsity};
+use crate::domain::Sparsity;
+use crate::domain::stage::Stage;
+use crate::ingress::Slice;
 use crate::lower::Plan;
 use crate::sim::{Layer, evaluate};
-use crate::stage::Stage;
 use std::time::Instant;
 
 /// Totals of one slice's ops on the simulated part.
@@ -24,7 +25,7 @@ struct Totals {
     occupancy_cycles: f64,
     compute_cycles: f64,
     /// Seconds per bottleneck class, in vocabulary order.
-    by_class: [(crate::verdict::Bottleneck, f64); 7],
+    by_class: [(crate::domain::verdict::Bottleneck, f64); 7],
     /// Compulsory bytes: weights as stored (values and metadata), activations and outputs
     /// at the slice's precision, each moved once (the roofline's denominator).
     bytes_moved: f64,
@@ -32,7 +33,7 @@ struct Totals {
 
 impl Default for Totals {
     fn default() -> Self {
-        use crate::verdict::Bottleneck as B;
+        use crate::domain::verdict::Bottleneck as B;
         Totals {
             latency_s: 0.0,
             cycles: 0.0,
@@ -138,10 +139,7 @@ pub fn execute_sim_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
             // most of it.
             for (class, seconds) in s.by_class {
                 if seconds > 0.0 {
-                    evidence.counters.insert(
-                        crate::validate::bottleneck::sim_time_counter(class).into(),
-                        seconds,
-                    );
+                    evidence.counters.insert(class.sim_time_counter().into(), seconds);
                 }
             }
             evidence.counters.insert("value_bytes".into(), s.value_bytes);

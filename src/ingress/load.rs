@@ -7,7 +7,7 @@ use super::diagnostic::{Location, PackDiagnostic, PackError};
 use super::pack::PackFile;
 use super::span::{Locator, Pos, SpanIndex, escape_segment};
 use super::{LoadedPack, expand, semantic};
-use crate::digest::sha256_hex;
+use crate::domain::digest::sha256_hex;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, ValidationError, Validator};
 use serde::Deserialize;
@@ -29,9 +29,9 @@ const MINIMAL_KEYS: &str = "a pack needs at least `schema_version: 1`, `name`, `
 /// The pack format's JSON Schema (draft 2020-12), generated from [`PackFile`].
 ///
 /// `schemas/scenario-pack.schema.json` is this value, pretty-printed; a test keeps the two
-/// equal (see [`crate::schema`]).
+/// equal (see `crate::schema`).
 pub fn pack_schema() -> Value {
-    crate::schema::generate::<PackFile>()
+    crate::domain::schema::generate::<PackFile>()
 }
 
 /// Load, validate and expand the scenario pack at `path`.

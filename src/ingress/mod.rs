@@ -9,11 +9,11 @@
 pub mod environment;
 pub mod model;
 pub mod pack;
-pub mod shapes;
 pub mod shard;
 
 mod diagnostic;
 mod expand;
+mod ids;
 mod load;
 mod semantic;
 mod span;
@@ -25,10 +25,12 @@ pub(crate) use expand::mlp_ops as expand_mlp_ops;
 pub use expand::pack_threads;
 pub use load::{PACK_SCHEMA_JSON, load_pack, pack_schema, parse_pack};
 pub use model::{MLP_LAYERS, ModelTask, PruningPlan};
-pub use pack::{Backend, PackFile, Precision, Severity};
-pub use semantic::SparsityError;
+pub use pack::{Backend, PackFile, Severity};
 
-use crate::metric::Metric;
+// The shared vocabulary lives on the domain floor; re-exported here for the pack's users.
+pub use crate::domain::{GemmOp, Precision, Sparsity, SparsityError, shapes};
+
+use crate::domain::metric::Metric;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
@@ -135,7 +137,7 @@ impl WeightDistribution {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LoadPlan {
     /// The seeded arrival process (shared with the simulator's queue model).
-    pub arrivals: crate::sim::queue::Arrivals,
+    pub arrivals: crate::domain::Arrivals,
     /// Most requests in the system at once; arrivals beyond it are dropped.
     pub queue: u32,
     /// Requests offered.
@@ -192,87 +194,6 @@ pub struct ImportSlice {
     pub benchmark: String,
     /// The comparator entry, if any.
     pub comparator: Option<String>,
-}
-
-/// One GEMM of a workload, in the research-table convention (M tokens, N out, K in).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GemmOp {
-    /// Layer name for the memo.
-    pub name: String,
-    /// Tokens.
-    pub m: usize,
-    /// Output features.
-    pub n: usize,
-    /// Input (reduction) features.
-    pub k: usize,
-}
-
-impl GemmOp {
-    /// Dense-equivalent floating-point operations: 2·M·N·K.
-    pub fn dense_flops(&self) -> f64 {
-        2.0 * self.m as f64 * self.n as f64 * self.k as f64
-    }
-}
-
-/// A weight sparsity pattern, parsed from the pack's string form.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Sparsity {
-    /// Every weight kept.
-    Dense,
-    /// N of every M consecutive weights along K kept (N < M).
-    NOfM {
-        /// Kept per group.
-        n: u32,
-        /// Group size.
-        m: u32,
-    },
-    /// A fraction `density` of weights kept, anywhere.
-    Unstructured {
-        /// Kept fraction in (0, 1].
-        density: f64,
-    },
-    /// Blocks of `rows × cols` weights kept or dropped together.
-    Block {
-        /// Block height.
-        rows: u32,
-        /// Block width.
-        cols: u32,
-        /// Kept fraction of blocks in (0, 1].
-        density: f64,
-    },
-}
-
-impl Sparsity {
-    /// Fraction of weights kept.
-    pub fn density(&self) -> f64 {
-        match *self {
-            Sparsity::Dense => 1.0,
-            Sparsity::NOfM { n, m } => f64::from(n) / f64::from(m),
-            Sparsity::Unstructured { density } | Sparsity::Block { density, .. } => density,
-        }
-    }
-
-    /// A file-name-safe tag used in slice ids: `dense`, `2of4`, `u0.1`, `b16x16-0.1`.
-    pub fn tag(&self) -> String {
-        match *self {
-            Sparsity::Dense => "dense".into(),
-            Sparsity::NOfM { n, m } => format!("{n}of{m}"),
-            Sparsity::Unstructured { density } => format!("u{density}"),
-            Sparsity::Block { rows, cols, density } => format!("b{rows}x{cols}-{density}"),
-        }
-    }
-}
-
-impl fmt::Display for Sparsity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Sparsity::Dense => f.write_str("dense"),
-            Sparsity::NOfM { n, m } => write!(f, "{n}:{m}"),
-            Sparsity::Unstructured { density } => write!(f, "unstructured:{density}"),
-            Sparsity::Block { rows, cols, density } => write!(f, "block:{rows}x{cols}:{density}"),
-        }
-    }
 }
 
 /// A guardrail after parsing, with where it was declared.

@@ -1,114 +1,12 @@
 //! Semantic checks: what the JSON Schema cannot say. Every check is located at the offending
 //! value and carries a hint; all problems are collected, not just the first.
 
-use super::expand::slice_id;
+use super::ids::slice_id;
 use super::pack::{Backend, Guardrail, OpSpec, PACK_SCHEMA_VERSION, PackFile, Precision};
 use super::span::{Locator, escape_segment};
 use super::{GuardrailSpec, MEMORY_BUDGET_BYTES, PackDiagnostic, Rule, Sparsity};
-use crate::metric::Metric;
+use crate::domain::metric::Metric;
 use std::collections::{HashMap, HashSet};
-use std::fmt;
-use std::str::FromStr;
-
-/// Largest N:M group size accepted.
-const MAX_GROUP: u32 = 32;
-
-/// A sparsity string that does not parse; says what was expected.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SparsityError {
-    /// What is wrong.
-    pub message: String,
-    /// What would be accepted instead.
-    pub hint: String,
-}
-
-impl fmt::Display for SparsityError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.message, self.hint)
-    }
-}
-
-impl std::error::Error for SparsityError {}
-
-const SPARSITY_FORMS: &str = "write `dense`, `N:M` (e.g. `2:4`), `unstructured:D` (e.g. `unstructured:0.1`) or `block:RxC:D` \
-     (e.g. `block:16x16:0.25`), where D is the kept fraction in (0, 1]";
-
-impl FromStr for Sparsity {
-    type Err = SparsityError;
-
-    /// Parse the pack form: `dense`, `N:M` with 0 < N < M ≤ 32, `unstructured:D` or
-    /// `block:RxC:D` with density D in (0, 1] and R, C ≥ 1.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim();
-        let err = |message: String| SparsityError {
-            message,
-            hint: SPARSITY_FORMS.to_owned(),
-        };
-        if s == "dense" {
-            return Ok(Sparsity::Dense);
-        }
-        if let Some(d) = s.strip_prefix("unstructured:") {
-            let density = parse_density(d).map_err(|m| err(format!("in sparsity `{s}`: {m}")))?;
-            return Ok(Sparsity::Unstructured { density });
-        }
-        if let Some(rest) = s.strip_prefix("block:") {
-            let Some((shape, d)) = rest.split_once(':') else {
-                return Err(err(format!(
-                    "block sparsity `{s}` needs a block shape and a density"
-                )));
-            };
-            let Some((r, c)) = shape.split_once('x') else {
-                return Err(err(format!(
-                    "block shape `{shape}` in `{s}` is not of the form RxC"
-                )));
-            };
-            let dim = |v: &str| v.parse::<u32>().ok().filter(|&v| v >= 1);
-            let (Some(rows), Some(cols)) = (dim(r), dim(c)) else {
-                return Err(err(format!(
-                    "block shape `{shape}` in `{s}` needs whole numbers ≥ 1"
-                )));
-            };
-            let density = parse_density(d).map_err(|m| err(format!("in sparsity `{s}`: {m}")))?;
-            return Ok(Sparsity::Block { rows, cols, density });
-        }
-        if let Some((n, m)) = s.split_once(':') {
-            let (Ok(n), Ok(m)) = (n.trim().parse::<u32>(), m.trim().parse::<u32>()) else {
-                return Err(err(format!("unknown sparsity `{s}`")));
-            };
-            let nm = |message: String| SparsityError {
-                message,
-                hint: format!(
-                    "N:M keeps N of every M weights: 0 < N < M ≤ {MAX_GROUP} (e.g. `2:4`); \
-                     use `dense` to keep every weight"
-                ),
-            };
-            if m == 0 || m > MAX_GROUP {
-                return Err(nm(format!(
-                    "group size M = {m} in `{s}` is outside 1..={MAX_GROUP}"
-                )));
-            }
-            if n == 0 {
-                return Err(nm(format!("`{s}` keeps no weights (N must be at least 1)")));
-            }
-            if n >= m {
-                return Err(nm(format!("`{s}` is not sparse: N must be less than M")));
-            }
-            return Ok(Sparsity::NOfM { n, m });
-        }
-        Err(err(format!("unknown sparsity `{s}`")))
-    }
-}
-
-fn parse_density(d: &str) -> Result<f64, String> {
-    let v: f64 = d
-        .trim()
-        .parse()
-        .map_err(|_| format!("density `{d}` is not a number"))?;
-    if !(v.is_finite() && v > 0.0 && v <= 1.0) {
-        return Err(format!("density {d} is outside (0, 1]"));
-    }
-    Ok(v)
-}
 
 /// Parse a percentage string such as `5%` or `2.5%` in (0, 100) into a fraction (`0.05`).
 pub(crate) fn parse_percentage(s: &str) -> Result<f64, String> {

@@ -4,7 +4,7 @@
 //! slice never moves the others to another job (their baselines and timings stay put).
 
 use super::Slice;
-use crate::digest::sha256_hex;
+use crate::domain::digest::sha256_hex;
 use std::fmt;
 use std::str::FromStr;
 

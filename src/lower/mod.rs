@@ -2,7 +2,9 @@
 //! or the dense fallback, and why. This is the *supported layer matrix* the memo shows.
 //! Nothing here measures time.
 
-use crate::ingress::{Backend, GemmOp, Precision, Slice, Sparsity};
+use crate::domain::{GemmOp, Precision, Sparsity};
+
+use crate::ingress::{Backend, Slice};
 use serde::{Deserialize, Serialize};
 
 /// The kernel choice for every op of one slice.

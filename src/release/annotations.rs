@@ -2,8 +2,8 @@
 //! on the pack line that declared it, so a reviewer sees it in the PR diff.
 
 use super::Decision;
+use crate::domain::verdict::Verdict;
 use crate::ingress::Severity;
-use crate::verdict::Verdict;
 use std::fmt::Write;
 
 /// Escape a message for a workflow command (`%`, CR and LF are encoded).

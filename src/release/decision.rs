@@ -1,10 +1,10 @@
 //! The gate decision: one verdict and one exit code from every guardrail outcome.
 
 use super::ExitCode;
+use crate::domain::stage::Stage;
+use crate::domain::verdict::Verdict;
 use crate::ingress::{FieldDiff, Severity};
-use crate::stage::Stage;
 use crate::validate::{Assessment, GuardrailOutcome};
-use crate::verdict::Verdict;
 use serde::{Deserialize, Serialize};
 
 /// Version of the `verdict.json` format.
@@ -103,8 +103,8 @@ impl Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::metric::Metric;
     use crate::ingress::Rule;
-    use crate::metric::Metric;
 
     fn outcome(verdict: Verdict, severity: Severity, stage: Stage) -> GuardrailOutcome {
         GuardrailOutcome {

@@ -1,6 +1,6 @@
 //! Stable exit codes (DESIGN.md §3): CI pipelines branch on these.
 
-use crate::verdict::Verdict;
+use crate::domain::verdict::Verdict;
 use serde::{Deserialize, Serialize};
 
 /// The process exit status of a sparsegate command.

@@ -11,7 +11,7 @@
 
 use crate::execute::Evidence;
 use crate::release::Decision;
-use crate::validate::stats::{median, quantile_ci};
+use crate::stats::{median, quantile_ci};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -538,10 +538,10 @@ fn enum_name<T: Serialize>(value: &T) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::verdict::Verdict;
     use crate::execute::{MetricSamples, PackRecord, SliceEvidence};
     use crate::ingress::Environment;
     use crate::release::{ExitCode, VerdictCounts};
-    use crate::verdict::Verdict;
     use std::collections::BTreeMap;
 
     fn evidence(latency: f64) -> Evidence {
@@ -555,7 +555,7 @@ mod tests {
             pack: "p".into(),
             slice: "s1".into(),
             sparsity: "2:4".into(),
-            precision: crate::ingress::Precision::Fp16,
+            precision: crate::domain::Precision::Fp16,
             plan: crate::lower::Plan { ops: vec![] },
             metrics,
             comparator: None,
@@ -626,9 +626,9 @@ mod tests {
     /// A guardrail-only value (quality drift recorded by the gate) is a series too.
     #[test]
     fn guardrail_values_form_a_series_when_no_metric_has_the_name() {
+        use crate::domain::metric::Metric;
+        use crate::domain::stage::Stage;
         use crate::ingress::{Rule, Severity};
-        use crate::metric::Metric;
-        use crate::stage::Stage;
         let dir = tempfile::tempdir().unwrap();
         let mut h = History::open(&dir.path().join("history.db")).unwrap();
         for value in [-0.001, -0.002, -0.03] {

@@ -2,8 +2,8 @@
 //! show guardrails the way they show tests.
 
 use super::Decision;
+use crate::domain::verdict::Verdict;
 use crate::ingress::Severity;
-use crate::verdict::Verdict;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use std::collections::BTreeMap;
 

@@ -2,20 +2,20 @@
 //! Markdown and HTML by minijinja templates embedded in the binary (so the binary version
 //! fully determines the rendering, and the same evidence always renders the same bytes).
 
+use super::error::{ReleaseError, Result};
 use super::{Decision, DriftNote, ExitCode, VerdictCounts, charts};
-use crate::error::{Error, Result};
+use crate::domain::metric::Metric;
+use crate::domain::stage::Stage;
+use crate::domain::verdict::{Bottleneck, Verdict};
 use crate::execute::{Evidence, SliceEvidence};
 use crate::ingress::Rule;
 use crate::ingress::pack::Owner;
 use crate::ingress::{Environment, LoadedPack};
 use crate::lower::KernelPath;
-use crate::metric::Metric;
-use crate::stage::Stage;
+use crate::stats::{median, quantile, quantile_ci};
 use crate::validate::golden::{Baselines, baseline_path};
 use crate::validate::quality::{PairedQuality, versus_dense, versus_equal_latency};
-use crate::validate::stats::{median, quantile, quantile_ci};
 use crate::validate::{GuardrailOutcome, SliceDiagnosis};
-use crate::verdict::{Bottleneck, Verdict};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -474,7 +474,7 @@ impl Memo {
     }
 
     fn render(&self, name: &str, source: &str, charts: minijinja::Value) -> Result<String> {
-        let render_error = |e: minijinja::Error| Error::Render {
+        let render_error = |e: minijinja::Error| ReleaseError::Render {
             template: name.to_owned(),
             message: format!("{e:#}"),
         };
@@ -746,8 +746,8 @@ fn format_number(value: minijinja::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::metric::Metric;
     use crate::ingress::{GitInfo, Location, Rule, Severity};
-    use crate::metric::Metric;
     use std::collections::BTreeMap;
 
     /// A diagnosis with every section filled: a roofline point, a fallback with its impact.

@@ -4,6 +4,7 @@
 mod annotations;
 mod charts;
 mod decision;
+mod error;
 mod exit;
 pub mod history;
 mod junit;
@@ -14,6 +15,7 @@ pub mod trend;
 
 pub use annotations::github_annotations;
 pub use decision::{Decision, DriftNote, VERDICT_SCHEMA_VERSION, VerdictCounts, decide};
+pub use error::ReleaseError;
 pub use exit::ExitCode;
 pub use junit::render_junit;
 pub use memo::{MEMO_SCHEMA_VERSION, Memo, MemoPack, MemoTrend};

@@ -13,8 +13,9 @@
 //! is bound to a key, and the memo's owners bind emails to roles.
 
 use super::Memo;
-use crate::digest::sha256_hex;
-use crate::error::{Error, Result};
+use super::error::{ReleaseError, Result};
+use crate::domain::digest::sha256_hex;
+use crate::files::{FileError, to_json, write_atomic};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
@@ -109,9 +110,12 @@ pub fn signature_file(role: &str) -> String {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| Error::Read {
-        path: path.to_owned(),
-        source,
+    std::fs::read(path).map_err(|source| {
+        FileError::Read {
+            path: path.to_owned(),
+            source,
+        }
+        .into()
     })
 }
 
@@ -123,7 +127,7 @@ fn load_memo(dir: &Path) -> Result<(Vec<u8>, Memo)> {
     let path = dir.join("memo.json");
     let bytes = read(&path)?;
     let memo = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::json(
+        FileError::json(
             &path,
             &e,
             "memo.json is written by `sparsegate gate`; do not edit it",
@@ -177,7 +181,7 @@ pub fn sole_role(dir: &Path) -> Result<String> {
     let roles = required_roles(&memo);
     match roles.len() {
         1 => Ok(roles.into_iter().next().unwrap_or_default()),
-        _ => Err(Error::Usage {
+        _ => Err(ReleaseError::Signing {
             message: "this memo has several owner roles; say which one you sign for".into(),
             hint: format!(
                 "pass --role with one of: {}",
@@ -203,25 +207,25 @@ pub fn sign(dir: &Path, key_path: &Path, role: &str) -> Result<SignReport> {
     let (memo_bytes, memo) = load_memo(dir)?;
     let roles = required_roles(&memo);
     if !roles.contains(role) {
-        return Err(Error::Usage {
+        return Err(ReleaseError::Signing {
             message: format!("role `{role}` is not held by any owner of this memo"),
             hint: format!("roles are: {}", roles.into_iter().collect::<Vec<_>>().join(", ")),
         });
     }
     let key_text = read(key_path)?;
-    let key = PrivateKey::from_openssh(&key_text).map_err(|e| Error::Usage {
+    let key = PrivateKey::from_openssh(&key_text).map_err(|e| ReleaseError::Signing {
         message: format!("{} is not an OpenSSH private key: {e}", key_path.display()),
         hint: "pass the private half of an ed25519 key, e.g. ~/.ssh/id_ed25519".into(),
     })?;
     if key.is_encrypted() {
-        return Err(Error::Usage {
+        return Err(ReleaseError::Signing {
             message: format!("{} is passphrase-protected", key_path.display()),
             hint: "sign with an unencrypted copy kept outside the repository, or a dedicated signing key"
                 .into(),
         });
     }
     if key.algorithm() != ssh_key::Algorithm::Ed25519 {
-        return Err(Error::Usage {
+        return Err(ReleaseError::Signing {
             message: format!(
                 "{} is a {} key; memos are signed with ed25519",
                 key_path.display(),
@@ -231,7 +235,7 @@ pub fn sign(dir: &Path, key_path: &Path, role: &str) -> Result<SignReport> {
         });
     }
     let fingerprint = key.fingerprint(HashAlg::Sha256).to_string();
-    let signing_error = |e: &dyn std::fmt::Display| Error::Usage {
+    let signing_error = |e: &dyn std::fmt::Display| ReleaseError::Signing {
         message: format!("signing failed: {e}"),
         hint: "check the key file".into(),
     };
@@ -241,21 +245,21 @@ pub fn sign(dir: &Path, key_path: &Path, role: &str) -> Result<SignReport> {
         .map_err(|e| signing_error(&e))?;
     let sig_path = dir.join(signature_file(role));
     let pem = sshsig.to_pem(LineEnding::LF).map_err(|e| signing_error(&e))?;
-    crate::validate::golden::write_atomic(&sig_path, pem.as_bytes())?;
+    write_atomic(&sig_path, pem.as_bytes())?;
 
     let payload = serde_json::to_vec(&statement(dir, &memo)?).expect("statements serialize");
     let envelope_path = dir.join(ENVELOPE_FILE);
     let mut envelope = match std::fs::read(&envelope_path) {
         Ok(bytes) => {
             let existing: Envelope = serde_json::from_slice(&bytes).map_err(|e| {
-                Error::json(
+                FileError::json(
                     &envelope_path,
                     &e,
                     "memo.intoto.json is written by `sparsegate memo sign`",
                 )
             })?;
             if BASE64.decode(&existing.payload).ok().as_deref() != Some(payload.as_slice()) {
-                return Err(Error::Usage {
+                return Err(ReleaseError::Signing {
                     message: "the memo or its evidence changed since the first signature".into(),
                     hint: "re-run the gate and collect every signature on the new memo".into(),
                 });
@@ -276,7 +280,7 @@ pub fn sign(dir: &Path, key_path: &Path, role: &str) -> Result<SignReport> {
         keyid: fingerprint.clone(),
         sig: BASE64.encode(raw.as_bytes()),
     });
-    crate::validate::golden::write_atomic(&envelope_path, crate::app::to_json(&envelope).as_bytes())?;
+    write_atomic(&envelope_path, to_json(&envelope).as_bytes())?;
     Ok(SignReport {
         role: role.to_owned(),
         fingerprint,
@@ -302,7 +306,7 @@ pub fn parse_allowed_signers(path: &Path) -> Result<Vec<AllowedSigner>> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let bad = |what: &str| Error::Usage {
+        let bad = |what: &str| ReleaseError::Signing {
             message: format!("{}:{}: {what}", path.display(), index + 1),
             hint: "lines read `email[,email] [namespaces=\"sparsegate-memo\"] ssh-ed25519 AAAA…`".into(),
         };
@@ -470,7 +474,7 @@ pub fn verify(dir: &Path, allowed_signers: &Path) -> Result<VerifyReport> {
             envelope_signatures,
         })
     } else {
-        Err(Error::Verification {
+        Err(ReleaseError::Verification {
             dir: dir.to_owned(),
             problems,
         })

@@ -1,7 +1,7 @@
 //! A short plain-text summary of a decision for terminals and CI logs.
 
 use super::Decision;
-use crate::verdict::Verdict;
+use crate::domain::verdict::Verdict;
 use std::fmt::Write;
 
 /// One line per guardrail plus the verdict line, aligned for reading in a log.
@@ -48,7 +48,7 @@ pub fn render_summary(decision: &Decision) -> String {
         let is_quality = |g: &&crate::validate::GuardrailOutcome| {
             matches!(
                 g.metric,
-                crate::metric::Metric::Accuracy | crate::metric::Metric::QualityDelta
+                crate::domain::metric::Metric::Accuracy | crate::domain::metric::Metric::QualityDelta
             )
         };
         if undecided().any(|g| !is_quality(&g)) {

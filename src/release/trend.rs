@@ -3,7 +3,7 @@
 //! in `validate::stats`; this module only reads the history and words the result).
 
 use super::history::{History, HistoryError, SeriesPoint, SeriesSource};
-use crate::validate::stats::{EDivisiveOptions, StatsError, e_divisive, median};
+use crate::stats::{EDivisiveOptions, StatsError, e_divisive, median};
 use serde::Serialize;
 
 /// A metric's series and its change points.

@@ -7,7 +7,7 @@
 //! activation tile they span stays in L1 while every row of a task sweeps over it, and sizes
 //! tasks so each thread's share of the weights stays in L2 between strips.
 
-use crate::ingress::GemmOp;
+use crate::domain::GemmOp;
 
 /// L1 data bytes the activation tile may use: most of a 32–48 KiB L1d, leaving room for the
 /// weights and outputs streaming through.

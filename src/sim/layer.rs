@@ -8,7 +8,7 @@ use super::sparse::{SimPath, select};
 use super::tiling::{self, ceil_div};
 use super::traffic::{traffic, weight_bytes};
 use super::{Layer, SimError};
-use crate::verdict::Bottleneck;
+use crate::domain::verdict::Bottleneck;
 use serde::Serialize;
 
 /// Metadata share of DRAM traffic above which a memory-bound layer is called

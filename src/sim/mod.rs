@@ -28,7 +28,7 @@ pub use layer::{LayerReport, evaluate};
 pub use preset::Preset;
 pub use sparse::{FallbackReason, SimPath};
 
-use crate::ingress::{Precision, Sparsity};
+use crate::domain::{Precision, Sparsity};
 use rayon::prelude::*;
 use std::path::PathBuf;
 
@@ -189,7 +189,7 @@ pub fn simulate_one(
     let sparsity: Sparsity =
         sparsity
             .parse()
-            .map_err(|e: crate::ingress::SparsityError| SimError::BadLayer {
+            .map_err(|e: crate::domain::SparsityError| SimError::BadLayer {
                 message: format!("--sparsity `{sparsity}`: {e}"),
             })?;
     let precision = parse_precision(precision)?;

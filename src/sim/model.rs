@@ -6,11 +6,11 @@
 //! head are not modelled.
 
 use super::{Layer, LayerReport, Preset, SimError, evaluate};
-use crate::ingress::{Precision, Sparsity};
+use crate::domain::{Precision, Sparsity};
 use serde::Serialize;
 
 /// The transformer tables live with the other production shapes in ingress.
-pub use crate::ingress::shapes::Transformer as Model;
+pub use crate::domain::shapes::Transformer as Model;
 
 /// Totals of a forward pass.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]

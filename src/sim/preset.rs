@@ -7,7 +7,7 @@
 //! directory; a path to a user's own YAML file works the same way.
 
 use super::SimError;
-use crate::ingress::Precision;
+use crate::domain::Precision;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -438,7 +438,7 @@ impl Preset {
     /// tied to the exact hardware description it came from.
     pub fn digest(&self) -> String {
         let value = serde_json::to_value(self).expect("presets serialize");
-        crate::digest::sha256_hex(value.to_string().as_bytes())
+        crate::domain::digest::sha256_hex(value.to_string().as_bytes())
     }
 
     /// Parse a preset from YAML text; `origin` names it in errors.

@@ -3,7 +3,7 @@
 //! fallback) and the fraction of the reduction the math units still walk.
 
 use super::preset::{Compute, Preset, SparseAction, SparseFormat, Unstructured};
-use crate::ingress::{Precision, Sparsity};
+use crate::domain::{Precision, Sparsity};
 use serde::Serialize;
 use std::fmt;
 

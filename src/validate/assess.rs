@@ -4,18 +4,18 @@
 
 use super::diagnosis::diagnose_all;
 use super::golden::Baselines;
-use super::interim::{at_look, describe_look, look_for};
+use super::looks::{at_look, describe_look, look_for};
 use super::observe::Observed;
 use super::observe::observe;
 use super::outcome::{Assessment, GuardrailOutcome};
 use super::power_check::note_for;
 use super::rules::{Judgement, absolute, absolute_by_run, normalise_by_calibration, quality, regression};
-use super::stats::{Bootstrap, DEFAULT_RESAMPLES, holm};
+use crate::domain::metric::Metric;
+use crate::domain::stage::Stage;
+use crate::domain::verdict::Verdict;
 use crate::execute::{Evidence, SliceEvidence};
 use crate::ingress::{GuardrailSpec, Rule, Severity, Slice};
-use crate::metric::Metric;
-use crate::stage::Stage;
-use crate::verdict::Verdict;
+use crate::stats::{Bootstrap, DEFAULT_RESAMPLES, holm};
 
 /// Tunables of the assessment. The defaults are what the gate uses; tests and the
 /// calibration study lower the resample count to stay fast.
@@ -224,7 +224,7 @@ pub(crate) fn judge(
     slice: &Slice,
     index: usize,
     g: &GuardrailSpec,
-    (ev, bottleneck): (Option<&SliceEvidence>, Option<crate::verdict::Bottleneck>),
+    (ev, bottleneck): (Option<&SliceEvidence>, Option<crate::domain::verdict::Bottleneck>),
     baseline: Option<&super::golden::Baseline>,
     opts: &AssessOptions,
 ) -> GuardrailOutcome {

@@ -10,7 +10,7 @@
 //! what makes naive tools flag 22–44% of A/A pairs.
 
 use super::describe::num;
-use super::stats::{
+use crate::stats::{
     self, Bootstrap, BootstrapCi, CiMethod, Decision, HodgesLehmann, MannWhitney, MwuMethod, OutlierFlags,
     StatsError, TwoSample, Welch,
 };
@@ -328,7 +328,7 @@ pub struct Comparison {
     pub worse: Worse,
     /// `pass` (regression within the margin shown), `fail` (regression beyond the margin
     /// shown) or `inconclusive`.
-    pub verdict: crate::verdict::Verdict,
+    pub verdict: crate::domain::verdict::Verdict,
     /// Why, in one sentence.
     pub reason: String,
     /// Smallest regression (fraction) this evidence would fail with 80% power.
@@ -508,9 +508,9 @@ pub fn compare(
         stats::non_inferiority((ratio.low, ratio.high), limit, larger_is_worse)
     };
     let verdict = match decision {
-        Decision::Shown => crate::verdict::Verdict::Pass,
-        Decision::Refuted => crate::verdict::Verdict::Fail,
-        Decision::Undecided => crate::verdict::Verdict::Inconclusive,
+        Decision::Shown => crate::domain::verdict::Verdict::Pass,
+        Decision::Refuted => crate::domain::verdict::Verdict::Fail,
+        Decision::Undecided => crate::domain::verdict::Verdict::Inconclusive,
     };
     let pct = |v: f64| format!("{:.2}%", v * 100.0);
     let interval = format!(
@@ -706,9 +706,9 @@ mod tests {
             ..CompareOptions::default()
         };
         let c = compare(&s(base.clone()), &s(slow), &opts).unwrap();
-        assert_eq!(c.verdict, crate::verdict::Verdict::Fail, "{}", c.reason);
+        assert_eq!(c.verdict, crate::domain::verdict::Verdict::Fail, "{}", c.reason);
         let c = compare(&s(base.clone()), &s(base), &opts).unwrap();
-        assert_eq!(c.verdict, crate::verdict::Verdict::Pass, "{}", c.reason);
+        assert_eq!(c.verdict, crate::domain::verdict::Verdict::Pass, "{}", c.reason);
         assert!(c.render_text().contains("independent samples"));
     }
 }

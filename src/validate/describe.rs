@@ -1,7 +1,7 @@
 //! Numbers in words: the formatting of guardrail details, kept in one place so every
 //! sentence in the memo reads the same way.
 
-use crate::metric::Metric;
+use crate::domain::metric::Metric;
 
 /// `v` with four significant digits, plain for everyday magnitudes and in scientific
 /// notation for very small or large ones (latencies in seconds are often 1e-5).

@@ -9,11 +9,11 @@
 //! over the same time, what people compare with dense) is reported beside it.
 
 use super::bottleneck::{MACHINE_BALANCE_FLOP_PER_BYTE, METADATA_OVERHEAD_LIMIT, simulated_shares};
+use crate::domain::verdict::Bottleneck;
 use crate::execute::SliceEvidence;
 use crate::ingress::{Backend, MachineRoofs, Slice};
 use crate::lower::KernelPath;
-use crate::validate::stats::median;
-use crate::verdict::Bottleneck;
+use crate::stats::median;
 use serde::{Deserialize, Serialize};
 
 /// Everything validation says about where one slice spends its time.
@@ -271,7 +271,7 @@ fn classify_with_numbers(
 }
 
 /// The class by the rule of [`classify_with_numbers`] without roofs (see
-/// [`super::bottleneck::classify`]).
+/// [`classify`]).
 pub(crate) fn class_without_roofs(ev: &SliceEvidence) -> Option<Bottleneck> {
     if ev.plan.ops.is_empty() {
         return None;
@@ -401,4 +401,14 @@ fn noise_decomposition(s: &SliceEvidence) -> (Option<f64>, Option<f64>) {
     let within = (!within.is_empty()).then(|| within.iter().sum::<f64>() / within.len() as f64);
     let medians: Vec<f64> = groups.iter().filter_map(|g| median(g).ok()).collect();
     (within, cv_percent(&medians))
+}
+/// Classify where a slice spends its time without measured roofs: the rule of [`diagnose`]
+/// (fallback, the simulator's own class, metadata, then the dense f32 arithmetic intensity
+/// `Σ 2·M·N·K / Σ 4·(M·K + N·K + M·N)` against [`MACHINE_BALANCE_FLOP_PER_BYTE`]). The gate
+/// itself uses the diagnosis, which places CPU slices against the roofs measured at gate
+/// time.
+///
+/// `None` for a slice with no ops.
+pub fn classify(ev: &SliceEvidence) -> Option<Bottleneck> {
+    class_without_roofs(ev)
 }

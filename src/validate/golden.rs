@@ -1,14 +1,46 @@
 //! Golden baselines: stored evidence under `golden/<pack>/<slice>.json`, written only by
 //! `bless`, atomically, with an integrity digest so a hand edit is detected.
 
-use crate::digest::sha256_hex;
-use crate::error::{Error, Result};
+use crate::domain::digest::sha256_hex;
 use crate::execute::{MetricSamples, SliceEvidence};
+use crate::files::FileError;
+pub use crate::files::{write_atomic, write_atomic_with};
 use crate::ingress::Environment;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// Why a golden baseline cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum GoldenError {
+    /// The file could not be read or is not JSON.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// Its content does not match its recorded digest, or its format is unknown.
+    #[error("golden baseline {} is not trustworthy: {reason}", path.display())]
+    Corrupt {
+        /// The baseline file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Its `expires_at` has passed.
+    #[error("golden baseline {} for slice `{slice}` of pack `{pack}` expired at {at} (now {now})", path.display())]
+    Expired {
+        /// The baseline file.
+        path: PathBuf,
+        /// Its slice.
+        slice: String,
+        /// Its pack.
+        pack: String,
+        /// When it expired.
+        at: String,
+        /// The time of the check.
+        now: String,
+    },
+}
+
+type Result<T, E = GoldenError> = std::result::Result<T, E>;
 
 /// Version of the baseline file format.
 pub const BASELINE_SCHEMA_VERSION: u32 = 1;
@@ -97,22 +129,18 @@ impl Baseline {
             return Ok(());
         };
         if !is_rfc3339_utc(at) {
-            return Err(Error::CorruptBaseline {
+            return Err(GoldenError::Corrupt {
                 path: path.to_owned(),
                 reason: format!("expires_at `{at}` is not of the form YYYY-MM-DDTHH:MM:SSZ"),
             });
         }
         if at.as_str() <= now {
-            return Err(Error::Usage {
-                message: format!(
-                    "golden baseline {} for slice `{}` of pack `{}` expired at {at} (now {now})",
-                    path.display(),
-                    self.slice,
-                    self.pack
-                ),
-                hint: "re-measure and review it with `sparsegate bless <pack> --slice <id> --expires-in-days N`, \
-                       then commit it"
-                    .into(),
+            return Err(GoldenError::Expired {
+                path: path.to_owned(),
+                slice: self.slice.clone(),
+                pack: self.pack.clone(),
+                at: at.clone(),
+                now: now.to_owned(),
             });
         }
         Ok(())
@@ -122,7 +150,7 @@ impl Baseline {
     pub fn median(&self, metric: &str) -> Option<f64> {
         self.metrics
             .get(metric)
-            .and_then(|m| super::stats::median(&m.samples).ok())
+            .and_then(|m| crate::stats::median(&m.samples).ok())
     }
 }
 
@@ -150,18 +178,19 @@ pub fn load_baseline(path: &Path) -> Result<Option<Baseline>> {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
-            return Err(Error::Read {
+            return Err(FileError::Read {
                 path: path.to_owned(),
                 source,
-            });
+            }
+            .into());
         }
     };
     let version: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::json(path, &e, "baselines are JSON written by `sparsegate bless`"))?;
+        .map_err(|e| FileError::json(path, &e, "baselines are JSON written by `sparsegate bless`"))?;
     match version.get("schema_version").and_then(serde_json::Value::as_u64) {
         Some(v) if v == u64::from(BASELINE_SCHEMA_VERSION) => {}
         other => {
-            return Err(Error::CorruptBaseline {
+            return Err(GoldenError::Corrupt {
                 path: path.to_owned(),
                 reason: format!(
                     "schema_version is {}, this build reads {BASELINE_SCHEMA_VERSION}",
@@ -170,13 +199,13 @@ pub fn load_baseline(path: &Path) -> Result<Option<Baseline>> {
             });
         }
     }
-    let baseline: Baseline = serde_json::from_value(version).map_err(|e| Error::CorruptBaseline {
+    let baseline: Baseline = serde_json::from_value(version).map_err(|e| GoldenError::Corrupt {
         path: path.to_owned(),
         reason: format!("unexpected content: {e}"),
     })?;
     let actual = baseline.compute_digest();
     if actual != baseline.digest {
-        return Err(Error::CorruptBaseline {
+        return Err(GoldenError::Corrupt {
             path: path.to_owned(),
             reason: format!(
                 "its content digest is {actual} but it records {}: it was edited by hand",
@@ -185,65 +214,6 @@ pub fn load_baseline(path: &Path) -> Result<Option<Baseline>> {
         });
     }
     Ok(Some(baseline))
-}
-
-/// Write `bytes` to `path` so that readers see either the old file or the new one, never a
-/// mix: write a temporary file in the same directory, fsync it, rename it over `path`, and
-/// fsync the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic_with(path, |file| file.write_all(bytes))
-}
-
-/// [`write_atomic`] with a caller-supplied writer; if `write` fails, the old file (if any)
-/// is untouched and the temporary file is removed.
-pub fn write_atomic_with(
-    path: &Path,
-    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
-) -> Result<()> {
-    let werr = |source| Error::Write {
-        path: path.to_owned(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(dir).map_err(werr)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".sparsegate-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(werr)?;
-    write(tmp.as_file_mut()).map_err(werr)?;
-    // Temporary files are private (0600); the result should be readable like any file the
-    // user writes, or keep the permissions of the file it replaces.
-    let permissions = match std::fs::metadata(path) {
-        Ok(old) => old.permissions(),
-        Err(_) => default_permissions(),
-    };
-    tmp.as_file().set_permissions(permissions).map_err(werr)?;
-    tmp.as_file().sync_all().map_err(werr)?;
-    tmp.persist(path).map_err(|e| werr(e.error))?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        // Directory fsync makes the rename durable; some filesystems refuse it, harmlessly.
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn default_permissions() -> std::fs::Permissions {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::Permissions::from_mode(0o644)
-}
-
-#[cfg(not(unix))]
-fn default_permissions() -> std::fs::Permissions {
-    let mut p = std::fs::metadata(".")
-        .map(|m| m.permissions())
-        .expect("cwd metadata");
-    p.set_readonly(false);
-    p
 }
 
 /// How one metric's median moved between the old and the new baseline.
@@ -291,7 +261,7 @@ pub struct BlessChange {
 /// Run-aware bootstrap interval of median(new)/median(old) for one metric, seeded from the
 /// metric name so the same two baselines always print the same interval.
 fn ratio_interval(old: &Baseline, new: &Baseline, name: &str) -> Option<(f64, f64)> {
-    use super::stats::{Bootstrap, TwoSample, group_by_run};
+    use crate::stats::{Bootstrap, TwoSample, group_by_run};
     let groups = |m: &MetricSamples| -> Option<Vec<Vec<f64>>> {
         if m.samples.is_empty() || m.samples.iter().any(|&v| !(v.is_finite() && v > 0.0)) {
             return None;
@@ -339,7 +309,7 @@ pub fn describe_change(path: &Path, old: Option<&Baseline>, new: &Baseline) -> B
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingress::Precision;
+    use crate::domain::Precision;
     use crate::lower::Plan;
 
     fn evidence(latency: Vec<f64>) -> SliceEvidence {
@@ -390,7 +360,7 @@ mod tests {
         let text = serde_json::to_string_pretty(&baseline(vec![1.0, 2.0, 3.0])).unwrap();
         write_atomic(&path, text.replacen("2.0", "2.5", 1).as_bytes()).unwrap();
         let err = load_baseline(&path).unwrap_err();
-        assert!(matches!(err, Error::CorruptBaseline { .. }), "{err}");
+        assert!(matches!(err, GoldenError::Corrupt { .. }), "{err}");
         assert!(err.to_string().contains("edited by hand"), "{err}");
     }
 
@@ -432,7 +402,7 @@ mod tests {
         let old = serde_json::to_string_pretty(&baseline(vec![1.0, 2.0, 3.0])).unwrap();
         write_atomic(&path, old.as_bytes()).unwrap();
         let result = write_atomic_with(&path, |f| {
-            f.write_all(b"{\"schema_version\": 1, \"pack\": \"p\", \"sli")?;
+            std::io::Write::write_all(f, b"{\"schema_version\": 1, \"pack\": \"p\", \"sli")?;
             Err(std::io::Error::other("simulated crash mid-write"))
         });
         assert!(result.is_err());
@@ -478,11 +448,11 @@ mod tests {
             err.to_string().contains("expired at 2027-01-01T00:00:00Z"),
             "{err}"
         );
-        assert_eq!(err.exit_code(), crate::release::ExitCode::Error);
+        assert!(matches!(err, GoldenError::Expired { .. }), "{err:?}");
         let bad = b.clone().with_expiry(Some("next year".into()));
         assert!(matches!(
             bad.check_expiry(Path::new("x"), "2026-01-01T00:00:00Z"),
-            Err(Error::CorruptBaseline { .. })
+            Err(GoldenError::Corrupt { .. })
         ));
         let dir = tempfile::tempdir().unwrap();
         let path = baseline_path(dir.path(), "p", "s");

@@ -5,11 +5,13 @@ pub mod bottleneck;
 pub mod compare;
 pub mod diagnosis;
 pub mod golden;
-pub mod stats;
+/// The statistics engine, a pure library on the floor; re-exported for existing paths.
+pub use crate::stats;
 
 mod assess;
 mod describe;
 mod interim;
+mod looks;
 mod observe;
 mod outcome;
 mod power_check;

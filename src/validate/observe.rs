@@ -1,8 +1,8 @@
 //! What a guardrail's metric looks like in the evidence (or in a baseline): a sample to
 //! summarise by a quantile, or a point value (a counter).
 
+use crate::domain::metric::Metric;
 use crate::execute::MetricSamples;
-use crate::metric::Metric;
 use std::collections::BTreeMap;
 
 /// A metric as measured.

@@ -1,9 +1,9 @@
 //! What validation concludes, per guardrail: the rows of the memo's validation matrix.
 
+use crate::domain::metric::Metric;
+use crate::domain::stage::Stage;
+use crate::domain::verdict::{Bottleneck, Verdict};
 use crate::ingress::{Location, Rule, Severity};
-use crate::metric::Metric;
-use crate::stage::Stage;
-use crate::verdict::{Bottleneck, Verdict};
 use serde::{Deserialize, Serialize};
 
 /// The verdict on one guardrail of one slice, with the numbers behind it.

@@ -9,9 +9,9 @@
 
 use super::golden::Baselines;
 use super::observe::{Observed, observe};
-use super::stats::{self, PowerPlan};
+use crate::domain::metric::{Better, Metric};
 use crate::ingress::{Rule, Severity, Slice};
-use crate::metric::{Better, Metric};
+use crate::stats::{self, PowerPlan};
 use serde::{Deserialize, Serialize};
 
 /// The power estimate for one baseline-relative guardrail.

@@ -2,8 +2,8 @@
 //! accuracy difference with Newcombe's interval, and McNemar's test on the paired
 //! predictions. The guardrail rules and the memo both read these numbers.
 
-use super::stats::{mcnemar, newcombe_paired, wilson};
 use crate::execute::{ModelScore, QualityEvidence};
+use crate::stats::{mcnemar, newcombe_paired, wilson};
 use serde::{Deserialize, Serialize};
 
 /// Outcomes of two classifiers on the same test samples.
@@ -87,7 +87,7 @@ pub fn paired_quality(
     let t = PairedTable::count(labels, &candidate.predictions, &reference.predictions);
     let n = t.total();
     let (right_c, right_r) = (t.both + t.only_candidate, t.both + t.only_reference);
-    let err = |e: super::stats::StatsError| format!("quality statistics: {e}");
+    let err = |e: crate::stats::StatsError| format!("quality statistics: {e}");
     let nf = n.max(1) as f64;
     Ok(PairedQuality {
         accuracy: right_c as f64 / nf,

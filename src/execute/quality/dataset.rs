@@ -4,7 +4,7 @@
 //! no network and no Python; `data/digits/README.md` says where it comes from and how
 //! `scripts/export_digits.py` made it.
 
-use crate::digest::sha256_hex;
+use crate::domain::digest::sha256_hex;
 use crate::ingress::model::{DatasetInfo, holdout_per_class};
 use crate::ingress::pack::DatasetName;
 use rand::SeedableRng;

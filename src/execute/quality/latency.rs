@@ -9,12 +9,13 @@
 use super::dataset::{Dataset, Split};
 use super::mlp::{Mlp, add_bias_relu, argmax_columns, inputs_transposed};
 use super::{score, trained_dense};
+use crate::domain::{GemmOp, Sparsity};
 use crate::execute::evidence::EqualLatency;
 use crate::execute::kernels::dense::DenseWeights;
 use crate::execute::kernels::{KernelError, SparseWeights, bsr, csr, nm};
 use crate::execute::run::{TimedPair, median_paired_ratio};
+use crate::ingress::ModelTask;
 use crate::ingress::pack::{RunMode, SamplePolicy};
-use crate::ingress::{GemmOp, ModelTask, Sparsity};
 use crate::lower::{KernelPath, Plan};
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rand::SeedableRng;

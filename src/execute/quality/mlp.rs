@@ -7,7 +7,7 @@
 //! slice's thread count. Only inference is timed, and it may use the slice's workers.
 
 use super::dataset::Dataset;
-use crate::digest::sha256_hex;
+use crate::domain::digest::sha256_hex;
 use crate::execute::kernels::KernelError;
 use crate::execute::kernels::dense::gemm_f32;
 use rand::distr::{Distribution, Uniform};

@@ -15,9 +15,10 @@ mod schedule;
 
 use super::evidence::{ModelScore, PrecisionEvidence, QualityEvidence, SliceEvidence, SliceFailure};
 use super::run::{measure_pair, worker_pool};
-use crate::ingress::{ModelTask, Slice, Sparsity};
+use crate::domain::Sparsity;
+use crate::domain::stage::Stage;
+use crate::ingress::{ModelTask, Slice};
 use crate::lower::Plan;
-use crate::stage::Stage;
 use dataset::{Dataset, Split};
 use mlp::{Mlp, Sgd};
 use rand::SeedableRng;

@@ -10,13 +10,13 @@
 
 use super::dataset::Dataset;
 use super::mlp::{Mlp, add_bias_relu, argmax_columns, inputs_transposed};
+use crate::domain::Precision;
 use crate::execute::evidence::LayerDrift;
 use crate::execute::kernels::KernelError;
 use crate::execute::kernels::dense::gemm_f32;
 use crate::execute::kernels::precision::{
     Half, HalfBuf, dequantize, gemm_half, gemm_i8, quantize_per_channel,
 };
-use crate::ingress::Precision;
 use crate::ingress::pack::PrecisionPolicy;
 
 /// Per-tensor activation scales of the two layers' inputs, for int8 layers.

@@ -3,13 +3,14 @@
 
 use super::dataset::{Dataset, Split};
 use super::mlp::{self, Masks, Mlp, Sgd};
+use crate::domain::Sparsity;
 use crate::execute::evidence::PruneStep;
 use crate::execute::kernels::nm::prune_magnitude_in_place;
 use crate::execute::kernels::prune::{
     cubic_sparsity, prune_blocks, prune_unstructured_global, prune_unstructured_per_row,
 };
+use crate::ingress::ModelTask;
 use crate::ingress::pack::PruningScope;
-use crate::ingress::{ModelTask, Sparsity};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 

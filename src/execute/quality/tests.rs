@@ -5,9 +5,10 @@ use super::dataset::{self, split};
 use super::mlp::{Masks, Mlp};
 use super::schedule::{prune_along, prune_to};
 use super::*;
+use crate::domain::Precision;
 use crate::execute::kernels::prune::kept_count;
 use crate::ingress::pack::{DatasetName, MlpSpec, PruningScheduleKind, PruningScope, SamplePolicy};
-use crate::ingress::{Backend, Precision, PruningPlan};
+use crate::ingress::{Backend, PruningPlan};
 
 fn task(hidden: u32, epochs: u32, schedule: PruningScheduleKind, steps: u32) -> ModelTask {
     ModelTask {

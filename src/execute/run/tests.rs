@@ -1,6 +1,7 @@
 use super::*;
+use crate::domain::{GemmOp, Precision, Sparsity};
+use crate::ingress::Backend;
 use crate::ingress::pack::SamplePolicy;
-use crate::ingress::{Backend, GemmOp, Precision, Sparsity};
 use crate::lower::{KernelPath, lower};
 
 fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {

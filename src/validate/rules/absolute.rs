@@ -2,11 +2,11 @@
 //! against a fixed number.
 
 use super::{Judgement, read_interval};
-use crate::metric::Metric;
+use crate::domain::metric::Metric;
+use crate::domain::verdict::Verdict;
+use crate::stats::{quantile, quantile_ci};
 use crate::validate::describe::{percent, range, with_unit};
 use crate::validate::observe::Observed;
-use crate::validate::stats::{quantile, quantile_ci};
-use crate::verdict::Verdict;
 
 /// `at_most` (`upper`) or `at_least` a `bound`: the interval is the distribution-free
 /// order-statistic interval of the statistic (median or tail quantile); a counter is a

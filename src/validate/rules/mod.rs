@@ -11,7 +11,7 @@ pub(crate) use quality::quality;
 pub(crate) use regression::regression;
 pub(crate) use runs::{absolute_by_run, normalise_by_calibration};
 
-use crate::verdict::Verdict;
+use crate::domain::verdict::Verdict;
 
 /// What a rule concluded, before severity and stage attribution.
 #[derive(Debug, Clone, PartialEq)]

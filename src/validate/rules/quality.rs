@@ -3,11 +3,11 @@
 //! dense reference, with McNemar's p), never from the point estimate.
 
 use super::{Judgement, read_interval};
+use crate::domain::metric::Metric;
+use crate::domain::verdict::Verdict;
 use crate::execute::QualityEvidence;
-use crate::metric::Metric;
 use crate::validate::describe::{num, percent, range};
 use crate::validate::quality::versus_dense;
-use crate::verdict::Verdict;
 
 /// Judge an `at_most` (`upper`) or `at_least` bound on `accuracy` or `quality_delta`.
 pub(crate) fn quality(

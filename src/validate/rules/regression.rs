@@ -2,14 +2,14 @@
 //! metric's statistic against `1 ± margin`, in the metric's "worse" direction.
 
 use super::{Judgement, read_interval};
-use crate::metric::{Better, Metric};
-use crate::validate::describe::{num, p_value, percent, range, signed_with_unit, with_unit};
-use crate::validate::observe::Observed;
-use crate::validate::stats::{
+use crate::domain::metric::{Better, Metric};
+use crate::domain::verdict::Verdict;
+use crate::stats::{
     self, Bootstrap, MwuMethod, TwoSample, flag_outliers, group_by_run, hodges_lehmann, mann_whitney_u,
     quantile, quantile_ci_ranks,
 };
-use crate::verdict::Verdict;
+use crate::validate::describe::{num, p_value, percent, range, signed_with_unit, with_unit};
+use crate::validate::observe::Observed;
 
 /// The tolerated ratio and the direction of "worse" for one rule.
 struct Limit {

@@ -4,9 +4,9 @@
 //! the gate cry wolf on machine noise.
 
 use super::{Judgement, read_interval};
-use crate::metric::Metric;
+use crate::domain::metric::Metric;
+use crate::stats::{self, median};
 use crate::validate::describe::{num, percent, range, with_unit};
-use crate::validate::stats::{self, median};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// An absolute bound on a positive ratio metric (`effective_speedup`) from per-run paired

@@ -17,12 +17,12 @@
 //! 0: "any regression").
 
 use super::{baseline, evidence, guard, lognormal, slice, slice_ev, sparse_plan};
+use crate::domain::metric::Metric;
+use crate::domain::verdict::Verdict;
 use crate::ingress::{Rule, Severity};
-use crate::metric::Metric;
+use crate::stats::wilson;
 use crate::validate::golden::Baselines;
-use crate::validate::stats::wilson;
 use crate::validate::{AssessOptions, assess_with};
-use crate::verdict::Verdict;
 
 /// Log-sd giving a coefficient of variation `cv`: CV² = exp(σ²) − 1.
 fn sigma_for_cv(cv: f64) -> f64 {

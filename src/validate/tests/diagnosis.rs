@@ -1,11 +1,11 @@
 //! Issue 6: the bottleneck numbers, the roofline point and the fallback impact.
 
 use super::{evidence, op, plan, slice, slice_ev};
+use crate::domain::verdict::Bottleneck;
 use crate::execute::OpCost;
 use crate::ingress::{Backend, MachineRoofs};
 use crate::lower::{KernelPath, OpPlan, Plan};
 use crate::validate::diagnosis::{diagnose, diagnose_all};
-use crate::verdict::Bottleneck;
 
 fn roofs(peak_gflops: f64, bandwidth_gbps: f64) -> MachineRoofs {
     MachineRoofs {

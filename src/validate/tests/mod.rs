@@ -7,15 +7,14 @@ mod sequential;
 
 use super::golden::{BASELINE_SCHEMA_VERSION, Baseline, Baselines};
 use super::{AssessOptions, Assessment, assess, assess_with};
+use crate::domain::metric::Metric;
+use crate::domain::stage::Stage;
+use crate::domain::verdict::{Bottleneck, Verdict};
+use crate::domain::{GemmOp, Precision, Sparsity};
 use crate::execute::{EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, SliceEvidence, SliceFailure};
 use crate::ingress::pack::SamplePolicy;
-use crate::ingress::{
-    Backend, Environment, GemmOp, GuardrailSpec, Precision, Rule, Severity, Slice, Sparsity,
-};
+use crate::ingress::{Backend, Environment, GuardrailSpec, Rule, Severity, Slice};
 use crate::lower::{KernelPath, OpPlan, Plan};
-use crate::metric::Metric;
-use crate::stage::Stage;
-use crate::verdict::{Bottleneck, Verdict};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -532,7 +531,7 @@ fn the_assessment_is_deterministic() {
 
 #[test]
 fn bottleneck_follows_arithmetic_intensity() {
-    use super::bottleneck::classify;
+    use super::diagnosis::classify;
     let big = slice_ev(
         "s",
         vec![],

@@ -1,9 +1,9 @@
 //! Issue 9: the gate plans runs from the baseline's between-run spread.
 
 use super::{baseline, guard, lognormal, slice};
+use crate::domain::metric::Metric;
 use crate::execute::MetricSamples;
 use crate::ingress::{Rule, Severity, Slice};
-use crate::metric::Metric;
 use crate::validate::golden::Baselines;
 use crate::validate::{plan_runs, power_check};
 

@@ -1,12 +1,12 @@
 //! Issue 5: sequential sampling over runs, driven by the interim rule.
 
 use super::{guard, lognormal, slice, slice_ev, sparse_plan};
+use crate::domain::metric::Metric;
+use crate::domain::verdict::Verdict;
 use crate::execute::{MetricSamples, RunSummary, SliceEvidence};
 use crate::ingress::{Rule, Severity, Slice};
-use crate::metric::Metric;
-use crate::validate::stats::wilson;
+use crate::stats::wilson;
 use crate::validate::{assess, interim_look};
-use crate::verdict::Verdict;
 
 /// `effective_speedup ≥ 1.1`, 3 runs first, up to 20.
 fn sequential_slice() -> Slice {

@@ -58,3 +58,30 @@ pub enum Bottleneck {
     /// Power or thermal throttling.
     Thermal,
 }
+
+impl Bottleneck {
+    /// Every class, in vocabulary order.
+    pub const ALL: [Bottleneck; 7] = [
+        Bottleneck::Compute,
+        Bottleneck::MemoryBandwidth,
+        Bottleneck::Occupancy,
+        Bottleneck::Metadata,
+        Bottleneck::Fallback,
+        Bottleneck::Synchronization,
+        Bottleneck::Thermal,
+    ];
+
+    /// The counter under which the simulator records the time it spent bound by this class
+    /// (`sim_time_<class>_s`): written by execute, read by validate's diagnosis.
+    pub fn sim_time_counter(self) -> &'static str {
+        match self {
+            Bottleneck::Compute => "sim_time_compute_s",
+            Bottleneck::MemoryBandwidth => "sim_time_memory_bandwidth_s",
+            Bottleneck::Occupancy => "sim_time_occupancy_s",
+            Bottleneck::Metadata => "sim_time_metadata_s",
+            Bottleneck::Fallback => "sim_time_fallback_s",
+            Bottleneck::Synchronization => "sim_time_synchronization_s",
+            Bottleneck::Thermal => "sim_time_thermal_s",
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! Files on the floor: the one way sparsegate writes a file (atomically, pretty JSON with a
+//! trailing newline) and the typed error of reading or writing one. Every stage may use it;
+//! it uses no stage.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// A file could not be read, written or parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// A file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A JSON file of ours is malformed.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        message: String,
+        /// What to do about it.
+        hint: String,
+    },
+}
+
+impl FileError {
+    /// A [`FileError::Json`] from a serde_json error in `path`.
+    pub fn json(path: impl Into<PathBuf>, err: &serde_json::Error, hint: &str) -> FileError {
+        FileError::Json {
+            path: path.into(),
+            line: err.line(),
+            column: err.column(),
+            message: err.to_string(),
+            hint: hint.to_owned(),
+        }
+    }
+}
+
+/// Pretty JSON with a trailing newline: our files are read by people in PRs too.
+pub fn to_json<T: serde::Serialize>(value: &T) -> String {
+    let mut s = serde_json::to_string_pretty(value).expect("sparsegate types serialize to JSON");
+    s.push('\n');
+    s
+}
+
+/// Write `bytes` to `path` so that readers see either the old file or the new one, never a
+/// mix: write a temporary file in the same directory, fsync it, rename it over `path`, and
+/// fsync the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    write_atomic_with(path, |file| file.write_all(bytes))
+}
+
+/// [`write_atomic`] with a caller-supplied writer; if `write` fails, the old file (if any)
+/// is untouched and the temporary file is removed.
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<(), FileError> {
+    let werr = |source| FileError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(werr)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".sparsegate-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(werr)?;
+    write(tmp.as_file_mut()).map_err(werr)?;
+    // Temporary files are private (0600); the result should be readable like any file the
+    // user writes, or keep the permissions of the file it replaces.
+    let permissions = match std::fs::metadata(path) {
+        Ok(old) => old.permissions(),
+        Err(_) => default_permissions(),
+    };
+    tmp.as_file().set_permissions(permissions).map_err(werr)?;
+    tmp.as_file().sync_all().map_err(werr)?;
+    tmp.persist(path).map_err(|e| werr(e.error))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        // Directory fsync makes the rename durable; some filesystems refuse it, harmlessly.
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn default_permissions() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(0o644)
+}
+
+#[cfg(not(unix))]
+fn default_permissions() -> std::fs::Permissions {
+    let mut p = std::fs::metadata(".")
+        .map(|m| m.permissions())
+        .expect("cwd metadata");
+    p.set_readonly(false);
+    p
+}

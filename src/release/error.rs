@@ -1,0 +1,40 @@
+//! What can stop the release stage: a file it cannot read or write, a template that fails to
+//! render, a signature it cannot make, a memo that fails verification.
+
+use crate::files::FileError;
+use std::path::PathBuf;
+
+/// Why a memo could not be rendered, signed or verified.
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    /// A file could not be read, written or parsed.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// A memo template failed to render (a bug in a template).
+    #[error("cannot render {template}: {message}")]
+    Render {
+        /// The template name.
+        template: String,
+        /// The renderer's message.
+        message: String,
+    },
+    /// A signature cannot be made or the signers' file cannot be used.
+    #[error("{message}")]
+    Signing {
+        /// What is wrong.
+        message: String,
+        /// What to do about it.
+        hint: String,
+    },
+    /// A signed memo failed verification: every problem found.
+    #[error("memo in {} failed verification:\n{}", dir.display(), problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    Verification {
+        /// The memo's directory.
+        dir: PathBuf,
+        /// What failed.
+        problems: Vec<String>,
+    },
+}
+
+/// Result with a [`ReleaseError`].
+pub type Result<T, E = ReleaseError> = std::result::Result<T, E>;
