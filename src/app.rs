@@ -371,7 +371,7 @@ fn decide_and_write(
         baselines,
         &options.golden_dir,
         &decision,
-        &assessment.diagnoses,
+        &assessment,
     )
     .with_trends(trends);
 

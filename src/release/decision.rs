@@ -133,6 +133,8 @@ mod tests {
             &Assessment {
                 outcomes,
                 diagnoses: vec![],
+                contradictions: vec![],
+                quality: vec![],
             },
             vec![],
         )

@@ -4,18 +4,16 @@
 
 use super::error::{ReleaseError, Result};
 use super::{Decision, DriftNote, ExitCode, VerdictCounts, charts};
-use crate::domain::metric::Metric;
 use crate::domain::stage::Stage;
 use crate::domain::verdict::{Bottleneck, Verdict};
 use crate::execute::{Evidence, SliceEvidence};
-use crate::ingress::Rule;
 use crate::ingress::pack::Owner;
 use crate::ingress::{Environment, LoadedPack};
 use crate::lower::KernelPath;
 use crate::stats::{median, quantile, quantile_ci};
 use crate::validate::golden::{Baselines, baseline_path};
-use crate::validate::quality::{PairedQuality, versus_dense, versus_equal_latency};
-use crate::validate::{GuardrailOutcome, SliceDiagnosis};
+use crate::validate::quality::{PairedQuality, QualityComparison};
+use crate::validate::{Assessment, GuardrailOutcome, SliceDiagnosis};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -286,27 +284,6 @@ pub struct MemoSlice {
     pub diagnosis: Option<SliceDiagnosis>,
 }
 
-/// Coefficient of variation (sample standard deviation over mean), in %.
-fn cv_percent(xs: &[f64]) -> Option<f64> {
-    if xs.len() < 2 {
-        return None;
-    }
-    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (xs.len() - 1) as f64;
-    (mean > 0.0).then(|| var.sqrt() / mean * 100.0)
-}
-
-/// Within-run and between-run CV of a slice's latency (DESIGN.md §6).
-fn noise_decomposition(s: &SliceEvidence) -> (Option<f64>, Option<f64>) {
-    let Some(groups) = s.metrics.get("latency").and_then(|m| m.by_run()) else {
-        return (None, None);
-    };
-    let within: Vec<f64> = groups.iter().filter_map(|g| cv_percent(g)).collect();
-    let within = (!within.is_empty()).then(|| within.iter().sum::<f64>() / within.len() as f64);
-    let medians: Vec<f64> = groups.iter().filter_map(|g| median(g).ok()).collect();
-    (within, cv_percent(&medians))
-}
-
 /// Minimum, quartiles (type 7) and maximum of a sample: enough to draw a box plot.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FiveNumber {
@@ -381,8 +358,9 @@ impl Memo {
         baselines: &Baselines,
         golden_dir: &Path,
         decision: &Decision,
-        diagnoses: &[SliceDiagnosis],
+        assessment: &Assessment,
     ) -> Memo {
+        let diagnoses = &assessment.diagnoses;
         let slices: Vec<MemoSlice> = evidence
             .slices
             .iter()
@@ -407,7 +385,7 @@ impl Memo {
                     rollback_action: p.file.rollback.action.clone(),
                 })
                 .collect(),
-            contradictions: contradictions(&slices, &decision.guardrails),
+            contradictions: assessment.contradictions.clone(),
             sign_off: sign_off(packs),
             slices,
             guardrails: decision.guardrails.clone(),
@@ -429,7 +407,11 @@ impl Memo {
                 presets
             },
             measured_s: evidence.slices.iter().map(|s| s.wall_time_s).sum(),
-            quality: evidence.slices.iter().filter_map(memo_quality).collect(),
+            quality: evidence
+                .slices
+                .iter()
+                .filter_map(|s| memo_quality(s, &assessment.quality))
+                .collect(),
             trends: Vec::new(),
         }
     }
@@ -528,79 +510,11 @@ fn sign_off(packs: &[LoadedPack]) -> Vec<SignOff> {
         .collect()
 }
 
-/// Evidence pointing two ways: sparse faster on some slices and slower on others; a
-/// median that holds while the tail regresses; a baseline comparison and a same-run bar
-/// that disagree.
-fn contradictions(slices: &[MemoSlice], guardrails: &[GuardrailOutcome]) -> Vec<String> {
-    let mut found = Vec::new();
-    let side = |s: &MemoSlice| match (s.speedup, s.speedup_ci) {
-        (_, Some((lo, _))) if lo > 1.0 => Some(true),
-        (_, Some((_, hi))) if hi < 1.0 => Some(false),
-        _ => None,
-    };
-    let faster: Vec<&str> = slices
-        .iter()
-        .filter(|s| side(s) == Some(true))
-        .map(|s| s.slice.as_str())
-        .collect();
-    let slower: Vec<&str> = slices
-        .iter()
-        .filter(|s| side(s) == Some(false))
-        .map(|s| s.slice.as_str())
-        .collect();
-    if !faster.is_empty() && !slower.is_empty() {
-        found.push(format!(
-            "the sparse path is faster than dense on {} but slower on {}",
-            faster.join(", "),
-            slower.join(", ")
-        ));
-    }
-    let is_tail = |g: &GuardrailOutcome| matches!(g.metric, Metric::LatencyP95 | Metric::LatencyP99);
-    let is_central = |g: &GuardrailOutcome| {
-        matches!(
-            g.metric,
-            Metric::Latency | Metric::LatencyP50 | Metric::ThroughputGflops | Metric::EffectiveSpeedup
-        )
-    };
-    let vs_baseline = |g: &GuardrailOutcome| matches!(g.rule, Rule::RegressAtMost { .. });
-    for s in slices {
-        let of_slice: Vec<&GuardrailOutcome> = guardrails
-            .iter()
-            .filter(|g| g.pack == s.pack && g.slice == s.slice)
-            .collect();
-        let tail = of_slice.iter().find(|g| is_tail(g) && g.verdict != Verdict::Pass);
-        let central_holds = of_slice
-            .iter()
-            .any(|g| is_central(g) && g.verdict == Verdict::Pass);
-        if let (Some(tail), true) = (tail, central_holds) {
-            found.push(format!(
-                "{}: the typical case holds but the tail does not ({} {})",
-                s.slice, tail.metric, tail.verdict
-            ));
-        }
-        let decided = |g: &&&GuardrailOutcome| g.verdict != Verdict::Inconclusive;
-        let same_run = of_slice
-            .iter()
-            .filter(decided)
-            .find(|g| g.metric == Metric::EffectiveSpeedup && !vs_baseline(g));
-        let baseline = of_slice.iter().filter(decided).find(|g| vs_baseline(g));
-        if let (Some(a), Some(b)) = (same_run, baseline)
-            && (a.verdict == Verdict::Pass) != (b.verdict == Verdict::Pass)
-        {
-            found.push(format!(
-                "{}: against the same-run dense comparator it is {}, against the golden baseline ({}) it is {}",
-                s.slice, a.verdict, b.metric, b.verdict
-            ));
-        }
-    }
-    found
-}
-
-/// Confidence of the memo's quality intervals (the guardrails' own are in the matrix).
-const QUALITY_CONFIDENCE: f64 = 0.95;
-
-fn memo_quality(s: &SliceEvidence) -> Option<MemoQuality> {
+fn memo_quality(s: &SliceEvidence, comparisons: &[QualityComparison]) -> Option<MemoQuality> {
     let q = s.quality.as_ref()?;
+    let judged = comparisons
+        .iter()
+        .find(|c| c.pack == s.pack && c.slice == s.slice);
     let plan = &q.schedule;
     let kind = match plan.schedule {
         crate::ingress::pack::PruningScheduleKind::OneShot => "one shot".to_owned(),
@@ -639,7 +553,7 @@ fn memo_quality(s: &SliceEvidence) -> Option<MemoQuality> {
             .metrics
             .get("effective_speedup")
             .and_then(|m| median(&m.samples).ok()),
-        versus_dense: versus_dense(q, QUALITY_CONFIDENCE).ok(),
+        versus_dense: judged.and_then(|c| c.versus_dense.clone()),
         equal_latency: q.equal_latency.as_ref().map(|e| MemoEqualLatency {
             hidden: e.dense.hidden,
             latency_ratio: e.latency_ratio,
@@ -649,7 +563,7 @@ fn memo_quality(s: &SliceEvidence) -> Option<MemoQuality> {
                 .map(|(w, r)| format!("{w}: {r:.3}"))
                 .collect::<Vec<_>>()
                 .join(", "),
-            comparison: versus_equal_latency(q, QUALITY_CONFIDENCE).and_then(Result::ok),
+            comparison: judged.and_then(|c| c.versus_equal_latency.clone()),
         }),
         precision: q.precision.as_ref().map(|p| MemoPrecision {
             policy: p.policy.describe(),
@@ -669,6 +583,7 @@ fn memo_quality(s: &SliceEvidence) -> Option<MemoQuality> {
 }
 
 fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosis]) -> MemoSlice {
+    let diagnosis = diagnoses.iter().find(|d| d.pack == s.pack && d.slice == s.slice);
     let fidelity = |op: &str| s.op_costs.iter().find(|c| c.op == op).and_then(|c| c.fidelity);
     let median = |name: &str| s.metrics.get(name).and_then(|m| median(&m.samples).ok());
     MemoSlice {
@@ -688,8 +603,8 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
         comparator_summary: s.comparator.as_ref().and_then(|m| FiveNumber::of(&m.samples)),
         runs: s.runs.len(),
         run_mode: s.run_mode.map(|m| m.as_str().to_owned()),
-        within_run_cv: noise_decomposition(s).0,
-        between_run_cv: noise_decomposition(s).1,
+        within_run_cv: diagnosis.and_then(|d| d.within_run_cv),
+        between_run_cv: diagnosis.and_then(|d| d.between_run_cv),
         fallback_rate: s.plan.fallback_rate(),
         metadata_overhead: s.counters.get("metadata_overhead").copied().unwrap_or(0.0),
         bottleneck: decision
@@ -711,10 +626,7 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
             })
             .collect(),
         failure: s.failure.as_ref().map(|f| format!("{}: {}", f.stage, f.message)),
-        diagnosis: diagnoses
-            .iter()
-            .find(|d| d.pack == s.pack && d.slice == s.slice)
-            .cloned(),
+        diagnosis: diagnosis.cloned(),
     }
 }
 
@@ -952,34 +864,6 @@ mod tests {
         assert!(html.contains("<h2>Run history</h2>"));
         assert!(html.contains("over the last 3 recorded runs"));
         assert!(html.contains("run 9</text>"));
-    }
-
-    #[test]
-    fn contradictions_are_called_out() {
-        let memo = fixed_memo("t");
-        let mut faster = memo.slices[0].clone();
-        faster.slice = "fast".into();
-        let mut slower = faster.clone();
-        slower.slice = "slow".into();
-        slower.speedup = Some(0.8);
-        slower.speedup_ci = Some((0.75, 0.85));
-        let mut tail = memo.guardrails[1].clone();
-        tail.slice = "fast".into();
-        tail.metric = Metric::LatencyP99;
-        tail.verdict = Verdict::Fail;
-        let mut central = tail.clone();
-        central.metric = Metric::Latency;
-        central.verdict = Verdict::Pass;
-        let found = contradictions(&[faster, slower], &[tail, central]);
-        assert_eq!(found.len(), 2, "{found:?}");
-        assert!(
-            found[0].contains("faster than dense on fast but slower on slow"),
-            "{found:?}"
-        );
-        assert!(
-            found[1].contains("fast: the typical case holds but the tail does not"),
-            "{found:?}"
-        );
     }
 
     /// Issue 6: the HTML memo is self-contained: no scripts, no external resources.

@@ -2,6 +2,7 @@
 //! golden baseline where the rule needs one), with the stage a failure is attributed to and
 //! the slice's bottleneck class.
 
+use super::contradictions::contradictions;
 use super::diagnosis::diagnose_all;
 use super::golden::Baselines;
 use super::looks::{at_look, describe_look, look_for};
@@ -106,7 +107,13 @@ pub fn assess_with(
         })
         .collect();
     correct_for_multiplicity(&mut outcomes);
-    Assessment { outcomes, diagnoses }
+    let contradictions = contradictions(&evidence.slices, &outcomes);
+    Assessment {
+        outcomes,
+        diagnoses,
+        contradictions,
+        quality: super::quality::compare_all(&evidence.slices),
+    }
 }
 
 /// Holm across the blocking baseline-relative guardrails that have a p-value (see

@@ -3,6 +3,7 @@
 
 pub mod bottleneck;
 pub mod compare;
+mod contradictions;
 pub mod diagnosis;
 pub mod golden;
 /// The statistics engine, a pure library on the floor; re-exported for existing paths.

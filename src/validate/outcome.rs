@@ -60,4 +60,10 @@ pub struct Assessment {
     /// and the fallback impact, in slice order.
     #[serde(default)]
     pub diagnoses: Vec<super::diagnosis::SliceDiagnosis>,
+    /// Evidence pointing two ways, one sentence each (see `contradictions.rs`).
+    #[serde(default)]
+    pub contradictions: Vec<String>,
+    /// Per slice that trained a model: its quality against the dense references.
+    #[serde(default)]
+    pub quality: Vec<super::quality::QualityComparison>,
 }

@@ -115,6 +115,40 @@ pub fn versus_equal_latency(q: &QualityEvidence, confidence: f64) -> Option<Resu
         .map(|e| paired_quality(&q.labels, &q.candidate, &e.dense, confidence))
 }
 
+/// Confidence of the quality intervals the memo shows beside the guardrails (which carry
+/// their own).
+pub const QUALITY_CONFIDENCE: f64 = 0.95;
+
+/// A quality slice's model against the dense model and against the dense model of equal
+/// latency, at [`QUALITY_CONFIDENCE`]: judged here, shown by the memo.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QualityComparison {
+    /// Pack name.
+    pub pack: String,
+    /// Slice id.
+    pub slice: String,
+    /// Against the dense model of the same width.
+    pub versus_dense: Option<PairedQuality>,
+    /// Against the dense model of equal latency, when one was found.
+    pub versus_equal_latency: Option<PairedQuality>,
+}
+
+/// The comparisons of every slice that trained a model, in evidence order.
+pub fn compare_all(slices: &[crate::execute::SliceEvidence]) -> Vec<QualityComparison> {
+    slices
+        .iter()
+        .filter_map(|s| {
+            let q = s.quality.as_ref()?;
+            Some(QualityComparison {
+                pack: s.pack.clone(),
+                slice: s.slice.clone(),
+                versus_dense: versus_dense(q, QUALITY_CONFIDENCE).ok(),
+                versus_equal_latency: versus_equal_latency(q, QUALITY_CONFIDENCE).and_then(Result::ok),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
