@@ -20,6 +20,7 @@ pub const COMMITTED: &[CommittedSchema] = &[
     ("memo.schema.json", generate::<crate::release::Memo>),
     ("verdict.schema.json", generate::<crate::release::Decision>),
     ("accelerator-preset.schema.json", generate::<crate::sim::Preset>),
+    ("evidence.schema.json", generate::<crate::execute::Evidence>),
 ];
 
 /// A schema as it is committed: pretty JSON with a trailing newline.

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One GEMM of a workload, in the research-table convention (M tokens, N out, K in).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GemmOp {
     /// Layer name for the memo.
     pub name: String,

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 pub const EVIDENCE_SCHEMA_VERSION: u32 = 1;
 
 /// Everything one `run` produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Evidence {
     /// Format version.
     pub schema_version: u32,
@@ -26,7 +26,7 @@ pub struct Evidence {
 }
 
 /// Which pack (and which exact version of it) evidence came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PackRecord {
     /// The pack's name.
     pub name: String,
@@ -37,7 +37,7 @@ pub struct PackRecord {
 }
 
 /// The measurements of one slice.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SliceEvidence {
     /// The pack's name.
     pub pack: String,
@@ -87,7 +87,7 @@ pub struct SliceEvidence {
 
 /// One interim look of sequential sampling: after how many runs, what it spent, and
 /// whether it stopped the slice.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Look {
     /// Runs taken at this look.
     pub runs: u32,
@@ -167,7 +167,7 @@ impl OpFidelity {
 }
 
 /// What a model slice measured about quality, raw: validation turns it into intervals.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QualityEvidence {
     /// The dataset's name (`digits`).
     pub dataset: String,
@@ -198,7 +198,7 @@ pub struct QualityEvidence {
 }
 
 /// A model evaluated under a precision policy (issue 7).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PrecisionEvidence {
     /// The policy as written in the pack.
     pub policy: crate::ingress::pack::PrecisionPolicy,
@@ -208,7 +208,7 @@ pub struct PrecisionEvidence {
 
 /// How far one layer's output on the test split moved from the fp32 dense reference
 /// model's output of the same layer (after bias, and ReLU for hidden layers).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LayerDrift {
     /// Layer name (`fc1`, `fc2`).
     pub layer: String,
@@ -224,7 +224,7 @@ pub struct LayerDrift {
 }
 
 /// A trained model's predictions on the test split.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModelScore {
     /// Hidden width.
     pub hidden: usize,
@@ -242,7 +242,7 @@ pub struct ModelScore {
 }
 
 /// One step of a pruning schedule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PruneStep {
     /// 1-based step number.
     pub step: u32,
@@ -258,7 +258,7 @@ pub struct PruneStep {
 
 /// The dense model of equal measured latency (issue 7): the widest dense MLP whose
 /// inference is no slower than the candidate's, found by bisection on interleaved timings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EqualLatency {
     /// The dense model at that width, trained with the same recipe and seed.
     pub dense: ModelScore,
@@ -270,7 +270,7 @@ pub struct EqualLatency {
 }
 
 /// Medians of one run of a slice: the unit of replication (DESIGN.md §6).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunSummary {
     /// The run id, as in [`MetricSamples::runs`].
     pub run: u32,
@@ -354,7 +354,7 @@ impl SliceEvidence {
 }
 
 /// Why a slice produced no (or partial) evidence.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SliceFailure {
     /// The stage that failed.
     pub stage: Stage,

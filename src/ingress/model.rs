@@ -79,7 +79,7 @@ pub struct ModelTask {
 pub const MLP_LAYERS: [&str; 2] = ["fc1", "fc2"];
 
 /// A pruning schedule with its defaults filled in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PruningPlan {
     /// One shot or gradual.
     pub schedule: PruningScheduleKind,

@@ -8,14 +8,14 @@ use crate::ingress::{Backend, Slice};
 use serde::{Deserialize, Serialize};
 
 /// The kernel choice for every op of one slice.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Plan {
     /// One entry per op, in order.
     pub ops: Vec<OpPlan>,
 }
 
 /// How one op will run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OpPlan {
     /// The op.
     pub op: GemmOp,

@@ -58,6 +58,7 @@ fn pass_exits_0_and_writes_every_output() {
     for (file, schema) in [
         ("verdict.json", "verdict.schema.json"),
         ("memo.json", "memo.schema.json"),
+        ("evidence.json", "evidence.schema.json"),
     ] {
         assert_matches_schema(&sb.path().join("out").join(file), schema);
     }
