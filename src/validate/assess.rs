@@ -332,7 +332,7 @@ fn judge_measured(
                         let boot = Bootstrap::new(opts.resamples, guardrail_seed(slice.seed, index));
                         let judge = |c: &Observed, b: &Observed| {
                             regression(
-                                g.metric,
+                                g.metric.into(),
                                 c,
                                 b,
                                 margin,

@@ -10,9 +10,12 @@
 //! what makes naive tools flag 22–44% of A/A pairs.
 
 use super::describe::num;
+use super::observe::Observed;
+use super::rules::{Quantity, regression};
+use crate::domain::metric::Better;
 use crate::stats::{
-    self, Bootstrap, BootstrapCi, CiMethod, Decision, HodgesLehmann, MannWhitney, MwuMethod, OutlierFlags,
-    StatsError, TwoSample, Welch,
+    self, Bootstrap, BootstrapCi, CiMethod, HodgesLehmann, MannWhitney, MwuMethod, OutlierFlags, StatsError,
+    TwoSample, Welch,
 };
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -327,9 +330,13 @@ pub struct Comparison {
     /// Which direction is worse.
     pub worse: Worse,
     /// `pass` (regression within the margin shown), `fail` (regression beyond the margin
-    /// shown) or `inconclusive`.
+    /// shown) or `inconclusive`: the gate's `regress_at_most` rule on these samples.
     pub verdict: crate::domain::verdict::Verdict,
-    /// Why, in one sentence.
+    /// The interval of the ratio the verdict was read from (the gate's: Hodges–Lehmann on
+    /// log values for independent samples, the run-aware bootstrap for runs); `ratio` is the
+    /// bootstrap interval, reported beside it.
+    pub decision_interval: Option<(f64, f64)>,
+    /// Why, in the gate's words.
     pub reason: String,
     /// Smallest regression (fraction) this evidence would fail with 80% power.
     pub minimum_detectable_regression: Option<f64>,
@@ -478,71 +485,42 @@ pub fn compare(
                 .to_owned(),
         )
     };
-    let larger_is_worse = opts.worse == Worse::Higher;
-    let limit = if larger_is_worse {
-        1.0 + opts.margin
-    } else {
-        1.0 - opts.margin
+    // The verdict is the gate's own `regress_at_most` rule on the same numbers (the run ids
+    // make it run-aware exactly as the gate is), so `stats compare` can never disagree
+    // with what a gate decides on these samples.
+    let observed = |s: &Samples| Observed::Sampled {
+        samples: s.values(),
+        runs: if s.grouped {
+            s.runs
+                .iter()
+                .zip(0u32..)
+                .flat_map(|(r, id)| std::iter::repeat_n(id, r.len()))
+                .collect()
+        } else {
+            Vec::new()
+        },
+        q: 0.5,
     };
-    // The gate's floor: a side too small to bound its own median (fewer than 6 values at
-    // 95%) cannot bound a ratio either, however tight a bootstrap of it looks (one value per
-    // side gives a zero-width interval). Run-aware, the unit is the run: at least 3 runs per
-    // side, and the samples must meet the same floor.
-    let too_small = |s: &Samples, n: usize| -> Option<String> {
-        if stats::quantile_ci_ranks(n, 0.5, opts.confidence).is_none() {
-            return Some(format!("{} has {n} values", s.path.display()));
-        }
-        if s.grouped && s.runs.len() < 3 {
-            return Some(format!(
-                "{} has {} runs (at least 3 needed)",
-                s.path.display(),
-                s.runs.len()
-            ));
-        }
-        None
-    };
-    let floor = too_small(baseline, b_all.len()).or_else(|| too_small(candidate, c_all.len()));
-    let decision = if floor.is_some() {
-        Decision::Undecided
-    } else {
-        stats::non_inferiority((ratio.low, ratio.high), limit, larger_is_worse)
-    };
-    let verdict = match decision {
-        Decision::Shown => crate::domain::verdict::Verdict::Pass,
-        Decision::Refuted => crate::domain::verdict::Verdict::Fail,
-        Decision::Undecided => crate::domain::verdict::Verdict::Inconclusive,
-    };
-    let pct = |v: f64| format!("{:.2}%", v * 100.0);
-    let interval = format!(
-        "ratio {:.4} ({}% CI {:.4}–{:.4})",
-        ratio.estimate,
-        opts.confidence * 100.0,
-        ratio.low,
-        ratio.high
-    );
-    let bound = if larger_is_worse { "≤" } else { "≥" };
-    let reason = match (decision, &floor) {
-        (_, Some(why)) => format!(
-            "{interval}, but {why}: too few to bound a median at {}% confidence, so no verdict",
-            opts.confidence * 100.0
-        ),
-        (decision, None) => match decision {
-            Decision::Shown => format!(
-                "{interval} lies within {bound} {limit:.4}: regression within {} shown",
-                pct(opts.margin)
-            ),
-            Decision::Refuted => format!(
-                "{interval} lies beyond {limit:.4}: regression larger than {}",
-                pct(opts.margin)
-            ),
-            Decision::Undecided => format!(
-                "{interval} straddles {limit:.4}: neither a regression beyond {} nor one within it is shown; take more samples (or runs)",
-                pct(opts.margin)
-            ),
+    let quantity = Quantity {
+        name: "value",
+        unit: "",
+        better: match opts.worse {
+            Worse::Higher => Better::Lower,
+            Worse::Lower => Better::Higher,
         },
     };
-    let mde = stats::se_from_interval(ratio.low, ratio.high, opts.confidence)
-        .filter(|_| floor.is_none())
+    let judged = regression(
+        quantity,
+        &observed(candidate),
+        &observed(baseline),
+        opts.margin,
+        opts.confidence,
+        Bootstrap::new(opts.resamples, opts.seed),
+        false,
+    );
+    let mde = judged
+        .ci
+        .and_then(|(low, high)| stats::se_from_interval(low, high, opts.confidence))
         .map(|se| stats::mde(se, opts.margin, opts.confidence, stats::DEFAULT_POWER));
     Ok(Comparison {
         method,
@@ -554,8 +532,9 @@ pub fn compare(
         ratio: ratio.into(),
         margin: opts.margin,
         worse: opts.worse,
-        verdict,
-        reason,
+        verdict: judged.verdict,
+        decision_interval: judged.ci,
+        reason: judged.detail,
         minimum_detectable_regression: mde,
     })
 }

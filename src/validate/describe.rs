@@ -33,9 +33,14 @@ pub(crate) fn num(v: f64) -> String {
 
 /// A value with the metric's unit: `1.52x`, `0.001234 s`, `310.5 GFLOP/s`.
 pub(crate) fn with_unit(v: f64, metric: Metric) -> String {
-    match metric.unit() {
+    with_unit_named(v, metric.unit())
+}
+
+/// A value with a unit by name; unitless (`fraction`, or none given) reads as the number.
+pub(crate) fn with_unit_named(v: f64, unit: &str) -> String {
+    match unit {
         "x" => format!("{}x", num(v)),
-        "fraction" => num(v),
+        "fraction" | "" => num(v),
         unit => format!("{} {unit}", num(v)),
     }
 }
@@ -50,11 +55,11 @@ pub(crate) fn range(lo: f64, hi: f64) -> String {
 }
 
 /// A signed change with unit: `+0.21 s`, `-3.1 GFLOP/s`.
-pub(crate) fn signed_with_unit(v: f64, metric: Metric) -> String {
+pub(crate) fn signed_with_unit(v: f64, unit: &str) -> String {
     if v > 0.0 {
-        format!("+{}", with_unit(v, metric))
+        format!("+{}", with_unit_named(v, unit))
     } else {
-        with_unit(v, metric)
+        with_unit_named(v, unit)
     }
 }
 
@@ -88,6 +93,6 @@ mod tests {
         assert_eq!(percent(0.95), "95%");
         assert_eq!(range(1.48, 1.55), "1.48–1.55");
         assert_eq!(range(-2.0, 1.0), "-2 to 1");
-        assert_eq!(signed_with_unit(0.5, Metric::Latency), "+0.5 s");
+        assert_eq!(signed_with_unit(0.5, Metric::Latency.unit()), "+0.5 s");
     }
 }

@@ -8,7 +8,7 @@ mod runs;
 
 pub(crate) use absolute::absolute;
 pub(crate) use quality::quality;
-pub(crate) use regression::regression;
+pub(crate) use regression::{Quantity, regression};
 pub(crate) use runs::{absolute_by_run, normalise_by_calibration};
 
 use crate::domain::verdict::Verdict;

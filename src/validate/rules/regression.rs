@@ -8,8 +8,30 @@ use crate::stats::{
     self, Bootstrap, MwuMethod, TwoSample, flag_outliers, group_by_run, hodges_lehmann, mann_whitney_u,
     quantile, quantile_ci_ranks,
 };
-use crate::validate::describe::{num, p_value, percent, range, signed_with_unit, with_unit};
+use crate::validate::describe::{num, p_value, percent, range, signed_with_unit, with_unit_named};
 use crate::validate::observe::Observed;
+
+/// What a baseline rule compares: a metric of the gate, or the numbers of two files for
+/// `stats compare`, which judges them with this same rule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Quantity<'a> {
+    /// Its name in messages.
+    pub name: &'a str,
+    /// Its unit (`s`, `x`, `GFLOP/s`, …; empty for plain numbers).
+    pub unit: &'a str,
+    /// Which direction is an improvement.
+    pub better: Better,
+}
+
+impl From<Metric> for Quantity<'static> {
+    fn from(m: Metric) -> Self {
+        Quantity {
+            name: m.name(),
+            unit: m.unit(),
+            better: m.better(),
+        }
+    }
+}
 
 /// The tolerated ratio and the direction of "worse" for one rule.
 struct Limit {
@@ -43,7 +65,7 @@ impl Limit {
 /// margin" (`2·share of replicates on the good side of the limit`): the test whose
 /// rejection is a `fail`, so that `assess` can correct it across guardrails.
 pub(crate) fn regression(
-    metric: Metric,
+    metric: Quantity<'_>,
     candidate: &Observed,
     baseline: &Observed,
     margin: f64,
@@ -51,7 +73,7 @@ pub(crate) fn regression(
     boot: Bootstrap,
     drop_outliers: bool,
 ) -> Judgement {
-    let lower_better = metric.better() == Better::Lower;
+    let lower_better = metric.better == Better::Lower;
     let limit = Limit {
         ratio: if lower_better { 1.0 + margin } else { 1.0 - margin },
         lower_better,
@@ -68,13 +90,14 @@ pub(crate) fn regression(
             drop_outliers,
         ),
         _ => Judgement::inconclusive(format!(
-            "`{metric}` is sampled on one side and a counter on the other; cannot compare: inconclusive"
+            "`{}` is sampled on one side and a counter on the other; cannot compare: inconclusive",
+            metric.name
         )),
     }
 }
 
 /// Two counters: the ratio is exact, so the verdict is pass or fail.
-fn points(metric: Metric, c: f64, b: f64, limit: &Limit) -> Judgement {
+fn points(metric: Quantity<'_>, c: f64, b: f64, limit: &Limit) -> Judgement {
     let (verdict, ratio) = if b != 0.0 {
         let r = c / b;
         (read_interval((r, r), limit.ratio, limit.lower_better), Some(r))
@@ -93,8 +116,8 @@ fn points(metric: Metric, c: f64, b: f64, limit: &Limit) -> Judgement {
         samples: 1,
         detail: format!(
             "{} vs baseline {} (counters): {ratio_s}, allowed {}: {verdict}",
-            with_unit(c, metric),
-            with_unit(b, metric),
+            with_unit_named(c, metric.unit),
+            with_unit_named(b, metric.unit),
             limit.describe()
         ),
     }
@@ -102,7 +125,7 @@ fn points(metric: Metric, c: f64, b: f64, limit: &Limit) -> Judgement {
 
 /// Two samples: bootstrap interval of the ratio of their `q`-quantiles.
 fn sampled(
-    metric: Metric,
+    metric: Quantity<'_>,
     candidate: &Observed,
     baseline: &Observed,
     limit: &Limit,
@@ -181,7 +204,8 @@ fn sampled(
     // A ratio of statistics only means "x% slower" for positive quantities (times, rates).
     if cs.iter().chain(bs.iter()).any(|&v| v <= 0.0) {
         return with_numbers(Judgement::inconclusive(format!(
-            "`{metric}` has non-positive samples, so a candidate/baseline ratio is meaningless: inconclusive"
+            "`{}` has non-positive samples, so a candidate/baseline ratio is meaningless: inconclusive",
+            metric.name
         )));
     }
     // Run-aware when every sample carries its run id (DESIGN.md §6); plain otherwise.
@@ -280,18 +304,21 @@ fn sampled(
         Ok(h) => match h.ci {
             Some((lo, hi)) => format!(
                 "; Hodges–Lehmann shift {} ({} CI {})",
-                signed_with_unit(h.shift, metric),
+                signed_with_unit(h.shift, metric.unit),
                 percent(confidence),
                 range(lo, hi)
             ),
-            None => format!("; Hodges–Lehmann shift {}", signed_with_unit(h.shift, metric)),
+            None => format!(
+                "; Hodges–Lehmann shift {}",
+                signed_with_unit(h.shift, metric.unit)
+            ),
         },
         Err(_) => String::new(),
     };
     let p_s = p_mwu.map_or_else(String::new, |p| {
         format!("; Mann–Whitney one-sided {} (no change vs worse)", p_value(p))
     });
-    let show = |v: Option<f64>| v.map_or_else(|| "?".into(), |v| with_unit(v, metric));
+    let show = |v: Option<f64>| v.map_or_else(|| "?".into(), |v| with_unit_named(v, metric.unit));
     with_numbers(Judgement {
         verdict,
         ci: Some(ci),
