@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use crate::execute::{
     EVIDENCE_SCHEMA_VERSION, Evidence, PackRecord, RunLauncher, RunReply, RunRequest, SliceEvidence,
-    execute_model_slice, execute_sim_slice, execute_slice_with, measure_run,
+    measure_run,
 };
 use crate::ingress::Backend;
 use crate::ingress::shard::Shard;
@@ -185,7 +185,7 @@ fn run_under(
 ) -> Evidence {
     // The roofs CPU slices are placed against on the memo's roofline: measured before the
     // slices (on the same threads), recorded in the environment, never in the lock.
-    if all_slices(packs).any(|s| s.backend == Backend::Cpu) {
+    if all_slices(packs).any(|s| s.backend.kind() == Backend::Cpu) {
         environment.roofs = Some(crate::execute::roofs::measure_roofs(environment.threads));
     }
     let total = all_slices(packs).count();
@@ -221,23 +221,11 @@ fn run_under(
         // Sequential sampling: execution asks validate's interim check after each run.
         let baseline = baselines.and_then(|b| b.get(&(slice.pack.clone(), slice.id.clone())));
         let stop = |ev: &SliceEvidence| interim_look(slice, ev, baseline);
-        // Dispatch by backend: measured on this machine, or evaluated on the simulated part.
-        let evidence = match slice.backend {
-            Backend::Cpu if slice.load.is_some() => crate::execute::execute_load_slice(slice, &plan),
-            Backend::Cpu if slice.model.is_some() => execute_model_slice(slice, &plan),
-            Backend::Cpu => execute_slice_with(
-                slice,
-                &plan,
-                options
-                    .run_launcher
-                    .is_some()
-                    .then_some(&launch as &crate::execute::LaunchRun<'_>),
-                Some(&stop),
-            ),
-            Backend::Sim => execute_sim_slice(slice, &plan),
-            Backend::Command => crate::execute::execute_command_slice(slice, &plan),
-            Backend::Import => crate::execute::execute_import_slice(slice, &plan),
-        };
+        let launch = options
+            .run_launcher
+            .is_some()
+            .then_some(&launch as &crate::execute::LaunchRun<'_>);
+        let evidence = crate::execute::execute_slice_on(slice, &plan, launch, Some(&stop));
         progress(Progress::SliceFinished { evidence: &evidence });
         slices.push(evidence);
     }

@@ -306,11 +306,11 @@ fn no_two_modules_of_a_stage_import_each_other() {
     );
 }
 
-fn reaches(g: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>, from: &Vec<String>, to: &Vec<String>) -> bool {
+fn reaches(g: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>, from: &[String], to: &[String]) -> bool {
     let mut seen = BTreeSet::new();
-    let mut stack = vec![from.clone()];
+    let mut stack = vec![from.to_vec()];
     while let Some(m) = stack.pop() {
-        if &m == to {
+        if m == to {
             return true;
         }
         if seen.insert(m.clone())

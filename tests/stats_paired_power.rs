@@ -12,7 +12,7 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use sparsegate::execute::execute_slice;
 use sparsegate::ingress::pack::SamplePolicy;
-use sparsegate::ingress::{Backend, GemmOp, Precision, Slice, Sparsity};
+use sparsegate::ingress::{GemmOp, Precision, Slice, SliceBackend, Sparsity};
 use sparsegate::lower::lower;
 use sparsegate::validate::compare::{CompareOptions, Samples, Worse, compare};
 use sparsegate::validate::stats::{MwuMethod, mann_whitney_u, wilson};
@@ -34,8 +34,9 @@ fn paired_runs(runs: u32) -> Vec<Vec<f64>> {
             density: 0.25,
         },
         precision: Precision::Fp32,
-        backend: Backend::Cpu,
-        preset: None,
+        backend: SliceBackend::Kernels {
+            weights: Default::default(),
+        },
         guardrails: vec![],
         samples: SamplePolicy {
             warmup: 3,
@@ -47,11 +48,6 @@ fn paired_runs(runs: u32) -> Vec<Vec<f64>> {
         },
         seed: 9,
         threads: 1,
-        command: None,
-        import: None,
-        load: None,
-        model: None,
-        weights: Default::default(),
     };
     let ev = execute_slice(&slice, &lower(&slice));
     assert_eq!(ev.failure, None);

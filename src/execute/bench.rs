@@ -8,7 +8,7 @@
 use super::run::execute_slice;
 use crate::domain::{GemmOp, Precision, Sparsity};
 use crate::ingress::pack::SamplePolicy;
-use crate::ingress::{Backend, Slice};
+use crate::ingress::{Slice, SliceBackend};
 use crate::lower::{KernelPath, lower};
 use crate::stats::{Bootstrap, StatsError, median, quantile_ci};
 use serde::Serialize;
@@ -124,17 +124,13 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
         ops: vec![op.clone()],
         sparsity: req.sparsity,
         precision: req.precision,
-        backend: Backend::Cpu,
-        preset: None,
+        backend: SliceBackend::Kernels {
+            weights: Default::default(),
+        },
         guardrails: vec![],
         samples: req.samples.clone(),
         seed: req.seed,
         threads: req.threads.max(1),
-        command: None,
-        import: None,
-        load: None,
-        model: None,
-        weights: Default::default(),
     };
     let plan = lower(&slice);
     let ev = execute_slice(&slice, &plan);

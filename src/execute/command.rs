@@ -34,13 +34,10 @@ const STDERR_TAIL_BYTES: usize = 600;
 const PIPE_GRACE: Duration = Duration::from_secs(2);
 
 /// Run a `command` slice and record what it printed.
-pub fn execute_command_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
+pub fn execute_command_slice(slice: &Slice, command: &CommandSlice, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
-    let outcome = match &slice.command {
-        Some(command) => measure(slice, command, &mut evidence),
-        None => Err("a `command` slice without a resolved command".to_owned()),
-    };
+    let outcome = measure(slice, command, &mut evidence);
     if let Err(message) = outcome {
         evidence.failure = Some(SliceFailure {
             stage: Stage::Execution,

@@ -32,13 +32,10 @@ pub struct Imported {
 }
 
 /// Read `slice`'s results (and its comparator's) and record them as evidence.
-pub fn execute_import_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
+pub fn execute_import_slice(slice: &Slice, import: &ImportSlice, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
-    let outcome = match &slice.import {
-        Some(import) => record(import, &mut evidence),
-        None => Err("an `import` slice without a resolved source".to_owned()),
-    };
+    let outcome = record(import, &mut evidence);
     if let Err(message) = outcome {
         evidence.failure = Some(SliceFailure {
             stage: Stage::Execution,

@@ -38,13 +38,13 @@ pub struct LoadOutcome {
 }
 
 /// Serve `slice`'s workload under its `load` and record request latencies.
-pub fn execute_load_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
+pub fn execute_load_slice(slice: &Slice, load: LoadPlan, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
     evidence
         .counters
         .insert("fallback_rate".into(), plan.fallback_rate());
-    if let Err(message) = measure(slice, plan, &mut evidence) {
+    if let Err(message) = measure(slice, load, plan, &mut evidence) {
         evidence.failure = Some(SliceFailure {
             stage: Stage::Execution,
             message,
@@ -54,10 +54,7 @@ pub fn execute_load_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
     evidence
 }
 
-fn measure(slice: &Slice, plan: &Plan, evidence: &mut SliceEvidence) -> Result<(), String> {
-    let load = slice
-        .load
-        .ok_or_else(|| "a load slice without a load plan".to_owned())?;
+fn measure(slice: &Slice, load: LoadPlan, plan: &Plan, evidence: &mut SliceEvidence) -> Result<(), String> {
     if plan.ops.is_empty() {
         return Err("the slice has no ops to run".into());
     }

@@ -28,3 +28,28 @@ pub use run::{
     measure_run,
 };
 pub use sim::execute_sim_slice;
+
+use crate::ingress::{Slice, SliceBackend};
+use crate::lower::Plan;
+
+/// Execute one slice lowered to `plan` on its backend: measured on this machine, evaluated
+/// on the simulated part, run as the user's command, or read from another tool's results.
+/// The one entry point of the stage; a new backend is one arm here.
+///
+/// `launch` delegates the runs of a CPU-kernel slice to child processes; `stop` is the
+/// interim check sequential sampling asks after each run (see [`StopRule`]).
+pub fn execute_slice_on(
+    slice: &Slice,
+    plan: &Plan,
+    launch: Option<&LaunchRun<'_>>,
+    stop: Option<&StopRule<'_>>,
+) -> SliceEvidence {
+    match &slice.backend {
+        SliceBackend::Kernels { .. } => execute_slice_with(slice, plan, launch, stop),
+        SliceBackend::Serving { load, .. } => execute_load_slice(slice, *load, plan),
+        SliceBackend::Model(task) => execute_model_slice(slice, task, plan),
+        SliceBackend::Sim(preset) => execute_sim_slice(slice, preset, plan),
+        SliceBackend::Command(command) => execute_command_slice(slice, command, plan),
+        SliceBackend::Import(import) => execute_import_slice(slice, import, plan),
+    }
+}

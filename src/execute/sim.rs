@@ -9,7 +9,7 @@ use crate::domain::Sparsity;
 use crate::domain::stage::Stage;
 use crate::ingress::Slice;
 use crate::lower::Plan;
-use crate::sim::{Layer, evaluate};
+use crate::sim::{Layer, Preset, evaluate};
 use std::time::Instant;
 
 /// Totals of one slice's ops on the simulated part.
@@ -58,11 +58,12 @@ impl Default for Totals {
 }
 
 /// The slice's totals and each op's `(latency_s, energy_j)`, in plan order.
-fn totals(slice: &Slice, plan: &Plan, dense: bool) -> Result<(Totals, Vec<(f64, f64)>), String> {
-    let preset = slice
-        .preset
-        .as_ref()
-        .ok_or_else(|| "a `sim` slice without a resolved preset".to_owned())?;
+fn totals(
+    slice: &Slice,
+    preset: &Preset,
+    plan: &Plan,
+    dense: bool,
+) -> Result<(Totals, Vec<(f64, f64)>), String> {
     let mut t = Totals::default();
     let mut per_op = Vec::with_capacity(plan.ops.len());
     for op in &plan.ops {
@@ -95,18 +96,18 @@ fn totals(slice: &Slice, plan: &Plan, dense: bool) -> Result<(Totals, Vec<(f64, 
 /// The preset's roofs at the slice's precision: dense peak GFLOP/s (2 FLOPs per MAC at the
 /// nominal clock) and DRAM GB/s. Structured-sparse math units skip zeros rather than raise
 /// this peak, so useful FLOPs stay under it.
-fn preset_roofs(slice: &Slice) -> Option<(f64, f64)> {
-    let preset = slice.preset.as_ref()?;
+fn preset_roofs(slice: &Slice, preset: &Preset) -> Option<(f64, f64)> {
     let macs = preset.peak_macs_per_cycle(slice.precision)?;
     Some((macs * 2.0 * preset.clock_ghz, preset.memory.dram_gbps))
 }
 
 /// Evaluate `slice` (lowered to `plan`) on its preset and record the evidence.
-pub fn execute_sim_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
+pub fn execute_sim_slice(slice: &Slice, preset: &Preset, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
-    let outcome = totals(slice, plan, false).and_then(|s| Ok((s, totals(slice, plan, true)?)));
+    let outcome =
+        totals(slice, preset, plan, false).and_then(|s| Ok((s, totals(slice, preset, plan, true)?)));
     match outcome {
         Ok(((s, s_ops), (d, d_ops))) if !plan.ops.is_empty() => {
             let metadata_overhead = if s.value_bytes > 0.0 {
@@ -152,7 +153,7 @@ pub fn execute_sim_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
                 super::run::useful_flops(plan, slice.sparsity.density()),
             );
             evidence.counters.insert("bytes_moved".into(), s.bytes_moved);
-            if let Some((peak, bandwidth)) = preset_roofs(slice) {
+            if let Some((peak, bandwidth)) = preset_roofs(slice, preset) {
                 evidence.counters.insert("roof_peak_gflops".into(), peak);
                 evidence.counters.insert("roof_bandwidth_gbps".into(), bandwidth);
             }

@@ -79,7 +79,7 @@ impl Workload {
                     &p.op,
                     p.path,
                     (slice.sparsity, slice.precision),
-                    slice.weights,
+                    slice.backend.weights(),
                     threads,
                     &mut rng,
                 )

@@ -5,7 +5,7 @@ pub(crate) use super::ids::{slice_id, slice_seed};
 use super::pack::MlpSpec;
 use super::pack::{OpSpec, PackFile, Precision, PrecisionPolicy};
 use super::semantic::Checked;
-use super::{GemmOp, ModelTask, PruningPlan, Slice, Sparsity};
+use super::{GemmOp, ModelTask, PruningPlan, Slice, SliceBackend, Sparsity};
 
 /// The default worker count when the pack does not lock one.
 fn default_threads() -> usize {
@@ -93,16 +93,15 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                 ops,
                 sparsity: Sparsity::Dense,
                 precision: Precision::Fp32,
-                backend: spec.backend,
-                preset: None,
+                backend: match (command, import) {
+                    (Some(command), _) => SliceBackend::Command(command),
+                    (None, Some(import)) => SliceBackend::Import(import),
+                    // Semantic checks refuse a command or import slice without its block.
+                    (None, None) => unreachable!("checked at ingress: `{}` has its backend block", spec.id),
+                },
                 guardrails,
                 samples: pack.samples.clone(),
                 threads,
-                command,
-                import,
-                load: None,
-                model: None,
-                weights: Default::default(),
             });
             continue;
         }
@@ -126,6 +125,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     precision: policy.cloned(),
                     ..task
                 });
+                let load = checked.loads.get(i).copied().flatten();
                 slices.push(Slice {
                     pack: pack.name.clone(),
                     seed: slice_seed(pack.seed, &id),
@@ -133,16 +133,15 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     ops: ops.clone(),
                     sparsity: *sparsity,
                     precision,
-                    backend: spec.backend,
-                    preset: checked.presets.get(i).cloned().flatten(),
+                    backend: match (checked.presets.get(i).cloned().flatten(), load, model) {
+                        (Some(preset), _, _) => SliceBackend::Sim(Box::new(preset)),
+                        (None, Some(load), _) => SliceBackend::Serving { load, weights },
+                        (None, None, Some(task)) => SliceBackend::Model(Box::new(task)),
+                        (None, None, None) => SliceBackend::Kernels { weights },
+                    },
                     guardrails: guardrails.clone(),
                     samples: pack.samples.clone(),
                     threads,
-                    command: None,
-                    import: None,
-                    load: checked.loads.get(i).copied().flatten(),
-                    model,
-                    weights,
                 });
             }
         }
@@ -181,8 +180,8 @@ slices:
             ]
         );
         let mixed = loaded.slices[0]
-            .model
-            .as_ref()
+            .backend
+            .model()
             .unwrap()
             .precision
             .as_ref()
@@ -191,8 +190,8 @@ slices:
         assert_eq!(mixed.precision_of("fc2"), Precision::Fp32);
         assert_eq!(mixed.describe(), "int8, fc2 fp32");
         let all = loaded.slices[1]
-            .model
-            .as_ref()
+            .backend
+            .model()
             .unwrap()
             .precision
             .as_ref()
@@ -202,7 +201,7 @@ slices:
         let seeds: Vec<u64> = loaded
             .slices
             .iter()
-            .map(|s| s.model.as_ref().unwrap().seed)
+            .map(|s| s.backend.model().unwrap().seed)
             .collect();
         assert!(seeds.iter().all(|&s| s == seeds[0]));
         assert!(loaded.slices.iter().all(|s| s.precision == Precision::Fp32));

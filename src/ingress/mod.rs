@@ -67,10 +67,8 @@ pub struct Slice {
     pub sparsity: Sparsity,
     /// The precision under test.
     pub precision: Precision,
-    /// Where it runs.
-    pub backend: Backend,
-    /// The accelerator preset of a `sim` slice (resolved and checked at ingress).
-    pub preset: Option<crate::sim::Preset>,
+    /// Where it runs, with that backend's own settings.
+    pub backend: SliceBackend,
     /// Pack-level guardrails followed by the slice's own.
     pub guardrails: Vec<GuardrailSpec>,
     /// Sampling budget.
@@ -80,17 +78,75 @@ pub struct Slice {
     pub seed: u64,
     /// Worker threads for the CPU kernels.
     pub threads: usize,
-    /// What a `command` slice runs (resolved against the pack's directory at ingress).
-    pub command: Option<CommandSlice>,
-    /// Where an `import` slice's results are (resolved against the pack's directory).
-    pub import: Option<ImportSlice>,
-    /// For a `cpu` slice served under load: the arrivals, queue bound and request count.
-    pub load: Option<LoadPlan>,
-    /// For a model workload: the model, its training recipe and pruning schedule. Its
-    /// layers are `ops` (at the test split's size).
-    pub model: Option<ModelTask>,
-    /// How the CPU backend draws this slice's weights.
-    pub weights: WeightDistribution,
+}
+
+/// Where a slice runs, each backend with its own settings (checked and resolved at
+/// ingress), so execution matches on one value instead of reading optional fields.
+///
+/// Adding a backend is one arm here (and in [`SliceBackend::kind`]), one file in `execute/`
+/// and one arm in `execute::execute_slice_on`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SliceBackend {
+    /// The built-in CPU kernels on the slice's GEMM ops, interleaved with the dense
+    /// comparator.
+    Kernels {
+        /// How the slice's weights are drawn.
+        weights: WeightDistribution,
+    },
+    /// The CPU kernels serving requests under load (`load:`).
+    Serving {
+        /// The arrivals, queue bound and request count.
+        load: LoadPlan,
+        /// How the slice's weights are drawn.
+        weights: WeightDistribution,
+    },
+    /// A model trained, pruned and timed on the CPU kernels; its layers are the slice's ops
+    /// (at the test split's size).
+    Model(Box<ModelTask>),
+    /// The simulated accelerator, with the preset named by the slice.
+    Sim(Box<crate::sim::Preset>),
+    /// The user's own benchmark command (resolved against the pack's directory).
+    Command(CommandSlice),
+    /// Results another tool already measured (resolved against the pack's directory).
+    Import(ImportSlice),
+}
+
+impl SliceBackend {
+    /// The pack's name for this backend.
+    pub fn kind(&self) -> Backend {
+        match self {
+            SliceBackend::Kernels { .. } | SliceBackend::Serving { .. } | SliceBackend::Model(_) => {
+                Backend::Cpu
+            }
+            SliceBackend::Sim(_) => Backend::Sim,
+            SliceBackend::Command(_) => Backend::Command,
+            SliceBackend::Import(_) => Backend::Import,
+        }
+    }
+
+    /// The accelerator preset of a simulated slice.
+    pub fn preset(&self) -> Option<&crate::sim::Preset> {
+        match self {
+            SliceBackend::Sim(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The model task of a model slice.
+    pub fn model(&self) -> Option<&ModelTask> {
+        match self {
+            SliceBackend::Model(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// How the CPU kernels draw the slice's weights (uniform where the backend draws none).
+    pub fn weights(&self) -> WeightDistribution {
+        match self {
+            SliceBackend::Kernels { weights } | SliceBackend::Serving { weights, .. } => *weights,
+            _ => WeightDistribution::Uniform,
+        }
+    }
 }
 
 /// How the CPU backend draws a slice's weights (seeded from the slice seed either way).

@@ -4,7 +4,7 @@
 
 use crate::domain::{GemmOp, Precision, Sparsity};
 
-use crate::ingress::{Backend, Slice};
+use crate::ingress::Slice;
 use serde::{Deserialize, Serialize};
 
 /// The kernel choice for every op of one slice.
@@ -60,9 +60,9 @@ pub fn lower(slice: &Slice) -> Plan {
             .ops
             .iter()
             .map(|op| {
-                let (path, reason) = match (slice.backend, &slice.preset) {
-                    (Backend::Sim, Some(preset)) => select_sim(preset, slice.precision, slice.sparsity, op),
-                    _ => select_cpu(slice.precision, slice.sparsity, op),
+                let (path, reason) = match slice.backend.preset() {
+                    Some(preset) => select_sim(preset, slice.precision, slice.sparsity, op),
+                    None => select_cpu(slice.precision, slice.sparsity, op),
                 };
                 OpPlan {
                     op: op.clone(),
@@ -179,6 +179,7 @@ fn select(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingress::SliceBackend;
     use crate::ingress::pack::SamplePolicy;
 
     fn slice(sparsity: Sparsity, precision: Precision, ks: &[usize]) -> Slice {
@@ -196,17 +197,13 @@ mod tests {
                 .collect(),
             sparsity,
             precision,
-            backend: Backend::Cpu,
-            preset: None,
+            backend: SliceBackend::Kernels {
+                weights: Default::default(),
+            },
             guardrails: vec![],
             samples: SamplePolicy::default(),
             seed: 1,
             threads: 1,
-            command: None,
-            import: None,
-            load: None,
-            model: None,
-            weights: Default::default(),
         }
     }
 

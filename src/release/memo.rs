@@ -485,7 +485,7 @@ fn all_presets(packs: &[LoadedPack]) -> Vec<String> {
     let mut presets: Vec<String> = packs
         .iter()
         .flat_map(|p| p.slices.iter())
-        .filter_map(|s| s.preset.as_ref())
+        .filter_map(|s| s.backend.preset())
         .map(|p| format!("{} {}", p.name, p.digest()))
         .collect();
     presets.sort();

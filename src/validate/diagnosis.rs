@@ -106,7 +106,7 @@ pub fn diagnose_all(
 pub fn diagnose(slice: &Slice, ev: &SliceEvidence, cpu_roofs: Option<&MachineRoofs>) -> SliceDiagnosis {
     let counter = |name: &str| ev.counters.get(name).copied();
     let (within_run_cv, between_run_cv) = noise_decomposition(ev);
-    let roofs = match slice.backend {
+    let roofs = match slice.backend.kind() {
         Backend::Cpu => cpu_roofs.map(|r| {
             (
                 "cpu".to_owned(),
@@ -116,7 +116,7 @@ pub fn diagnose(slice: &Slice, ev: &SliceEvidence, cpu_roofs: Option<&MachineRoo
             )
         }),
         Backend::Sim => {
-            let name = slice.preset.as_ref().map_or("sim", |p| p.name.as_str());
+            let name = slice.backend.preset().map_or("sim", |p| p.name.as_str());
             counter("roof_peak_gflops")
                 .zip(counter("roof_bandwidth_gbps"))
                 .map(|(p, b)| (name.to_owned(), format!("preset {name}"), p, b))

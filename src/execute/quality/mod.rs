@@ -32,7 +32,7 @@ pub use schedule::final_sparsity;
 /// Measure a model slice: train (or reuse) the dense model, prune it along the schedule,
 /// time its inference against the dense kernel and record quality evidence. Never panics
 /// on a user's pack: a failure comes back as [`SliceEvidence::failure`].
-pub fn execute_model_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
+pub fn execute_model_slice(slice: &Slice, task: &ModelTask, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
@@ -40,10 +40,7 @@ pub fn execute_model_slice(slice: &Slice, plan: &Plan) -> SliceEvidence {
         .counters
         .insert("fallback_rate".into(), plan.fallback_rate());
     evidence.counters.insert("dense_flops".into(), dense_flops);
-    let outcome = match &slice.model {
-        Some(task) => measure(slice, task, plan, dense_flops, &mut evidence),
-        None => Err("the slice has no model workload".into()),
-    };
+    let outcome = measure(slice, task, plan, dense_flops, &mut evidence);
     if let Err(message) = outcome {
         evidence.failure = Some(SliceFailure {
             stage: Stage::Execution,

@@ -8,7 +8,7 @@ use super::*;
 use crate::domain::Precision;
 use crate::execute::kernels::prune::kept_count;
 use crate::ingress::pack::{DatasetName, MlpSpec, PruningScheduleKind, PruningScope, SamplePolicy};
-use crate::ingress::{Backend, PruningPlan};
+use crate::ingress::{PruningPlan, SliceBackend};
 
 fn task(hidden: u32, epochs: u32, schedule: PruningScheduleKind, steps: u32) -> ModelTask {
     ModelTask {
@@ -38,8 +38,7 @@ fn model_slice(task: ModelTask, sparsity: Sparsity, threads: usize) -> Slice {
         ops: crate::ingress::expand_mlp_ops(&task.mlp),
         sparsity,
         precision: Precision::Fp32,
-        backend: Backend::Cpu,
-        preset: None,
+        backend: SliceBackend::Model(Box::new(task)),
         guardrails: vec![],
         samples: SamplePolicy {
             warmup: 1,
@@ -50,11 +49,6 @@ fn model_slice(task: ModelTask, sparsity: Sparsity, threads: usize) -> Slice {
         },
         seed: 3,
         threads,
-        model: Some(task),
-        weights: Default::default(),
-        command: None,
-        import: None,
-        load: None,
     }
 }
 
@@ -164,8 +158,8 @@ fn issue_7_model_slice_evidence_is_the_same_across_thread_counts() {
     let one = model_slice(t.clone(), sparsity, 1);
     let two = model_slice(t, sparsity, 2);
     let (e1, e2) = (
-        execute_model_slice(&one, &crate::lower::lower(&one)),
-        execute_model_slice(&two, &crate::lower::lower(&two)),
+        crate::execute::execute_slice_on(&one, &crate::lower::lower(&one), None, None),
+        crate::execute::execute_slice_on(&two, &crate::lower::lower(&two), None, None),
     );
     assert!(e1.failure.is_none(), "{:?}", e1.failure);
     let (q1, q2) = (e1.quality.unwrap(), e2.quality.unwrap());

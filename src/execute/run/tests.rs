@@ -1,6 +1,6 @@
 use super::*;
 use crate::domain::{GemmOp, Precision, Sparsity};
-use crate::ingress::Backend;
+use crate::ingress::SliceBackend;
 use crate::ingress::pack::SamplePolicy;
 use crate::lower::{KernelPath, lower};
 
@@ -20,8 +20,9 @@ fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
             .collect(),
         sparsity,
         precision: Precision::Fp32,
-        backend: Backend::Cpu,
-        preset: None,
+        backend: SliceBackend::Kernels {
+            weights: Default::default(),
+        },
         guardrails: vec![],
         samples: SamplePolicy {
             warmup: 2,
@@ -32,11 +33,6 @@ fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
         },
         seed: 7,
         threads: 2,
-        command: None,
-        import: None,
-        load: None,
-        model: None,
-        weights: Default::default(),
     }
 }
 

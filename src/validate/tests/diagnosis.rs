@@ -3,7 +3,7 @@
 use super::{evidence, op, plan, slice, slice_ev};
 use crate::domain::verdict::Bottleneck;
 use crate::execute::OpCost;
-use crate::ingress::{Backend, MachineRoofs};
+use crate::ingress::MachineRoofs;
 use crate::lower::{KernelPath, OpPlan, Plan};
 use crate::validate::diagnosis::{diagnose, diagnose_all};
 
@@ -137,7 +137,7 @@ fn issue_6_simulated_fallback_impact_covers_energy() {
         cost(3e-3, 3e-3, Some((3.0, 3.0))),
     ];
     let mut s = slice("s", vec![]);
-    s.backend = Backend::Sim;
+    s.backend = sim_backend();
     let d = diagnose(&s, &ev, None);
     let f = &d.fallback;
     // Energy: 3 of 4 J in the fallback; at the sparse op's 3x ratio it would spend 1 J.
@@ -171,7 +171,7 @@ fn issue_6_sim_roofs_come_from_the_preset_counters() {
     ev.counters.insert("sim_time_compute_s".into(), 0.015);
     ev.counters.insert("sim_time_memory_bandwidth_s".into(), 0.005);
     let mut s = slice("s", vec![]);
-    s.backend = Backend::Sim;
+    s.backend = sim_backend();
     let d = diagnose(&s, &ev, Some(&roofs(1.0, 1.0)));
     let r = d.roofline.unwrap();
     assert_eq!((r.peak_gflops, r.bandwidth_gbps), (1000.0, 100.0));
@@ -190,4 +190,10 @@ fn issue_6_assessment_carries_a_diagnosis_per_slice_and_uses_its_class() {
     assert_eq!(d.len(), 1);
     let a = super::assess(&slices, &ev, &Default::default());
     assert_eq!(a.diagnoses, d);
+}
+
+/// A simulated slice's backend, on a built-in preset.
+fn sim_backend() -> crate::ingress::SliceBackend {
+    let preset = crate::sim::Preset::resolve(crate::sim::preset::BUILTIN[0].0).expect("built-in preset");
+    crate::ingress::SliceBackend::Sim(Box::new(preset))
 }

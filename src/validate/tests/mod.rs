@@ -13,7 +13,7 @@ use crate::domain::verdict::{Bottleneck, Verdict};
 use crate::domain::{GemmOp, Precision, Sparsity};
 use crate::execute::{EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, SliceEvidence, SliceFailure};
 use crate::ingress::pack::SamplePolicy;
-use crate::ingress::{Backend, Environment, GuardrailSpec, Rule, Severity, Slice};
+use crate::ingress::{Environment, GuardrailSpec, Rule, Severity, Slice, SliceBackend};
 use crate::lower::{KernelPath, OpPlan, Plan};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -61,17 +61,13 @@ pub(super) fn slice(id: &str, guardrails: Vec<GuardrailSpec>) -> Slice {
         ops: vec![op(512, 512, 512)],
         sparsity: Sparsity::NOfM { n: 2, m: 4 },
         precision: Precision::Fp32,
-        backend: Backend::Cpu,
-        preset: None,
+        backend: SliceBackend::Kernels {
+            weights: Default::default(),
+        },
         guardrails,
         samples: SamplePolicy::default(),
         seed: 42,
         threads: 1,
-        command: None,
-        import: None,
-        load: None,
-        model: None,
-        weights: Default::default(),
     }
 }
 
