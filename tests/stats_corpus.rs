@@ -10,8 +10,7 @@
 
 mod common;
 
-use common::{fixture, floats, split_study};
-use sparsegate::validate::compare::CompareOptions;
+use common::{at_margin_0, fixture, floats, split_study};
 
 fn corpus() -> Vec<(String, Vec<Vec<f64>>)> {
     let v = fixture("stats/aa-corpus-ac.json");
@@ -28,11 +27,7 @@ fn corpus() -> Vec<(String, Vec<Vec<f64>>)> {
 
 #[test]
 fn issue_5_run_aware_comparison_holds_its_false_alarm_rate_on_real_noise() {
-    let opts = CompareOptions {
-        margin: 0.0,
-        resamples: 500,
-        ..CompareOptions::default()
-    };
+    let opts = at_margin_0(500);
     let mut report = Vec::new();
     for (name, runs) in corpus() {
         for k in [5usize, 10] {
@@ -58,11 +53,7 @@ fn issue_5_run_aware_comparison_holds_its_false_alarm_rate_on_real_noise() {
 #[test]
 #[ignore]
 fn issue_9_detection_rate_on_real_noise() {
-    let opts = CompareOptions {
-        margin: 0.0,
-        resamples: 300,
-        ..CompareOptions::default()
-    };
+    let opts = at_margin_0(300);
     for (name, runs) in corpus() {
         for slowdown in [1.05, 1.10] {
             for k in [5usize, 10, 20] {

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::split_study;
+use common::{at_margin_0, split_study};
 use sparsegate::execute::execute_slice;
 use sparsegate::ingress::pack::SamplePolicy;
 use sparsegate::ingress::{Backend, GemmOp, Precision, Slice, Sparsity};
@@ -61,10 +61,8 @@ fn paired_runs(runs: u32) -> Vec<Vec<f64>> {
 fn issue_9_detection_rate_on_paired_kernel_ratios() {
     let runs = paired_runs(80);
     let opts = CompareOptions {
-        margin: 0.0,
-        resamples: 300,
         worse: Worse::Lower,
-        ..CompareOptions::default()
+        ..at_margin_0(300)
     };
     for slowdown in [1.0, 1.05, 1.10] {
         for k in [5usize, 10, 20] {

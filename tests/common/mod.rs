@@ -45,6 +45,16 @@ pub fn close_to(ours: f64, theirs: f64, rel: f64, what: &str) {
     );
 }
 
+/// Comparison options at margin 0, where any regression the interval shows fails, with
+/// `resamples` bootstrap resamples (a regression is a higher value unless changed).
+pub fn at_margin_0(resamples: usize) -> CompareOptions {
+    CompareOptions {
+        margin: 0.0,
+        resamples,
+        ..CompareOptions::default()
+    }
+}
+
 /// What an A/A split study counted over its `splits` comparisons.
 pub struct SplitCounts {
     pub splits: usize,
