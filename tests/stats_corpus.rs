@@ -8,37 +8,18 @@
 //! (Mann–Whitney on all samples pooled, one-sided p < 0.05), which treats the 30 samples of
 //! a run as independent. 500 bootstrap resamples per comparison to stay fast.
 
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rand_chacha::ChaCha8Rng;
-use sparsegate::validate::compare::{CompareOptions, Samples, compare};
-use sparsegate::validate::stats::{MwuMethod, mann_whitney_u, wilson};
-use sparsegate::verdict::Verdict;
+mod common;
+
+use common::{at_margin_0, fixture, floats, split_study};
 
 fn corpus() -> Vec<(String, Vec<Vec<f64>>)> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/stats/aa-corpus-ac.json"
-    ))
-    .expect("corpus");
-    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let v = fixture("stats/aa-corpus-ac.json");
     v["kernels"]
         .as_object()
         .unwrap()
         .iter()
         .map(|(name, k)| {
-            let runs = k["runs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|r| {
-                    r.as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|x| x.as_f64().unwrap())
-                        .collect()
-                })
-                .collect();
+            let runs = k["runs"].as_array().unwrap().iter().map(floats).collect();
             (name.clone(), runs)
         })
         .collect()
@@ -46,47 +27,14 @@ fn corpus() -> Vec<(String, Vec<Vec<f64>>)> {
 
 #[test]
 fn issue_5_run_aware_comparison_holds_its_false_alarm_rate_on_real_noise() {
-    let splits: usize = 100;
-    let opts = CompareOptions {
-        margin: 0.0,
-        resamples: 500,
-        ..CompareOptions::default()
-    };
+    let opts = at_margin_0(500);
     let mut report = Vec::new();
     for (name, runs) in corpus() {
         for k in [5usize, 10] {
-            let mut rng = ChaCha8Rng::seed_from_u64(k as u64);
-            let (mut ours, mut run_mwu, mut naive) = (0, 0, 0);
-            for s in 0..splits {
-                let mut idx: Vec<usize> = (0..runs.len()).collect();
-                idx.shuffle(&mut rng);
-                let pick = |r: &[usize]| Samples {
-                    path: "corpus".into(),
-                    runs: r.iter().map(|&i| runs[i].clone()).collect(),
-                    grouped: true,
-                };
-                let (base, cand) = (pick(&idx[..k]), pick(&idx[k..2 * k]));
-                let c = compare(
-                    &base,
-                    &cand,
-                    &CompareOptions {
-                        seed: s as u64,
-                        ..opts
-                    },
-                )
-                .unwrap();
-                ours += usize::from(c.verdict == Verdict::Fail);
-                run_mwu += usize::from(c.mann_whitney.p_greater < 0.05);
-                let flat = mann_whitney_u(&cand.values(), &base.values(), MwuMethod::Auto).unwrap();
-                naive += usize::from(flat.p_greater < 0.05);
-            }
-            let rate = |c: usize| {
-                let (lo, hi) = wilson(c as u64, splits as u64, 0.95).unwrap();
-                (c as f64 / splits as f64, lo, hi)
-            };
-            let (r, lo, hi) = rate(ours);
-            let (m, _, _) = rate(run_mwu);
-            let (nv, nlo, nhi) = rate(naive);
+            let study = split_study(&runs, k, 100, k as u64, opts, |v| v);
+            let (r, lo, hi) = study.rate(study.run_aware_fails);
+            let (m, _, _) = study.rate(study.run_mwu_greater);
+            let (nv, nlo, nhi) = study.rate(study.naive_greater);
             report.push(format!(
                 "{name} k={k}: run-aware bootstrap {r:.3} ({lo:.3}–{hi:.3}), run-level MWU {m:.3}, \
                  naive sample-level MWU {nv:.3} ({nlo:.3}–{nhi:.3})"
@@ -105,47 +53,16 @@ fn issue_5_run_aware_comparison_holds_its_false_alarm_rate_on_real_noise() {
 #[test]
 #[ignore]
 fn issue_9_detection_rate_on_real_noise() {
-    let splits: usize = 50;
-    let opts = CompareOptions {
-        margin: 0.0,
-        resamples: 300,
-        ..CompareOptions::default()
-    };
+    let opts = at_margin_0(300);
     for (name, runs) in corpus() {
         for slowdown in [1.05, 1.10] {
             for k in [5usize, 10, 20] {
-                let mut rng = ChaCha8Rng::seed_from_u64(100 + k as u64);
-                let (mut ours, mut naive) = (0, 0);
-                for s in 0..splits {
-                    let mut idx: Vec<usize> = (0..runs.len()).collect();
-                    idx.shuffle(&mut rng);
-                    let pick = |r: &[usize], f: f64| Samples {
-                        path: "corpus".into(),
-                        runs: r
-                            .iter()
-                            .map(|&i| runs[i].iter().map(|v| v * f).collect())
-                            .collect(),
-                        grouped: true,
-                    };
-                    let (base, cand) = (pick(&idx[..k], 1.0), pick(&idx[k..2 * k], slowdown));
-                    let c = compare(
-                        &base,
-                        &cand,
-                        &CompareOptions {
-                            seed: s as u64,
-                            ..opts
-                        },
-                    )
-                    .unwrap();
-                    ours += usize::from(c.verdict == Verdict::Fail);
-                    let flat = mann_whitney_u(&cand.values(), &base.values(), MwuMethod::Auto).unwrap();
-                    naive += usize::from(flat.p_greater < 0.05);
-                }
+                let study = split_study(&runs, k, 50, 100 + k as u64, opts, |v| v * slowdown);
                 eprintln!(
                     "{name} +{:.0}% k={k}: run-aware detects {:.2}, naive sample-level {:.2}",
                     (slowdown - 1.0) * 100.0,
-                    ours as f64 / splits as f64,
-                    naive as f64 / splits as f64
+                    study.rate(study.run_aware_fails).0,
+                    study.rate(study.naive_greater).0
                 );
             }
         }

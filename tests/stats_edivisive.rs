@@ -1,34 +1,19 @@
 //! E-divisive means against MongoDB's `signal-processing-algorithms` 2.1.6 on the committed
 //! fixtures (`scripts/gen_edivisive_fixtures.py` → `tests/data/stats/edivisive_cases.json`).
 
+mod common;
+
+use common::{close, fixture, floats};
 use serde_json::Value;
 use sparsegate::validate::stats::{EDivisiveOptions, e_divisive, e_divisive_statistics, energy_statistics};
 
+/// Floating-point agreement is `common::close`: 1e-9 relative, as numpy sums pairwise and we
+/// sum in order.
 fn cases() -> Vec<Value> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/stats/edivisive_cases.json"
-    ))
-    .expect("fixture file");
-    let fixture: Value = serde_json::from_str(&text).expect("fixture JSON");
-    fixture["cases"].as_array().expect("cases").clone()
-}
-
-fn floats(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .expect("array")
-        .iter()
-        .map(|x| x.as_f64().expect("number"))
-        .collect()
-}
-
-/// 1e-9 relative, or 1e-12 absolute near zero (numpy sums pairwise, we sum in order).
-fn close(ours: f64, theirs: f64, what: &str) {
-    let diff = (ours - theirs).abs();
-    assert!(
-        diff <= 1e-12 || diff <= 1e-9 * theirs.abs(),
-        "{what}: ours {ours:e} vs package {theirs:e}"
-    );
+    fixture("stats/edivisive_cases.json")["cases"]
+        .as_array()
+        .expect("cases")
+        .clone()
 }
 
 #[test]

@@ -7,16 +7,14 @@
 //!
 //!     cargo test --release --test stats_paired_power -- --ignored --nocapture
 
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rand_chacha::ChaCha8Rng;
+mod common;
+
+use common::{at_margin_0, split_study};
 use sparsegate::execute::execute_slice;
 use sparsegate::ingress::pack::SamplePolicy;
 use sparsegate::ingress::{GemmOp, Precision, Slice, SliceBackend, Sparsity};
 use sparsegate::lower::lower;
-use sparsegate::validate::compare::{CompareOptions, Samples, Worse, compare};
-use sparsegate::validate::stats::{MwuMethod, mann_whitney_u, wilson};
-use sparsegate::verdict::Verdict;
+use sparsegate::validate::compare::{CompareOptions, Worse};
 
 fn paired_runs(runs: u32) -> Vec<Vec<f64>> {
     let slice = Slice {
@@ -58,50 +56,18 @@ fn paired_runs(runs: u32) -> Vec<Vec<f64>> {
 #[ignore]
 fn issue_9_detection_rate_on_paired_kernel_ratios() {
     let runs = paired_runs(80);
-    let splits = 100usize;
     let opts = CompareOptions {
-        margin: 0.0,
-        resamples: 300,
         worse: Worse::Lower,
-        ..CompareOptions::default()
+        ..at_margin_0(300)
     };
     for slowdown in [1.0, 1.05, 1.10] {
         for k in [5usize, 10, 20] {
-            let mut rng = ChaCha8Rng::seed_from_u64(200 + k as u64);
-            let (mut ours, mut naive) = (0, 0);
-            for s in 0..splits {
-                let mut idx: Vec<usize> = (0..runs.len()).collect();
-                idx.shuffle(&mut rng);
-                let pick = |r: &[usize], f: f64| Samples {
-                    path: "paired".into(),
-                    runs: r
-                        .iter()
-                        .map(|&i| runs[i].iter().map(|v| v / f).collect())
-                        .collect(),
-                    grouped: true,
-                };
-                let (base, cand) = (pick(&idx[..k], 1.0), pick(&idx[k..2 * k], slowdown));
-                let c = compare(
-                    &base,
-                    &cand,
-                    &CompareOptions {
-                        seed: s as u64,
-                        ..opts
-                    },
-                )
-                .unwrap();
-                ours += usize::from(c.verdict == Verdict::Fail);
-                let flat = mann_whitney_u(&cand.values(), &base.values(), MwuMethod::Auto).unwrap();
-                naive += usize::from(flat.p_less < 0.05);
-            }
-            let (lo, hi) = wilson(ours as u64, splits as u64, 0.95).unwrap();
+            let study = split_study(&runs, k, 100, 200 + k as u64, opts, |v| v / slowdown);
+            let (flagged, lo, hi) = study.rate(study.run_aware_fails);
             eprintln!(
-                "paired speedup, slowdown {:+.0}% k={k}: run-aware flags {:.2} [{:.2}, {:.2}], naive sample-level {:.2}",
+                "paired speedup, slowdown {:+.0}% k={k}: run-aware flags {flagged:.2} [{lo:.2}, {hi:.2}], naive sample-level {:.2}",
                 (slowdown - 1.0) * 100.0,
-                ours as f64 / splits as f64,
-                lo,
-                hi,
-                naive as f64 / splits as f64
+                study.rate(study.naive_less).0
             );
         }
     }

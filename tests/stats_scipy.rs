@@ -1,7 +1,10 @@
 //! The statistics engine against scipy/numpy on the committed fixtures
 //! (`scripts/gen_stats_fixtures.py` → `tests/data/stats/scipy_cases.json`).
 
-use serde_json::Value;
+mod common;
+
+use common::{close, close_to, floats};
+use serde_json::{Map, Value};
 use sparsegate::validate::stats::{
     BootstrapDistribution, MwuMethod, TwoSample, benjamini_hochberg, hodges_lehmann, holm,
     jackknife_acceleration, mad, mann_whitney_u, mcnemar, quantile, tost_welch, tukey_fences, welch_t,
@@ -12,31 +15,23 @@ fn cases() -> Vec<Value> {
     fixture()["cases"].as_array().expect("cases").clone()
 }
 
-fn fixture() -> Value {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/stats/scipy_cases.json"
-    ))
-    .expect("fixture file");
-    serde_json::from_str(&text).expect("fixture JSON")
-}
+/// A case's name, its samples `x` and `y`, and the results it carries under one key.
+type KeyedCase = (String, Vec<f64>, Vec<f64>, Map<String, Value>);
 
-fn floats(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .expect("array")
+/// The cases that carry `key`: `(name, x, y, case[key])`.
+fn cases_with(key: &str) -> Vec<KeyedCase> {
+    cases()
         .iter()
-        .map(|x| x.as_f64().expect("number"))
+        .filter_map(|case| {
+            let found = case[key].as_object()?.clone();
+            let name = case["name"].as_str().unwrap_or("?").to_owned();
+            Some((name, floats(&case["x"]), floats(&case["y"]), found))
+        })
         .collect()
 }
 
-/// Agreement to 1e-9 relative, or 1e-12 absolute near zero.
-fn close(ours: f64, theirs: f64, what: &str) {
-    close_to(ours, theirs, 1e-9, what);
-}
-
-fn close_to(ours: f64, theirs: f64, rel: f64, what: &str) {
-    let ok = (ours - theirs).abs() <= 1e-12 || (ours - theirs).abs() <= rel * theirs.abs();
-    assert!(ok, "{what}: ours {ours:e} vs scipy {theirs:e}");
+fn fixture() -> Value {
+    common::fixture("stats/scipy_cases.json")
 }
 
 /// Tolerance for statistics built on a difference of means: 1e-9, except on the case of
@@ -59,13 +54,8 @@ fn there_are_enough_cases() {
 #[test]
 fn mann_whitney_matches_scipy() {
     let mut checked = 0;
-    for case in cases() {
-        let name = case["name"].as_str().unwrap_or("?");
-        let (x, y) = (floats(&case["x"]), floats(&case["y"]));
-        let Some(methods) = case["mannwhitneyu"].as_object() else {
-            continue;
-        };
-        for (method, results) in methods {
+    for (name, x, y, methods) in cases_with("mannwhitneyu") {
+        for (method, results) in &methods {
             let m = match method.as_str() {
                 "exact" => MwuMethod::Exact,
                 "asymptotic" => MwuMethod::Asymptotic,
@@ -173,12 +163,7 @@ fn issue_5_mad_and_tukey_quartiles_match_scipy() {
 #[test]
 fn issue_5_tost_matches_statsmodels() {
     let mut checked = 0;
-    for case in cases() {
-        let name = case["name"].as_str().unwrap_or("?");
-        let (x, y) = (floats(&case["x"]), floats(&case["y"]));
-        let Some(t) = case["tost"].as_object() else {
-            continue;
-        };
+    for (name, x, y, t) in cases_with("tost") {
         let r = tost_welch(&x, &y, t["low"].as_f64().unwrap(), t["high"].as_f64().unwrap()).unwrap();
         for (ours, key) in [
             (r.p, "p"),
@@ -191,7 +176,7 @@ fn issue_5_tost_matches_statsmodels() {
             close_to(
                 ours,
                 t[key].as_f64().unwrap(),
-                rel_for(name),
+                rel_for(&name),
                 &format!("{name} TOST {key}"),
             );
         }
@@ -206,18 +191,13 @@ fn issue_5_tost_matches_statsmodels() {
 #[test]
 fn issue_5_bca_matches_scipy() {
     let mut checked = 0;
-    for case in cases() {
-        let name = case["name"].as_str().unwrap_or("?");
-        let Some(bca) = case["bca"].as_object() else {
-            continue;
-        };
+    for (name, a, b, bca) in cases_with("bca") {
         // Jackknife values of 1e6-offset data differ in their 10th digit: the acceleration
         // there is rounding noise in both implementations (checked loosely, below).
         if name == "large-offset-timings" {
             continue;
         }
-        let (a, b) = (floats(&case["x"]), floats(&case["y"]));
-        for (stat_name, want) in bca {
+        for (stat_name, want) in &bca {
             let stat = match stat_name.as_str() {
                 "diff_of_means" => TwoSample::DiffOfMeans,
                 "ratio_of_medians" => TwoSample::RatioOfQuantiles { q: 0.5 },
@@ -229,7 +209,7 @@ fn issue_5_bca_matches_scipy() {
             let want_acc = want["acceleration"].as_f64().unwrap();
             // The acceleration is a ratio of tiny sums: compare to 1e-9 of its scale.
             assert!(
-                (acc - want_acc).abs() <= rel_for(name) * want_acc.abs().max(1e-3),
+                (acc - want_acc).abs() <= rel_for(&name) * want_acc.abs().max(1e-3),
                 "{what} acceleration: ours {acc:e} vs scipy {want_acc:e}"
             );
             let mut replicates = floats(&want["replicates"]);

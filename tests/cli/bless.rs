@@ -1,27 +1,31 @@
 //! Golden baselines through the CLI: bless, gate against them, and every refusal.
 
-use crate::support::{Sandbox, stderr, stdout, tiny_pack};
+use crate::support::{
+    Sandbox, assert_contains, assert_exit, assert_refused, stderr, stdout, stdout_json, tiny_pack,
+};
 use sparsegate::validate::golden::Baseline;
 
 const SAMPLES: &str = "{warmup: 2, min: 15, max: 20, time_budget_s: 0.05}";
 
-fn golden_pack(sb: &Sandbox) {
-    sb.write(
-        "pack.yaml",
-        &tiny_pack(
-            "golden-test",
-            SAMPLES,
-            "      - {metric: latency, regress_at_most: 90%}",
-        ),
-    );
+/// A tiny pack named `name` with one baseline guardrail, loose enough for equal code.
+fn golden_pack(name: &str) -> String {
+    tiny_pack(name, SAMPLES, &["{metric: latency, regress_at_most: 90%}"])
+}
+
+/// A sandbox with `golden_pack("golden-test")` as `pack.yaml`, blessed when `blessed`.
+fn golden_sandbox(blessed: bool) -> Sandbox {
+    let sb = Sandbox::with_pack(&golden_pack("golden-test"));
+    if blessed {
+        assert_exit(&sb.output(&["bless", "pack.yaml", "-q"]), 0);
+    }
+    sb
 }
 
 #[test]
 fn bless_then_gate_compares_against_the_baseline() {
-    let sb = Sandbox::new();
-    golden_pack(&sb);
-    let out = sb.cmd(&["bless", "pack.yaml", "-q"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let sb = golden_sandbox(false);
+    let out = sb.output(&["bless", "pack.yaml", "-q"]);
+    assert_exit(&out, 0);
     assert!(
         stdout(&out).contains("created golden/golden-test/tiny-2of4-fp32.json"),
         "{}",
@@ -29,11 +33,8 @@ fn bless_then_gate_compares_against_the_baseline() {
     );
     assert_eq!(sb.files_under("golden"), ["golden-test/tiny-2of4-fp32.json"]);
 
-    let out = sb
-        .cmd(&["gate", "pack.yaml", "--out", "out", "--json", "-q"])
-        .output()
-        .unwrap();
-    let verdict: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let out = sb.gate("pack.yaml", &["--json", "-q"]);
+    let verdict = stdout_json(&out);
     let g = &verdict["guardrails"][0];
     assert!(
         g["baseline"].is_number() && g["ci_low"].is_number() && g["p_value"].is_number(),
@@ -45,7 +46,7 @@ fn bless_then_gate_compares_against_the_baseline() {
     );
 
     // Blessing again reports the change against the old baseline.
-    let out = sb.cmd(&["bless", "pack.yaml", "-q"]).output().unwrap();
+    let out = sb.output(&["bless", "pack.yaml", "-q"]);
     assert!(
         stdout(&out).contains("updated golden/golden-test/tiny-2of4-fp32.json"),
         "{}",
@@ -56,40 +57,26 @@ fn bless_then_gate_compares_against_the_baseline() {
 
 #[test]
 fn missing_baseline_exits_2_and_says_bless_before_running() {
-    let sb = Sandbox::new();
-    golden_pack(&sb);
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out"]).output().unwrap();
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("no golden baseline") && err.contains("sparsegate bless pack.yaml"),
-        "{err}"
-    );
+    let sb = golden_sandbox(false);
+    let out = sb.gate("pack.yaml", &[]);
+    assert_refused(&out, "no golden baseline");
+    assert_refused(&out, "sparsegate bless pack.yaml");
     assert!(sb.files_under(".") == ["pack.yaml"], "{:?}", sb.files_under("."));
 }
 
 fn rewrite_baseline(sb: &Sandbox, edit: impl FnOnce(&mut Baseline), redigest: bool) {
-    let path = sb.path().join("golden/golden-test/tiny-2of4-fp32.json");
-    let mut baseline: Baseline = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let name = "golden/golden-test/tiny-2of4-fp32.json";
+    let mut baseline: Baseline = serde_json::from_str(&sb.read(name)).unwrap();
     edit(&mut baseline);
     if redigest {
         baseline.digest = baseline.compute_digest();
     }
-    std::fs::write(&path, serde_json::to_string_pretty(&baseline).unwrap()).unwrap();
+    sb.write_raw(name, &serde_json::to_string_pretty(&baseline).unwrap());
 }
 
 #[test]
 fn mismatched_lock_exits_2_naming_fields_unless_allowed() {
-    let sb = Sandbox::new();
-    golden_pack(&sb);
-    assert_eq!(
-        sb.cmd(&["bless", "pack.yaml", "-q"])
-            .output()
-            .unwrap()
-            .status
-            .code(),
-        Some(0)
-    );
+    let sb = golden_sandbox(true);
     rewrite_baseline(
         &sb,
         |b| {
@@ -98,74 +85,41 @@ fn mismatched_lock_exits_2_naming_fields_unless_allowed() {
         },
         true,
     );
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out"]).output().unwrap();
+    let out = sb.gate("pack.yaml", &[]);
+    assert_exit(&out, 2);
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("cpu_model") && err.contains("Imaginary CPU 9000") && err.contains("threads"),
-        "{err}"
-    );
-    assert!(err.contains("--allow-env-drift"), "{err}");
+    for needle in ["cpu_model", "Imaginary CPU 9000", "threads", "--allow-env-drift"] {
+        assert_contains(&err, needle);
+    }
     assert!(!sb.path().join("out").exists());
 
-    let out = sb
-        .cmd(&["gate", "pack.yaml", "--out", "out", "--allow-env-drift", "-q"])
-        .output()
-        .unwrap();
+    let out = sb.gate("pack.yaml", &["--allow-env-drift", "-q"]);
     assert!(
         matches!(out.status.code(), Some(0) | Some(3)),
         "{}{}",
         stdout(&out),
         stderr(&out)
     );
-    let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
-    assert!(
-        memo.contains("Environment drift allowed") && memo.contains("Imaginary CPU 9000"),
-        "{memo}"
-    );
+    let memo = sb.read("out/memo.md");
+    assert_contains(&memo, "Environment drift allowed");
+    assert_contains(&memo, "Imaginary CPU 9000");
 }
 
 #[test]
 fn hand_edited_baseline_exits_2() {
-    let sb = Sandbox::new();
-    golden_pack(&sb);
-    assert_eq!(
-        sb.cmd(&["bless", "pack.yaml", "-q"])
-            .output()
-            .unwrap()
-            .status
-            .code(),
-        Some(0)
-    );
+    let sb = golden_sandbox(true);
     rewrite_baseline(&sb, |b| b.blessed_by = "mallory".into(), false);
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out"]).output().unwrap();
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("edited by hand"), "{err}");
+    assert_refused(&sb.gate("pack.yaml", &[]), "edited by hand");
 }
 
 #[test]
 fn bless_one_slice_only() {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
-        &tiny_pack(
-            "subset",
-            SAMPLES,
-            "      - {metric: latency, regress_at_most: 90%}",
-        )
-        .replace("sparsity: [\"2:4\"]", "sparsity: [\"2:4\", \"dense\"]"),
+    let sb = Sandbox::with_pack(
+        &golden_pack("subset").replace("sparsity: [\"2:4\"]", "sparsity: [\"2:4\", \"dense\"]"),
     );
-    let out = sb
-        .cmd(&["bless", "pack.yaml", "--slice", "tiny-dense-fp32", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = sb.output(&["bless", "pack.yaml", "--slice", "tiny-dense-fp32", "-q"]);
+    assert_exit(&out, 0);
     assert_eq!(sb.files_under("golden"), ["subset/tiny-dense-fp32.json"]);
-    let out = sb
-        .cmd(&["bless", "pack.yaml", "--slice", "nope"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("tiny-2of4-fp32"), "{}", stderr(&out));
+    let out = sb.output(&["bless", "pack.yaml", "--slice", "nope"]);
+    assert_refused(&out, "tiny-2of4-fp32");
 }

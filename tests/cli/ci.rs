@@ -1,21 +1,23 @@
 //! CI integration (issue 6): GitHub annotations on the pack line, the job summary, and JUnit
 //! that a standard XML parser reads.
 
-use crate::support::{Sandbox, stderr, stdout, tiny_pack};
+use crate::support::{FAST, Sandbox, assert_contains, assert_exit, stdout, tiny_pack};
 
-const FAST: &str = "{warmup: 1, min: 8, max: 12, time_budget_s: 0.05}";
+/// A tiny pack named `name` whose 2nd guardrail (line 16) fails and whose 1st passes.
+fn failing_pack(name: &str) -> String {
+    tiny_pack(
+        name,
+        FAST,
+        &[
+            "{metric: fallback_rate, at_most: 0}",
+            "{metric: effective_speedup, at_least: 100}",
+        ],
+    )
+}
 
 #[test]
 fn issue_6_github_annotations_point_at_the_failing_guardrail() {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
-        &tiny_pack(
-            "annotated",
-            FAST,
-            "      - {metric: fallback_rate, at_most: 0}\n      - {metric: effective_speedup, at_least: 100}",
-        ),
-    );
+    let sb = Sandbox::with_pack(&failing_pack("annotated"));
     let summary = sb.path().join("summary.md");
     let out = sb
         .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
@@ -23,7 +25,7 @@ fn issue_6_github_annotations_point_at_the_failing_guardrail() {
         .env("GITHUB_STEP_SUMMARY", &summary)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_exit(&out, 1);
     let text = stdout(&out);
     // The pack's 2nd guardrail sits on line 16 (see `tiny_pack`).
     let line = text
@@ -31,33 +33,21 @@ fn issue_6_github_annotations_point_at_the_failing_guardrail() {
         .find(|l| l.starts_with("::error "))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(line.starts_with("::error file=pack.yaml,line=16,col="), "{line}");
-    assert!(line.contains("effective_speedup at_least 100"), "{line}");
+    assert_contains(line, "effective_speedup at_least 100");
     assert_eq!(
         text.lines().filter(|l| l.starts_with("::")).count(),
         1,
         "only the failing guardrail: {text}"
     );
-    let summary = std::fs::read_to_string(summary).unwrap();
-    assert!(summary.contains("# Closure memo: FAIL"), "{summary}");
+    let summary = sb.read("summary.md");
+    assert_contains(&summary, "# Closure memo: FAIL");
 }
 
 #[test]
 fn issue_6_junit_parses_with_a_standard_xml_parser() {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
-        &tiny_pack(
-            "junit",
-            FAST,
-            "      - {metric: fallback_rate, at_most: 0}\n      - {metric: effective_speedup, at_least: 100}",
-        ),
-    );
-    let out = sb
-        .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let xml = std::fs::read_to_string(sb.path().join("out/junit.xml")).unwrap();
+    let sb = Sandbox::with_pack(&failing_pack("junit"));
+    assert_exit(&sb.gate("pack.yaml", &["-q"]), 1);
+    let xml = sb.read("out/junit.xml");
     let doc = roxmltree::Document::parse(&xml).unwrap();
     let cases: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("testcase")).collect();
     assert_eq!(cases.len(), 2);

@@ -2,14 +2,7 @@
 //! comparator, a planted regression fails, and a command that hangs, fails or prints
 //! malformed records fails its slice at the execution stage with the reason in the memo.
 
-use crate::support::{Sandbox, stderr, stdout};
-use std::path::PathBuf;
-
-fn example(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios/examples")
-        .join(name)
-}
+use crate::support::{Sandbox, assert_contains, assert_exit, example_pack, u64s};
 
 /// A pack with one `command` slice; `command` is the YAML of its `command:` block (one
 /// flow mapping) and `guardrails` a flow list.
@@ -29,33 +22,18 @@ slices:
     )
 }
 
-fn verdict(sb: &Sandbox) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/verdict.json")).unwrap()).unwrap()
-}
-
 #[test]
 fn issue_8_command_example_pack_passes_with_paired_speedup_and_runs() {
     let sb = Sandbox::new();
-    let pack = example("command-busy.yaml");
-    let out = sb
-        .cmd(&["gate", pack.to_str().unwrap(), "--out", "out"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
-    let v = verdict(&sb);
+    assert_exit(&sb.gate(&example_pack("command-busy.yaml"), &[]), 0);
+    let v = sb.json("out/verdict.json");
     assert_eq!(v["verdict"], "pass", "{v}");
-    let evidence: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/evidence.json")).unwrap()).unwrap();
+    let evidence = sb.json("out/evidence.json");
     let slice = &evidence["slices"][0];
     assert_eq!(slice["slice"], "busy-loop");
     // Two latency records per invocation; samples tagged with both runs.
     let latency = &slice["metrics"]["latency"];
-    let runs: Vec<u64> = latency["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_u64().unwrap())
-        .collect();
+    let runs = u64s(&latency["runs"]);
     assert!(runs.contains(&0) && runs.contains(&1), "{runs:?}");
     let speedups = slice["metrics"]["effective_speedup"]["samples"]
         .as_array()
@@ -70,7 +48,7 @@ fn issue_8_command_example_pack_passes_with_paired_speedup_and_runs() {
 #[test]
 fn issue_8_planted_command_regression_fails_the_gate() {
     let sb = Sandbox::new();
-    std::fs::copy(example("busy.sh"), sb.path().join("busy.sh")).unwrap();
+    std::fs::copy(example_pack("busy.sh"), sb.path().join("busy.sh")).unwrap();
     // The "new" loop does 3x the work of the comparator: far below the 1.3x demanded.
     sb.write(
         "pack.yaml",
@@ -79,9 +57,8 @@ fn issue_8_planted_command_regression_fails_the_gate() {
             "[{metric: effective_speedup, at_least: 1.3}]",
         ),
     );
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
-    let v = verdict(&sb);
+    assert_exit(&sb.gate("pack.yaml", &[]), 1);
+    let v = sb.json("out/verdict.json");
     assert_eq!(v["first_failing_stage"], "validation", "{v}");
     assert_eq!(v["guardrails"][0]["metric"], "effective_speedup");
     assert_eq!(v["guardrails"][0]["verdict"], "fail");
@@ -89,17 +66,11 @@ fn issue_8_planted_command_regression_fails_the_gate() {
 
 /// Gate a pack whose command fails; returns the memo and the verdict.
 fn failing_gate(command: &str) -> (String, serde_json::Value) {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
-        &command_pack(command, "[{metric: latency, at_most: 1}]"),
-    );
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
-    let v = verdict(&sb);
+    let sb = Sandbox::with_pack(&command_pack(command, "[{metric: latency, at_most: 1}]"));
+    assert_exit(&sb.gate("pack.yaml", &[]), 1);
+    let v = sb.json("out/verdict.json");
     assert_eq!(v["first_failing_stage"], "execution", "{v}");
-    let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
-    (memo, v)
+    (sb.read("out/memo.md"), v)
 }
 
 #[test]
@@ -110,8 +81,8 @@ fn issue_8_command_timeout_kills_the_process_group_and_fails_at_execution() {
     // unless the whole process group was killed.
     let script = format!("(sleep 1; touch {}) & sleep 30", marker.display());
     let (memo, _) = failing_gate(&format!("{{argv: [sh, -c, '{script}'], timeout_s: 0.3}}"));
-    assert!(memo.contains("timed out after 0.300 s"), "{memo}");
-    assert!(memo.contains("process group was killed"), "{memo}");
+    assert_contains(&memo, "timed out after 0.300 s");
+    assert_contains(&memo, "process group was killed");
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(!marker.exists(), "the command's child outlived the timeout");
 }
@@ -120,8 +91,8 @@ fn issue_8_command_timeout_kills_the_process_group_and_fails_at_execution() {
 fn issue_8_nonzero_exit_fails_at_execution_with_the_stderr_tail() {
     let (memo, _) =
         failing_gate("{argv: [sh, -c, 'echo loading; echo \"CUDA error: out of memory\" >&2; exit 3']}");
-    assert!(memo.contains("exited with status 3"), "{memo}");
-    assert!(memo.contains("CUDA error: out of memory"), "{memo}");
+    assert_contains(&memo, "exited with status 3");
+    assert_contains(&memo, "CUDA error: out of memory");
     assert!(memo.contains("sh -c"), "the memo names the command: {memo}");
 }
 
@@ -130,43 +101,32 @@ fn issue_8_malformed_json_line_names_the_command_and_the_line() {
     let (memo, _) = failing_gate(
         "{argv: [sh, -c, 'echo starting; echo \"{\\\"sparsegate\\\": 1, \\\"metric\\\": \\\"latency\\\"\"']}",
     );
-    assert!(memo.contains("stdout line 2: not valid JSON"), "{memo}");
-    assert!(memo.contains("expected one JSON object per line"), "{memo}");
+    assert_contains(&memo, "stdout line 2: not valid JSON");
+    assert_contains(&memo, "expected one JSON object per line");
 }
 
 #[test]
 fn issue_8_a_guardrail_metric_the_command_never_prints_fails_at_execution() {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
-        &command_pack(
-            "{argv: [sh, -c, 'echo \"{\\\"sparsegate\\\": 1, \\\"metric\\\": \\\"latency\\\", \\\"unit\\\": \\\"s\\\", \\\"value\\\": 0.5}\"']}",
-            "[{metric: accuracy, at_least: 0.9}]",
-        ),
-    );
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
-    let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
-    assert!(memo.contains("printed no `accuracy` records"), "{memo}");
+    let sb = Sandbox::with_pack(&command_pack(
+        "{argv: [sh, -c, 'echo \"{\\\"sparsegate\\\": 1, \\\"metric\\\": \\\"latency\\\", \\\"unit\\\": \\\"s\\\", \\\"value\\\": 0.5}\"']}",
+        "[{metric: accuracy, at_least: 0.9}]",
+    ));
+    assert_exit(&sb.gate("pack.yaml", &[]), 1);
+    let memo = sb.read("out/memo.md");
+    assert_contains(&memo, "printed no `accuracy` records");
 }
 
 #[test]
 fn issue_8_command_pack_mistakes_are_located_at_ingress() {
-    let sb = Sandbox::new();
     // effective_speedup without a comparator, and a cwd that does not exist.
-    sb.write(
-        "pack.yaml",
-        &command_pack(
-            "{argv: [sh, x.sh], cwd: nowhere}",
-            "[{metric: effective_speedup, at_least: 1}]",
-        ),
-    );
-    let out = sb.cmd(&["validate", "pack.yaml"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    let err = stderr(&out) + &stdout(&out);
-    assert!(err.contains("needs a comparator"), "{err}");
+    let sb = Sandbox::with_pack(&command_pack(
+        "{argv: [sh, x.sh], cwd: nowhere}",
+        "[{metric: effective_speedup, at_least: 1}]",
+    ));
+    let err = sb.refused_at_ingress("pack.yaml");
+    assert_contains(&err, "needs a comparator");
     assert!(err.contains("pack.yaml:10:27"), "located: {err}");
-    assert!(err.contains("working directory"), "{err}");
+    assert_contains(&err, "working directory");
 
     // A command slice without `command`, and one carrying a workload.
     sb.write(
@@ -184,12 +144,7 @@ slices:
     workload: {ops: [{gemm: {name: g, m: 8, n: 8, k: 8}}]}
 ",
     );
-    let out = sb.cmd(&["validate", "bare.yaml"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out) + &stdout(&out);
-    assert!(err.contains("has `backend: command` but no `command`"), "{err}");
-    assert!(
-        err.contains("`workload` applies to the built-in backends"),
-        "{err}"
-    );
+    let err = sb.refused_at_ingress("bare.yaml");
+    assert_contains(&err, "has `backend: command` but no `command`");
+    assert_contains(&err, "`workload` applies to the built-in backends");
 }

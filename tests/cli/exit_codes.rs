@@ -1,25 +1,25 @@
 //! Exit codes 0/1/2/3 exactly as DESIGN.md §3 defines them, and the files each run leaves.
 
-use crate::support::{Sandbox, stderr, stdout, tiny_pack};
+use crate::support::{FAST, Sandbox, assert_contains, assert_exit, stdout, stdout_json, tiny_pack};
 
-const FAST: &str = "{warmup: 1, min: 8, max: 12, time_budget_s: 0.05}";
+/// Gates (`-q`) a tiny pack named `name` with the one guardrail `guardrail`.
+fn gate_tiny(name: &str, samples: &str, guardrail: &str) -> (Sandbox, std::process::Output) {
+    let sb = Sandbox::with_pack(&tiny_pack(name, samples, &[guardrail]));
+    let out = sb.gate("pack.yaml", &["-q"]);
+    (sb, out)
+}
 
 #[test]
 fn pass_exits_0_and_writes_every_output() {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
-        &tiny_pack(
-            "passing",
-            FAST,
-            "      - {metric: fallback_rate, at_most: 0}\n      - {metric: effective_speedup, at_least: 0.01}",
-        ),
-    );
-    let out = sb
-        .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    let sb = Sandbox::with_pack(&tiny_pack(
+        "passing",
+        FAST,
+        &[
+            "{metric: fallback_rate, at_most: 0}",
+            "{metric: effective_speedup, at_least: 0.01}",
+        ],
+    ));
+    assert_exit(&sb.gate("pack.yaml", &["-q"]), 0);
     assert_eq!(
         sb.files_under("out"),
         [
@@ -31,8 +31,7 @@ fn pass_exits_0_and_writes_every_output() {
             "verdict.json"
         ]
     );
-    let verdict: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/verdict.json")).unwrap()).unwrap();
+    let verdict = sb.json("out/verdict.json");
     assert_eq!(verdict["verdict"], "pass");
     assert_eq!(verdict["exit_code"], 0);
     assert_eq!(verdict["schema_version"], 1);
@@ -62,7 +61,7 @@ fn pass_exits_0_and_writes_every_output() {
     ] {
         assert_matches_schema(&sb.path().join("out").join(file), schema);
     }
-    let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
+    let memo = sb.read("out/memo.md");
     for needle in [
         "Closure memo: PASS",
         "Test Owner",
@@ -76,96 +75,54 @@ fn pass_exits_0_and_writes_every_output() {
 
 #[test]
 fn planted_regression_exits_1_and_names_guardrail_and_stage() {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
-        &tiny_pack(
-            "planted",
-            FAST,
-            "      - {metric: effective_speedup, at_least: 100}",
-        ),
-    );
-    let out = sb
-        .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
+    let (sb, out) = gate_tiny("planted", FAST, "{metric: effective_speedup, at_least: 100}");
+    assert_exit(&out, 1);
     let text = stdout(&out);
-    assert!(
-        text.contains("[fail]") && text.contains("planted/tiny-2of4-fp32"),
-        "{text}"
-    );
-    assert!(text.contains("effective_speedup at_least 100"), "{text}");
-    assert!(text.contains("first failing stage: validation"), "{text}");
-    let verdict: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/verdict.json")).unwrap()).unwrap();
+    assert_contains(&text, "[fail]");
+    assert_contains(&text, "planted/tiny-2of4-fp32");
+    assert_contains(&text, "effective_speedup at_least 100");
+    assert_contains(&text, "first failing stage: validation");
+    let verdict = sb.json("out/verdict.json");
     assert_eq!(verdict["first_failing_stage"], "validation");
     assert_eq!(verdict["exit_code"], 1);
 }
 
 #[test]
 fn fallback_failure_is_attributed_to_lowering() {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
-        &tiny_pack(
-            "fallback",
-            FAST,
-            "      - {metric: effective_speedup, at_least: 100}",
-        )
-        .replace("k: 64}", "k: 62}"),
+    let sb = Sandbox::with_pack(
+        &tiny_pack("fallback", FAST, &["{metric: effective_speedup, at_least: 100}"])
+            .replace("k: 64}", "k: 62}"),
     );
-    let out = sb
-        .cmd(&["gate", "pack.yaml", "--out", "out", "--json", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
-    let verdict: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let out = sb.gate("pack.yaml", &["--json", "-q"]);
+    assert_exit(&out, 1);
+    let verdict = stdout_json(&out);
     assert_eq!(verdict["first_failing_stage"], "lowering");
     assert_eq!(verdict["guardrails"][0]["bottleneck"], "fallback");
-    let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
-    assert!(
-        memo.contains("dense_fallback") && memo.contains("not a multiple"),
-        "{memo}"
-    );
+    let memo = sb.read("out/memo.md");
+    assert_contains(&memo, "dense_fallback");
+    assert_contains(&memo, "not a multiple");
 }
 
 #[test]
 fn too_few_samples_to_decide_exits_3() {
-    let sb = Sandbox::new();
     // Three samples cannot give a 95% interval for a median: the gate must not guess.
-    sb.write(
-        "pack.yaml",
-        &tiny_pack(
-            "undecided",
-            "{warmup: 1, min: 3, max: 3, time_budget_s: 0.01}",
-            "      - {metric: effective_speedup, at_least: 0.01}",
-        ),
+    let (_, out) = gate_tiny(
+        "undecided",
+        "{warmup: 1, min: 3, max: 3, time_budget_s: 0.01}",
+        "{metric: effective_speedup, at_least: 0.01}",
     );
-    let out = sb
-        .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}{}", stdout(&out), stderr(&out));
+    assert_exit(&out, 3);
     assert!(stdout(&out).contains("gate INCONCLUSIVE"), "{}", stdout(&out));
 }
 
 #[test]
 fn warn_severity_never_blocks() {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
-        &tiny_pack(
-            "advisory",
-            FAST,
-            "      - {metric: effective_speedup, at_least: 100, severity: warn}",
-        ),
+    let (_, out) = gate_tiny(
+        "advisory",
+        FAST,
+        "{metric: effective_speedup, at_least: 100, severity: warn}",
     );
-    let out = sb
-        .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert_exit(&out, 0);
     assert!(stdout(&out).contains("gate WARN"), "{}", stdout(&out));
 }
 
@@ -179,7 +136,7 @@ fn every_command_has_help() {
         vec!["gate", "--help"],
         vec!["bless", "--help"],
     ] {
-        let out = sb.cmd(&cmd).output().unwrap();
+        let out = sb.output(&cmd);
         assert_eq!(out.status.code(), Some(0), "{cmd:?}");
         assert!(stdout(&out).contains("Usage"), "{cmd:?}: {}", stdout(&out));
     }
@@ -187,18 +144,14 @@ fn every_command_has_help() {
 
 #[test]
 fn run_writes_evidence_with_raw_samples() {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
-        &tiny_pack("evidence", FAST, "      - {metric: fallback_rate, at_most: 0}"),
-    );
-    let out = sb
-        .cmd(&["run", "pack.yaml", "--out", "ev", "--json", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let evidence: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(sb.path().join("ev/evidence.json")).unwrap()).unwrap();
+    let sb = Sandbox::with_pack(&tiny_pack(
+        "evidence",
+        FAST,
+        &["{metric: fallback_rate, at_most: 0}"],
+    ));
+    let out = sb.output(&["run", "pack.yaml", "--out", "ev", "--json", "-q"]);
+    assert_exit(&out, 0);
+    let evidence = sb.json("ev/evidence.json");
     let slice = &evidence["slices"][0];
     let latency = slice["metrics"]["latency"]["samples"].as_array().unwrap();
     assert!(latency.len() >= 8, "{latency:?}");
@@ -212,8 +165,7 @@ fn run_writes_evidence_with_raw_samples() {
     );
     assert_eq!(slice["plan"]["ops"][0]["path"], "sparse");
     assert!(evidence["environment"]["cpu_model"].is_string());
-    let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(summary[0]["slice"], "tiny-2of4-fp32");
+    assert_eq!(stdout_json(&out)[0]["slice"], "tiny-2of4-fp32");
 }
 
 #[test]
@@ -232,9 +184,9 @@ fn shipped_scenarios_validate() {
     let sb = Sandbox::new();
     let mut args = vec!["validate", "--json"];
     args.extend(packs.iter().map(String::as_str));
-    let out = sb.cmd(&args).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let out = sb.output(&args);
+    assert_exit(&out, 0);
+    let report = stdout_json(&out);
     assert!(
         report.as_array().unwrap().iter().all(|r| r["valid"] == true),
         "{report}"

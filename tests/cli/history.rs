@@ -2,7 +2,7 @@
 //! `history`, and `trend` finds a planted step change at the right run through E-divisive
 //! means, and none in a flat history.
 
-use crate::support::{Sandbox, stderr, stdout};
+use crate::support::{Sandbox, assert_exit, assert_refused, stderr, stdout_json};
 
 /// A one-slice simulated pack (deterministic and fast) whose FFN layer has `k` inputs: a
 /// larger `k` is a slower layer, which plants a step in the latency series.
@@ -31,37 +31,38 @@ fn sim_pack(k: u32) -> String {
     )
 }
 
-fn gate(sb: &Sandbox, k: u32, extra: &[&str]) -> std::process::Output {
+/// `gate pack.yaml --out out -q --history h/history.db`, the pack's layer `k` inputs deep.
+fn gate(sb: &Sandbox, k: u32) -> std::process::Output {
     sb.write("pack.yaml", &sim_pack(k));
+    sb.gate("pack.yaml", &["-q", "--history", "h/history.db"])
+}
+
+/// `trend --metric METRIC --slice ffn-2of4-fp16 --history h/history.db EXTRA...`.
+fn trend(sb: &Sandbox, metric: &str, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
-        "gate",
-        "pack.yaml",
-        "--out",
-        "out",
-        "-q",
+        "trend",
+        "--metric",
+        metric,
+        "--slice",
+        "ffn-2of4-fp16",
         "--history",
         "h/history.db",
     ];
     args.extend_from_slice(extra);
-    sb.cmd(&args).output().unwrap()
+    sb.output(&args)
 }
 
 fn trend_json(sb: &Sandbox, metric: &str) -> serde_json::Value {
-    let out = sb
-        .cmd(&[
-            "trend",
-            "--metric",
-            metric,
-            "--slice",
-            "ffn-2of4-fp16",
-            "--history",
-            "h/history.db",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    serde_json::from_str(&stdout(&out)).unwrap()
+    let out = trend(sb, metric, &["--json"]);
+    assert_exit(&out, 0);
+    stdout_json(&out)
+}
+
+/// `history --history h/history.db --json EXTRA...`: the recorded runs, newest first.
+fn history_json(sb: &Sandbox, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["history", "--history", "h/history.db", "--json"];
+    args.extend_from_slice(extra);
+    sb.output_json(&args)
 }
 
 #[test]
@@ -70,8 +71,7 @@ fn issue_8_trend_finds_a_planted_step_at_the_right_run() {
     // Runs 1..=8 on the fast layer, runs 9..=14 on one with twice the reduction depth.
     let ks: Vec<u32> = [vec![768; 8], vec![1536; 6]].concat();
     for &k in &ks {
-        let out = gate(&sb, k, &[]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_exit(&gate(&sb, k), 0);
     }
     let trend = trend_json(&sb, "latency");
     let points = trend["points"].as_array().unwrap();
@@ -83,20 +83,14 @@ fn issue_8_trend_finds_a_planted_step_at_the_right_run() {
     assert!(changes[0]["relative_change"].as_f64().unwrap() > 0.5, "{trend}");
     assert!(changes[0]["p_value"].as_f64().unwrap() <= 0.05);
     // The last run's memo charts the history with the change point.
-    let html = std::fs::read_to_string(sb.path().join("out/memo.html")).unwrap();
+    let html = sb.read("out/memo.html");
     assert!(html.contains("<h2>Run history</h2>"), "no trend chart");
     assert!(html.contains("change points found by E-divisive means"));
-    let memo: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/memo.json")).unwrap()).unwrap();
+    let memo = sb.json("out/memo.json");
     assert_eq!(memo["trends"][0]["change_points"], serde_json::json!([8]));
 
     // `history` lists every run, newest first, with the pack and its verdict.
-    let out = sb
-        .cmd(&["history", "--history", "h/history.db", "--json", "--limit", "3"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let runs: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let runs = history_json(&sb, &["--limit", "3"]);
     let runs = runs.as_array().unwrap();
     assert_eq!(runs.len(), 3);
     assert_eq!(runs[0]["id"], points[13]["run_id"]);
@@ -113,13 +107,12 @@ fn issue_8_trend_finds_a_planted_step_at_the_right_run() {
 fn issue_8_trend_finds_no_change_in_a_flat_history() {
     let sb = Sandbox::new();
     for _ in 0..10 {
-        let out = gate(&sb, 768, &[]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_exit(&gate(&sb, 768), 0);
     }
     let trend = trend_json(&sb, "latency");
     assert_eq!(trend["points"].as_array().unwrap().len(), 10);
     assert_eq!(trend["change_points"], serde_json::json!([]), "{trend}");
-    let html = std::fs::read_to_string(sb.path().join("out/memo.html")).unwrap();
+    let html = sb.read("out/memo.html");
     assert!(html.contains("recorded runs (this run last); no change point"));
     // Counters are series too.
     assert_eq!(
@@ -140,18 +133,7 @@ fn issue_8_a_history_write_failure_warns_and_keeps_the_verdict() {
         "pack.yaml",
         &sim_pack(768).replace("at_most: 1}", "at_most: 1e-9}"),
     );
-    let out = sb
-        .cmd(&[
-            "gate",
-            "pack.yaml",
-            "--out",
-            "out",
-            "-q",
-            "--history",
-            "h/history.db",
-        ])
-        .output()
-        .unwrap();
+    let out = sb.gate("pack.yaml", &["-q", "--history", "h/history.db"]);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -167,8 +149,7 @@ fn issue_8_a_history_write_failure_warns_and_keeps_the_verdict() {
 
 #[test]
 fn issue_8_history_location_env_default_and_opt_out() {
-    let sb = Sandbox::new();
-    sb.write("pack.yaml", &sim_pack(768));
+    let sb = Sandbox::with_pack(&sim_pack(768));
     let run = |args: &[&str], env: Option<&str>| {
         let mut all = vec!["gate", "pack.yaml", "--out", "out", "-q"];
         all.extend_from_slice(args);
@@ -192,101 +173,52 @@ fn issue_8_history_location_env_default_and_opt_out() {
 #[test]
 fn issue_8_history_commands_reject_bad_input_with_exit_2() {
     let sb = Sandbox::new();
-    let out = sb.cmd(&["history", "--history", "missing.db"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("no run history at missing.db"),
-        "{}",
-        stderr(&out)
-    );
-    let out = gate(&sb, 768, &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = sb
-        .cmd(&[
-            "trend",
-            "--metric",
-            "nonsense",
-            "--slice",
-            "ffn-2of4-fp16",
-            "--history",
-            "h/history.db",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    assert!(
-        err.contains("no recorded values of `nonsense`") && err.contains("latency"),
-        "{err}"
-    );
-    std::fs::write(sb.path().join("junk.db"), "not a database at all, just text").unwrap();
-    let out = sb.cmd(&["history", "--history", "junk.db"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = sb.output(&["history", "--history", "missing.db"]);
+    assert_refused(&out, "no run history at missing.db");
+    assert_exit(&gate(&sb, 768), 0);
+    let out = trend(&sb, "nonsense", &[]);
+    assert_refused(&out, "no recorded values of `nonsense`");
+    assert_refused(&out, "latency");
+    sb.write_raw("junk.db", "not a database at all, just text");
+    assert_exit(&sb.output(&["history", "--history", "junk.db"]), 2);
 }
 
 /// Gate processes writing one history at once: every run lands and the file stays intact.
 #[test]
 fn issue_8_concurrent_gates_share_one_history() {
-    let sb = Sandbox::new();
-    sb.write("pack.yaml", &sim_pack(768));
+    let sb = Sandbox::with_pack(&sim_pack(768));
     std::thread::scope(|scope| {
         for i in 0..4 {
             let sb = &sb;
             scope.spawn(move || {
                 let out_dir = format!("out{i}");
-                let out = sb
-                    .cmd(&[
-                        "gate",
-                        "pack.yaml",
-                        "--out",
-                        &out_dir,
-                        "-q",
-                        "--history",
-                        "h/history.db",
-                    ])
-                    .output()
-                    .unwrap();
-                assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+                let args = [
+                    "gate",
+                    "pack.yaml",
+                    "--out",
+                    &out_dir,
+                    "-q",
+                    "--history",
+                    "h/history.db",
+                ];
+                assert_exit(&sb.output(&args), 0);
             });
         }
     });
-    let out = sb
-        .cmd(&["history", "--history", "h/history.db", "--json"])
-        .output()
-        .unwrap();
-    let runs: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(runs.as_array().unwrap().len(), 4);
+    assert_eq!(history_json(&sb, &[]).as_array().unwrap().len(), 4);
 }
 
 /// `merge` records its decision too, marked as a merge.
 #[test]
 fn issue_8_merge_records_its_decision() {
-    let sb = Sandbox::new();
-    sb.write("pack.yaml", &sim_pack(768));
+    let sb = Sandbox::with_pack(&sim_pack(768));
     // One shard of one: a second, empty shard would carry a different `threads` lock
     // (an empty shard records the default thread count), which merge refuses.
-    let out = sb
-        .cmd(&["run", "pack.yaml", "--shard", "1/1", "--out", "shard1", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = sb
-        .cmd(&["merge", "shard1", "--out", "merged", "--history", "h/history.db"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = sb
-        .cmd(&[
-            "history",
-            "--history",
-            "h/history.db",
-            "--json",
-            "--pack",
-            "trend-demo",
-        ])
-        .output()
-        .unwrap();
-    let runs: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let out = sb.output(&["run", "pack.yaml", "--shard", "1/1", "--out", "shard1", "-q"]);
+    assert_exit(&out, 0);
+    let out = sb.output(&["merge", "shard1", "--out", "merged", "--history", "h/history.db"]);
+    assert_exit(&out, 0);
+    let runs = history_json(&sb, &["--pack", "trend-demo"]);
     assert_eq!(runs[0]["command"], "merge", "{runs}");
     assert_eq!(runs.as_array().unwrap().len(), 1);
 }

@@ -3,7 +3,7 @@
 //! structure (drops, queued requests, requests in the system) and on generous ratios, not
 //! on timings that vary with machine load.
 
-use crate::support::{Sandbox, stderr, stdout};
+use crate::support::{Sandbox, assert_contains, assert_exit};
 
 fn load_pack(guardrails: &str, steady: &str, bursts: &str) -> String {
     format!(
@@ -46,22 +46,16 @@ fn quantile(slice: &serde_json::Value, q: f64) -> f64 {
 
 #[test]
 fn issue_8_bursts_regress_p99_where_steady_load_at_the_same_rate_does_not() {
-    let sb = Sandbox::new();
     // 400 requests/s on average either way; bursts of 32 every 80 ms into a queue of 16.
-    sb.write(
-        "pack.yaml",
-        &load_pack(
-            "[{metric: latency_p99, at_most: 1.0}]",
-            "{arrivals: steady, rate_hz: 400, queue: 256, requests: 704}",
-            // Twice the requests, so the half that is served still supports a p99.
-            "{arrivals: bursts, rate_hz: 400, burst: 32, queue: 16, requests: 1408}",
-        ),
-    );
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out"]).output().unwrap();
+    let sb = Sandbox::with_pack(&load_pack(
+        "[{metric: latency_p99, at_most: 1.0}]",
+        "{arrivals: steady, rate_hz: 400, queue: 256, requests: 704}",
+        // Twice the requests, so the half that is served still supports a p99.
+        "{arrivals: bursts, rate_hz: 400, burst: 32, queue: 16, requests: 1408}",
+    ));
     // p99 from 704 offered requests (≥ LoadGen's 662) is judged, not inconclusive.
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
-    let evidence: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/evidence.json")).unwrap()).unwrap();
+    assert_exit(&sb.gate("pack.yaml", &[]), 0);
+    let evidence = sb.json("out/evidence.json");
     let (steady, bursts) = (&evidence["slices"][0], &evidence["slices"][1]);
     assert_eq!(steady["slice"], "steady-2of4-fp32");
     assert_eq!(counter(steady, "requests"), 704.0);
@@ -86,26 +80,17 @@ fn issue_8_bursts_regress_p99_where_steady_load_at_the_same_rate_does_not() {
 
 #[test]
 fn issue_8_load_mistakes_are_refused_at_ingress_with_locations() {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
-        &load_pack(
-            "[{metric: latency_p99, at_most: 1.0}, {metric: effective_speedup, at_least: 1}]",
-            "{arrivals: steady, rate_hz: 400, burst: 4, requests: 100}",
-            "{arrivals: bursts, rate_hz: 400, burst: 4, requests: 800}",
-        ),
-    );
-    let out = sb.cmd(&["validate", "pack.yaml"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    let err = stderr(&out) + &stdout(&out);
-    assert!(
-        err.contains("needs at least 662 requests to be meaningful, and the load offers 100"),
-        "{err}"
+    let sb = Sandbox::with_pack(&load_pack(
+        "[{metric: latency_p99, at_most: 1.0}, {metric: effective_speedup, at_least: 1}]",
+        "{arrivals: steady, rate_hz: 400, burst: 4, requests: 100}",
+        "{arrivals: bursts, rate_hz: 400, burst: 4, requests: 800}",
+    ));
+    let err = sb.refused_at_ingress("pack.yaml");
+    assert_contains(
+        &err,
+        "needs at least 662 requests to be meaningful, and the load offers 100",
     );
     assert!(err.contains("pack.yaml:7:"), "located at the guardrail: {err}");
-    assert!(err.contains("`burst` applies to `arrivals: bursts`"), "{err}");
-    assert!(
-        err.contains("measures request latency, not `effective_speedup`"),
-        "{err}"
-    );
+    assert_contains(&err, "`burst` applies to `arrivals: bursts`");
+    assert_contains(&err, "measures request latency, not `effective_speedup`");
 }

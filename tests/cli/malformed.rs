@@ -60,7 +60,7 @@ fn issue_2_every_malformed_pack_exits_2_located_and_writes_nothing() {
             vec!["gate", pack.as_str(), "--out", "out"],
             vec!["bless", pack.as_str()],
         ] {
-            let out = sb.cmd(&args).output().unwrap();
+            let out = sb.output(&args);
             let err = stderr(&out);
             assert_eq!(out.status.code(), Some(2), "{args:?} on {pack}:\n{err}");
             let located = format!("{pack}:{}", case.at);
@@ -87,7 +87,7 @@ fn issue_2_every_malformed_pack_exits_2_located_and_writes_nothing() {
 fn issue_2_unreadable_pack_exits_2_located() {
     let sb = Sandbox::new();
     for missing in ["does-not-exist.yaml", "."] {
-        let out = sb.cmd(&["gate", missing, "--out", "out"]).output().unwrap();
+        let out = sb.gate(missing, &[]);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains(&format!("{missing}:1:1")), "{err}");
@@ -114,7 +114,7 @@ fn issue_2_all_problems_are_reported_at_once() {
              workload: {ops: [{gemm: {name: y, m: 8, n: -1, k: 8}}]}
              sparsity: [\"2:4\"]",
     );
-    let out = sb.cmd(&["validate", "multi.yaml"]).output().unwrap();
+    let out = sb.output(&["validate", "multi.yaml"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     for loc in ["multi.yaml:7:", "multi.yaml:9:", "multi.yaml:11:"] {

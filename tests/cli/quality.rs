@@ -1,7 +1,7 @@
 //! Quality guardrails on a real model (issue 7): a digits MLP gated end to end through the
 //! CLI, with accuracy and quality_delta judged on their intervals.
 
-use crate::support::{Sandbox, stdout};
+use crate::support::{Sandbox, assert_contains, assert_exit, example_pack, slice_named};
 
 fn pack(accuracy_at_least: f64) -> String {
     format!(
@@ -28,9 +28,7 @@ slices:
 }
 
 fn verdicts(sb: &Sandbox, metric: &str) -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(sb.path().join("out/verdict.json")).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    v["guardrails"]
+    sb.json("out/verdict.json")["guardrails"]
         .as_array()
         .unwrap()
         .iter()
@@ -46,26 +44,18 @@ fn verdicts(sb: &Sandbox, metric: &str) -> Vec<(String, String)> {
 
 #[test]
 fn issue_7_digits_pack_passes_on_intervals_and_the_memo_shows_quality() {
-    let sb = Sandbox::new();
-    sb.write("pack.yaml", &pack(0.8));
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let sb = Sandbox::with_pack(&pack(0.8));
+    assert_exit(&sb.gate("pack.yaml", &[]), 0);
     let acc = verdicts(&sb, "accuracy");
     assert_eq!(acc.len(), 3);
     assert!(acc.iter().all(|(_, v)| v == "pass"), "{acc:?}");
     assert!(verdicts(&sb, "quality_delta").iter().all(|(_, v)| v == "pass"));
-    let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
-    assert!(memo.contains("## Model quality"), "{memo}");
+    let memo = sb.read("out/memo.md");
+    assert_contains(&memo, "## Model quality");
     assert!(memo.contains("Pruning schedule of `mlp-2of4-fp32`: gradual (cubic), 2 steps"));
     assert!(memo.contains("Equal latency budget"));
-    let evidence: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/evidence.json")).unwrap()).unwrap();
-    let sparse = evidence["slices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["slice"] == "mlp-u0.25-fp32")
-        .unwrap();
+    let evidence = sb.json("out/evidence.json");
+    let sparse = slice_named(&evidence, "mlp-u0.25-fp32");
     assert_eq!(sparse["quality"]["steps"].as_array().unwrap().len(), 2);
     assert!(
         sparse["quality"]["equal_latency"]["dense"]["hidden"]
@@ -80,15 +70,13 @@ fn issue_7_accuracy_bound_above_the_whole_interval_fails_the_gate() {
     let sb = Sandbox::new();
     // No digits MLP of this size reaches 99.9%: the whole Wilson interval lies below.
     sb.write("pack.yaml", &pack(0.999));
-    let out = sb.cmd(&["gate", "pack.yaml", "--out", "out"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert_exit(&sb.gate("pack.yaml", &[]), 1);
     assert!(verdicts(&sb, "accuracy").iter().all(|(_, v)| v == "fail"));
 }
 
 /// Per-layer drift rows of the memo's precision table: `(slice, layer, relative error)`.
 fn drift_rows(sb: &Sandbox) -> Vec<(String, String, f64)> {
-    let text = std::fs::read_to_string(sb.path().join("out/evidence.json")).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let v = sb.json("out/evidence.json");
     let mut rows = vec![];
     for s in v["slices"].as_array().unwrap() {
         for l in s["quality"]["precision"]["layers"].as_array().unwrap() {
@@ -105,11 +93,7 @@ fn drift_rows(sb: &Sandbox) -> Vec<(String, String, f64)> {
 #[test]
 fn issue_7_precision_example_gates_and_all_int8_drifts_most_on_the_logits() {
     let sb = Sandbox::new();
-    let pack =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/examples/digits-precision.yaml");
-    let pack = pack.to_str().unwrap();
-    let out = sb.cmd(&["gate", pack, "--out", "out"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_exit(&sb.gate(&example_pack("digits-precision.yaml"), &[]), 0);
     // On this small MLP no policy costs a resolvable amount of accuracy: every quality
     // guardrail passes (the memo says so; the drift table is where int8 shows).
     let acc = verdicts(&sb, "accuracy");
@@ -134,9 +118,7 @@ fn issue_7_precision_example_gates_and_all_int8_drifts_most_on_the_logits() {
     assert!(at("digits-dense-mixed", "fc1") > 1e-3);
     // On the unpruned model the reference is the model's own fp32 forward: the format's own
     // share of the drift is all of it.
-    let text = std::fs::read_to_string(sb.path().join("out/evidence.json")).unwrap();
-    let evidence: serde_json::Value = serde_json::from_str(&text).unwrap();
-    for s in evidence["slices"].as_array().unwrap() {
+    for s in sb.json("out/evidence.json")["slices"].as_array().unwrap() {
         for l in s["quality"]["precision"]["layers"].as_array().unwrap() {
             assert_eq!(l["precision_relative_error"], l["relative_error"], "{l}");
         }
@@ -150,10 +132,10 @@ fn issue_7_precision_example_gates_and_all_int8_drifts_most_on_the_logits() {
     );
     assert!(all > 1.3 * mixed, "all-int8 {all} vs mixed {mixed}");
     assert!(mixed > bf16 && bf16 > 0.0, "mixed {mixed} vs bf16 {bf16}");
-    let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
-    assert!(
-        memo.contains("| digits-precision/digits-dense-all-int8 | int8 | fc2 | int8 |"),
-        "{memo}"
+    let memo = sb.read("out/memo.md");
+    assert_contains(
+        &memo,
+        "| digits-precision/digits-dense-all-int8 | int8 | fc2 | int8 |",
     );
     assert!(memo.contains("| digits-precision/digits-dense-mixed | int8, fc2 fp32 | fc2 | fp32 |"));
 }

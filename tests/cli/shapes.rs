@@ -1,29 +1,16 @@
 //! Production-shape slices (issue 7): named models expand into their research-table GEMMs and
 //! the example pack gates on the CPU kernels and on the simulator.
 
-use crate::support::{Sandbox, stdout};
+use crate::support::{Sandbox, assert_contains, assert_exit, example_pack, slice_named};
 
 #[test]
 fn issue_7_production_shapes_example_gates_with_the_research_shapes() {
     let sb = Sandbox::new();
-    let pack =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/examples/production-shapes.yaml");
-    let out = sb
-        .cmd(&["gate", pack.to_str().unwrap(), "--out", "out"])
-        .output()
-        .unwrap();
     // Warn-only speedup guardrails may warn on a busy machine; nothing blocks.
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    let text = std::fs::read_to_string(sb.path().join("out/evidence.json")).unwrap();
-    let evidence: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_exit(&sb.gate(&example_pack("production-shapes.yaml"), &[]), 0);
+    let evidence = sb.json("out/evidence.json");
     let shapes = |slice: &str| -> Vec<(String, u64, u64, u64)> {
-        let s = evidence["slices"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["slice"] == slice)
-            .unwrap_or_else(|| panic!("no slice {slice}"));
-        s["plan"]["ops"]
+        slice_named(&evidence, slice)["plan"]["ops"]
             .as_array()
             .unwrap()
             .iter()
@@ -68,13 +55,7 @@ fn issue_7_production_shapes_example_gates_with_the_research_shapes() {
     // heavy-tailed LLaMA weights keep their outliers under pruning and lose less than BERT's
     // uniform ones.
     let error = |slice: &str, op: &str| -> (f64, f64) {
-        let s = evidence["slices"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["slice"] == slice)
-            .unwrap();
-        let c = s["op_costs"]
+        let c = slice_named(&evidence, slice)["op_costs"]
             .as_array()
             .unwrap()
             .iter()
@@ -106,11 +87,10 @@ fn issue_7_production_shapes_example_gates_with_the_research_shapes() {
                 .iter()
                 .all(|c| c.get("fidelity").is_none()))
     );
-    let memo = std::fs::read_to_string(sb.path().join("out/memo.md")).unwrap();
-    assert!(memo.contains("### Per-layer numerical fidelity"), "{memo}");
-    assert!(memo.contains("| llama-2-7b-cpu-2of4-fp32 | down | "), "{memo}");
-    let verdict: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/verdict.json")).unwrap()).unwrap();
+    let memo = sb.read("out/memo.md");
+    assert_contains(&memo, "### Per-layer numerical fidelity");
+    assert_contains(&memo, "| llama-2-7b-cpu-2of4-fp32 | down | ");
+    let verdict = sb.json("out/verdict.json");
     let fails: Vec<&serde_json::Value> = verdict["guardrails"]
         .as_array()
         .unwrap()

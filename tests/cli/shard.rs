@@ -1,7 +1,7 @@
 //! Sharding (issue 8): `run --shard K/N` jobs merged into one decision equal to the
 //! unsharded gate, and every merge refusal.
 
-use crate::support::{Sandbox, stderr, stdout};
+use crate::support::{Sandbox, assert_exit, stderr, stdout};
 
 /// Five slices whose guardrails are decided exactly (fallback counters), so the sharded and
 /// unsharded verdicts can be compared row for row despite timing noise.
@@ -35,40 +35,30 @@ fn rows(verdict_json: &str) -> Vec<(String, String, String, String)> {
         .collect()
 }
 
-fn run_shards(sb: &Sandbox) {
-    for k in 1..=3 {
-        let shard = format!("{k}/3");
-        let out = sb
-            .cmd(&[
-                "run",
-                "pack.yaml",
-                "--shard",
-                &shard,
-                "--out",
-                &format!("shard{k}"),
-                "-q",
-            ])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+/// `run pack.yaml --shard K/N --out <prefix>K -q` for every K of N, each exiting 0.
+fn run_shards_into(sb: &Sandbox, n: usize, prefix: &str) {
+    for k in 1..=n {
+        let (shard, out_dir) = (format!("{k}/{n}"), format!("{prefix}{k}"));
+        assert_exit(
+            &sb.output(&["run", "pack.yaml", "--shard", &shard, "--out", &out_dir, "-q"]),
+            0,
+        );
     }
+}
+
+/// The pack's three shards, into `shard1` to `shard3`.
+fn run_shards(sb: &Sandbox) {
+    run_shards_into(sb, 3, "shard");
 }
 
 #[test]
 fn issue_8_three_shards_merged_equal_the_single_run() {
-    let sb = Sandbox::new();
-    sb.write("pack.yaml", PACK);
-    let single = sb
-        .cmd(&["gate", "pack.yaml", "--out", "single", "--json", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(single.status.code(), Some(1), "{}", stderr(&single));
+    let sb = Sandbox::with_pack(PACK);
+    let single = sb.output(&["gate", "pack.yaml", "--out", "single", "--json", "-q"]);
+    assert_exit(&single, 1);
     run_shards(&sb);
-    let merged = sb
-        .cmd(&["merge", "shard1", "shard2", "shard3", "--out", "merged", "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(merged.status.code(), Some(1), "{}", stderr(&merged));
+    let merged = sb.output(&["merge", "shard1", "shard2", "shard3", "--out", "merged", "--json"]);
+    assert_exit(&merged, 1);
     assert_eq!(rows(&stdout(&merged)), rows(&stdout(&single)));
     assert_eq!(rows(&stdout(&single)).len(), 5);
     assert!(sb.path().join("merged/memo.html").exists());
@@ -76,11 +66,10 @@ fn issue_8_three_shards_merged_equal_the_single_run() {
 
 #[test]
 fn issue_8_merge_refuses_gaps_overlaps_and_changed_packs() {
-    let sb = Sandbox::new();
-    sb.write("pack.yaml", PACK);
+    let sb = Sandbox::with_pack(PACK);
     run_shards(&sb);
     let refused = |args: &[&str], needle: &str| {
-        let out = sb.cmd(args).output().unwrap();
+        let out = sb.output(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(
             stderr(&out).contains(needle),
@@ -91,8 +80,7 @@ fn issue_8_merge_refuses_gaps_overlaps_and_changed_packs() {
     // Leave out a shard that measured something (a shard may legitimately be empty).
     let nonempty = (1..=3)
         .find(|k| {
-            let text = std::fs::read_to_string(sb.path().join(format!("shard{k}/evidence.json"))).unwrap();
-            !serde_json::from_str::<serde_json::Value>(&text).unwrap()["slices"]
+            !sb.json(&format!("shard{k}/evidence.json"))["slices"]
                 .as_array()
                 .unwrap()
                 .is_empty()
@@ -111,11 +99,9 @@ fn issue_8_merge_refuses_gaps_overlaps_and_changed_packs() {
         "more than one shard",
     );
 
-    let path = sb.path().join("shard1/evidence.json");
-    let mut evidence: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut evidence = sb.json("shard1/evidence.json");
     evidence["environment"]["cpu_model"] = "Imaginary CPU 9000".into();
-    std::fs::write(&path, evidence.to_string()).unwrap();
+    sb.write_raw("shard1/evidence.json", &evidence.to_string());
     refused(
         &["merge", "shard1", "shard2", "shard3"],
         "different locks (cpu_model)",
@@ -137,16 +123,12 @@ fn issue_8_merge_refuses_gaps_overlaps_and_changed_packs() {
 /// must still accept both.
 #[test]
 fn issue_8_an_empty_shard_records_the_packs_threads_and_merges() {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
+    let sb = Sandbox::with_pack(
         "
 schema_version: 1
 name: one
-owners:
-  - {name: Ada, email: ada@example.com, role: owner}
-rollback:
-  trigger: any layer falls back
+owners: [{name: Ada, email: ada@example.com, role: owner}]
+rollback: {trigger: any layer falls back}
 lock: {threads: 2}
 samples: {warmup: 1, min: 4, max: 6, time_budget_s: 0.02}
 guardrails:
@@ -155,28 +137,13 @@ slices:
   - {id: a, workload: {ops: [{gemm: {name: x, m: 16, n: 32, k: 32}}]}, sparsity: [\"2:4\"]}
 ",
     );
+    run_shards_into(&sb, 2, "s");
     for k in 1..=2 {
-        let shard = format!("{k}/2");
-        let out = sb
-            .cmd(&[
-                "run",
-                "pack.yaml",
-                "--shard",
-                &shard,
-                "--out",
-                &format!("s{k}"),
-                "-q",
-            ])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let evidence = std::fs::read_to_string(sb.path().join(format!("s{k}/evidence.json"))).unwrap();
-        let v: serde_json::Value = serde_json::from_str(&evidence).unwrap();
+        let v = sb.json(&format!("s{k}/evidence.json"));
         assert_eq!(v["environment"]["threads"], 2, "shard {k}");
     }
-    let merged = sb
-        .cmd(&["merge", "s1", "s2", "--out", "merged", "--json", "--no-history"])
-        .output()
-        .unwrap();
-    assert_eq!(merged.status.code(), Some(0), "{}", stderr(&merged));
+    assert_exit(
+        &sb.output(&["merge", "s1", "s2", "--out", "merged", "--json", "--no-history"]),
+        0,
+    );
 }

@@ -1,15 +1,13 @@
 //! `sparsegate sim`: one simulated layer, as JSON for tools, and typed errors (exit 2 with a
 //! hint) for an unknown preset, a bad preset file or a malformed request.
 
-use crate::support::{Sandbox, stderr, stdout};
+use crate::support::{Sandbox, assert_exit, assert_refused, example_pack, repo_file, stderr, stdout_json};
 
 fn sim_json(sb: &Sandbox, args: &[&str]) -> serde_json::Value {
     let mut all = vec!["sim"];
     all.extend_from_slice(args);
     all.push("--json");
-    let out = sb.cmd(&all).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
-    serde_json::from_str(&stdout(&out)).unwrap()
+    sb.output_json(&all)
 }
 
 #[test]
@@ -81,12 +79,9 @@ fn issue_4_sim_counts_fallback_for_patterns_the_hardware_lacks() {
 #[test]
 fn issue_4_sim_accepts_a_user_preset_file() {
     let sb = Sandbox::new();
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/presets/systolic-32-os.yaml"
-    ))
-    .unwrap()
-    .replace("name: systolic-32-os", "name: my-array");
+    let text = std::fs::read_to_string(repo_file("scenarios/presets/systolic-32-os.yaml"))
+        .unwrap()
+        .replace("name: systolic-32-os", "name: my-array");
     sb.write("my-array.yaml", &text);
     let v = sim_json(
         &sb,
@@ -141,7 +136,7 @@ fn issue_4_sim_errors_exit_2_with_a_hint() {
     ] {
         let mut all = vec!["sim"];
         all.extend(args.iter().copied());
-        let out = sb.cmd(&all).output().unwrap();
+        let out = sb.output(&all);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(expect), "{args:?}: {err}");
@@ -155,16 +150,11 @@ fn issue_4_sim_errors_exit_2_with_a_hint() {
 #[test]
 fn issue_4_sim_backend_gates_the_example_pack_deterministically() {
     let sb = Sandbox::new();
-    let pack = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/examples/h100-bert.yaml");
+    let pack = example_pack("h100-bert.yaml");
     let mut evidence = Vec::new();
     for out_dir in ["a", "b"] {
-        let out = sb.cmd(&["gate", pack, "--out", out_dir, "-q"]).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
-        let ev: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(sb.path().join(out_dir).join("evidence.json")).unwrap(),
-        )
-        .unwrap();
-        evidence.push(ev["slices"].clone());
+        assert_exit(&sb.output(&["gate", &pack, "--out", out_dir, "-q"]), 0);
+        evidence.push(sb.json(&format!("{out_dir}/evidence.json"))["slices"].clone());
     }
     let slices = evidence[0].as_array().unwrap();
     assert_eq!(slices.len(), 3);
@@ -218,23 +208,18 @@ fn issue_4_sim_slices_need_a_known_preset() {
         ),
     ] {
         sb.write(name, &pack(extra));
-        let out = sb.cmd(&["validate", name]).output().unwrap();
+        let out = sb.output(&["validate", name]);
         assert_eq!(out.status.code(), Some(2), "{name}");
         assert!(stderr(&out).contains(expect), "{name}: {}", stderr(&out));
     }
     // A preset file next to the pack resolves relative to the pack.
-    let preset = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/presets/a100.yaml"
-    ))
-    .unwrap();
+    let preset = std::fs::read_to_string(repo_file("scenarios/presets/a100.yaml")).unwrap();
     sb.write("packs/parts/mine.yaml", &preset);
     sb.write(
         "packs/ok.yaml",
         &pack("    backend: sim\n    preset: parts/mine.yaml\n"),
     );
-    let out = sb.cmd(&["validate", "packs/ok.yaml"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_exit(&sb.output(&["validate", "packs/ok.yaml"]), 0);
 }
 
 #[test]
@@ -252,12 +237,8 @@ fn issue_4_sim_reports_tail_latency_under_traffic() {
     assert_eq!(t["p99_min_requests"], 662);
     assert_eq!(t["p99_trustworthy"], true);
     assert_eq!(v, sim_json(&sb, &args), "seeded: identical on every run");
-    let out = sb
-        .cmd(&["sim", "--arch", "h100", "--gemm", "8x8x8", "--traffic", "lumpy:3"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--traffic"));
+    let out = sb.output(&["sim", "--arch", "h100", "--gemm", "8x8x8", "--traffic", "lumpy:3"]);
+    assert_refused(&out, "--traffic");
 }
 
 #[test]
@@ -271,11 +252,8 @@ fn issue_4_sim_slices_carry_the_simulators_bottleneck_class() {
          slices:\n  - id: s\n    backend: sim\n    preset: h100\n    sparsity: [dense]\n    precision: [fp16]\n\
          \x20   workload: {ops: [{gemm: {name: g, m: 8, n: 768, k: 768}}]}\n    guardrails: [{metric: latency, at_most: 1}]\n",
     );
-    let out = sb
-        .cmd(&["gate", "decode.yaml", "--out", "o", "-q", "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let out = sb.output(&["gate", "decode.yaml", "--out", "o", "-q", "--json"]);
+    assert_exit(&out, 0);
+    let v = stdout_json(&out);
     assert_eq!(v["guardrails"][0]["bottleneck"], "synchronization", "{v}");
 }

@@ -1,8 +1,9 @@
 //! `sparsegate stats compare` (issue 5): formats in, numbers and verdict out, located
 //! errors with exit 2.
 
-use crate::support::{Sandbox, stderr, stdout};
-use serde_json::Value;
+use crate::support::{
+    Sandbox, assert_contains, assert_exit, assert_refused, stderr, stdout, stdout_json, tiny_pack,
+};
 
 fn lines(values: &[f64]) -> String {
     values.iter().map(|v| format!("{v}\n")).collect()
@@ -30,17 +31,17 @@ fn compare(sb: &Sandbox, extra: &[&str]) -> std::process::Output {
         "2000",
     ];
     args.extend_from_slice(extra);
-    sb.cmd(&args).output().unwrap()
+    sb.output(&args)
 }
 
 #[test]
 fn issue_5_compare_reports_every_statistic_as_json() {
     let sb = Sandbox::new();
-    std::fs::write(sb.path().join("base.txt"), lines(&timings(40, 1.0, 1))).unwrap();
-    std::fs::write(sb.path().join("cand.txt"), lines(&timings(40, 1.2, 2))).unwrap();
+    sb.write_raw("base.txt", &lines(&timings(40, 1.0, 1)));
+    sb.write_raw("cand.txt", &lines(&timings(40, 1.2, 2)));
     let out = compare(&sb, &["--margin", "5%", "--json"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_exit(&out, 1);
+    let v = stdout_json(&out);
     assert_eq!(v["verdict"], "fail");
     assert!(v["method"].as_str().unwrap().contains("independent samples"));
     for key in ["p_two_sided", "p_less", "p_greater", "u"] {
@@ -59,10 +60,10 @@ fn issue_5_compare_reports_every_statistic_as_json() {
 fn issue_5_compare_passes_a_copy_and_is_inconclusive_on_too_little_data() {
     let sb = Sandbox::new();
     let base = timings(40, 1.0, 3);
-    std::fs::write(sb.path().join("base.txt"), lines(&base)).unwrap();
-    std::fs::write(sb.path().join("cand.txt"), format!("# same\n{}", lines(&base))).unwrap();
+    sb.write_raw("base.txt", &lines(&base));
+    sb.write_raw("cand.txt", &format!("# same\n{}", lines(&base)));
     let out = compare(&sb, &[]);
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert_exit(&out, 0);
     let text = stdout(&out);
     for needle in [
         "Mann–Whitney",
@@ -73,10 +74,9 @@ fn issue_5_compare_passes_a_copy_and_is_inconclusive_on_too_little_data() {
     ] {
         assert!(text.contains(needle), "{needle} in {text}");
     }
-    std::fs::write(sb.path().join("base.txt"), "1.0\n1.3\n").unwrap();
-    std::fs::write(sb.path().join("cand.txt"), "1.1\n1.2\n").unwrap();
-    let out = compare(&sb, &["--margin", "1%"]);
-    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    sb.write_raw("base.txt", "1.0\n1.3\n");
+    sb.write_raw("cand.txt", "1.1\n1.2\n");
+    assert_exit(&compare(&sb, &["--margin", "1%"]), 3);
 }
 
 #[test]
@@ -95,10 +95,9 @@ fn issue_5_grouped_input_uses_the_run_aware_method() {
             .collect();
         serde_json::to_string(&rs).unwrap()
     };
-    std::fs::write(sb.path().join("base.txt"), runs(0)).unwrap();
-    std::fs::write(sb.path().join("cand.txt"), runs(1)).unwrap();
-    let out = compare(&sb, &["--json"]);
-    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    sb.write_raw("base.txt", &runs(0));
+    sb.write_raw("cand.txt", &runs(1));
+    let v = stdout_json(&compare(&sb, &["--json"]));
     assert!(v["method"].as_str().unwrap().starts_with("run-aware"), "{v}");
     assert_eq!(v["baseline"]["runs"], 8);
     assert!(v["baseline"]["between_run_cv"].as_f64().unwrap() > 0.05);
@@ -110,7 +109,7 @@ fn issue_5_grouped_input_uses_the_run_aware_method() {
 #[test]
 fn issue_5_bad_input_is_located_and_exits_2() {
     let sb = Sandbox::new();
-    std::fs::write(sb.path().join("base.txt"), "1.0\n2.0\n").unwrap();
+    sb.write_raw("base.txt", "1.0\n2.0\n");
     for (content, needle) in [
         ("1.0\n\nabc\n", "cand.txt:3"),
         ("1.0\nNaN\n", "cand.txt:2"),
@@ -119,65 +118,50 @@ fn issue_5_bad_input_is_located_and_exits_2() {
         ("", "no samples"),
         ("[1.0,\n \"x\"]", "cand.txt:2"),
     ] {
-        std::fs::write(sb.path().join("cand.txt"), content).unwrap();
+        sb.write_raw("cand.txt", content);
         let out = compare(&sb, &[]);
         assert_eq!(out.status.code(), Some(2), "{content:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(needle), "{content:?}: {}", stderr(&out));
     }
-    std::fs::write(sb.path().join("cand.txt"), "[[1.0, 2.0]]").unwrap();
-    let out = compare(&sb, &[]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("grouped by run"), "{}", stderr(&out));
-    let out = compare(&sb, &["--margin", "150%"]);
-    assert_eq!(out.status.code(), Some(2));
+    sb.write_raw("cand.txt", "[[1.0, 2.0]]");
+    assert_refused(&compare(&sb, &[]), "grouped by run");
+    assert_exit(&compare(&sb, &["--margin", "150%"]), 2);
 }
 
 /// Issue 5: `bless` shows the change with its interval; `--expires-in-days` writes an
 /// expiry that `gate` enforces (exit 2, with a hint) once it has passed.
 #[test]
 fn issue_5_bless_prints_the_interval_and_gate_refuses_expired_baselines() {
-    let sb = Sandbox::new();
-    sb.write(
-        "pack.yaml",
-        &crate::support::tiny_pack(
-            "expiry-test",
-            "{warmup: 2, min: 15, max: 20, time_budget_s: 0.05}",
-            "      - {metric: latency, regress_at_most: 90%}",
-        ),
-    );
-    let out = sb
-        .cmd(&["bless", "pack.yaml", "-q", "--expires-in-days", "30"])
-        .env("SOURCE_DATE_EPOCH", "1795906800")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let text = std::fs::read_to_string(sb.path().join("golden/expiry-test/tiny-2of4-fp32.json")).unwrap();
-    assert!(
-        text.contains("\"expires_at\": \"2026-12-28T23:00:00Z\""),
-        "{text}"
-    );
+    let sb = Sandbox::with_pack(&tiny_pack(
+        "expiry-test",
+        "{warmup: 2, min: 15, max: 20, time_budget_s: 0.05}",
+        &["{metric: latency, regress_at_most: 90%}"],
+    ));
+    // `bless --expires-in-days DAYS` on 2026-11-28T23:00:00Z.
+    let bless_expiring_in = |days: &str| {
+        sb.cmd(&["bless", "pack.yaml", "-q", "--expires-in-days", days])
+            .env("SOURCE_DATE_EPOCH", "1795906800")
+            .output()
+            .unwrap()
+    };
+    assert_exit(&bless_expiring_in("30"), 0);
+    let text = sb.read("golden/expiry-test/tiny-2of4-fp32.json");
+    assert_contains(&text, "\"expires_at\": \"2026-12-28T23:00:00Z\"");
 
-    let out = sb.cmd(&["bless", "pack.yaml", "-q"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = sb.output(&["bless", "pack.yaml", "-q"]);
+    assert_exit(&out, 0);
     assert!(stdout(&out).contains("95% CI"), "{}", stdout(&out));
 
-    let out = sb
-        .cmd(&["bless", "pack.yaml", "-q", "--expires-in-days", "1"])
-        .env("SOURCE_DATE_EPOCH", "1795906800")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_exit(&bless_expiring_in("1"), 0);
     let out = sb
         .cmd(&["gate", "pack.yaml", "--out", "out", "-q"])
         .env("SOURCE_DATE_EPOCH", "1796000000")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}{}", stdout(&out), stderr(&out));
+    assert_exit(&out, 2);
     let err = stderr(&out);
-    assert!(
-        err.contains("expired at 2026-11-29T23:00:00Z") && err.contains("--expires-in-days"),
-        "{err}"
-    );
+    assert_contains(&err, "expired at 2026-11-29T23:00:00Z");
+    assert_contains(&err, "--expires-in-days");
     assert!(
         !sb.path().join("out").exists(),
         "nothing is written before the refusal"

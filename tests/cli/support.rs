@@ -2,6 +2,20 @@
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// The sample policy of most CLI packs: quick, and still enough samples for an interval.
+pub const FAST: &str = "{warmup: 1, min: 8, max: 12, time_budget_s: 0.05}";
+
+/// The absolute path of `path`, relative to the repository root (packs, schemas, fixtures).
+pub fn repo_file(path: &str) -> String {
+    format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The absolute path of the example pack `name` under `scenarios/examples/`.
+pub fn example_pack(name: &str) -> String {
+    repo_file(&format!("scenarios/examples/{name}"))
+}
 
 /// A temporary working directory; `sparsegate` runs with it as the current directory.
 pub struct Sandbox {
@@ -13,6 +27,13 @@ impl Sandbox {
         Sandbox {
             dir: tempfile::tempdir().expect("temp dir"),
         }
+    }
+
+    /// A new sandbox holding `yaml` (dedented) as `pack.yaml`.
+    pub fn with_pack(yaml: &str) -> Sandbox {
+        let sb = Sandbox::new();
+        sb.write("pack.yaml", yaml);
+        sb
     }
 
     pub fn path(&self) -> &Path {
@@ -34,6 +55,50 @@ impl Sandbox {
         let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("sparsegate");
         cmd.current_dir(self.dir.path()).args(args).env("NO_COLOR", "1");
         cmd
+    }
+
+    /// Write `text` to `name` inside the sandbox exactly as given (no dedenting).
+    pub fn write_raw(&self, name: &str, text: &str) {
+        std::fs::write(self.dir.path().join(name), text).unwrap();
+    }
+
+    /// `sparsegate ARGS...` in the sandbox, run to its end.
+    pub fn output(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// `sparsegate ARGS...` in the sandbox, which must exit 0: its stdout, parsed as JSON.
+    #[track_caller]
+    pub fn output_json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.output(args);
+        assert_exit(&out, 0);
+        stdout_json(&out)
+    }
+
+    /// `sparsegate gate PACK --out out EXTRA...` in the sandbox, run to its end.
+    pub fn gate(&self, pack: &str, extra: &[&str]) -> Output {
+        let mut args = vec!["gate", pack, "--out", "out"];
+        args.extend_from_slice(extra);
+        self.output(&args)
+    }
+
+    /// `validate PACK`, which must refuse the pack (exit 2): everything it printed.
+    #[track_caller]
+    pub fn refused_at_ingress(&self, pack: &str) -> String {
+        let out = self.output(&["validate", pack]);
+        assert_exit(&out, 2);
+        printed(&out)
+    }
+
+    /// The text of the file `name` inside the sandbox.
+    pub fn read(&self, name: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// The file `name` inside the sandbox, parsed as JSON.
+    pub fn json(&self, name: &str) -> serde_json::Value {
+        serde_json::from_str(&self.read(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
     }
 
     /// The files under `dir` (relative), sorted.
@@ -75,9 +140,11 @@ fn dedent(text: &str) -> String {
         + "\n"
 }
 
-/// A small, fast pack: one 2:4 slice of a tiny GEMM, with the given guardrails (YAML list
-/// items, already indented by 2 spaces relative to `guardrails:`).
-pub fn tiny_pack(name: &str, samples: &str, guardrails: &str) -> String {
+/// A small, fast pack: one 2:4 slice of a tiny GEMM, with the given guardrails (YAML flow
+/// mappings, one list item a line: the first sits on line 15 of the pack).
+pub fn tiny_pack(name: &str, samples: &str, guardrails: &[&str]) -> String {
+    let guardrails: Vec<String> = guardrails.iter().map(|g| format!("      - {g}")).collect();
+    let guardrails = guardrails.join("\n");
     format!(
         "schema_version: 1
 name: {name}
@@ -106,4 +173,61 @@ pub fn stdout(output: &std::process::Output) -> String {
 /// The stderr of a finished command, as text.
 pub fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The stdout of a finished command, parsed as JSON.
+pub fn stdout_json(output: &Output) -> serde_json::Value {
+    serde_json::from_str(&stdout(output))
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(output)))
+}
+
+/// Everything a finished command printed: its stderr, then its stdout.
+pub fn printed(output: &Output) -> String {
+    stderr(output) + &stdout(output)
+}
+
+/// Asserts that the command exited with `code`; otherwise shows what it printed.
+#[track_caller]
+pub fn assert_exit(output: &Output, code: i32) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(output),
+        stderr(output)
+    );
+}
+
+/// Asserts that the command was refused (exit 2) with `needle` in its stderr.
+#[track_caller]
+pub fn assert_refused(output: &Output, needle: &str) {
+    assert_exit(output, 2);
+    let err = stderr(output);
+    assert!(err.contains(needle), "expected {needle:?} in stderr:\n{err}");
+}
+
+/// The slice `id` of an `evidence.json` or `memo.json` document.
+#[track_caller]
+pub fn slice_named<'a>(doc: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    doc["slices"]
+        .as_array()
+        .expect("a `slices` array")
+        .iter()
+        .find(|s| s["slice"] == id)
+        .unwrap_or_else(|| panic!("no slice {id}"))
+}
+
+/// A JSON array of whole numbers (run ids, counts).
+pub fn u64s(v: &serde_json::Value) -> Vec<u64> {
+    v.as_array()
+        .expect("an array")
+        .iter()
+        .map(|x| x.as_u64().expect("a whole number"))
+        .collect()
+}
+
+/// Asserts that `text` contains `needle`, showing all of `text` when it does not.
+#[track_caller]
+pub fn assert_contains(text: &str, needle: &str) {
+    assert!(text.contains(needle), "expected {needle:?} in:\n{text}");
 }

@@ -103,25 +103,15 @@ pub(super) fn slice_ev(
     plan: Plan,
 ) -> SliceEvidence {
     SliceEvidence {
-        pack: "p".into(),
-        slice: id.into(),
-        sparsity: "2:4".into(),
-        precision: Precision::Fp32,
-        plan,
         metrics: metrics
             .into_iter()
             .map(|(k, v)| (k.to_owned(), MetricSamples::single_run("u", v)))
             .collect(),
-        comparator: None,
         counters: counters.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
         warmup_iterations: 3,
         wall_time_s: 1.0,
-        failure: None,
-        runs: vec![],
-        run_mode: None,
-        looks: vec![],
-        op_costs: vec![],
-        quality: None,
+        // Pack `p`, slice `id`, 2:4 in fp32: what `slice(id, ..)` declares.
+        ..SliceEvidence::empty(&slice(id, vec![]), &plan)
     }
 }
 
@@ -158,6 +148,34 @@ pub(super) fn sparse_plan() -> Plan {
     plan(vec![op(512, 512, 512)], KernelPath::Sparse)
 }
 
+/// Asserts that `text` (an outcome's detail, a diagnosis rule) says every one of `needles`.
+#[track_caller]
+pub(super) fn assert_says(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "expected {needle:?} in: {text}");
+    }
+}
+
+/// Asserts an outcome's verdict, and that its detail says every one of `says`.
+#[track_caller]
+fn assert_outcome(o: &super::GuardrailOutcome, verdict: Verdict, says: &[&str]) {
+    assert_eq!(o.verdict, verdict, "{}", o.detail);
+    assert_says(&o.detail, says);
+}
+
+/// Two ops planned on the dense fallback (the second's k = 510 is no multiple of 4).
+fn fallback_plan() -> Plan {
+    plan(
+        vec![op(512, 512, 512), op(512, 512, 510)],
+        KernelPath::DenseFallback,
+    )
+}
+
+/// A blocking guardrail.
+pub(super) fn blocking(metric: Metric, rule: Rule) -> GuardrailSpec {
+    guard(metric, rule, Severity::Block)
+}
+
 /// One slice, one guardrail, evidence with `metrics`: the single outcome.
 fn one(
     g: GuardrailSpec,
@@ -175,19 +193,25 @@ fn one(
     a.outcomes.into_iter().next().unwrap()
 }
 
+/// `one` on `samples` of `metric` from a sparse plan, with no baseline.
+fn fresh(g: GuardrailSpec, metric: &str, samples: Vec<f64>) -> super::GuardrailOutcome {
+    one(g, vec![(metric, samples)], sparse_plan(), &Baselines::new())
+}
+
+/// `one` on `samples` of `metric` from a sparse plan, against `baselines`.
+fn against(
+    g: GuardrailSpec,
+    baselines: &Baselines,
+    metric: &str,
+    samples: Vec<f64>,
+) -> super::GuardrailOutcome {
+    one(g, vec![(metric, samples)], sparse_plan(), baselines)
+}
+
 #[test]
 fn speedup_clearly_above_bound_passes() {
-    let g = guard(
-        Metric::EffectiveSpeedup,
-        Rule::AtLeast { bound: 1.2 },
-        Severity::Block,
-    );
-    let o = one(
-        g,
-        vec![("effective_speedup", lognormal(30, 1.5, 0.02, 1))],
-        sparse_plan(),
-        &Baselines::new(),
-    );
+    let g = blocking(Metric::EffectiveSpeedup, Rule::AtLeast { bound: 1.2 });
+    let o = fresh(g, "effective_speedup", lognormal(30, 1.5, 0.02, 1));
     assert_eq!(o.verdict, Verdict::Pass, "{}", o.detail);
     assert_eq!(o.stage, Stage::Validation);
     assert_eq!(o.samples, 30);
@@ -202,71 +226,35 @@ fn speedup_clearly_above_bound_passes() {
 
 #[test]
 fn speedup_clearly_below_bound_fails() {
-    let g = guard(
-        Metric::EffectiveSpeedup,
-        Rule::AtLeast { bound: 1.2 },
-        Severity::Block,
-    );
-    let o = one(
-        g,
-        vec![("effective_speedup", lognormal(30, 1.0, 0.02, 2))],
-        sparse_plan(),
-        &Baselines::new(),
-    );
-    assert_eq!(o.verdict, Verdict::Fail, "{}", o.detail);
-    assert!(o.detail.contains("< 1.2x: fail"), "{}", o.detail);
+    let g = blocking(Metric::EffectiveSpeedup, Rule::AtLeast { bound: 1.2 });
+    let o = fresh(g, "effective_speedup", lognormal(30, 1.0, 0.02, 2));
+    assert_outcome(&o, Verdict::Fail, &["< 1.2x: fail"]);
     assert_eq!(o.stage, Stage::Validation);
 }
 
 #[test]
 fn interval_straddling_the_bound_is_inconclusive() {
-    let g = guard(
-        Metric::EffectiveSpeedup,
-        Rule::AtLeast { bound: 1.2 },
-        Severity::Block,
-    );
-    let o = one(
-        g,
-        vec![("effective_speedup", lognormal(30, 1.2, 0.1, 3))],
-        sparse_plan(),
-        &Baselines::new(),
-    );
-    assert_eq!(o.verdict, Verdict::Inconclusive, "{}", o.detail);
-    assert!(o.detail.contains("straddles"), "{}", o.detail);
+    let g = blocking(Metric::EffectiveSpeedup, Rule::AtLeast { bound: 1.2 });
+    let o = fresh(g, "effective_speedup", lognormal(30, 1.2, 0.1, 3));
+    assert_outcome(&o, Verdict::Inconclusive, &["straddles"]);
 }
 
 #[test]
 fn too_few_samples_are_inconclusive_not_a_guess() {
-    let g = guard(Metric::Latency, Rule::AtMost { bound: 1.0 }, Severity::Block);
-    let o = one(
-        g,
-        vec![("latency", vec![0.1, 0.1, 0.1, 0.1])],
-        sparse_plan(),
-        &Baselines::new(),
-    );
+    let g = blocking(Metric::Latency, Rule::AtMost { bound: 1.0 });
+    let o = fresh(g, "latency", vec![0.1, 0.1, 0.1, 0.1]);
     assert_eq!(o.verdict, Verdict::Inconclusive, "{}", o.detail);
     assert_eq!(o.value, Some(0.1));
     // A p99 needs far more than 30 samples.
-    let g = guard(Metric::LatencyP99, Rule::AtMost { bound: 1.0 }, Severity::Block);
-    let o = one(
-        g,
-        vec![("latency", lognormal(30, 0.1, 0.05, 4))],
-        sparse_plan(),
-        &Baselines::new(),
-    );
-    assert_eq!(o.verdict, Verdict::Inconclusive, "{}", o.detail);
-    assert!(o.detail.contains("p99"), "{}", o.detail);
+    let g = blocking(Metric::LatencyP99, Rule::AtMost { bound: 1.0 });
+    let o = fresh(g, "latency", lognormal(30, 0.1, 0.05, 4));
+    assert_outcome(&o, Verdict::Inconclusive, &["p99"]);
 }
 
 #[test]
 fn tail_latency_uses_the_quantile_of_latency_samples() {
-    let g = guard(Metric::LatencyP95, Rule::AtMost { bound: 0.2 }, Severity::Block);
-    let o = one(
-        g,
-        vec![("latency", lognormal(200, 0.1, 0.05, 5))],
-        sparse_plan(),
-        &Baselines::new(),
-    );
+    let g = blocking(Metric::LatencyP95, Rule::AtMost { bound: 0.2 });
+    let o = fresh(g, "latency", lognormal(200, 0.1, 0.05, 5));
     assert_eq!(o.verdict, Verdict::Pass, "{}", o.detail);
     assert!(
         o.value.unwrap() > 0.1 && o.detail.starts_with("p95"),
@@ -282,21 +270,14 @@ fn warn_severity_turns_a_failure_into_a_warning_and_keeps_the_numbers() {
         Rule::AtLeast { bound: 1.2 },
         Severity::Warn,
     );
-    let o = one(
-        g,
-        vec![("effective_speedup", lognormal(30, 1.0, 0.02, 2))],
-        sparse_plan(),
-        &Baselines::new(),
-    );
-    assert_eq!(o.verdict, Verdict::Warn);
+    let o = fresh(g, "effective_speedup", lognormal(30, 1.0, 0.02, 2));
+    assert_outcome(&o, Verdict::Warn, &["fail", "advisory guardrail"]);
     assert!(o.value.is_some() && o.ci_low.is_some());
-    assert!(o.detail.contains("fail"), "{}", o.detail);
-    assert!(o.detail.contains("advisory guardrail"), "{}", o.detail);
 }
 
 #[test]
 fn missing_or_failed_evidence_fails_in_execution() {
-    let g = guard(Metric::Latency, Rule::AtMost { bound: 1.0 }, Severity::Block);
+    let g = blocking(Metric::Latency, Rule::AtMost { bound: 1.0 });
     let w = guard(Metric::Latency, Rule::AtMost { bound: 1.0 }, Severity::Warn);
     let a = assess(
         &[slice("gone", vec![g.clone(), w])],
@@ -321,39 +302,18 @@ fn missing_or_failed_evidence_fails_in_execution() {
 
 #[test]
 fn missing_metric_is_inconclusive() {
-    let g = guard(
-        Metric::ThroughputGflops,
-        Rule::AtLeast { bound: 1.0 },
-        Severity::Block,
-    );
-    let o = one(
-        g,
-        vec![("latency", vec![1.0; 10])],
-        sparse_plan(),
-        &Baselines::new(),
-    );
+    let g = blocking(Metric::ThroughputGflops, Rule::AtLeast { bound: 1.0 });
+    let o = fresh(g, "latency", vec![1.0; 10]);
     assert_eq!(o.verdict, Verdict::Inconclusive, "{}", o.detail);
-    let g = guard(Metric::Latency, Rule::AtMost { bound: 1.0 }, Severity::Block);
-    let o = one(
-        g,
-        vec![("latency", vec![1.0, f64::NAN, 1.0, 1.0, 1.0, 1.0])],
-        sparse_plan(),
-        &Baselines::new(),
-    );
+    let g = blocking(Metric::Latency, Rule::AtMost { bound: 1.0 });
+    let o = fresh(g, "latency", vec![1.0, f64::NAN, 1.0, 1.0, 1.0, 1.0]);
     assert_eq!(o.verdict, Verdict::Inconclusive, "{}", o.detail);
 }
 
 #[test]
 fn speed_lost_to_fallbacks_is_attributed_to_lowering() {
-    let g = guard(
-        Metric::EffectiveSpeedup,
-        Rule::AtLeast { bound: 1.2 },
-        Severity::Block,
-    );
-    let fallback = plan(
-        vec![op(512, 512, 512), op(512, 512, 510)],
-        KernelPath::DenseFallback,
-    );
+    let g = blocking(Metric::EffectiveSpeedup, Rule::AtLeast { bound: 1.2 });
+    let fallback = fallback_plan();
     let o = one(
         g,
         vec![("effective_speedup", lognormal(30, 1.0, 0.02, 6))],
@@ -368,11 +328,8 @@ fn speed_lost_to_fallbacks_is_attributed_to_lowering() {
 /// Issue 2: a failing fallback guardrail names lowering, where the fallback was decided.
 #[test]
 fn issue_2_failed_fallback_guardrail_is_attributed_to_lowering() {
-    let g = guard(Metric::FallbackRate, Rule::AtMost { bound: 0.0 }, Severity::Block);
-    let fallback = plan(
-        vec![op(512, 512, 512), op(512, 512, 510)],
-        KernelPath::DenseFallback,
-    );
+    let g = blocking(Metric::FallbackRate, Rule::AtMost { bound: 0.0 });
+    let fallback = fallback_plan();
     let a = assess_with(
         &[slice("s", vec![g])],
         &evidence(vec![slice_ev(
@@ -398,12 +355,8 @@ fn counters_are_points() {
     let slices = [slice(
         "s",
         vec![
-            guard(Metric::FallbackRate, Rule::AtMost { bound: 0.0 }, Severity::Block),
-            guard(
-                Metric::MetadataOverhead,
-                Rule::AtMost { bound: 0.1 },
-                Severity::Block,
-            ),
+            blocking(Metric::FallbackRate, Rule::AtMost { bound: 0.0 }),
+            blocking(Metric::MetadataOverhead, Rule::AtMost { bound: 0.1 }),
         ],
     )];
     let ev = slice_ev("s", vec![], vec![("metadata_overhead", 0.3)], sparse_plan());
@@ -419,109 +372,54 @@ fn counters_are_points() {
 
 #[test]
 fn a_twenty_percent_slowdown_against_the_baseline_fails() {
-    let g = guard(
-        Metric::Latency,
-        Rule::RegressAtMost { margin: 0.05 },
-        Severity::Block,
-    );
+    let g = blocking(Metric::Latency, Rule::RegressAtMost { margin: 0.05 });
     let base = baseline("s", vec![("latency", lognormal(30, 1e-3, 0.05, 7))]);
-    let o = one(
-        g,
-        vec![("latency", lognormal(30, 1.2e-3, 0.05, 8))],
-        sparse_plan(),
-        &base,
-    );
+    let o = against(g, &base, "latency", lognormal(30, 1.2e-3, 0.05, 8));
     assert_eq!(o.verdict, Verdict::Fail, "{}", o.detail);
     assert!(o.ci_low.unwrap() > 1.05);
     assert!(o.p_value.unwrap() < 1e-6, "{:?}", o.p_value);
     assert!(o.baseline.unwrap() < o.value.unwrap());
-    assert!(
-        o.detail.contains("Hodges–Lehmann") && o.detail.contains("Mann–Whitney"),
-        "{}",
-        o.detail
-    );
+    assert_says(&o.detail, &["Hodges–Lehmann", "Mann–Whitney"]);
 }
 
 #[test]
 fn an_identical_tight_distribution_passes() {
-    let g = guard(
-        Metric::Latency,
-        Rule::RegressAtMost { margin: 0.05 },
-        Severity::Block,
-    );
+    let g = blocking(Metric::Latency, Rule::RegressAtMost { margin: 0.05 });
     let base = baseline("s", vec![("latency", lognormal(30, 1e-3, 0.01, 9))]);
-    let o = one(
-        g,
-        vec![("latency", lognormal(30, 1e-3, 0.01, 10))],
-        sparse_plan(),
-        &base,
-    );
+    let o = against(g, &base, "latency", lognormal(30, 1e-3, 0.01, 10));
     assert_eq!(o.verdict, Verdict::Pass, "{}", o.detail);
     assert!(o.ci_high.unwrap() <= 1.05);
 }
 
 #[test]
 fn higher_is_better_metrics_regress_downwards() {
-    let g = guard(
-        Metric::ThroughputGflops,
-        Rule::RegressAtMost { margin: 0.05 },
-        Severity::Block,
-    );
+    let g = blocking(Metric::ThroughputGflops, Rule::RegressAtMost { margin: 0.05 });
     let base = baseline("s", vec![("throughput_gflops", lognormal(30, 100.0, 0.02, 11))]);
-    let o = one(
+    let o = against(
         g.clone(),
-        vec![("throughput_gflops", lognormal(30, 80.0, 0.02, 12))],
-        sparse_plan(),
         &base,
+        "throughput_gflops",
+        lognormal(30, 80.0, 0.02, 12),
     );
     assert_eq!(o.verdict, Verdict::Fail, "{}", o.detail);
     // Faster than the baseline is never a regression.
-    let o = one(
-        g,
-        vec![("throughput_gflops", lognormal(30, 130.0, 0.02, 13))],
-        sparse_plan(),
-        &base,
-    );
+    let o = against(g, &base, "throughput_gflops", lognormal(30, 130.0, 0.02, 13));
     assert_eq!(o.verdict, Verdict::Pass, "{}", o.detail);
 }
 
 #[test]
 fn missing_baseline_is_inconclusive() {
-    let g = guard(
-        Metric::Latency,
-        Rule::RegressAtMost { margin: 0.05 },
-        Severity::Block,
-    );
-    let o = one(
-        g,
-        vec![("latency", lognormal(30, 1e-3, 0.01, 14))],
-        sparse_plan(),
-        &Baselines::new(),
-    );
-    assert_eq!(o.verdict, Verdict::Inconclusive);
-    assert!(o.detail.contains("no baseline"));
+    let g = blocking(Metric::Latency, Rule::RegressAtMost { margin: 0.05 });
+    let o = fresh(g, "latency", lognormal(30, 1e-3, 0.01, 14));
+    assert_outcome(&o, Verdict::Inconclusive, &["no baseline"]);
 }
 
 #[test]
 fn the_assessment_is_deterministic() {
-    let g = guard(
-        Metric::Latency,
-        Rule::RegressAtMost { margin: 0.05 },
-        Severity::Block,
-    );
+    let g = blocking(Metric::Latency, Rule::RegressAtMost { margin: 0.05 });
     let base = baseline("s", vec![("latency", lognormal(30, 1e-3, 0.07, 15))]);
-    let a = one(
-        g.clone(),
-        vec![("latency", lognormal(30, 1.05e-3, 0.07, 16))],
-        sparse_plan(),
-        &base,
-    );
-    let b = one(
-        g,
-        vec![("latency", lognormal(30, 1.05e-3, 0.07, 16))],
-        sparse_plan(),
-        &base,
-    );
+    let a = against(g.clone(), &base, "latency", lognormal(30, 1.05e-3, 0.07, 16));
+    let b = against(g, &base, "latency", lognormal(30, 1.05e-3, 0.07, 16));
     assert_eq!(a, b);
 }
 
@@ -556,11 +454,7 @@ fn into_runs(metrics: &mut BTreeMap<String, MetricSamples>, k: usize) {
 
 #[test]
 fn issue_9_speedup_bound_with_runs_uses_per_run_medians_and_states_the_mde() {
-    let g = guard(
-        Metric::EffectiveSpeedup,
-        Rule::AtLeast { bound: 1.2 },
-        Severity::Block,
-    );
+    let g = blocking(Metric::EffectiveSpeedup, Rule::AtLeast { bound: 1.2 });
     // Five runs whose speed modes differ (1.5, 1.6, …): the run-level interval holds them.
     let samples: Vec<f64> = (0..5)
         .flat_map(|r| lognormal(10, 1.5 + 0.1 * r as f64, 0.02, r as u64))
@@ -574,12 +468,10 @@ fn issue_9_speedup_bound_with_runs_uses_per_run_medians_and_states_the_mde() {
         &AssessOptions { resamples: 200 },
     );
     let o = &a.outcomes[0];
-    assert_eq!(o.verdict, Verdict::Pass, "{}", o.detail);
-    assert!(o.detail.contains("5 per-run medians"), "{}", o.detail);
-    assert!(
-        o.detail.contains("detectable with 80% power from 5 runs"),
-        "{}",
-        o.detail
+    assert_outcome(
+        o,
+        Verdict::Pass,
+        &["5 per-run medians", "detectable with 80% power from 5 runs"],
     );
     assert!((o.value.unwrap() - 1.7).abs() < 0.05, "{:?}", o.value);
     // The interval comes from 5 runs, not 50 samples: wider than the sample-level one.
@@ -592,11 +484,7 @@ fn issue_9_speedup_bound_with_runs_uses_per_run_medians_and_states_the_mde() {
 
 #[test]
 fn issue_9_latency_regression_is_judged_on_calibration_normalised_times() {
-    let g = guard(
-        Metric::Latency,
-        Rule::RegressAtMost { margin: 0.05 },
-        Severity::Block,
-    );
+    let g = blocking(Metric::Latency, Rule::RegressAtMost { margin: 0.05 });
     // The candidate's machine is 20% slower across the board: its calibration GEMM is too,
     // so the normalised latency is unchanged while the raw one regresses.
     let mut base = baseline(
@@ -626,7 +514,9 @@ fn issue_9_latency_regression_is_judged_on_calibration_normalised_times() {
         &AssessOptions { resamples: 300 },
     );
     let o = &a.outcomes[0];
-    assert_eq!(o.verdict, Verdict::Pass, "{}", o.detail);
-    assert!(o.detail.contains("calibration-normalised"), "{}", o.detail);
-    assert!(o.detail.contains("raw, not normalised: fail"), "{}", o.detail);
+    assert_outcome(
+        o,
+        Verdict::Pass,
+        &["calibration-normalised", "raw, not normalised: fail"],
+    );
 }

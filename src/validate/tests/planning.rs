@@ -1,6 +1,6 @@
 //! Issue 9: the gate plans runs from the baseline's between-run spread.
 
-use super::{baseline, guard, lognormal, slice};
+use super::{assert_says, baseline, guard, lognormal, slice};
 use crate::domain::metric::Metric;
 use crate::execute::MetricSamples;
 use crate::ingress::{Rule, Severity, Slice};
@@ -77,11 +77,7 @@ fn issue_9_a_cap_too_small_is_said_before_running() {
     let notes = power_check(&[s], &noisy);
     assert_eq!(notes.len(), 1);
     assert!(!notes[0].plan.margin_resolvable);
-    assert!(
-        notes[0].message.contains("planned up to samples.max_runs") && notes[0].message.contains("warning"),
-        "{}",
-        notes[0].message
-    );
+    assert_says(&notes[0].message, &["planned up to samples.max_runs", "warning"]);
 }
 
 #[test]
