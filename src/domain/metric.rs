@@ -63,6 +63,22 @@ metrics! {
     Cycles => "cycles", "cycles", Lower, "Simulated cycles per iteration.";
 }
 
+impl Metric {
+    /// Whether this metric measures speed (time, throughput, speedup): what a kernel or a
+    /// fallback gains or loses, as opposed to quality, energy or counts.
+    pub fn is_speed(self) -> bool {
+        matches!(
+            self,
+            Metric::Latency
+                | Metric::LatencyP50
+                | Metric::LatencyP95
+                | Metric::LatencyP99
+                | Metric::ThroughputGflops
+                | Metric::EffectiveSpeedup
+        )
+    }
+}
+
 impl fmt::Display for Metric {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -6,9 +6,8 @@
 //! that kills the whole process group, and a failure at the execution stage (with the exit
 //! status and the tail of stderr) when the command fails or prints something malformed.
 
-use super::evidence::{MetricSamples, RunSummary, SliceEvidence, SliceFailure};
+use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
 use crate::domain::metric::Metric;
-use crate::domain::stage::Stage;
 use crate::ingress::{CommandInvocation, CommandSlice, Slice};
 use crate::lower::Plan;
 use std::collections::BTreeMap;
@@ -38,14 +37,7 @@ pub fn execute_command_slice(slice: &Slice, command: &CommandSlice, plan: &Plan)
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
     let outcome = measure(slice, command, &mut evidence);
-    if let Err(message) = outcome {
-        evidence.failure = Some(SliceFailure {
-            stage: Stage::Execution,
-            message,
-        });
-    }
-    evidence.wall_time_s = start.elapsed().as_secs_f64();
-    evidence
+    evidence.finish(outcome, start)
 }
 
 /// Values of one invocation, per metric, in the order printed.

@@ -329,15 +329,39 @@ impl MetricSamples {
 }
 
 impl SliceEvidence {
+    /// Close a measurement that began at `start`: what stopped it, if anything, is a failure
+    /// of the execution stage (evidence, not an error), and the wall time is recorded.
+    pub(crate) fn finish(mut self, outcome: Result<(), String>, start: std::time::Instant) -> SliceEvidence {
+        if let Err(message) = outcome {
+            self.failure = Some(SliceFailure {
+                stage: Stage::Execution,
+                message,
+            });
+        }
+        self.wall_time_s = start.elapsed().as_secs_f64();
+        self
+    }
+
     /// The evidence of `slice` under `plan` before anything was measured: every backend
     /// starts here and fills in what it measures.
     pub fn empty(slice: &crate::ingress::Slice, plan: &crate::lower::Plan) -> SliceEvidence {
         SliceEvidence {
-            pack: slice.pack.clone(),
-            slice: slice.id.clone(),
             sparsity: slice.sparsity.to_string(),
             precision: slice.precision,
             plan: plan.clone(),
+            ..SliceEvidence::named(&slice.pack, &slice.id)
+        }
+    }
+
+    /// Evidence of slice `slice` of pack `pack` with nothing in it: a dense fp32 slice with
+    /// no ops, for evidence built by hand (imports of other runs, tests).
+    pub fn named(pack: &str, slice: &str) -> SliceEvidence {
+        SliceEvidence {
+            pack: pack.to_owned(),
+            slice: slice.to_owned(),
+            sparsity: "dense".into(),
+            precision: crate::domain::Precision::Fp32,
+            plan: crate::lower::Plan { ops: vec![] },
             metrics: BTreeMap::new(),
             comparator: None,
             counters: BTreeMap::new(),

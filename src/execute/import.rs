@@ -9,8 +9,7 @@
 //! the way the interleaved pairs of the `cpu` and `command` backends do.
 
 use super::command::{median, zero_if_nan};
-use super::evidence::{MetricSamples, RunSummary, SliceEvidence, SliceFailure};
-use crate::domain::stage::Stage;
+use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
 use crate::ingress::pack::ImportFormat;
 use crate::ingress::{ImportSlice, Slice};
 use crate::lower::Plan;
@@ -36,14 +35,7 @@ pub fn execute_import_slice(slice: &Slice, import: &ImportSlice, plan: &Plan) ->
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
     let outcome = record(import, &mut evidence);
-    if let Err(message) = outcome {
-        evidence.failure = Some(SliceFailure {
-            stage: Stage::Execution,
-            message,
-        });
-    }
-    evidence.wall_time_s = start.elapsed().as_secs_f64();
-    evidence
+    evidence.finish(outcome, start)
 }
 
 fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), String> {

@@ -7,9 +7,8 @@
 //! differs from back-to-back timing: the same mean rate that a steady stream absorbs makes
 //! the last request of every burst wait for all the ones before it.
 
-use super::evidence::{MetricSamples, SliceEvidence, SliceFailure};
+use super::evidence::{MetricSamples, SliceEvidence};
 use super::workload::Workload;
-use crate::domain::stage::Stage;
 use crate::ingress::{LoadPlan, Slice};
 use crate::lower::Plan;
 use crate::sim::queue::{arrival_times, early_stopping_min_requests};
@@ -44,14 +43,8 @@ pub fn execute_load_slice(slice: &Slice, load: LoadPlan, plan: &Plan) -> SliceEv
     evidence
         .counters
         .insert("fallback_rate".into(), plan.fallback_rate());
-    if let Err(message) = measure(slice, load, plan, &mut evidence) {
-        evidence.failure = Some(SliceFailure {
-            stage: Stage::Execution,
-            message,
-        });
-    }
-    evidence.wall_time_s = start.elapsed().as_secs_f64();
-    evidence
+    let outcome = measure(slice, load, plan, &mut evidence);
+    evidence.finish(outcome, start)
 }
 
 fn measure(slice: &Slice, load: LoadPlan, plan: &Plan, evidence: &mut SliceEvidence) -> Result<(), String> {

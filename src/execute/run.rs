@@ -96,20 +96,12 @@ pub fn execute_slice_with(
         "useful_flops".into(),
         useful_flops(plan, slice.sparsity.density()),
     );
-    match take_runs(slice, plan, launch, stop, &evidence, dense_flops) {
-        Ok((mode, records, looks)) => {
+    let outcome =
+        take_runs(slice, plan, launch, stop, &evidence, dense_flops).map(|(mode, records, looks)| {
             merge_runs(&mut evidence, mode, records, dense_flops);
             evidence.looks = looks;
-        }
-        Err(message) => {
-            evidence.failure = Some(SliceFailure {
-                stage: Stage::Execution,
-                message,
-            })
-        }
-    }
-    evidence.wall_time_s = start.elapsed().as_secs_f64();
-    evidence
+        });
+    evidence.finish(outcome, start)
 }
 
 /// The runs of a slice, in order, with the looks of sequential sampling.

@@ -4,9 +4,8 @@
 //! point to point), never as repeated "samples" that would fake a distribution. The dense
 //! comparator is the same ops dense on the same part.
 
-use super::evidence::{OpCost, SliceEvidence, SliceFailure};
+use super::evidence::{OpCost, SliceEvidence};
 use crate::domain::Sparsity;
-use crate::domain::stage::Stage;
 use crate::ingress::Slice;
 use crate::lower::Plan;
 use crate::sim::{Layer, Preset, evaluate};
@@ -108,7 +107,7 @@ pub fn execute_sim_slice(slice: &Slice, preset: &Preset, plan: &Plan) -> SliceEv
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     let outcome =
         totals(slice, preset, plan, false).and_then(|s| Ok((s, totals(slice, preset, plan, true)?)));
-    match outcome {
+    let outcome = match outcome {
         Ok(((s, s_ops), (d, d_ops))) if !plan.ops.is_empty() => {
             let metadata_overhead = if s.value_bytes > 0.0 {
                 s.metadata_bytes / s.value_bytes
@@ -171,20 +170,10 @@ pub fn execute_sim_slice(slice: &Slice, preset: &Preset, plan: &Plan) -> SliceEv
                     fidelity: None,
                 })
                 .collect();
+            Ok(())
         }
-        Ok(_) => {
-            evidence.failure = Some(SliceFailure {
-                stage: Stage::Execution,
-                message: "the slice has no ops to run".into(),
-            })
-        }
-        Err(message) => {
-            evidence.failure = Some(SliceFailure {
-                stage: Stage::Execution,
-                message,
-            })
-        }
-    }
-    evidence.wall_time_s = start.elapsed().as_secs_f64();
-    evidence
+        Ok(_) => Err("the slice has no ops to run".into()),
+        Err(message) => Err(message),
+    };
+    evidence.finish(outcome, start)
 }

@@ -179,23 +179,15 @@ slices:
                 "m-2of4-all-int8"
             ]
         );
-        let mixed = loaded.slices[0]
-            .backend
-            .model()
-            .unwrap()
-            .precision
-            .as_ref()
-            .unwrap();
+        let policy = |i: usize| {
+            let task = loaded.slices[i].backend.model().expect("a model slice");
+            task.precision.clone().expect("a precision policy")
+        };
+        let mixed = policy(0);
         assert_eq!(mixed.precision_of("fc1"), Precision::Int8);
         assert_eq!(mixed.precision_of("fc2"), Precision::Fp32);
         assert_eq!(mixed.describe(), "int8, fc2 fp32");
-        let all = loaded.slices[1]
-            .backend
-            .model()
-            .unwrap()
-            .precision
-            .as_ref()
-            .unwrap();
+        let all = policy(1);
         assert_eq!(all.precision_of("fc2"), Precision::Int8);
         // Every policy evaluates the same trained model: one model seed per spec.
         let seeds: Vec<u64> = loaded

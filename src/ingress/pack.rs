@@ -267,20 +267,17 @@ impl Backend {
     /// slice's backend does not measure is refused at ingress.
     pub fn measures(self, metric: Metric) -> bool {
         match self {
-            Backend::Cpu => matches!(
-                metric,
-                Metric::Latency
-                    | Metric::LatencyP50
-                    | Metric::LatencyP95
-                    | Metric::LatencyP99
-                    | Metric::ThroughputGflops
-                    | Metric::EffectiveSpeedup
-                    | Metric::FallbackRate
+            Backend::Cpu => {
+                metric.is_speed()
+                    || matches!(
+                        metric,
+                        Metric::FallbackRate
                     | Metric::MetadataOverhead
                     // Only for model workloads; ingress refuses them on `ops` slices.
                     | Metric::Accuracy
                     | Metric::QualityDelta
-            ),
+                    )
+            }
             Backend::Sim => matches!(
                 metric,
                 Metric::Latency

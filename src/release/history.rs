@@ -552,22 +552,11 @@ mod tests {
             MetricSamples::single_run("s", vec![latency, latency * 1.01, latency * 0.99]),
         );
         let slice = SliceEvidence {
-            pack: "p".into(),
-            slice: "s1".into(),
             sparsity: "2:4".into(),
             precision: crate::domain::Precision::Fp16,
-            plan: crate::lower::Plan { ops: vec![] },
             metrics,
-            comparator: None,
             counters: BTreeMap::from([("fallback_rate".to_owned(), 0.0)]),
-            warmup_iterations: 0,
-            wall_time_s: 0.0,
-            failure: None,
-            runs: vec![],
-            run_mode: None,
-            looks: vec![],
-            op_costs: vec![],
-            quality: None,
+            ..SliceEvidence::named("p", "s1")
         };
         Evidence {
             schema_version: 1,

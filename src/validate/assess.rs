@@ -159,20 +159,6 @@ fn correct_for_multiplicity(outcomes: &mut [GuardrailOutcome]) {
     }
 }
 
-/// Speed metrics: a failure on one of these in a slice with fallbacks is attributed to
-/// lowering, because the dense fallback, not the kernel, lost the speed.
-fn is_speed(metric: Metric) -> bool {
-    matches!(
-        metric,
-        Metric::Latency
-            | Metric::LatencyP50
-            | Metric::LatencyP95
-            | Metric::LatencyP99
-            | Metric::ThroughputGflops
-            | Metric::EffectiveSpeedup
-    )
-}
-
 /// An absolute rule: run-aware for `effective_speedup` measured in two or more runs (per-run
 /// paired ratios, see [`absolute_by_run`]), the sample-level order-statistic rule otherwise.
 fn absolute_rule(
@@ -300,7 +286,9 @@ pub(crate) fn judge(
     };
     // Ops falling back to dense is decided at lowering: a failed fallback guardrail, or a
     // speed guardrail failing on a slice that fell back, has its root cause there.
-    let lowering_caused = g.metric == Metric::FallbackRate || (is_speed(g.metric) && had_fallbacks);
+    // A speed failure in a slice with fallbacks is lowering's: the dense fallback, not the
+    // kernel, lost the speed.
+    let lowering_caused = g.metric == Metric::FallbackRate || (g.metric.is_speed() && had_fallbacks);
     let stage = if j.verdict == Verdict::Fail && lowering_caused {
         Stage::Lowering
     } else {

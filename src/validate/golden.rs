@@ -309,27 +309,15 @@ pub fn describe_change(path: &Path, old: Option<&Baseline>, new: &Baseline) -> B
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::Precision;
-    use crate::lower::Plan;
 
     fn evidence(latency: Vec<f64>) -> SliceEvidence {
         SliceEvidence {
-            pack: "p".into(),
-            slice: "s".into(),
             sparsity: "2:4".into(),
-            precision: Precision::Fp32,
-            plan: Plan { ops: vec![] },
             metrics: BTreeMap::from([("latency".into(), MetricSamples::single_run("s", latency))]),
-            comparator: None,
             counters: BTreeMap::from([("fallback_rate".into(), 0.0)]),
             warmup_iterations: 3,
             wall_time_s: 0.1,
-            failure: None,
-            runs: vec![],
-            run_mode: None,
-            looks: vec![],
-            op_costs: vec![],
-            quality: None,
+            ..SliceEvidence::named("p", "s")
         }
     }
 

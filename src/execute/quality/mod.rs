@@ -13,10 +13,9 @@ mod mlp;
 mod precision;
 mod schedule;
 
-use super::evidence::{ModelScore, PrecisionEvidence, QualityEvidence, SliceEvidence, SliceFailure};
+use super::evidence::{ModelScore, PrecisionEvidence, QualityEvidence, SliceEvidence};
 use super::run::{measure_pair, worker_pool};
 use crate::domain::Sparsity;
-use crate::domain::stage::Stage;
 use crate::ingress::{ModelTask, Slice};
 use crate::lower::Plan;
 use dataset::{Dataset, Split};
@@ -41,14 +40,7 @@ pub fn execute_model_slice(slice: &Slice, task: &ModelTask, plan: &Plan) -> Slic
         .insert("fallback_rate".into(), plan.fallback_rate());
     evidence.counters.insert("dense_flops".into(), dense_flops);
     let outcome = measure(slice, task, plan, dense_flops, &mut evidence);
-    if let Err(message) = outcome {
-        evidence.failure = Some(SliceFailure {
-            stage: Stage::Execution,
-            message,
-        });
-    }
-    evidence.wall_time_s = start.elapsed().as_secs_f64();
-    evidence
+    evidence.finish(outcome, start)
 }
 
 fn measure(
