@@ -219,7 +219,7 @@ fn run_under(
             Ok(reply.record)
         };
         // Sequential sampling: execution asks validate's interim check after each run.
-        let baseline = baselines.and_then(|b| b.get(&(slice.pack.clone(), slice.id.clone())));
+        let baseline = baselines.and_then(|b| b.get(&crate::domain::OfSlice::slice_key(slice)));
         let stop = |ev: &SliceEvidence| interim_look(slice, ev, baseline);
         let launch = options
             .run_launcher
@@ -281,7 +281,7 @@ fn load_required_baselines(
                     fields,
                 });
             }
-            baselines.insert((slice.pack.clone(), slice.id.clone()), baseline);
+            baselines.insert(crate::domain::OfSlice::slice_key(slice), baseline);
         }
     }
     Ok((baselines, drift))

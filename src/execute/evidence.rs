@@ -393,6 +393,12 @@ impl Evidence {
     }
 }
 
+impl crate::domain::OfSlice for SliceEvidence {
+    fn slice_key(&self) -> crate::domain::SliceKey {
+        crate::domain::SliceKey::new(&self.pack, &self.slice)
+    }
+}
+
 #[cfg(test)]
 mod fidelity_tests {
     use super::OpFidelity;

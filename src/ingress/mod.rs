@@ -20,6 +20,12 @@ mod span;
 
 pub use diagnostic::{Location, PackDiagnostic, PackError};
 pub use environment::{Environment, FieldDiff, GitInfo, MachineRoofs};
+impl crate::domain::OfSlice for Slice {
+    fn slice_key(&self) -> crate::domain::SliceKey {
+        crate::domain::SliceKey::new(&self.pack, &self.id)
+    }
+}
+
 #[cfg(test)]
 pub(crate) use expand::mlp_ops as expand_mlp_ops;
 pub use expand::pack_threads;

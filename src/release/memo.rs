@@ -4,6 +4,7 @@
 
 use super::error::{ReleaseError, Result};
 use super::{Decision, DriftNote, ExitCode, VerdictCounts, charts};
+use crate::domain::OfSlice;
 use crate::domain::stage::Stage;
 use crate::domain::verdict::{Bottleneck, Verdict};
 use crate::execute::{Evidence, SliceEvidence};
@@ -512,9 +513,7 @@ fn sign_off(packs: &[LoadedPack]) -> Vec<SignOff> {
 
 fn memo_quality(s: &SliceEvidence, comparisons: &[QualityComparison]) -> Option<MemoQuality> {
     let q = s.quality.as_ref()?;
-    let judged = comparisons
-        .iter()
-        .find(|c| c.pack == s.pack && c.slice == s.slice);
+    let judged = comparisons.iter().find(|c| c.same_slice(s));
     let plan = &q.schedule;
     let kind = match plan.schedule {
         crate::ingress::pack::PruningScheduleKind::OneShot => "one shot".to_owned(),
@@ -583,7 +582,7 @@ fn memo_quality(s: &SliceEvidence, comparisons: &[QualityComparison]) -> Option<
 }
 
 fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosis]) -> MemoSlice {
-    let diagnosis = diagnoses.iter().find(|d| d.pack == s.pack && d.slice == s.slice);
+    let diagnosis = diagnoses.iter().find(|d| d.same_slice(s));
     let fidelity = |op: &str| s.op_costs.iter().find(|c| c.op == op).and_then(|c| c.fidelity);
     let median = |name: &str| s.metrics.get(name).and_then(|m| median(&m.samples).ok());
     MemoSlice {
@@ -610,7 +609,7 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
         bottleneck: decision
             .guardrails
             .iter()
-            .find(|o| o.pack == s.pack && o.slice == s.slice)
+            .find(|o| o.same_slice(s))
             .and_then(|o| o.bottleneck),
         ops: s
             .plan

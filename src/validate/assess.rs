@@ -11,6 +11,7 @@ use super::observe::observe;
 use super::outcome::{Assessment, GuardrailOutcome};
 use super::power_check::note_for;
 use super::rules::{Judgement, absolute, absolute_by_run, normalise_by_calibration, quality, regression};
+use crate::domain::OfSlice;
 use crate::domain::metric::Metric;
 use crate::domain::stage::Stage;
 use crate::domain::verdict::Verdict;
@@ -81,14 +82,14 @@ pub fn assess_with(
     let class_of = |slice: &Slice| {
         diagnoses
             .iter()
-            .find(|d| d.pack == slice.pack && d.slice == slice.id)
+            .find(|d| d.same_slice(slice))
             .and_then(|d| d.class)
     };
     let mut outcomes: Vec<GuardrailOutcome> = slices
         .iter()
         .flat_map(|slice| {
             let ev = evidence.slice(&slice.pack, &slice.id);
-            let baseline = baselines.get(&(slice.pack.clone(), slice.id.clone()));
+            let baseline = baselines.get(&slice.slice_key());
             let bottleneck = class_of(slice);
             slice.guardrails.iter().enumerate().map(move |(i, g)| {
                 // A slice sampled sequentially is read at its last look's level.

@@ -3,6 +3,7 @@
 //! not; a same-run bar and a baseline comparison that disagree.
 
 use super::GuardrailOutcome;
+use crate::domain::OfSlice;
 use crate::domain::metric::Metric;
 use crate::domain::verdict::Verdict;
 use crate::execute::SliceEvidence;
@@ -50,10 +51,7 @@ pub fn contradictions(slices: &[SliceEvidence], guardrails: &[GuardrailOutcome])
     };
     let vs_baseline = |g: &GuardrailOutcome| matches!(g.rule, Rule::RegressAtMost { .. });
     for s in slices {
-        let of_slice: Vec<&GuardrailOutcome> = guardrails
-            .iter()
-            .filter(|g| g.pack == s.pack && g.slice == s.slice)
-            .collect();
+        let of_slice: Vec<&GuardrailOutcome> = guardrails.iter().filter(|g| g.same_slice(s)).collect();
         let tail = of_slice.iter().find(|g| is_tail(g) && g.verdict != Verdict::Pass);
         let central_holds = of_slice
             .iter()

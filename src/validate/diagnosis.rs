@@ -9,6 +9,7 @@
 //! over the same time, what people compare with dense) is reported beside it.
 
 use super::bottleneck::{MACHINE_BALANCE_FLOP_PER_BYTE, METADATA_OVERHEAD_LIMIT, simulated_shares};
+use crate::domain::OfSlice;
 use crate::domain::verdict::Bottleneck;
 use crate::execute::SliceEvidence;
 use crate::ingress::{Backend, MachineRoofs, Slice};
@@ -95,7 +96,7 @@ pub fn diagnose_all(
     slices
         .iter()
         .filter_map(|s| {
-            let ev = evidence.iter().find(|e| e.pack == s.pack && e.slice == s.id)?;
+            let ev = evidence.iter().find(|e| e.same_slice(s))?;
             Some(diagnose(s, ev, roofs))
         })
         .collect()
@@ -411,4 +412,10 @@ fn noise_decomposition(s: &SliceEvidence) -> (Option<f64>, Option<f64>) {
 /// `None` for a slice with no ops.
 pub fn classify(ev: &SliceEvidence) -> Option<Bottleneck> {
     class_without_roofs(ev)
+}
+
+impl crate::domain::OfSlice for SliceDiagnosis {
+    fn slice_key(&self) -> crate::domain::SliceKey {
+        crate::domain::SliceKey::new(&self.pack, &self.slice)
+    }
 }

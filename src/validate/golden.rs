@@ -1,6 +1,7 @@
 //! Golden baselines: stored evidence under `golden/<pack>/<slice>.json`, written only by
 //! `bless`, atomically, with an integrity digest so a hand edit is detected.
 
+use crate::domain::SliceKey;
 use crate::domain::digest::sha256_hex;
 use crate::execute::{MetricSamples, SliceEvidence};
 use crate::files::FileError;
@@ -78,7 +79,7 @@ pub struct Baseline {
 }
 
 /// Baselines by (pack name, slice id).
-pub type Baselines = BTreeMap<(String, String), Baseline>;
+pub type Baselines = BTreeMap<SliceKey, Baseline>;
 
 impl Baseline {
     /// A baseline from fresh evidence; the digest is computed here.
@@ -303,6 +304,12 @@ pub fn describe_change(path: &Path, old: Option<&Baseline>, new: &Baseline) -> B
                 ratio_ci: old.and_then(|o| ratio_interval(o, new, name)),
             })
             .collect(),
+    }
+}
+
+impl crate::domain::OfSlice for Baseline {
+    fn slice_key(&self) -> crate::domain::SliceKey {
+        crate::domain::SliceKey::new(&self.pack, &self.slice)
     }
 }
 

@@ -67,3 +67,9 @@ pub struct Assessment {
     #[serde(default)]
     pub quality: Vec<super::quality::QualityComparison>,
 }
+
+impl crate::domain::OfSlice for GuardrailOutcome {
+    fn slice_key(&self) -> crate::domain::SliceKey {
+        crate::domain::SliceKey::new(&self.pack, &self.slice)
+    }
+}

@@ -9,6 +9,7 @@
 
 use super::golden::Baselines;
 use super::observe::{Observed, observe};
+use crate::domain::OfSlice;
 use crate::domain::metric::{Better, Metric};
 use crate::ingress::{Rule, Severity, Slice};
 use crate::stats::{self, PowerPlan};
@@ -39,7 +40,7 @@ pub struct PowerNote {
 pub fn power_check(slices: &[Slice], baselines: &Baselines) -> Vec<PowerNote> {
     let mut out = Vec::new();
     for slice in slices {
-        let Some(b) = baselines.get(&(slice.pack.clone(), slice.id.clone())) else {
+        let Some(b) = baselines.get(&slice.slice_key()) else {
             continue;
         };
         for g in &slice.guardrails {
@@ -79,7 +80,7 @@ pub fn plan_runs(slice: &Slice, baselines: &Baselines) -> Option<RunPlan> {
         return None; // sequential sampling decides the run count as it goes
     }
     let cap = slice.samples.max_runs?;
-    let b = baselines.get(&(slice.pack.clone(), slice.id.clone()))?;
+    let b = baselines.get(&slice.slice_key())?;
     let needed = slice
         .guardrails
         .iter()

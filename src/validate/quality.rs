@@ -149,6 +149,12 @@ pub fn compare_all(slices: &[crate::execute::SliceEvidence]) -> Vec<QualityCompa
         .collect()
 }
 
+impl crate::domain::OfSlice for QualityComparison {
+    fn slice_key(&self) -> crate::domain::SliceKey {
+        crate::domain::SliceKey::new(&self.pack, &self.slice)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

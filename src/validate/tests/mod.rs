@@ -141,7 +141,7 @@ pub(super) fn baseline(id: &str, metrics: Vec<(&str, Vec<f64>)>) -> Baselines {
         expires_at: None,
         digest: "sha256:0".into(),
     };
-    BTreeMap::from([(("p".to_owned(), id.to_owned()), b)])
+    BTreeMap::from([(crate::domain::SliceKey::new("p", id), b)])
 }
 
 pub(super) fn sparse_plan() -> Plan {

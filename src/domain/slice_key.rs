@@ -1,0 +1,48 @@
+//! A slice's identity across stages and files: its pack's name and its id. Evidence,
+//! baselines, outcomes and diagnoses of one slice are joined by this key, never by a pair
+//! of loose strings.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Which slice of which pack.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SliceKey {
+    /// The pack's name.
+    pub pack: String,
+    /// The slice id within the pack.
+    pub slice: String,
+}
+
+impl SliceKey {
+    /// The key of slice `slice` of pack `pack`.
+    pub fn new(pack: &str, slice: &str) -> SliceKey {
+        SliceKey {
+            pack: pack.to_owned(),
+            slice: slice.to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for SliceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.pack, self.slice)
+    }
+}
+
+/// Anything that belongs to one slice.
+pub trait OfSlice {
+    /// The slice it belongs to.
+    fn slice_key(&self) -> SliceKey;
+
+    /// Whether it belongs to the same slice as `other`.
+    fn same_slice(&self, other: &impl OfSlice) -> bool {
+        self.slice_key() == other.slice_key()
+    }
+}
+
+impl<T: OfSlice> OfSlice for &T {
+    fn slice_key(&self) -> SliceKey {
+        (**self).slice_key()
+    }
+}
