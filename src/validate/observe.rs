@@ -32,6 +32,39 @@ impl Observed {
     }
 }
 
+/// Why a metric has no value to judge: said in the guardrail's detail, never a panic.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum Unobserved {
+    /// The evidence has no samples of this name.
+    #[error("no `{0}` samples")]
+    NoSamples(&'static str),
+    /// The samples are there but empty.
+    #[error("`{0}` has no samples")]
+    EmptySamples(&'static str),
+    /// A sample is NaN or infinite.
+    #[error("`{name}` holds a non-finite sample ({value})")]
+    NonFiniteSample {
+        /// The samples' name.
+        name: &'static str,
+        /// The first such value.
+        value: f64,
+    },
+    /// The counter is NaN or infinite.
+    #[error("counter `{name}` is not finite ({value})")]
+    NonFiniteCounter {
+        /// The counter's name.
+        name: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// The evidence has no counter of this name.
+    #[error("no `{0}` counter")]
+    NoCounter(&'static str),
+    /// Neither samples nor a counter of the metric.
+    #[error("no `{0}` samples or counter in the evidence")]
+    Missing(Metric),
+}
+
 /// Where the metric comes from:
 /// - `latency_p50|p95|p99`: that quantile of the `latency` samples;
 /// - `fallback_rate`, `metadata_overhead`: the counters (`fallback_rate` falls back to
@@ -45,14 +78,14 @@ pub(crate) fn observe(
     metrics: &BTreeMap<String, MetricSamples>,
     counters: &BTreeMap<String, f64>,
     plan_fallback: Option<f64>,
-) -> Result<Observed, String> {
-    let sampled = |name: &str, q: f64| -> Result<Observed, String> {
-        let m = metrics.get(name).ok_or_else(|| format!("no `{name}` samples"))?;
+) -> Result<Observed, Unobserved> {
+    let sampled = |name: &'static str, q: f64| -> Result<Observed, Unobserved> {
+        let m = metrics.get(name).ok_or(Unobserved::NoSamples(name))?;
         if m.samples.is_empty() {
-            return Err(format!("`{name}` has no samples"));
+            return Err(Unobserved::EmptySamples(name));
         }
-        if let Some(bad) = m.samples.iter().find(|v| !v.is_finite()) {
-            return Err(format!("`{name}` holds a non-finite sample ({bad})"));
+        if let Some(&value) = m.samples.iter().find(|v| !v.is_finite()) {
+            return Err(Unobserved::NonFiniteSample { name, value });
         }
         Ok(Observed::Sampled {
             samples: m.samples.clone(),
@@ -60,11 +93,11 @@ pub(crate) fn observe(
             q,
         })
     };
-    let counter = |name: &str| -> Result<Observed, String> {
+    let counter = |name: &'static str| -> Result<Observed, Unobserved> {
         match counters.get(name) {
             Some(v) if v.is_finite() => Ok(Observed::Point(*v)),
-            Some(v) => Err(format!("counter `{name}` is not finite ({v})")),
-            None => Err(format!("no `{name}` counter")),
+            Some(&value) => Err(Unobserved::NonFiniteCounter { name, value }),
+            None => Err(Unobserved::NoCounter(name)),
         }
     };
     match metric {
@@ -76,6 +109,6 @@ pub(crate) fn observe(
         }
         Metric::MetadataOverhead => counter("metadata_overhead"),
         m if metrics.contains_key(m.name()) => sampled(m.name(), 0.5),
-        m => counter(m.name()).map_err(|_| format!("no `{}` samples or counter in the evidence", m.name())),
+        m => counter(m.name()).map_err(|_| Unobserved::Missing(m)),
     }
 }

@@ -69,34 +69,49 @@ pub struct PairedQuality {
     pub confidence: f64,
 }
 
+/// Why quality evidence cannot be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum QualityError {
+    /// The predictions do not cover the labels.
+    #[error("quality evidence is inconsistent: {labels} labels, {candidate} and {reference} predictions")]
+    Inconsistent {
+        /// Test labels.
+        labels: usize,
+        /// Candidate predictions.
+        candidate: usize,
+        /// Reference predictions.
+        reference: usize,
+    },
+    /// An interval or test refused the counts.
+    #[error("quality statistics: {0}")]
+    Statistics(#[from] crate::stats::StatsError),
+}
+
 /// Read `candidate` against `reference` on the evidence's test labels at `confidence`.
 pub fn paired_quality(
     labels: &[u8],
     candidate: &ModelScore,
     reference: &ModelScore,
     confidence: f64,
-) -> Result<PairedQuality, String> {
+) -> Result<PairedQuality, QualityError> {
     if candidate.predictions.len() != labels.len() || reference.predictions.len() != labels.len() {
-        return Err(format!(
-            "quality evidence is inconsistent: {} labels, {} and {} predictions",
-            labels.len(),
-            candidate.predictions.len(),
-            reference.predictions.len()
-        ));
+        return Err(QualityError::Inconsistent {
+            labels: labels.len(),
+            candidate: candidate.predictions.len(),
+            reference: reference.predictions.len(),
+        });
     }
     let t = PairedTable::count(labels, &candidate.predictions, &reference.predictions);
     let n = t.total();
     let (right_c, right_r) = (t.both + t.only_candidate, t.both + t.only_reference);
-    let err = |e: crate::stats::StatsError| format!("quality statistics: {e}");
     let nf = n.max(1) as f64;
     Ok(PairedQuality {
         accuracy: right_c as f64 / nf,
-        accuracy_ci: wilson(right_c, n, confidence).map_err(err)?,
+        accuracy_ci: wilson(right_c, n, confidence)?,
         reference_accuracy: right_r as f64 / nf,
-        reference_ci: wilson(right_r, n, confidence).map_err(err)?,
+        reference_ci: wilson(right_r, n, confidence)?,
         delta: (right_c as f64 - right_r as f64) / nf,
-        delta_ci: newcombe_paired(t.both, t.only_candidate, t.only_reference, t.neither, confidence)
-            .map_err(err)?,
+        delta_ci: newcombe_paired(t.both, t.only_candidate, t.only_reference, t.neither, confidence)?,
         mcnemar_p: mcnemar(t.only_candidate, t.only_reference, true).p_value,
         table: t,
         confidence,
@@ -104,12 +119,15 @@ pub fn paired_quality(
 }
 
 /// The slice's model against its dense reference.
-pub fn versus_dense(q: &QualityEvidence, confidence: f64) -> Result<PairedQuality, String> {
+pub fn versus_dense(q: &QualityEvidence, confidence: f64) -> Result<PairedQuality, QualityError> {
     paired_quality(&q.labels, &q.candidate, &q.dense, confidence)
 }
 
 /// The slice's model against the dense model of equal latency, when there is one.
-pub fn versus_equal_latency(q: &QualityEvidence, confidence: f64) -> Option<Result<PairedQuality, String>> {
+pub fn versus_equal_latency(
+    q: &QualityEvidence,
+    confidence: f64,
+) -> Option<Result<PairedQuality, QualityError>> {
     q.equal_latency
         .as_ref()
         .map(|e| paired_quality(&q.labels, &q.candidate, &e.dense, confidence))
