@@ -385,8 +385,8 @@ impl SparseI8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::execute::kernels::nm;
-    use crate::execute::kernels::reference::{gemm_i8_naive, gemm_naive};
+    use crate::nm;
+    use crate::reference::{gemm_i8_naive, gemm_naive};
     use proptest::prelude::*;
 
     fn data(len: usize, salt: u32) -> Vec<f32> {

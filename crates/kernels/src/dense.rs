@@ -143,7 +143,7 @@ fn stride(len: usize) -> Result<isize, KernelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::execute::kernels::reference::gemm_naive;
+    use crate::reference::gemm_naive;
     use proptest::prelude::*;
 
     fn data(len: usize, salt: u32) -> Vec<f32> {

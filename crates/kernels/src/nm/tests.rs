@@ -1,8 +1,8 @@
 use super::microkernel::Isa;
 use super::*;
-use crate::execute::kernels::reference::gemm_naive;
-use crate::execute::kernels::sparse_rows::RowKernel;
+use crate::reference::gemm_naive;
 use crate::schedule::CpuSchedule;
+use crate::sparse_rows::RowKernel;
 use proptest::prelude::*;
 
 fn data(len: usize, salt: u64) -> Vec<f32> {
@@ -39,13 +39,7 @@ fn check_against_oracle(
             .zip(&want)
             .position(|(g, w)| (g - w).is_nan() || (g - w).abs() > tol * w.abs().max(1.0))
     };
-    let op = crate::ingress::GemmOp {
-        name: String::new(),
-        m: cols,
-        n: rows,
-        k,
-    };
-    let schedule = crate::schedule::schedule_cpu(&op, threads);
+    let schedule = crate::schedule::schedule_cpu(cols, rows, k, threads);
     // Every instruction set the machine has, not only the one detection would pick.
     for isa in Isa::available() {
         let mut y = vec![f32::NAN; rows * cols];

@@ -2,7 +2,7 @@
 //! over a list of *entries*, each an activation row index with one weight per output row.
 //!
 //! For every entry it does `y_r[strip] += w_r · x[row, strip]`: a broadcast, a contiguous load
-//! and an FMA per vector of tokens, no gathers (the layout of `kernels/mod.rs`). The strip is
+//! and an FMA per vector of tokens, no gathers (the layout of `lib.rs`). The strip is
 //! held in registers across all entries of a K block, so the output is loaded and stored once
 //! per block. With `R > 1` (BSR, whose rows in a block row read the same activation rows) one
 //! load of `x` feeds `R` FMAs, which takes the kernel off the load ports.
@@ -12,7 +12,6 @@
 
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
-use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
 
@@ -731,13 +730,7 @@ pub(crate) trait RowKernel {
 
 /// The default schedule of a `rows × k` sparse weight times `cols` activation columns.
 pub(crate) fn default_schedule(kernel: &impl RowKernel, cols: usize, threads: usize) -> CpuSchedule {
-    let op = GemmOp {
-        name: String::new(),
-        m: cols,
-        n: kernel.rows(),
-        k: kernel.k(),
-    };
-    schedule_cpu(&op, threads)
+    schedule_cpu(cols, kernel.rows(), kernel.k(), threads)
 }
 
 /// `y = W · x` for any sparse format: check the shapes, handle empty products, pack the
