@@ -569,24 +569,30 @@ macro_rules! strip_loop {
             ) -> usize {
                 let top = max_v(R);
                 let mut col = 0;
-                // SAFETY (all calls): each block covers columns `col .. col + lanes·V <= width`.
                 while width - col >= top * $lanes {
-                    let ys = y.map(|p| unsafe { p.add(col) });
-                    let xs = unsafe { xp.add(col) };
-                    if top == 8 {
-                        unsafe { block::<R, 8, E>(entries, xs, cols, ys, accumulate) };
-                    } else {
-                        unsafe { block::<R, 4, E>(entries, xs, cols, ys, accumulate) };
+                    let ys = y.map(|p| p.wrapping_add(col));
+                    let xs = xp.wrapping_add(col);
+                    // SAFETY: the block covers columns `col .. col + lanes·V <= width` (the loop
+                    // condition) of the caller's strips; the CPU has the features (contract).
+                    unsafe {
+                        if top == 8 {
+                            block::<R, 8, E>(entries, xs, cols, ys, accumulate);
+                        } else {
+                            block::<R, 4, E>(entries, xs, cols, ys, accumulate);
+                        }
                     }
                     col += top * $lanes;
                 }
                 for v in [4, 2, 1] {
                     if v < top && width - col >= v * $lanes {
-                        let (xs, ys) = (unsafe { xp.add(col) }, y.map(|p| unsafe { p.add(col) }));
-                        match v {
-                            4 => unsafe { block::<R, 4, E>(entries, xs, cols, ys, accumulate) },
-                            2 => unsafe { block::<R, 2, E>(entries, xs, cols, ys, accumulate) },
-                            _ => unsafe { block::<R, 1, E>(entries, xs, cols, ys, accumulate) },
+                        let (xs, ys) = (xp.wrapping_add(col), y.map(|p| p.wrapping_add(col)));
+                        // SAFETY: as above, with `col + lanes·v <= width` (the condition).
+                        unsafe {
+                            match v {
+                                4 => block::<R, 4, E>(entries, xs, cols, ys, accumulate),
+                                2 => block::<R, 2, E>(entries, xs, cols, ys, accumulate),
+                                _ => block::<R, 1, E>(entries, xs, cols, ys, accumulate),
+                            }
                         }
                         col += v * $lanes;
                     }

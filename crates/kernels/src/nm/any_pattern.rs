@@ -96,19 +96,23 @@ macro_rules! strip_loop {
                 accumulate: bool,
             ) -> usize {
                 let mut col = 0;
-                // SAFETY (all calls): each block covers columns `col .. col + lanes·V <= width`.
                 while width - col >= $max_v * $lanes {
-                    let ys = y.map(|q| unsafe { q.add(col) });
-                    unsafe { run::<R, $max_v>(p, values, idx, block, xp.add(col), cols, ys, accumulate) };
+                    let (xs, ys) = (xp.wrapping_add(col), y.map(|q| q.wrapping_add(col)));
+                    // SAFETY: the block covers columns `col .. col + lanes·V <= width` (the loop
+                    // condition) of the caller's strips; the CPU has the features (contract).
+                    unsafe { run::<R, $max_v>(p, values, idx, block, xs, cols, ys, accumulate) };
                     col += $max_v * $lanes;
                 }
                 for v in [4, 2, 1] {
                     if v < $max_v && width - col >= v * $lanes {
-                        let (xs, ys) = (unsafe { xp.add(col) }, y.map(|q| unsafe { q.add(col) }));
-                        match v {
-                            4 => unsafe { run::<R, 4>(p, values, idx, block, xs, cols, ys, accumulate) },
-                            2 => unsafe { run::<R, 2>(p, values, idx, block, xs, cols, ys, accumulate) },
-                            _ => unsafe { run::<R, 1>(p, values, idx, block, xs, cols, ys, accumulate) },
+                        let (xs, ys) = (xp.wrapping_add(col), y.map(|q| q.wrapping_add(col)));
+                        // SAFETY: as above, with `col + lanes·v <= width` (the condition).
+                        unsafe {
+                            match v {
+                                4 => run::<R, 4>(p, values, idx, block, xs, cols, ys, accumulate),
+                                2 => run::<R, 2>(p, values, idx, block, xs, cols, ys, accumulate),
+                                _ => run::<R, 1>(p, values, idx, block, xs, cols, ys, accumulate),
+                            }
                         }
                         col += v * $lanes;
                     }

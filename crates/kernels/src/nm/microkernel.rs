@@ -198,21 +198,25 @@ pub(crate) mod avx2 {
     ) {
         let mut col = 0;
         let width = y.len();
-        // SAFETY (all blocks below): each block reads `x[off + c0 + col ..][..8·V]` with
+        // Each block reads `x[off + c0 + col ..][..8·V]` with
         // `col + 8·V <= width`, inside `x` by the caller's bound, and writes `y[col..][..8·V]`.
         while width - col >= 64 {
+            // SAFETY: CPU features as the contract; the condition gives the bound above.
             unsafe { block::<8>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
             col += 64;
         }
         if width - col >= 32 {
+            // SAFETY: CPU features as the contract; the condition gives the bound above.
             unsafe { block::<4>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
             col += 32;
         }
         if width - col >= 16 {
+            // SAFETY: CPU features as the contract; the condition gives the bound above.
             unsafe { block::<2>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
             col += 16;
         }
         if width - col >= 8 {
+            // SAFETY: CPU features as the contract; the condition gives the bound above.
             unsafe { block::<1>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
             col += 8;
         }
@@ -277,21 +281,25 @@ mod avx512 {
     ) {
         let mut col = 0;
         let width = y.len();
-        // SAFETY (all blocks below): each block reads `x[off + c0 + col ..][..16·V]` with
+        // Each block reads `x[off + c0 + col ..][..16·V]` with
         // `col + 16·V <= width`, inside `x` by the caller's bound, and writes `y[col..][..16·V]`.
         while width - col >= 128 {
+            // SAFETY: CPU features as the contract; the condition gives the bound above.
             unsafe { block::<8>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
             col += 128;
         }
         if width - col >= 64 {
+            // SAFETY: CPU features as the contract; the condition gives the bound above.
             unsafe { block::<4>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
             col += 64;
         }
         if width - col >= 32 {
+            // SAFETY: CPU features as the contract; the condition gives the bound above.
             unsafe { block::<2>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
             col += 32;
         }
         if width - col >= 16 {
+            // SAFETY: CPU features as the contract; the condition gives the bound above.
             unsafe { block::<1>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
             col += 16;
         }

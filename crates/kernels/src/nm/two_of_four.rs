@@ -90,19 +90,23 @@ macro_rules! strip_loop {
                 accumulate: bool,
             ) -> usize {
                 let mut col = 0;
-                // SAFETY (all calls): each block covers columns `col .. col + lanes·V <= width`.
                 while width - col >= $max_v * $lanes {
-                    let ys = y.map(|p| unsafe { p.add(col) });
-                    unsafe { block::<R, $max_v>(values, idx, groups, xp.add(col), cols, ys, accumulate) };
+                    let (xs, ys) = (xp.wrapping_add(col), y.map(|p| p.wrapping_add(col)));
+                    // SAFETY: the block covers columns `col .. col + lanes·V <= width` (the loop
+                    // condition) of the caller's strips; the CPU has the features (contract).
+                    unsafe { block::<R, $max_v>(values, idx, groups, xs, cols, ys, accumulate) };
                     col += $max_v * $lanes;
                 }
                 for v in [4, 2, 1] {
                     if v < $max_v && width - col >= v * $lanes {
-                        let (xs, ys) = (unsafe { xp.add(col) }, y.map(|p| unsafe { p.add(col) }));
-                        match v {
-                            4 => unsafe { block::<R, 4>(values, idx, groups, xs, cols, ys, accumulate) },
-                            2 => unsafe { block::<R, 2>(values, idx, groups, xs, cols, ys, accumulate) },
-                            _ => unsafe { block::<R, 1>(values, idx, groups, xs, cols, ys, accumulate) },
+                        let (xs, ys) = (xp.wrapping_add(col), y.map(|p| p.wrapping_add(col)));
+                        // SAFETY: as above, with `col + lanes·v <= width` (the condition).
+                        unsafe {
+                            match v {
+                                4 => block::<R, 4>(values, idx, groups, xs, cols, ys, accumulate),
+                                2 => block::<R, 2>(values, idx, groups, xs, cols, ys, accumulate),
+                                _ => block::<R, 1>(values, idx, groups, xs, cols, ys, accumulate),
+                            }
                         }
                         col += v * $lanes;
                     }
