@@ -78,81 +78,70 @@ fn fma_chains() -> f32 {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{CHAINS, FMA_ITERS};
-    use std::arch::x86_64::*;
+    use crate::lanes::Vector;
+    use std::arch::x86_64::{__m256, __m512};
 
     /// # Safety
     /// The CPU must support AVX-512F.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn avx512() -> f32 {
-        let (m, c) = (_mm512_set1_ps(0.999_999), _mm512_set1_ps(1e-7));
-        let one = _mm512_set1_ps(1.0);
-        // Named accumulators, so they live in registers (an array may be kept in memory,
-        // and then the loop measures store forwarding, not the FMA pipes).
-        let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) =
-            (one, one, one, one, one, one, one, one);
-        let (mut b0, mut b1, mut b2, mut b3, mut b4, mut b5, mut b6, mut b7) =
-            (one, one, one, one, one, one, one, one);
-        for _ in 0..FMA_ITERS {
-            a0 = _mm512_fmadd_ps(a0, m, c);
-            a1 = _mm512_fmadd_ps(a1, m, c);
-            a2 = _mm512_fmadd_ps(a2, m, c);
-            a3 = _mm512_fmadd_ps(a3, m, c);
-            a4 = _mm512_fmadd_ps(a4, m, c);
-            a5 = _mm512_fmadd_ps(a5, m, c);
-            a6 = _mm512_fmadd_ps(a6, m, c);
-            a7 = _mm512_fmadd_ps(a7, m, c);
-            b0 = _mm512_fmadd_ps(b0, m, c);
-            b1 = _mm512_fmadd_ps(b1, m, c);
-            b2 = _mm512_fmadd_ps(b2, m, c);
-            b3 = _mm512_fmadd_ps(b3, m, c);
-            b4 = _mm512_fmadd_ps(b4, m, c);
-            b5 = _mm512_fmadd_ps(b5, m, c);
-            b6 = _mm512_fmadd_ps(b6, m, c);
-            b7 = _mm512_fmadd_ps(b7, m, c);
-        }
-        let all = [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7];
-        debug_assert_eq!(all.len(), CHAINS);
-        all.iter().map(|&a| _mm512_reduce_add_ps(a)).sum()
+        // SAFETY: AVX-512F is enabled here for `__m512`.
+        unsafe { chains::<__m512>() }
     }
 
     /// # Safety
     /// The CPU must support AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn avx2() -> f32 {
-        let (m, c) = (_mm256_set1_ps(0.999_999), _mm256_set1_ps(1e-7));
-        let one = _mm256_set1_ps(1.0);
-        let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) =
-            (one, one, one, one, one, one, one, one);
-        let (mut b0, mut b1, mut b2, mut b3, mut b4, mut b5, mut b6, mut b7) =
-            (one, one, one, one, one, one, one, one);
-        for _ in 0..FMA_ITERS {
-            a0 = _mm256_fmadd_ps(a0, m, c);
-            a1 = _mm256_fmadd_ps(a1, m, c);
-            a2 = _mm256_fmadd_ps(a2, m, c);
-            a3 = _mm256_fmadd_ps(a3, m, c);
-            a4 = _mm256_fmadd_ps(a4, m, c);
-            a5 = _mm256_fmadd_ps(a5, m, c);
-            a6 = _mm256_fmadd_ps(a6, m, c);
-            a7 = _mm256_fmadd_ps(a7, m, c);
-            b0 = _mm256_fmadd_ps(b0, m, c);
-            b1 = _mm256_fmadd_ps(b1, m, c);
-            b2 = _mm256_fmadd_ps(b2, m, c);
-            b3 = _mm256_fmadd_ps(b3, m, c);
-            b4 = _mm256_fmadd_ps(b4, m, c);
-            b5 = _mm256_fmadd_ps(b5, m, c);
-            b6 = _mm256_fmadd_ps(b6, m, c);
-            b7 = _mm256_fmadd_ps(b7, m, c);
+        // SAFETY: AVX2 and FMA are enabled here for `__m256`.
+        unsafe { chains::<__m256>() }
+    }
+
+    /// [`CHAINS`] independent FMA chains of [`FMA_ITERS`] steps each; the sum of every lane.
+    ///
+    /// # Safety
+    /// `V`'s instruction set (inlined into the `#[target_feature]` wrappers above).
+    #[inline(always)]
+    unsafe fn chains<V: Vector>() -> f32 {
+        // SAFETY: `V`'s instruction set (contract), for every vector operation below.
+        unsafe {
+            let (m, c) = (V::splat(0.999_999), V::splat(1e-7));
+            let one = V::splat(1.0);
+            // Named accumulators, so they live in registers (an array may be kept in memory,
+            // and then the loop measures store forwarding, not the FMA pipes).
+            let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) =
+                (one, one, one, one, one, one, one, one);
+            let (mut b0, mut b1, mut b2, mut b3, mut b4, mut b5, mut b6, mut b7) =
+                (one, one, one, one, one, one, one, one);
+            for _ in 0..FMA_ITERS {
+                a0 = V::mul_add(a0, m, c);
+                a1 = V::mul_add(a1, m, c);
+                a2 = V::mul_add(a2, m, c);
+                a3 = V::mul_add(a3, m, c);
+                a4 = V::mul_add(a4, m, c);
+                a5 = V::mul_add(a5, m, c);
+                a6 = V::mul_add(a6, m, c);
+                a7 = V::mul_add(a7, m, c);
+                b0 = V::mul_add(b0, m, c);
+                b1 = V::mul_add(b1, m, c);
+                b2 = V::mul_add(b2, m, c);
+                b3 = V::mul_add(b3, m, c);
+                b4 = V::mul_add(b4, m, c);
+                b5 = V::mul_add(b5, m, c);
+                b6 = V::mul_add(b6, m, c);
+                b7 = V::mul_add(b7, m, c);
+            }
+            let all = [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7];
+            debug_assert_eq!(all.len(), CHAINS);
+            let mut sum = 0.0f32;
+            for a in all {
+                let mut lanes = [0.0f32; 16];
+                // `lanes` holds the 16 floats of the widest vector.
+                a.store(lanes.as_mut_ptr());
+                sum += lanes[..V::LANES].iter().sum::<f32>();
+            }
+            sum
         }
-        let all = [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7];
-        debug_assert_eq!(all.len(), CHAINS);
-        let mut out = [0.0f32; 8];
-        for a in all {
-            let mut lanes = [0.0f32; 8];
-            // SAFETY: `lanes` holds 8 f32.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), a) };
-            out.iter_mut().zip(lanes).for_each(|(o, l)| *o += l);
-        }
-        out.iter().sum()
     }
 }
 
