@@ -3,19 +3,8 @@ use super::*;
 use crate::reference::gemm_naive;
 use crate::schedule::CpuSchedule;
 use crate::sparse_rows::RowKernel;
+use crate::testing::data;
 use proptest::prelude::*;
-
-fn data(len: usize, salt: u64) -> Vec<f32> {
-    let mut s = salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 2001) as f32 / 1000.0 - 1.0
-        })
-        .collect()
-}
 
 fn check_against_oracle(
     rows: usize,
