@@ -7,9 +7,9 @@
 //! pipeline's interleaved sampling and confidence intervals; this is the developer's loop.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use sparsegate::execute::kernels::SparseWeights;
 use sparsegate::execute::kernels::dense::{DenseWeights, gemm_f32};
 use sparsegate::execute::kernels::precision::{self, Half, HalfBuf, SparseI8};
+use sparsegate::execute::prune_and_compress;
 use sparsegate::ingress::{GemmOp, Sparsity};
 use sparsegate::schedule::schedule_cpu;
 use std::hint::black_box;
@@ -68,7 +68,7 @@ fn formats(c: &mut Criterion) {
         let schedule = schedule_cpu(&op, t);
         for (label, sparsity) in patterns {
             let mut w = w0.clone();
-            let a = SparseWeights::prune_and_compress(&mut w, n, k, sparsity)
+            let a = prune_and_compress(&mut w, n, k, sparsity)
                 .expect("compress")
                 .expect("sparse pattern");
             group.bench_function(BenchmarkId::new("sparse", label), |b| {

@@ -10,6 +10,9 @@
 //!
 //! `cargo run --release --example token_lane_tile`
 
+// A SIMD experiment outside the kernels crate: the package denies unsafe, this opts out.
+#![allow(unsafe_code)]
+
 use sparsegate::execute::roofs::fma_peak;
 use std::time::Instant;
 

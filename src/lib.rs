@@ -9,7 +9,11 @@
 //!
 //! [`app`] strings the stages together into the commands; it has no CLI knowledge, so the
 //! binary only parses arguments and renders errors.
+//!
+//! No `unsafe` here: every SIMD kernel, with its `unsafe`, lives in the kernels crate
+//! (`crates/kernels`, re-exported as [`execute::kernels`]), which has lints of its own.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod app;

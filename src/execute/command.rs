@@ -329,12 +329,10 @@ fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutp
 
 /// SIGKILL every process in group `pgid` (already gone is fine).
 fn kill_group(pgid: i32) {
-    if pgid > 0 {
-        // SAFETY: kill(2) with a negative pid signals a process group; it has no memory
-        // effects, and failure (ESRCH when the group is gone) is harmless here.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
+    // `Pid::from_raw` refuses 0 and negative ids, which would name other groups than ours.
+    if let Some(pid) = rustix::process::Pid::from_raw(pgid) {
+        // Failure (ESRCH when the group is gone) is harmless here.
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
 }
 

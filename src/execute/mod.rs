@@ -6,12 +6,12 @@ mod child;
 mod command;
 mod evidence;
 mod import;
-pub mod kernels;
 mod load;
 pub mod quality;
 pub mod roofs;
 mod run;
 mod sim;
+mod weights;
 mod workload;
 
 pub use child::{ChildProcessLauncher, RunLauncher, RunReply, RunRequest};
@@ -28,6 +28,10 @@ pub use run::{
     measure_run,
 };
 pub use sim::execute_sim_slice;
+/// The CPU kernels, a crate of their own (`crates/kernels`); re-exported so that
+/// `execute::kernels::…` paths name them as before.
+pub use sparsegate_kernels as kernels;
+pub use weights::prune_and_compress;
 
 use crate::ingress::{Slice, SliceBackend};
 use crate::lower::Plan;

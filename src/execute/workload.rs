@@ -258,7 +258,7 @@ fn prepare_op(
     }
     let sparse = match path {
         KernelPath::Sparse => {
-            let a = SparseWeights::prune_and_compress(&mut dense_w, n, k, sparsity)
+            let a = super::prune_and_compress(&mut dense_w, n, k, sparsity)
                 .map_err(|e| format!("op `{}`: cannot compress to {sparsity}: {e}", op.name))?;
             if a.is_none() {
                 return Err(format!(

@@ -1,150 +1,39 @@
 //! Stage 3, tile/dataflow scheduling: how an op is blocked for the CPU caches and split
 //! over threads. It knows nothing of guardrails.
 //!
-//! The sparse kernels stream one kept weight at a time and, for each, load a contiguous strip
-//! of an activation row (`x[k, strip]`). Every FMA therefore needs one load, which only L1 can
-//! feed at full FMA rate. The schedule picks a strip of tokens and a block of K such that the
-//! activation tile they span stays in L1 while every row of a task sweeps over it, and sizes
-//! tasks so each thread's share of the weights stays in L2 between strips.
+//! The cache-budget heuristic itself lives in the kernels crate
+//! ([`sparsegate_kernels::schedule`]), beside the inner loop it is derived from; this stage
+//! applies it to an op.
 
 use crate::domain::GemmOp;
 
-/// L1 data bytes the activation tile may use: most of a 32–48 KiB L1d, leaving room for the
-/// weights and outputs streaming through.
-pub const L1_TILE_BUDGET: usize = 32 << 10;
-
-/// L2 bytes a task's weights may use, so they are re-read from L2 (not DRAM) for every strip.
-pub const L2_WEIGHT_BUDGET: usize = 512 << 10;
-
-/// L1 bytes the task's output tile may use: the rows of a task revisit their strip of `y`
-/// once per K block, so the tile should stay in L1 beside the activation tile. It also bounds
-/// the rows whose weights are streamed concurrently, which the hardware prefetchers follow
-/// only for a few dozen streams.
-pub const L1_OUTPUT_BUDGET: usize = 8 << 10;
-
-/// Widest token strip: 128 f32 is two 64-wide register blocks, enough to amortise decoding
-/// the sparse indices while still leaving a useful K block in L1.
-pub const MAX_STRIP: usize = 128;
-
-/// Smallest and largest K block (elements of K per pass over a strip).
-const MIN_K_BLOCK: usize = 16;
-const MAX_K_BLOCK: usize = 1024;
-
-/// Tasks per thread: a few, so an uneven split of rows still balances.
-const TASKS_PER_THREAD: usize = 4;
-
-/// How a CPU kernel blocks one op.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CpuSchedule {
-    /// Worker threads (≥ 1).
-    pub threads: usize,
-    /// Tokens (columns of `x` and `y`) per strip: the M block.
-    pub strip_width: usize,
-    /// Reduction elements per pass over a strip: the K block. A sparse kernel rounds it down to
-    /// whole groups.
-    pub k_block: usize,
-    /// Output rows per parallel task.
-    pub rows_per_task: usize,
-    /// Bytes one task keeps hot: the activation tile, its output tile and its rows'
-    /// dense-equivalent weights.
-    pub working_set_bytes: usize,
-}
+pub use sparsegate_kernels::schedule::{
+    CpuSchedule, L1_OUTPUT_BUDGET, L1_TILE_BUDGET, L2_WEIGHT_BUDGET, MAX_STRIP,
+};
 
 /// Block `op` for a CPU with `threads` workers.
 pub fn schedule_cpu(op: &GemmOp, threads: usize) -> CpuSchedule {
-    let threads = threads.max(1);
-    let strip_width = round_up(op.m.max(1), 8).min(MAX_STRIP);
-    let k_block = round_down(L1_TILE_BUDGET / (strip_width * 4), 8).clamp(MIN_K_BLOCK, MAX_K_BLOCK);
-    let rows = op.n.max(1);
-    let tasks = if threads == 1 {
-        1
-    } else {
-        threads * TASKS_PER_THREAD
-    };
-    let balanced = rows.div_ceil(tasks);
-    let fits_l2 = (L2_WEIGHT_BUDGET / (op.k.max(1) * 4)).max(1);
-    let fits_l1 = (L1_OUTPUT_BUDGET / (strip_width * 4)).max(1);
-    let rows_per_task = balanced.min(fits_l2).min(fits_l1).max(1);
-    let working_set_bytes =
-        (k_block.min(op.k.max(1)) * strip_width + rows_per_task * strip_width + rows_per_task * op.k) * 4;
-    CpuSchedule {
-        threads,
-        strip_width,
-        k_block,
-        rows_per_task,
-        working_set_bytes,
-    }
-}
-
-fn round_up(v: usize, to: usize) -> usize {
-    v.div_ceil(to) * to
-}
-
-fn round_down(v: usize, to: usize) -> usize {
-    v / to * to
+    sparsegate_kernels::schedule::schedule_cpu(op.m, op.n, op.k, threads)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn op(m: usize, n: usize, k: usize) -> GemmOp {
-        GemmOp {
+    /// The op's M, N and K reach the heuristic in that order: every dimension here is
+    /// distinct and each changes the schedule, so a swap would show.
+    #[test]
+    fn an_op_is_scheduled_by_its_own_dimensions() {
+        let op = GemmOp {
             name: "t".into(),
-            m,
-            n,
-            k,
-        }
-    }
-
-    #[test]
-    fn activation_tile_fits_the_l1_budget() {
-        for m in [1, 7, 64, 128, 3136] {
-            let s = schedule_cpu(&op(m, 768, 768), 2);
-            assert!(s.strip_width.is_multiple_of(8) && s.strip_width <= MAX_STRIP);
-            assert!(s.k_block * s.strip_width * 4 <= L1_TILE_BUDGET, "{s:?}");
-        }
-    }
-
-    #[test]
-    fn bert_shape_uses_two_register_blocks_and_a_64_deep_k_block() {
-        let s = schedule_cpu(&op(128, 2304, 768), 2);
-        assert_eq!((s.strip_width, s.k_block), (128, 64));
-    }
-
-    #[test]
-    fn small_m_gets_a_narrow_strip_and_a_deep_k_block() {
-        let s = schedule_cpu(&op(4, 768, 768), 1);
-        assert_eq!(s.strip_width, 8);
-        assert_eq!(s.k_block, 1024);
-    }
-
-    #[test]
-    fn rows_split_into_several_tasks_per_thread() {
-        // Few tokens: the output tile is small, so load balance sets the task size.
-        let s = schedule_cpu(&op(8, 768, 768), 2);
-        assert_eq!(s.rows_per_task, 96);
-        // One thread runs one task's worth of rows, but still in L2-sized row blocks.
-        let one = schedule_cpu(&op(8, 768, 768), 1);
-        assert_eq!(one.rows_per_task, L2_WEIGHT_BUDGET / (768 * 4));
-    }
-
-    #[test]
-    fn output_tile_fits_the_l1_budget() {
-        let s = schedule_cpu(&op(128, 3072, 768), 2);
-        assert_eq!(s.rows_per_task, 16);
-        assert!(s.rows_per_task * s.strip_width * 4 <= L1_OUTPUT_BUDGET);
-    }
-
-    #[test]
-    fn task_weights_are_capped_by_l2() {
-        let s = schedule_cpu(&op(128, 8192, 16384), 1);
-        assert!(s.rows_per_task * 16384 * 4 <= L2_WEIGHT_BUDGET);
-    }
-
-    #[test]
-    fn degenerate_shapes_still_schedule() {
-        let s = schedule_cpu(&op(0, 0, 0), 0);
-        assert!(s.threads == 1 && s.rows_per_task >= 1 && s.strip_width >= 8);
+            m: 4,
+            n: 3072,
+            k: 768,
+        };
+        let s = schedule_cpu(&op, 2);
+        assert_eq!(s, sparsegate_kernels::schedule::schedule_cpu(4, 3072, 768, 2));
+        assert_eq!((s.strip_width, s.k_block, s.rows_per_task), (8, 1024, 170));
+        assert_ne!(s, sparsegate_kernels::schedule::schedule_cpu(768, 3072, 4, 2));
+        assert_ne!(s, sparsegate_kernels::schedule::schedule_cpu(4, 768, 3072, 2));
     }
 }

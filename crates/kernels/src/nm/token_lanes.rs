@@ -36,7 +36,7 @@
 //! metadata counters keep reporting the stored format and [`TokenLayout::resident_bytes`]
 //! reports the copy.
 
-use crate::execute::kernels::sparse_rows::{
+use crate::sparse_rows::{
     AlignedFloats, Lines, MAX_STRIP, TileX, lane_kernel_prologue, prefetch, strip_plan,
 };
 use rayon::prelude::*;
@@ -662,8 +662,8 @@ mod avx512 {
 mod tests {
     use super::super::{NmMatrix, prune_magnitude};
     use super::*;
-    use crate::execute::kernels::reference::gemm_naive;
-    use crate::execute::kernels::testing::{assert_close, data, has_avx512};
+    use crate::reference::gemm_naive;
+    use crate::testing::{assert_close, data, has_avx512};
     use proptest::prelude::*;
 
     /// The kernel against the naive product, on `x` rows `xs` apart.

@@ -2,7 +2,7 @@
 //! over a list of *entries*, each an activation row index with one weight per output row.
 //!
 //! For every entry it does `y_r[strip] += w_r · x[row, strip]`: a broadcast, a contiguous load
-//! and an FMA per vector of tokens, no gathers (the layout of `kernels/mod.rs`). The strip is
+//! and an FMA per vector of tokens, no gathers (the layout of `lib.rs`). The strip is
 //! held in registers across all entries of a K block, so the output is loaded and stored once
 //! per block. With `R > 1` (BSR, whose rows in a block row read the same activation rows) one
 //! load of `x` feeds `R` FMAs, which takes the kernel off the load ports.
@@ -12,7 +12,6 @@
 
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
-use crate::ingress::GemmOp;
 use crate::schedule::{CpuSchedule, schedule_cpu};
 use rayon::prelude::*;
 
@@ -570,24 +569,30 @@ macro_rules! strip_loop {
             ) -> usize {
                 let top = max_v(R);
                 let mut col = 0;
-                // SAFETY (all calls): each block covers columns `col .. col + lanes·V <= width`.
                 while width - col >= top * $lanes {
-                    let ys = y.map(|p| unsafe { p.add(col) });
-                    let xs = unsafe { xp.add(col) };
-                    if top == 8 {
-                        unsafe { block::<R, 8, E>(entries, xs, cols, ys, accumulate) };
-                    } else {
-                        unsafe { block::<R, 4, E>(entries, xs, cols, ys, accumulate) };
+                    let ys = y.map(|p| p.wrapping_add(col));
+                    let xs = xp.wrapping_add(col);
+                    // SAFETY: the block covers columns `col .. col + lanes·V <= width` (the loop
+                    // condition) of the caller's strips; the CPU has the features (contract).
+                    unsafe {
+                        if top == 8 {
+                            block::<R, 8, E>(entries, xs, cols, ys, accumulate);
+                        } else {
+                            block::<R, 4, E>(entries, xs, cols, ys, accumulate);
+                        }
                     }
                     col += top * $lanes;
                 }
                 for v in [4, 2, 1] {
                     if v < top && width - col >= v * $lanes {
-                        let (xs, ys) = (unsafe { xp.add(col) }, y.map(|p| unsafe { p.add(col) }));
-                        match v {
-                            4 => unsafe { block::<R, 4, E>(entries, xs, cols, ys, accumulate) },
-                            2 => unsafe { block::<R, 2, E>(entries, xs, cols, ys, accumulate) },
-                            _ => unsafe { block::<R, 1, E>(entries, xs, cols, ys, accumulate) },
+                        let (xs, ys) = (xp.wrapping_add(col), y.map(|p| p.wrapping_add(col)));
+                        // SAFETY: as above, with `col + lanes·v <= width` (the condition).
+                        unsafe {
+                            match v {
+                                4 => block::<R, 4, E>(entries, xs, cols, ys, accumulate),
+                                2 => block::<R, 2, E>(entries, xs, cols, ys, accumulate),
+                                _ => block::<R, 1, E>(entries, xs, cols, ys, accumulate),
+                            }
                         }
                         col += v * $lanes;
                     }
@@ -731,13 +736,7 @@ pub(crate) trait RowKernel {
 
 /// The default schedule of a `rows × k` sparse weight times `cols` activation columns.
 pub(crate) fn default_schedule(kernel: &impl RowKernel, cols: usize, threads: usize) -> CpuSchedule {
-    let op = GemmOp {
-        name: String::new(),
-        m: cols,
-        n: kernel.rows(),
-        k: kernel.k(),
-    };
-    schedule_cpu(&op, threads)
+    schedule_cpu(cols, kernel.rows(), kernel.k(), threads)
 }
 
 /// `y = W · x` for any sparse format: check the shapes, handle empty products, pack the

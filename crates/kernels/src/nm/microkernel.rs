@@ -15,6 +15,11 @@
 //! one vector. The vector paths decode inline instead: `two_of_four.rs` for 2:4,
 //! `any_pattern.rs` for every other pattern.
 
+#[cfg(target_arch = "x86_64")]
+use crate::lanes::Vector;
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::{__m256, __m512};
+
 /// One output row's share of a K block, as the inline-decoding loops take it.
 pub(crate) struct RowBlock<'a> {
     /// The row's kept values for the block's groups.
@@ -144,11 +149,11 @@ pub(crate) fn row_strip(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx512` is only constructed after runtime detection of AVX-512F, AVX2
         // and FMA; the bounds of every load were checked above.
-        Isa::Avx512 => unsafe { avx512::row_strip(values, offsets, x, c0, y, accumulate) },
+        Isa::Avx512 => unsafe { avx512(values, offsets, x, c0, y, accumulate) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2Fma` is only constructed after runtime detection of AVX2 and FMA;
         // the bounds of every load were checked above.
-        Isa::Avx2Fma => unsafe { avx2::row_strip(values, offsets, x, c0, y, accumulate) },
+        Isa::Avx2Fma => unsafe { avx2(values, offsets, x, c0, y, accumulate) },
         Isa::Portable => portable(values, offsets, x, c0, y, accumulate),
     }
 }
@@ -181,160 +186,114 @@ pub(crate) fn portable(
     }
 }
 
+/// [`strip`] on ymm registers, the last `< 8` tokens on the portable path.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA, and `offsets[j] + c0 + y.len() <= x.len()` for all j.
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod avx2 {
-    use std::arch::x86_64::*;
-
-    /// # Safety
-    /// The CPU must support AVX2 and FMA, and `offsets[j] + c0 + y.len() <= x.len()` for all j.
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn row_strip(
-        values: &[f32],
-        offsets: &[usize],
-        x: &[f32],
-        c0: usize,
-        y: &mut [f32],
-        accumulate: bool,
-    ) {
-        let mut col = 0;
-        let width = y.len();
-        // SAFETY (all blocks below): each block reads `x[off + c0 + col ..][..8·V]` with
-        // `col + 8·V <= width`, inside `x` by the caller's bound, and writes `y[col..][..8·V]`.
-        while width - col >= 64 {
-            unsafe { block::<8>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
-            col += 64;
-        }
-        if width - col >= 32 {
-            unsafe { block::<4>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
-            col += 32;
-        }
-        if width - col >= 16 {
-            unsafe { block::<2>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
-            col += 16;
-        }
-        if width - col >= 8 {
-            unsafe { block::<1>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
-            col += 8;
-        }
-        if col < width {
-            super::portable(values, offsets, x, c0 + col, &mut y[col..], accumulate);
-        }
-    }
-
-    /// `V` ymm accumulators (8·V tokens) held in registers over all kept weights.
-    ///
-    /// # Safety
-    /// AVX2 + FMA; `x[off + c0 ..][..8·V]` in bounds for every offset; `y[..8·V]` writable.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn block<const V: usize>(
-        values: &[f32],
-        offsets: &[usize],
-        x: &[f32],
-        c0: usize,
-        y: *mut f32,
-        accumulate: bool,
-    ) {
-        let mut acc = [_mm256_setzero_ps(); V];
-        if accumulate {
-            for (v, a) in acc.iter_mut().enumerate() {
-                // SAFETY: `y[8v..8v+8]` is inside the caller's 8·V-wide strip.
-                *a = unsafe { _mm256_loadu_ps(y.add(8 * v)) };
-            }
-        }
-        let xb = x.as_ptr();
-        for (&w, &off) in values.iter().zip(offsets) {
-            let wb = _mm256_set1_ps(w);
-            // SAFETY: `off + c0 + 8·V <= x.len()` by the caller's bound.
-            let xp = unsafe { xb.add(off + c0) };
-            for (v, a) in acc.iter_mut().enumerate() {
-                // SAFETY: as above, `v < V`.
-                *a = _mm256_fmadd_ps(wb, unsafe { _mm256_loadu_ps(xp.add(8 * v)) }, *a);
-            }
-        }
-        for (v, a) in acc.iter().enumerate() {
-            // SAFETY: `y[8v..8v+8]` is inside the caller's strip.
-            unsafe { _mm256_storeu_ps(y.add(8 * v), *a) };
-        }
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2(values: &[f32], offsets: &[usize], x: &[f32], c0: usize, y: &mut [f32], accumulate: bool) {
+    // SAFETY: the caller's contract; AVX2 and FMA are enabled here for `__m256`.
+    let col = unsafe { strip::<__m256>(values, offsets, x, c0, y, accumulate) };
+    if col < y.len() {
+        portable(values, offsets, x, c0 + col, &mut y[col..], accumulate);
     }
 }
 
+/// [`strip`] on zmm registers, the last `< 16` tokens on the AVX2 path.
+///
+/// # Safety
+/// The CPU must support AVX-512F, AVX2 and FMA, and `offsets[j] + c0 + y.len() <= x.len()`
+/// for all j.
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use std::arch::x86_64::*;
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn avx512(values: &[f32], offsets: &[usize], x: &[f32], c0: usize, y: &mut [f32], accumulate: bool) {
+    // SAFETY: the caller's contract; AVX-512F is enabled here for `__m512`.
+    let col = unsafe { strip::<__m512>(values, offsets, x, c0, y, accumulate) };
+    if col < y.len() {
+        // SAFETY: AVX2 and FMA were detected with AVX-512F; the tail is inside the bound.
+        unsafe { avx2(values, offsets, x, c0 + col, &mut y[col..], accumulate) };
+    }
+}
 
-    /// # Safety
-    /// The CPU must support AVX-512F, AVX2 and FMA, and `offsets[j] + c0 + y.len() <= x.len()`
-    /// for all j.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn row_strip(
-        values: &[f32],
-        offsets: &[usize],
-        x: &[f32],
-        c0: usize,
-        y: &mut [f32],
-        accumulate: bool,
-    ) {
-        let mut col = 0;
-        let width = y.len();
-        // SAFETY (all blocks below): each block reads `x[off + c0 + col ..][..16·V]` with
-        // `col + 16·V <= width`, inside `x` by the caller's bound, and writes `y[col..][..16·V]`.
-        while width - col >= 128 {
-            unsafe { block::<8>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
-            col += 128;
-        }
-        if width - col >= 64 {
-            unsafe { block::<4>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
-            col += 64;
-        }
-        if width - col >= 32 {
-            unsafe { block::<2>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
-            col += 32;
-        }
-        if width - col >= 16 {
-            unsafe { block::<1>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
-            col += 16;
-        }
-        if col < width {
-            // SAFETY: AVX2 and FMA were detected with AVX-512F; the tail is inside the bound.
-            unsafe { super::avx2::row_strip(values, offsets, x, c0 + col, &mut y[col..], accumulate) };
+/// The tokens of `y` in blocks of `8, 4, 2, 1` vectors; returns how many it did (a multiple
+/// of the vector width).
+///
+/// # Safety
+/// `V`'s instruction set (inlined into the `#[target_feature]` wrappers above), and
+/// `offsets[j] + c0 + y.len() <= x.len()` for all j.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn strip<V: Vector>(
+    values: &[f32],
+    offsets: &[usize],
+    x: &[f32],
+    c0: usize,
+    y: &mut [f32],
+    accumulate: bool,
+) -> usize {
+    let mut col = 0;
+    let width = y.len();
+    // Each block reads `x[off + c0 + col ..][..LANES·N]` with `col + LANES·N <= width`, inside
+    // `x` by the caller's bound, and writes `y[col..][..LANES·N]`.
+    while width - col >= 8 * V::LANES {
+        // SAFETY: the ISA as the contract; the condition gives the bound above.
+        unsafe { block::<V, 8>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
+        col += 8 * V::LANES;
+    }
+    for n in [4, 2, 1] {
+        if width - col >= n * V::LANES {
+            let yp = y[col..].as_mut_ptr();
+            // SAFETY: as above, for `n` vectors.
+            unsafe {
+                match n {
+                    4 => block::<V, 4>(values, offsets, x, c0 + col, yp, accumulate),
+                    2 => block::<V, 2>(values, offsets, x, c0 + col, yp, accumulate),
+                    _ => block::<V, 1>(values, offsets, x, c0 + col, yp, accumulate),
+                }
+            }
+            col += n * V::LANES;
         }
     }
+    col
+}
 
-    /// `V` zmm accumulators (16·V tokens) held in registers over all kept weights.
-    ///
-    /// # Safety
-    /// AVX-512F; `x[off + c0 ..][..16·V]` in bounds for every offset; `y[..16·V]` writable.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn block<const V: usize>(
-        values: &[f32],
-        offsets: &[usize],
-        x: &[f32],
-        c0: usize,
-        y: *mut f32,
-        accumulate: bool,
-    ) {
-        let mut acc = [_mm512_setzero_ps(); V];
-        if accumulate {
+/// `N` accumulators (`LANES·N` tokens) held in registers over all kept weights.
+///
+/// # Safety
+/// `V`'s instruction set; `x[off + c0 ..][..LANES·N]` in bounds for every offset;
+/// `y[..LANES·N]` writable.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn block<V: Vector, const N: usize>(
+    values: &[f32],
+    offsets: &[usize],
+    x: &[f32],
+    c0: usize,
+    y: *mut f32,
+    accumulate: bool,
+) {
+    // SAFETY: `V`'s instruction set (contract).
+    let mut acc = [unsafe { V::zero() }; N];
+    if accumulate {
+        for (v, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `y[LANES·v ..][..LANES]` is inside the caller's `LANES·N`-wide strip.
+            *a = unsafe { V::load(y.add(V::LANES * v)) };
+        }
+    }
+    let xb = x.as_ptr();
+    for (&w, &off) in values.iter().zip(offsets) {
+        // SAFETY: `off + c0 + LANES·N <= x.len()` by the caller's bound, so every load of
+        // `v < N` is inside `x`; `V`'s instruction set (contract).
+        unsafe {
+            let (wb, xp) = (V::splat(w), xb.add(off + c0));
             for (v, a) in acc.iter_mut().enumerate() {
-                // SAFETY: `y[16v..16v+16]` is inside the caller's 16·V-wide strip.
-                *a = unsafe { _mm512_loadu_ps(y.add(16 * v)) };
+                *a = V::mul_add(wb, V::load(xp.add(V::LANES * v)), *a);
             }
         }
-        let xb = x.as_ptr();
-        for (&w, &off) in values.iter().zip(offsets) {
-            let wb = _mm512_set1_ps(w);
-            // SAFETY: `off + c0 + 16·V <= x.len()` by the caller's bound.
-            let xp = unsafe { xb.add(off + c0) };
-            for (v, a) in acc.iter_mut().enumerate() {
-                // SAFETY: as above, `v < V`.
-                *a = _mm512_fmadd_ps(wb, unsafe { _mm512_loadu_ps(xp.add(16 * v)) }, *a);
-            }
-        }
-        for (v, a) in acc.iter().enumerate() {
-            // SAFETY: `y[16v..16v+16]` is inside the caller's strip.
-            unsafe { _mm512_storeu_ps(y.add(16 * v), *a) };
-        }
+    }
+    for (v, a) in acc.iter().enumerate() {
+        // SAFETY: `y[LANES·v ..][..LANES]` is inside the caller's strip.
+        unsafe { a.store(y.add(V::LANES * v)) };
     }
 }

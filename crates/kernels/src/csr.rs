@@ -332,11 +332,10 @@ impl RowKernel for CsrMatrix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::execute::kernels::prune::{prune_unstructured_global, prune_unstructured_per_row};
-    use crate::execute::kernels::reference::gemm_naive;
-    use crate::execute::kernels::testing::{assert_close, data};
-    use crate::ingress::GemmOp;
+    use crate::prune::{prune_unstructured_global, prune_unstructured_per_row};
+    use crate::reference::gemm_naive;
     use crate::schedule::schedule_cpu;
+    use crate::testing::{assert_close, data};
     use proptest::prelude::*;
 
     fn check(rows: usize, k: usize, cols: usize, density: f64, threads: usize, global: bool, seed: u64) {
@@ -351,13 +350,7 @@ mod tests {
         assert_eq!(a.decompress(), w, "compress then decompress is the identity");
         let mut want = vec![0.0; rows * cols];
         gemm_naive(&w, &x, &mut want, rows, k, cols);
-        let op = GemmOp {
-            name: String::new(),
-            m: cols,
-            n: rows,
-            k,
-        };
-        let schedule = schedule_cpu(&op, threads);
+        let schedule = schedule_cpu(cols, rows, k, threads);
         for isa in Isa::available() {
             let mut y = vec![f32::NAN; rows * cols];
             a.spmm_on(isa, &schedule, (&x, cols), &mut y, cols);

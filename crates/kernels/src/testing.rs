@@ -13,6 +13,14 @@ pub(crate) fn data(len: usize, salt: u64) -> Vec<f32> {
         .collect()
 }
 
+/// Deterministic values in [-1, 1] from a multiplicative hash of the index, the inputs of
+/// the dense and precision tests.
+pub(crate) fn hashed(len: usize, salt: u32) -> Vec<f32> {
+    (0..len)
+        .map(|i| (((i as u32).wrapping_mul(2654435761).wrapping_add(salt) >> 8) % 2001) as f32 / 1000.0 - 1.0)
+        .collect()
+}
+
 /// Panics with the first element where `got` differs from the f64-accumulated oracle by more
 /// than f32 rounding over a K-long sum allows (a wrong index errs by O(1)).
 pub(crate) fn assert_close(got: &[f32], want: &[f32], k: usize, what: &str) {

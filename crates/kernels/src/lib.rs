@@ -1,4 +1,4 @@
-//! The built-in CPU kernels: the dense comparator and the sparse kernels under test.
+//! sparsegate's built-in CPU kernels: the dense comparator and the sparse kernels under test.
 //!
 //! Every kernel computes `Yᵀ[N×M] = W[N×K] · Xᵀ[K×M]` on row-major f32 buffers: `w` has N rows
 //! of K weights, `x` holds the activations transposed (row `k` is feature `k` of every token)
@@ -8,6 +8,11 @@
 //! Formats: [`nm::NmMatrix`] (N:M structured), [`csr::CsrMatrix`] (unstructured),
 //! [`bsr::BsrMatrix`] (block). [`SparseWeights`] is any of them, as the execution stage and
 //! the micro-benchmark hold them.
+//!
+//! The crate knows nothing of the gate: shapes are plain dimensions, blocking is a
+//! [`schedule::CpuSchedule`], and every refusal is a [`KernelError`]. All of sparsegate's SIMD
+//! and `unsafe` lives here (the gate itself forbids `unsafe`), under the lints in this crate's
+//! `Cargo.toml`: each unsafe block says why it is sound and each unsafe function its contract.
 
 pub mod bsr;
 mod bsr_few_tokens;
@@ -24,6 +29,8 @@ pub mod nm;
 pub mod precision;
 pub mod prune;
 pub mod reference;
+pub mod roofs;
+pub mod schedule;
 mod shared_output;
 mod sparse_rows;
 #[cfg(test)]
@@ -31,7 +38,6 @@ pub(crate) mod testing;
 
 pub use error::KernelError;
 
-use crate::ingress::Sparsity;
 use crate::schedule::CpuSchedule;
 
 /// Pruned, compressed weights in the format a sparsity pattern calls for.
@@ -46,39 +52,6 @@ pub enum SparseWeights {
 }
 
 impl SparseWeights {
-    /// Prune the row-major `rows × k` weights `w` in place to `sparsity` by magnitude (N:M per
-    /// group, unstructured per row, blocks by L2 norm) and compress them. `Ok(None)` for a
-    /// dense pattern. Afterwards `w` is exactly what the compressed form decompresses to, so a
-    /// dense kernel on `w` is the fair comparator.
-    pub fn prune_and_compress(
-        w: &mut [f32],
-        rows: usize,
-        k: usize,
-        sparsity: Sparsity,
-    ) -> Result<Option<SparseWeights>, KernelError> {
-        Ok(Some(match sparsity {
-            Sparsity::Dense => return Ok(None),
-            Sparsity::NOfM { n, m } => {
-                let (n, m) = (n as usize, m as usize);
-                nm::prune_magnitude_in_place(w, rows, k, n, m);
-                SparseWeights::Nm(nm::NmMatrix::compress(w, rows, k, n, m)?)
-            }
-            Sparsity::Unstructured { density } => {
-                prune::prune_unstructured_per_row(w, rows, k, density);
-                SparseWeights::Csr(csr::CsrMatrix::compress(w, rows, k)?)
-            }
-            Sparsity::Block {
-                rows: br,
-                cols: bc,
-                density,
-            } => {
-                let (br, bc) = (br as usize, bc as usize);
-                prune::prune_blocks(w, rows, k, br, bc, density);
-                SparseWeights::Bsr(bsr::BsrMatrix::compress(w, rows, k, br, bc)?)
-            }
-        }))
-    }
-
     /// `y[rows × cols] = W · x[k × cols]` with the format's kernel.
     pub fn spmm_scheduled(
         &self,

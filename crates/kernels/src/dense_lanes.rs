@@ -33,8 +33,8 @@
 //!   they split the rows, so each weight is read from memory by one thread only (on the FFN
 //!   shapes 475–479 vs 464–467 GFLOP/s split by tokens).
 
-use crate::execute::kernels::shared_output::SharedOutput;
-use crate::execute::kernels::sparse_rows::{AlignedFloats, TileX, lane_kernel_prologue, strip_plan};
+use crate::shared_output::SharedOutput;
+use crate::sparse_rows::{AlignedFloats, TileX, lane_kernel_prologue, strip_plan};
 use rayon::prelude::*;
 
 /// f32 per zmm register.
@@ -332,7 +332,7 @@ struct Dst {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{Dst, LANES, PREFETCH_STEPS, ROWS, TILE};
-    use crate::execute::kernels::sparse_rows::{Line, prefetch};
+    use crate::sparse_rows::{Line, prefetch};
     use std::arch::x86_64::*;
 
     /// One register tile over a K block, `width` tokens (a multiple of 16, at most [`TILE`]):
@@ -520,8 +520,8 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::execute::kernels::reference::gemm_naive;
-    use crate::execute::kernels::testing::{assert_close, data, has_avx512};
+    use crate::reference::gemm_naive;
+    use crate::testing::{assert_close, data, has_avx512};
     use proptest::prelude::*;
 
     fn check(rows: usize, k: usize, cols: usize, threads: usize) {

@@ -143,16 +143,9 @@ fn stride(len: usize) -> Result<isize, KernelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::execute::kernels::reference::gemm_naive;
+    use crate::reference::gemm_naive;
+    use crate::testing::hashed as data;
     use proptest::prelude::*;
-
-    fn data(len: usize, salt: u32) -> Vec<f32> {
-        (0..len)
-            .map(|i| {
-                (((i as u32).wrapping_mul(2654435761).wrapping_add(salt) >> 8) % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
 
     /// The first element of `got` off `want` by more than the f32 tolerance of a K-long sum.
     fn mismatch(got: &[f32], want: &[f32], k: usize) -> Option<(f32, f32)> {

@@ -13,7 +13,7 @@
 //!   a token-minor copy (8 floats a K row: every token at once), so a weight costs one
 //!   32-byte load instead of a gather lane per token. From 3 tokens (2 at K < 4096).
 
-use crate::execute::kernels::sparse_rows::{TOKEN_MINOR, token_major_copy, token_minor_copy};
+use crate::sparse_rows::{TOKEN_MINOR, token_major_copy, token_minor_copy};
 use rayon::prelude::*;
 
 /// Most tokens these kernels take: the token-minor copy's K row is one ymm of 8 tokens (the
@@ -212,8 +212,8 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::execute::kernels::reference::gemm_naive;
-    use crate::execute::kernels::testing::{assert_close, data, has_avx512};
+    use crate::reference::gemm_naive;
+    use crate::testing::{assert_close, data, has_avx512};
     use proptest::prelude::*;
 
     /// Both kernels against the naive product of the same weights, dense, on `x` rows `xs`

@@ -11,11 +11,9 @@ use super::NmMatrix;
 use super::any_pattern::{self, Pattern};
 use super::microkernel::{Isa, Offsets, RowBlock, row_strip};
 use super::two_of_four;
-use crate::execute::kernels::error::KernelError;
-use crate::execute::kernels::sparse_rows::{
-    RowKernel, default_schedule, grown_blocking, panels, prefetch, spmm_checked,
-};
+use crate::error::KernelError;
 use crate::schedule::CpuSchedule;
+use crate::sparse_rows::{RowKernel, default_schedule, grown_blocking, panels, prefetch, spmm_checked};
 use rayon::prelude::*;
 
 /// Rows ahead whose weights are prefetched: the K-block-major loop reads each row's values

@@ -46,7 +46,7 @@
 //! and 5–30% slower from 16 to 32 tokens (`sparsegate bench`, 2 threads, 4096², 11008×4096,
 //! 4096×11008, 2048²); level at K = 768.
 
-use crate::execute::kernels::sparse_rows::{lane_kernel_prologue, token_major_copy};
+use crate::sparse_rows::{lane_kernel_prologue, token_major_copy};
 use rayon::prelude::*;
 
 /// Output rows per zmm register.

@@ -300,11 +300,10 @@ impl RowKernel for BsrMatrix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::execute::kernels::prune::prune_blocks;
-    use crate::execute::kernels::reference::gemm_naive;
-    use crate::execute::kernels::testing::{assert_close, data};
-    use crate::ingress::GemmOp;
+    use crate::prune::prune_blocks;
+    use crate::reference::gemm_naive;
     use crate::schedule::schedule_cpu;
+    use crate::testing::{assert_close, data};
     use proptest::prelude::*;
 
     #[allow(clippy::too_many_arguments)]
@@ -324,19 +323,10 @@ mod tests {
         let x = data(k * cols, seed + 1);
         let a = BsrMatrix::compress(&w, rows, k, br, bc).unwrap();
         assert_eq!(a.decompress(), w, "compress then decompress is the identity");
-        assert_eq!(
-            a.blocks(),
-            crate::execute::kernels::prune::kept_count(brs * kbs, density)
-        );
+        assert_eq!(a.blocks(), crate::prune::kept_count(brs * kbs, density));
         let mut want = vec![0.0; rows * cols];
         gemm_naive(&w, &x, &mut want, rows, k, cols);
-        let op = GemmOp {
-            name: String::new(),
-            m: cols,
-            n: rows,
-            k,
-        };
-        let schedule = schedule_cpu(&op, threads);
+        let schedule = schedule_cpu(cols, rows, k, threads);
         for isa in Isa::available() {
             let mut y = vec![f32::NAN; rows * cols];
             a.spmm_on(isa, &schedule, (&x, cols), &mut y, cols);

@@ -1,21 +1,10 @@
 use super::microkernel::Isa;
 use super::*;
-use crate::execute::kernels::reference::gemm_naive;
-use crate::execute::kernels::sparse_rows::RowKernel;
+use crate::reference::gemm_naive;
 use crate::schedule::CpuSchedule;
+use crate::sparse_rows::RowKernel;
+use crate::testing::data;
 use proptest::prelude::*;
-
-fn data(len: usize, salt: u64) -> Vec<f32> {
-    let mut s = salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 2001) as f32 / 1000.0 - 1.0
-        })
-        .collect()
-}
 
 fn check_against_oracle(
     rows: usize,
@@ -39,13 +28,7 @@ fn check_against_oracle(
             .zip(&want)
             .position(|(g, w)| (g - w).is_nan() || (g - w).abs() > tol * w.abs().max(1.0))
     };
-    let op = crate::ingress::GemmOp {
-        name: String::new(),
-        m: cols,
-        n: rows,
-        k,
-    };
-    let schedule = crate::schedule::schedule_cpu(&op, threads);
+    let schedule = crate::schedule::schedule_cpu(cols, rows, k, threads);
     // Every instruction set the machine has, not only the one detection would pick.
     for isa in Isa::available() {
         let mut y = vec![f32::NAN; rows * cols];

@@ -385,17 +385,10 @@ impl SparseI8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::execute::kernels::nm;
-    use crate::execute::kernels::reference::{gemm_i8_naive, gemm_naive};
+    use crate::nm;
+    use crate::reference::{gemm_i8_naive, gemm_naive};
+    use crate::testing::hashed as data;
     use proptest::prelude::*;
-
-    fn data(len: usize, salt: u32) -> Vec<f32> {
-        (0..len)
-            .map(|i| {
-                (((i as u32).wrapping_mul(2654435761).wrapping_add(salt) >> 8) % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
 
     /// Σ|w·x| per output: the scale the rounding error of a K-term sum follows.
     fn abs_sums(w: &[f32], x: &[f32], n: usize, k: usize, m: usize) -> Vec<f32> {

@@ -1,0 +1,212 @@
+//! The probes behind the gate's roofline roofs (issue 6): the peak f32 FMA rate and the
+//! memory bandwidth of a STREAM-like triad, over a given number of threads.
+//!
+//! They live with the kernels because the FMA probe is SIMD code of the same kind (one
+//! `#[target_feature]` function per instruction set, picked at run time); the gate decides
+//! how many trials to run and how large a triad buffer to use.
+
+use std::time::Instant;
+
+/// Independent accumulator chains per thread: enough to cover the FMA latency (4 cycles) on
+/// two FMA pipes, and all of them fit in registers.
+const CHAINS: usize = 16;
+/// FMA iterations per chain in one trial (≈ 1 ms with AVX-512 at 3 GHz).
+const FMA_ITERS: u64 = 400_000;
+/// Triad passes over the buffers; the best counts (the first also faults the pages in, so
+/// the buffers are touched once before timing).
+const TRIAD_PASSES: usize = 3;
+
+/// Best-of-`trials` FMA throughput in GFLOP/s over `threads` threads, and the instruction
+/// set it ran on: every thread runs independent FMA chains on registers only (no memory
+/// traffic), with the widest vectors the CPU has. On a shared machine the peak is what a
+/// trial gets when it has the cores to itself, hence the best of several.
+pub fn fma_peak(threads: usize, trials: usize) -> (f64, &'static str) {
+    let (lanes, isa) = fma_lanes();
+    let mut best = 0.0f64;
+    for _ in 0..trials.max(1) {
+        let start = Instant::now();
+        let sink: f32 = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads).map(|_| s.spawn(fma_chains)).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(0.0)).sum()
+        });
+        let secs = start.elapsed().as_secs_f64().max(1e-9);
+        std::hint::black_box(sink);
+        let flops = threads as f64 * FMA_ITERS as f64 * CHAINS as f64 * lanes as f64 * 2.0;
+        best = best.max(flops / secs / 1e9);
+    }
+    (best, isa)
+}
+
+/// f32 lanes per FMA and the name of the widest instruction set this CPU has.
+fn fma_lanes() -> (usize, &'static str) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return (16, "avx512f");
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            return (8, "avx2+fma");
+        }
+    }
+    (1, "portable")
+}
+
+/// One thread's share of a trial: [`CHAINS`] independent multiply-add chains on registers.
+fn fma_chains() -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F was detected just above.
+            return unsafe { x86::avx512() };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: AVX2 and FMA were detected just above.
+            return unsafe { x86::avx2() };
+        }
+    }
+    // Portable: a separate multiply and add (two FLOPs, like an FMA), which the compiler
+    // keeps in registers; `mul_add` without hardware FMA would call a slow libm routine.
+    let mut acc = [1.0f32; CHAINS];
+    for _ in 0..FMA_ITERS {
+        for a in &mut acc {
+            *a = std::hint::black_box(*a * 0.999_999 + 1e-7);
+        }
+    }
+    acc.iter().sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{CHAINS, FMA_ITERS};
+    use crate::lanes::Vector;
+    use std::arch::x86_64::{__m256, __m512};
+
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn avx512() -> f32 {
+        // SAFETY: AVX-512F is enabled here for `__m512`.
+        unsafe { chains::<__m512>() }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn avx2() -> f32 {
+        // SAFETY: AVX2 and FMA are enabled here for `__m256`.
+        unsafe { chains::<__m256>() }
+    }
+
+    /// [`CHAINS`] independent FMA chains of [`FMA_ITERS`] steps each; the sum of every lane.
+    ///
+    /// # Safety
+    /// `V`'s instruction set (inlined into the `#[target_feature]` wrappers above).
+    #[inline(always)]
+    unsafe fn chains<V: Vector>() -> f32 {
+        // SAFETY: `V`'s instruction set (contract), for every vector operation below.
+        unsafe {
+            let (m, c) = (V::splat(0.999_999), V::splat(1e-7));
+            let one = V::splat(1.0);
+            // Named accumulators, so they live in registers (an array may be kept in memory,
+            // and then the loop measures store forwarding, not the FMA pipes).
+            let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) =
+                (one, one, one, one, one, one, one, one);
+            let (mut b0, mut b1, mut b2, mut b3, mut b4, mut b5, mut b6, mut b7) =
+                (one, one, one, one, one, one, one, one);
+            for _ in 0..FMA_ITERS {
+                a0 = V::mul_add(a0, m, c);
+                a1 = V::mul_add(a1, m, c);
+                a2 = V::mul_add(a2, m, c);
+                a3 = V::mul_add(a3, m, c);
+                a4 = V::mul_add(a4, m, c);
+                a5 = V::mul_add(a5, m, c);
+                a6 = V::mul_add(a6, m, c);
+                a7 = V::mul_add(a7, m, c);
+                b0 = V::mul_add(b0, m, c);
+                b1 = V::mul_add(b1, m, c);
+                b2 = V::mul_add(b2, m, c);
+                b3 = V::mul_add(b3, m, c);
+                b4 = V::mul_add(b4, m, c);
+                b5 = V::mul_add(b5, m, c);
+                b6 = V::mul_add(b6, m, c);
+                b7 = V::mul_add(b7, m, c);
+            }
+            let all = [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7];
+            debug_assert_eq!(all.len(), CHAINS);
+            let mut sum = 0.0f32;
+            for a in all {
+                let mut lanes = [0.0f32; 16];
+                // `lanes` holds the 16 floats of the widest vector.
+                a.store(lanes.as_mut_ptr());
+                sum += lanes[..V::LANES].iter().sum::<f32>();
+            }
+            sum
+        }
+    }
+}
+
+/// Best-of-passes bandwidth of `a[i] = b[i] + s·c[i]` over three f32 arrays of about
+/// `total_bytes` together, split across `threads` contiguous chunks; returns GB/s and the
+/// bytes one pass moved (12 per element: two reads, one write, as STREAM counts it).
+pub fn triad_bandwidth(threads: usize, total_bytes: u64) -> (f64, u64) {
+    let len = (total_bytes / 12).max(1024) as usize;
+    let (mut a, b, c) = (vec![0.0f32; len], vec![1.0f32; len], vec![2.0f32; len]);
+    let chunk = len.div_ceil(threads);
+    let scalar = std::hint::black_box(3.0f32);
+    let mut best = 0.0f64;
+    for _ in 0..TRIAD_PASSES {
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            for ((a, b), c) in a.chunks_mut(chunk).zip(b.chunks(chunk)).zip(c.chunks(chunk)) {
+                s.spawn(move || {
+                    for ((a, b), c) in a.iter_mut().zip(b).zip(c) {
+                        *a = b + scalar * c;
+                    }
+                });
+            }
+        });
+        let secs = start.elapsed().as_secs_f64().max(1e-9);
+        std::hint::black_box(&a);
+        best = best.max(12.0 * len as f64 / secs / 1e9);
+    }
+    (best, 12 * len as u64)
+}
+
+/// The largest cache the kernel reports for CPU 0 (`/sys/.../cache/index*/size`), in bytes.
+pub fn last_level_cache_bytes() -> Option<u64> {
+    let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read_to_string(e.path().join("size")).ok())
+        .filter_map(|s| parse_cache_size(s.trim()))
+        .max()
+}
+
+/// `32768K`, `2M` or `512` (bytes) as the kernel writes cache sizes.
+fn parse_cache_size(text: &str) -> Option<u64> {
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => text.split_at(i),
+        None => (text, ""),
+    };
+    let n: u64 = digits.parse().ok()?;
+    match unit {
+        "" => Some(n),
+        "K" => n.checked_mul(1 << 10),
+        "M" => n.checked_mul(1 << 20),
+        "G" => n.checked_mul(1 << 30),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_sizes_parse_as_the_kernel_writes_them() {
+        assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
+        assert_eq!(parse_cache_size("2M"), Some(2 << 20));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        assert_eq!(parse_cache_size("12X"), None);
+        assert_eq!(parse_cache_size(""), None);
+    }
+}
