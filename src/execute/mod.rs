@@ -3,13 +3,16 @@
 
 pub mod bench;
 mod child;
+pub mod children;
 mod command;
+pub mod dispatch;
 mod evidence;
 mod import;
 mod load;
 pub mod quality;
 pub mod roofs;
 mod run;
+pub mod shards;
 mod sim;
 mod weights;
 mod workload;

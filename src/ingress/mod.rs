@@ -9,7 +9,9 @@
 pub mod environment;
 pub mod model;
 pub mod pack;
+pub mod pack_set;
 pub mod shard;
+pub mod workspace;
 
 mod diagnostic;
 mod expand;

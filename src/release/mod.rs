@@ -2,6 +2,7 @@
 //! re-measures.
 
 mod annotations;
+pub mod calendar;
 mod charts;
 mod decision;
 mod error;
@@ -9,6 +10,7 @@ mod exit;
 pub mod history;
 mod junit;
 mod memo;
+pub mod memo_trends;
 pub mod sign;
 mod summary;
 pub mod trend;

@@ -1,6 +1,7 @@
 //! Stage 5, result assembly and validation: statistics against golden baselines and
 //! same-run comparators, guardrail verdicts, bottleneck class. It judges; it never renders.
 
+pub mod baselines;
 pub mod bottleneck;
 pub mod compare;
 mod contradictions;

@@ -1,0 +1,143 @@
+//! `gate`: refuse what cannot be judged, plan the runs, run, then decide and write every
+//! output. `merge` shares [`decide_and_write`] and [`required_baselines`].
+
+use super::history::{HistoryOutcome, record_history};
+use super::run::run_under;
+use super::{Options, Progress, all_slices, capture_environment, load_packs, refusals};
+use crate::error::Result;
+use crate::execute::Evidence;
+use crate::files::{to_json, write_atomic};
+use crate::ingress::{Environment, LoadedPack, Slice};
+use crate::release::calendar::now_rfc3339;
+use crate::release::memo_trends::memo_trends;
+use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
+use crate::validate::baselines::load_required_baselines;
+use crate::validate::golden::Baselines;
+use crate::validate::{assess, plan_runs, power_check};
+use std::path::{Path, PathBuf};
+
+/// What a gate run produced.
+#[derive(Debug)]
+pub struct GateReport {
+    /// The decision (`verdict.json`).
+    pub decision: Decision,
+    /// The raw evidence (`evidence.json`).
+    pub evidence: Evidence,
+    /// The memo model (`memo.md`, `memo.html`).
+    pub memo: Memo,
+    /// The files written, in order.
+    pub files: Vec<PathBuf>,
+    /// Whether (and where) the run was recorded in the history.
+    pub history: HistoryOutcome,
+}
+
+/// Run, validate and decide (the `gate` command), writing `memo.json` (the memo model
+/// that signatures cover), `evidence.json`, `verdict.json`, `memo.md`, `memo.html` and
+/// `junit.xml` into `out_dir`.
+///
+/// Every refusal (bad pack, missing baseline, environment drift) happens before anything
+/// runs or is written.
+pub fn gate(
+    paths: &[PathBuf],
+    out_dir: &Path,
+    options: &Options,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<GateReport> {
+    let mut packs = load_packs(paths)?;
+    let environment = capture_environment(&packs, &options.work_dir)?;
+    let (baselines, drift) = required_baselines(&packs, &environment, options)?;
+    // The run count planned from a baseline's between-run spread replaces the pack's.
+    for slice in packs.iter_mut().flat_map(|p| p.slices.iter_mut()) {
+        if let Some(plan) = plan_runs(slice, &baselines) {
+            slice.samples.runs = plan.runs;
+            progress(Progress::RunsPlanned { plan: &plan });
+        }
+    }
+    let slices: Vec<Slice> = all_slices(&packs).cloned().collect();
+    for note in power_check(&slices, &baselines)
+        .iter()
+        .filter(|n| !n.plan.margin_resolvable)
+    {
+        progress(Progress::PowerWarning { note });
+    }
+    let evidence = run_under(&packs, environment, Some(&baselines), options, progress);
+    decide_and_write("gate", &packs, evidence, &baselines, drift, out_dir, options)
+}
+
+/// The baselines `packs` need under `environment`, with the drift the memo must call out
+/// (refused unless `options.allow_env_drift`).
+pub(super) fn required_baselines(
+    packs: &[LoadedPack],
+    environment: &Environment,
+    options: &Options,
+) -> Result<(Baselines, Vec<DriftNote>)> {
+    let (baselines, drift) = load_required_baselines(
+        packs,
+        environment,
+        &options.golden_dir,
+        options.allow_env_drift,
+        &now_rfc3339(),
+    )
+    .map_err(refusals::baseline)?;
+    let drift = drift
+        .into_iter()
+        .map(|d| DriftNote {
+            pack: d.pack,
+            slice: d.slice,
+            fields: d.fields,
+        })
+        .collect();
+    Ok((baselines, drift))
+}
+
+/// Validate evidence against the packs' guardrails, decide, and write every output.
+pub(super) fn decide_and_write(
+    command: &str,
+    packs: &[LoadedPack],
+    evidence: Evidence,
+    baselines: &Baselines,
+    drift: Vec<DriftNote>,
+    out_dir: &Path,
+    options: &Options,
+) -> Result<GateReport> {
+    let slices: Vec<Slice> = all_slices(packs).cloned().collect();
+    let assessment = assess(&slices, &evidence, baselines);
+    let decision = decide(&assessment, drift);
+    // Record first, so the memo's trend charts end with this run.
+    let history = record_history(command, &evidence, &decision, options);
+    let trends = match &history {
+        HistoryOutcome::Recorded { path, .. } => memo_trends(path, &evidence),
+        _ => Vec::new(),
+    };
+    let memo = Memo::new(
+        packs,
+        &evidence,
+        baselines,
+        &options.golden_dir,
+        &decision,
+        &assessment,
+    )
+    .with_trends(trends);
+
+    let outputs = [
+        ("memo.json", to_json(&memo)),
+        ("evidence.json", to_json(&evidence)),
+        ("verdict.json", to_json(&decision)),
+        ("memo.md", memo.render_markdown()?),
+        ("memo.html", memo.render_html()?),
+        ("junit.xml", render_junit(&decision)),
+    ];
+    let mut files = Vec::with_capacity(outputs.len());
+    for (name, text) in outputs {
+        let path = out_dir.join(name);
+        write_atomic(&path, text.as_bytes())?;
+        files.push(path);
+    }
+    Ok(GateReport {
+        decision,
+        evidence,
+        memo,
+        files,
+        history,
+    })
+}

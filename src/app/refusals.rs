@@ -1,0 +1,64 @@
+//! The stages' refusals as the library's [`Error`], each with what to do about it. The
+//! stages say what is wrong; the hints, which name commands and the run's setup, are
+//! added here, once for every command that meets them.
+
+use crate::error::Error;
+use crate::execute::shards::ShardError;
+use crate::ingress::pack_set::PackSetError;
+use crate::validate::baselines::BaselineError;
+
+fn usage(e: impl std::fmt::Display, hint: &str) -> Error {
+    Error::Usage {
+        message: e.to_string(),
+        hint: hint.to_owned(),
+    }
+}
+
+/// Packs that cannot be loaded or run together.
+pub(super) fn pack_set(e: PackSetError) -> Error {
+    match e {
+        PackSetError::Pack(e) => Error::Pack(e),
+        PackSetError::DirtyWorkTree { pack } => Error::DirtyWorkTree { pack },
+        e @ PackSetError::SharedName { .. } => usage(
+            e,
+            "pack names key golden baselines; give each pack its own `name`",
+        ),
+        e @ PackSetError::MixedThreads => usage(e, "run packs with different locks in separate invocations"),
+    }
+}
+
+/// Baselines a gate needs and cannot use.
+pub(super) fn baseline(e: BaselineError) -> Error {
+    match e {
+        BaselineError::Golden(e) => e.into(),
+        BaselineError::Missing {
+            pack,
+            slice,
+            path,
+            pack_path,
+        } => Error::MissingBaseline {
+            pack,
+            slice,
+            path,
+            pack_path,
+        },
+        BaselineError::Drift { baseline, fields } => Error::EnvironmentDrift { baseline, fields },
+    }
+}
+
+/// Shard evidence that cannot be merged.
+pub(super) fn shard(e: ShardError) -> Error {
+    match e {
+        ShardError::File(e) => e.into(),
+        ShardError::Pack(e) => Error::Pack(e),
+        e @ ShardError::NoShards => usage(e, "pass the output directory of every shard"),
+        e @ ShardError::LockMismatch { .. } => usage(
+            e,
+            "run every shard on the same machine class with the same sparsegate build",
+        ),
+        e @ ShardError::PackVersions { .. } => usage(e, "run every shard from the same commit"),
+        e @ ShardError::Overlap { .. } => usage(e, "give each shard a distinct --shard K/N with the same N"),
+        e @ ShardError::PackChanged { .. } => usage(e, "merge the shards of this commit, or run them again"),
+        e @ ShardError::Missing(_) => usage(e, "pass the output directory of every shard (K = 1..N)"),
+    }
+}

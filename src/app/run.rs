@@ -1,0 +1,69 @@
+//! `run`: lower and execute every slice of the packs, collecting evidence. `gate` and
+//! `bless` run slices through [`run_under`] too.
+
+use super::{Options, Progress, all_slices, capture_environment};
+use crate::error::Result;
+use crate::execute::children::launch_child_run;
+use crate::execute::dispatch::{pack_evidence, place_roofs};
+use crate::execute::{Evidence, LaunchRun, SliceEvidence, execute_slice_on};
+use crate::files::{to_json, write_atomic};
+use crate::ingress::{Environment, LoadedPack};
+use crate::lower::lower;
+use crate::validate::golden::Baselines;
+use crate::validate::interim_look;
+use std::path::{Path, PathBuf};
+
+/// Run every slice of `packs` (the `run` command): lower, execute, collect evidence.
+pub fn run(
+    packs: &[LoadedPack],
+    options: &Options,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<Evidence> {
+    let environment = capture_environment(packs, &options.work_dir)?;
+    Ok(run_under(packs, environment, None, options, progress))
+}
+
+/// Write the evidence of a `run` to `out_dir/evidence.json`.
+pub fn write_evidence(evidence: &Evidence, out_dir: &Path) -> Result<PathBuf> {
+    let path = out_dir.join("evidence.json");
+    write_atomic(&path, to_json(evidence).as_bytes())?;
+    Ok(path)
+}
+
+/// Execute every slice of `packs` under `environment`; with `baselines`, sequential
+/// sampling stops a slice as soon as validate's interim look decides it.
+pub(super) fn run_under(
+    packs: &[LoadedPack],
+    mut environment: Environment,
+    baselines: Option<&Baselines>,
+    options: &Options,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Evidence {
+    place_roofs(&mut environment, all_slices(packs));
+    let total = all_slices(packs).count();
+    let mut slices = Vec::with_capacity(total);
+    let with_pack = packs.iter().flat_map(|p| p.slices.iter().map(move |s| (p, s)));
+    for (i, (pack, slice)) in with_pack.enumerate() {
+        progress(Progress::SliceStarted {
+            slice,
+            index: i + 1,
+            total,
+        });
+        let plan = lower(slice);
+        let launch = |run: u32| match options.run_launcher.as_deref() {
+            Some(launcher) => launch_child_run(launcher, pack, slice, run, &environment),
+            None => Err("no run launcher".to_owned()),
+        };
+        let launch = options
+            .run_launcher
+            .is_some()
+            .then_some(&launch as &LaunchRun<'_>);
+        // Sequential sampling: execution asks validate's interim check after each run.
+        let baseline = baselines.and_then(|b| b.get(&crate::domain::OfSlice::slice_key(slice)));
+        let stop = |ev: &SliceEvidence| interim_look(slice, ev, baseline);
+        let evidence = execute_slice_on(slice, &plan, launch, Some(&stop));
+        progress(Progress::SliceFinished { evidence: &evidence });
+        slices.push(evidence);
+    }
+    pack_evidence(packs, environment, slices)
+}

@@ -1,0 +1,42 @@
+//! The parent's side of a `process`-mode run: one run of a slice in a fresh child process,
+//! under a finite timeout, refused when the child measured under another lock.
+
+use super::{RunLauncher, RunRecord, RunRequest};
+use crate::ingress::{Environment, LoadedPack, Slice};
+use std::time::Duration;
+
+/// How long one child run may take before it is killed: generous (a slice's runs are
+/// bounded by its time budget, but `samples.min` may outlast it on a slow kernel), yet
+/// finite, so a wedged child can never hang the gate.
+pub fn child_timeout(slice: &Slice) -> Duration {
+    Duration::from_secs_f64(300.0 + 10.0 * slice.samples.time_budget_s)
+}
+
+/// Run `run` of `slice` (of `pack`) through `launcher` and return its record, or why not:
+/// the launcher's error (a crash quotes the child's stderr), or a reply measured under an
+/// environment lock other than `environment`.
+pub fn launch_child_run(
+    launcher: &dyn RunLauncher,
+    pack: &LoadedPack,
+    slice: &Slice,
+    run: u32,
+    environment: &Environment,
+) -> Result<RunRecord, String> {
+    let request = RunRequest {
+        pack_path: pack.path.clone(),
+        pack_digest: pack.digest.clone(),
+        slice: slice.id.clone(),
+        run,
+        environment: environment.clone(),
+    };
+    let reply = launcher.launch(&request, child_timeout(slice))?;
+    let fields = environment.lock_diff(&reply.environment);
+    if !fields.is_empty() {
+        let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
+        return Err(format!(
+            "the child process measured under a different environment lock ({})",
+            names.join(", ")
+        ));
+    }
+    Ok(reply.record)
+}

@@ -1,0 +1,85 @@
+//! The packs of one invocation, taken together: loaded as a set (their names key golden
+//! baselines, so they must differ), narrowed to a CI shard, and checked to share one lock
+//! before the environment is captured for them.
+
+use super::shard::Shard;
+use super::{Environment, LoadedPack, PackError, load_pack, pack_threads};
+use std::path::{Path, PathBuf};
+
+/// Why a set of packs cannot be run together.
+#[derive(Debug, thiserror::Error)]
+pub enum PackSetError {
+    /// A pack failed to load; carries every located problem.
+    #[error(transparent)]
+    Pack(Box<PackError>),
+    /// Two packs have one name (names key golden baselines).
+    #[error("packs {} and {} share the name `{name}`", first.display(), second.display())]
+    SharedName {
+        /// The pack loaded first.
+        first: PathBuf,
+        /// The pack with the same name.
+        second: PathBuf,
+        /// The name.
+        name: String,
+    },
+    /// The packs ask for different `lock.threads`, so they cannot share one lock.
+    #[error("the packs ask for different thread counts (lock.threads)")]
+    MixedThreads,
+    /// A pack requires a clean git work tree and it is not.
+    #[error(
+        "pack `{pack}` requires a clean git work tree (lock.require_clean_git), but it has uncommitted changes"
+    )]
+    DirtyWorkTree {
+        /// The pack name.
+        pack: String,
+    },
+}
+
+type Result<T, E = PackSetError> = std::result::Result<T, E>;
+
+/// Load every pack, stopping at the first that is invalid, and refuse packs that cannot be
+/// run together.
+pub fn load_packs(paths: &[PathBuf]) -> Result<Vec<LoadedPack>> {
+    let packs = paths
+        .iter()
+        .map(|p| load_pack(p).map_err(|e| PackSetError::Pack(Box::new(e))))
+        .collect::<Result<Vec<_>>>()?;
+    for (i, a) in packs.iter().enumerate() {
+        if let Some(b) = packs[..i].iter().find(|b| b.file.name == a.file.name) {
+            return Err(PackSetError::SharedName {
+                first: b.path.clone(),
+                second: a.path.clone(),
+                name: a.file.name.clone(),
+            });
+        }
+    }
+    Ok(packs)
+}
+
+/// Keep only the slices of `shard` (the `run --shard K/N` of a CI matrix job).
+pub fn select_shard(packs: &mut [LoadedPack], shard: Shard) {
+    for pack in packs {
+        pack.slices.retain(|s| shard.contains(s));
+    }
+}
+
+/// The environment for a run; every pack must use the same thread count for one lock.
+/// Read from the packs, not their slices: a shard that got no slice of a pack still
+/// records the pack's thread count, so `merge` does not see a lock mismatch. A pack that
+/// requires a clean git work tree is refused on a dirty one.
+pub fn capture_environment(packs: &[LoadedPack], work_dir: &Path) -> Result<Environment> {
+    let mut threads = packs.iter().map(|p| pack_threads(&p.file));
+    let first = threads.next().unwrap_or(1);
+    if threads.any(|t| t != first) {
+        return Err(PackSetError::MixedThreads);
+    }
+    let environment = Environment::capture(first, work_dir);
+    for pack in packs.iter().filter(|p| p.file.lock.require_clean_git) {
+        if environment.git.as_ref().is_none_or(|g| g.dirty) {
+            return Err(PackSetError::DirtyWorkTree {
+                pack: pack.file.name.clone(),
+            });
+        }
+    }
+    Ok(environment)
+}

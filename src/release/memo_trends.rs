@@ -1,0 +1,48 @@
+//! The memo's trend charts: each slice's recent latency history, read back from the run
+//! history just written, with the change points E-divisive means finds in it.
+
+use super::MemoTrend;
+use super::history::History;
+use crate::execute::Evidence;
+use crate::stats::{EDivisiveOptions, e_divisive};
+use std::path::Path;
+
+/// Runs of history the memo charts per slice.
+pub const MEMO_TREND_RUNS: usize = 30;
+
+/// The metric the memo's trend chart follows: the one every backend records.
+const MEMO_TREND_METRIC: &str = "latency";
+
+/// The recent latency history of every slice with at least two recorded runs, with its
+/// change points. A read failure only drops the charts (the run is recorded; the memo stays
+/// correct without them).
+pub fn memo_trends(path: &Path, evidence: &Evidence) -> Vec<MemoTrend> {
+    let Ok(history) = History::open(path) else {
+        return Vec::new();
+    };
+    evidence
+        .slices
+        .iter()
+        .filter_map(|s| {
+            let (_, series) = history.series(Some(&s.pack), &s.slice, MEMO_TREND_METRIC).ok()?;
+            let recent = &series[series.len().saturating_sub(MEMO_TREND_RUNS)..];
+            if recent.len() < 2 {
+                return None;
+            }
+            let values: Vec<f64> = recent.iter().map(|p| p.value).collect();
+            let mut change_points: Vec<usize> = e_divisive(&values, &EDivisiveOptions::default())
+                .ok()?
+                .iter()
+                .map(|c| c.index)
+                .collect();
+            change_points.sort_unstable();
+            Some(MemoTrend {
+                pack: s.pack.clone(),
+                slice: s.slice.clone(),
+                metric: MEMO_TREND_METRIC.to_owned(),
+                points: recent.iter().map(|p| (p.run_id, p.value)).collect(),
+                change_points,
+            })
+        })
+        .collect()
+}
