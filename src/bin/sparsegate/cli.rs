@@ -98,33 +98,7 @@ pub enum Command {
     /// One slice's metric over the recorded runs, with the change points E-divisive means
     /// finds (permutation test, seeded). Works for any recorded metric or counter, and for
     /// guardrail values such as quality_delta or accuracy.
-    Trend {
-        /// The metric, counter or guardrail metric, e.g. latency, effective_speedup,
-        /// fallback_rate, quality_delta.
-        #[arg(long)]
-        metric: String,
-        /// The slice id.
-        #[arg(long)]
-        slice: String,
-        /// The pack (needed when several packs have a slice of that id).
-        #[arg(long)]
-        pack: Option<String>,
-        /// A change point is reported when its permutation p-value is at most this.
-        #[arg(long, default_value = "0.05", value_parser = parse_fraction)]
-        pvalue: f64,
-        /// Permutations per candidate change point.
-        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-        permutations: u32,
-        /// Seed of the permutations (same history, same seed: same change points).
-        #[arg(long, default_value_t = 0x5eed)]
-        seed: u64,
-        /// The run-history database (default as for `history`).
-        #[arg(long, value_name = "PATH")]
-        history: Option<PathBuf>,
-        /// Print the series and change points as JSON on stdout.
-        #[arg(long)]
-        json: bool,
-    },
+    Trend(TrendArgs),
     /// Sign closure memos with SSH keys, or verify them.
     #[command(subcommand)]
     Memo(MemoCommand),
@@ -157,35 +131,7 @@ pub enum Command {
     Bench(BenchArgs),
     /// Simulate one GEMM layer on an accelerator preset: cycles, latency, energy,
     /// tensor-core occupancy, DRAM and metadata bytes, fallback and bottleneck class.
-    Sim {
-        /// A built-in preset (a100, h100, h200, sparseloop-stc, systolic-32-os, ...) or the
-        /// path of a preset YAML file.
-        #[arg(long, value_name = "NAME_OR_FILE")]
-        arch: String,
-        /// The GEMM as MxNxK: M tokens, N output features, K reduction.
-        #[arg(long, value_name = "MxNxK")]
-        gemm: String,
-        /// Weight sparsity: dense, N:M (e.g. 2:4) or unstructured:D.
-        #[arg(long, default_value = "dense")]
-        sparsity: String,
-        /// Operand precision: fp32, fp16, bf16 or int8.
-        #[arg(long, default_value = "fp16")]
-        precision: String,
-        /// Serve requests of this layer under load: steady:RATE, poisson:RATE or
-        /// bursts:RATE:SIZE (requests/s); reports p50/p95/p99 latency.
-        #[arg(long, value_name = "PATTERN")]
-        traffic: Option<String>,
-        /// Requests to simulate under --traffic (a p99 claim needs at least 662, MLPerf
-        /// LoadGen's early-stopping minimum).
-        #[arg(long, default_value_t = 1000)]
-        requests: u64,
-        /// Seed of the arrival process.
-        #[arg(long, default_value_t = 0x5eed)]
-        seed: u64,
-        /// Print the full result as JSON on stdout.
-        #[arg(long)]
-        json: bool,
-    },
+    Sim(SimArgs),
 }
 
 /// `sparsegate stats ...`
@@ -355,4 +301,66 @@ pub struct RunArgs {
     /// Hide per-slice progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// Arguments of `sparsegate trend`.
+#[derive(Debug, Args)]
+pub struct TrendArgs {
+    /// The metric, counter or guardrail metric, e.g. latency, effective_speedup,
+    /// fallback_rate, quality_delta.
+    #[arg(long)]
+    pub metric: String,
+    /// The slice id.
+    #[arg(long)]
+    pub slice: String,
+    /// The pack (needed when several packs have a slice of that id).
+    #[arg(long)]
+    pub pack: Option<String>,
+    /// A change point is reported when its permutation p-value is at most this.
+    #[arg(long, default_value = "0.05", value_parser = parse_fraction)]
+    pub pvalue: f64,
+    /// Permutations per candidate change point.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub permutations: u32,
+    /// Seed of the permutations (same history, same seed: same change points).
+    #[arg(long, default_value_t = 0x5eed)]
+    pub seed: u64,
+    /// The run-history database (default as for `history`).
+    #[arg(long, value_name = "PATH")]
+    pub history: Option<PathBuf>,
+    /// Print the series and change points as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `sparsegate sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// A built-in preset (a100, h100, h200, sparseloop-stc, systolic-32-os, ...) or the
+    /// path of a preset YAML file.
+    #[arg(long, value_name = "NAME_OR_FILE")]
+    pub arch: String,
+    /// The GEMM as MxNxK: M tokens, N output features, K reduction.
+    #[arg(long, value_name = "MxNxK")]
+    pub gemm: String,
+    /// Weight sparsity: dense, N:M (e.g. 2:4) or unstructured:D.
+    #[arg(long, default_value = "dense")]
+    pub sparsity: String,
+    /// Operand precision: fp32, fp16, bf16 or int8.
+    #[arg(long, default_value = "fp16")]
+    pub precision: String,
+    /// Serve requests of this layer under load: steady:RATE, poisson:RATE or
+    /// bursts:RATE:SIZE (requests/s); reports p50/p95/p99 latency.
+    #[arg(long, value_name = "PATTERN")]
+    pub traffic: Option<String>,
+    /// Requests to simulate under --traffic (a p99 claim needs at least 662, MLPerf
+    /// LoadGen's early-stopping minimum).
+    #[arg(long, default_value_t = 1000)]
+    pub requests: u64,
+    /// Seed of the arrival process.
+    #[arg(long, default_value_t = 0x5eed)]
+    pub seed: u64,
+    /// Print the full result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -1,0 +1,91 @@
+//! `sparsegate bench --gemm MxNxK`: one built-in kernel against its dense comparator.
+
+use crate::cli::BenchArgs;
+use sparsegate::execute::bench::{BenchReport, BenchRequest, Interval};
+use sparsegate::ingress::pack::SamplePolicy;
+use sparsegate::release::ExitCode;
+use sparsegate::{Error, Result, app};
+
+pub fn run(args: &BenchArgs) -> Result<ExitCode> {
+    let report = app::bench(&request(args)?)?;
+    if args.json {
+        print!("{}", app::to_json(&report));
+    } else {
+        print_text(&report);
+    }
+    Ok(ExitCode::Pass)
+}
+
+/// The request the flags describe: threads default to every logical CPU, three warm-up
+/// iterations, 95% intervals.
+fn request(args: &BenchArgs) -> Result<BenchRequest> {
+    let (m, n, k) = args.gemm;
+    if !(args.time_budget > 0.0 && args.time_budget.is_finite()) || args.min_samples > args.max_samples {
+        return Err(Error::Usage {
+            message: "bench needs --time-budget > 0 and --min-samples <= --max-samples".into(),
+            hint: "e.g. --min-samples 10 --max-samples 200 --time-budget 5".into(),
+        });
+    }
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    Ok(BenchRequest {
+        m,
+        n,
+        k,
+        sparsity: args.sparsity,
+        precision: args.precision,
+        threads,
+        samples: SamplePolicy {
+            warmup: 3,
+            min: args.min_samples,
+            max: args.max_samples,
+            time_budget_s: args.time_budget,
+            ..Default::default()
+        },
+        seed: args.seed,
+        confidence: 0.95,
+    })
+}
+
+fn print_text(r: &BenchReport) {
+    let ci = |i: &Interval, scale: f64| match (i.low, i.high) {
+        (Some(l), Some(h)) => format!("[{:.3}, {:.3}]", l * scale, h * scale),
+        _ => "[too few samples]".into(),
+    };
+    println!(
+        "gemm {} {} {} on {} thread(s): {:?} ({})",
+        r.gemm,
+        r.sparsity,
+        r.precision.as_str(),
+        r.threads,
+        r.path,
+        r.reason
+    );
+    println!(
+        "  kernel     {:>10.3} ms {}  {:>8.1} GFLOP/s dense-equivalent, {:.1} useful",
+        r.kernel_s.estimate * 1e3,
+        ci(&r.kernel_s, 1e3),
+        r.gflops_dense_equivalent,
+        r.gflops_useful
+    );
+    println!(
+        "  comparator {:>10.3} ms {}  {:>8.1} GFLOP/s",
+        r.comparator_s.estimate * 1e3,
+        ci(&r.comparator_s, 1e3),
+        r.comparator_gflops
+    );
+    println!(
+        "  speedup    {:>10.3}x {} ({} samples, {:.0}% bootstrap interval of the ratio of medians)",
+        r.speedup.estimate,
+        ci(&r.speedup, 1.0),
+        r.samples,
+        r.speedup.confidence * 100.0
+    );
+    if r.value_bytes > 0.0 {
+        println!(
+            "  weights    {} value bytes, {} metadata bytes (overhead {:.4})",
+            r.value_bytes, r.metadata_bytes, r.metadata_overhead
+        );
+    }
+}

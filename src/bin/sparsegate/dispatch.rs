@@ -1,0 +1,58 @@
+//! One arm per verb: hand the parsed arguments to the verb's file.
+
+use crate::cli::{Cli, Command, MemoCommand};
+use sparsegate::Result;
+use sparsegate::release::ExitCode;
+
+/// Run the verb `cli` names; `Ok` carries the exit code of a command that reached a result.
+pub fn dispatch(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Validate { packs, json } => crate::validate::run(&packs, json),
+        Command::RunSlice => crate::run_slice::run(),
+        Command::Run {
+            run,
+            out,
+            shard,
+            json,
+        } => crate::run::run(&run, &out, shard, json),
+        Command::Merge {
+            shards,
+            out,
+            golden,
+            allow_env_drift,
+            json,
+            history,
+        } => crate::merge::run(&shards, &out, golden, allow_env_drift, json, &history),
+        Command::Gate {
+            run,
+            out,
+            allow_env_drift,
+            json,
+            history,
+        } => crate::gate::run(&run, &out, allow_env_drift, json, &history),
+        Command::Memo(MemoCommand::Sign { dir, key, role, json }) => {
+            crate::memo::sign(&dir, &key, role.as_deref(), json)
+        }
+        Command::Memo(MemoCommand::Verify {
+            dir,
+            allowed_signers,
+            json,
+        }) => crate::memo::verify(&dir, &allowed_signers, json),
+        Command::Bless {
+            run,
+            slices,
+            expires_in_days,
+            json,
+        } => crate::bless::run(&run, &slices, expires_in_days, json),
+        Command::History {
+            pack,
+            limit,
+            history,
+            json,
+        } => crate::history::run(pack.as_deref(), limit, history, json),
+        Command::Trend(args) => crate::trend::run(&args),
+        Command::Bench(args) => crate::bench::run(&args),
+        Command::Stats { command } => Ok(crate::stats::run(command)),
+        Command::Sim(args) => crate::sim::run(&args),
+    }
+}

@@ -1,0 +1,64 @@
+//! `sparsegate gate PACK... --out DIR`: run, validate, decide; the summary (or
+//! verdict.json) on stdout, the verdict as the exit code. [`print_report`] serves `merge`.
+
+use crate::cli::{RecordArgs, RunArgs};
+use crate::options::{options, record_path};
+use crate::progress::progress;
+use sparsegate::app::{self, GateReport, HistoryOutcome};
+use sparsegate::release::{ExitCode, github_annotations, render_summary};
+use sparsegate::{Error, Result};
+use std::path::Path;
+
+pub fn run(
+    run: &RunArgs,
+    out: &Path,
+    allow_env_drift: bool,
+    json: bool,
+    history: &RecordArgs,
+) -> Result<ExitCode> {
+    let mut options = options(run, allow_env_drift);
+    options.history = record_path(history, &options.work_dir);
+    let report = app::gate(&run.packs, out, &options, &mut progress(run.quiet))?;
+    print_report(&report, json)?;
+    Ok(report.decision.exit_code)
+}
+
+/// The gate's result on stdout: verdict.json with `--json`, else the summary and the files.
+/// A history that could not be written is a warning on stderr; the verdict stands.
+pub fn print_report(report: &GateReport, json: bool) -> Result<()> {
+    if let HistoryOutcome::Failed { error, .. } = &report.history {
+        eprintln!("warning: the run was not recorded in the history: {error}");
+    }
+    github_actions(report)?;
+    if json {
+        print!("{}", app::to_json(&report.decision));
+    } else {
+        print!("{}", render_summary(&report.decision));
+        for file in &report.files {
+            println!("wrote {}", file.display());
+        }
+    }
+    Ok(())
+}
+
+/// In GitHub Actions: annotate the pack lines of guardrails that did not pass, and add the
+/// memo to the job summary.
+fn github_actions(report: &GateReport) -> Result<()> {
+    if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
+        print!("{}", github_annotations(&report.decision));
+    }
+    if let Ok(summary) = std::env::var("GITHUB_STEP_SUMMARY") {
+        let write_error = |source| Error::Write {
+            path: summary.clone().into(),
+            source,
+        };
+        let memo = report.memo.render_markdown()?;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&summary)
+            .map_err(write_error)?;
+        std::io::Write::write_all(&mut file, memo.as_bytes()).map_err(write_error)?;
+    }
+    Ok(())
+}

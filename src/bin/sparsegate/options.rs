@@ -1,0 +1,54 @@
+//! Library settings from the command line and the process: the working directory, the
+//! history database (flag, else `SPARSEGATE_HISTORY`, else the default), and the launcher
+//! of `process`-mode runs.
+
+use crate::cli::{RecordArgs, RunArgs};
+use sparsegate::app::{self, Options};
+use sparsegate::execute::{ChildProcessLauncher, RunLauncher};
+use sparsegate::release::history::HISTORY_ENV;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The current directory, else `.`.
+pub fn work_dir() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| ".".into())
+}
+
+/// Options of the commands that run slices.
+pub fn options(run: &RunArgs, allow_env_drift: bool) -> Options {
+    Options {
+        golden_dir: run.golden.clone(),
+        allow_env_drift,
+        work_dir: work_dir(),
+        run_launcher: run_launcher(),
+        history: None,
+    }
+}
+
+/// The history database for `history` and `trend`: the flag, else the environment, else
+/// the default location.
+pub fn history_path(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| std::env::var_os(HISTORY_ENV).map(Into::into))
+        .unwrap_or_else(|| app::default_history_path(&work_dir()))
+}
+
+/// Where `gate`/`merge` record: nowhere with `--no-history`, else as [`history_path`].
+pub fn record_path(args: &RecordArgs, work_dir: &Path) -> Option<PathBuf> {
+    if args.no_history {
+        return None;
+    }
+    Some(
+        args.history
+            .clone()
+            .or_else(|| std::env::var_os(HISTORY_ENV).map(Into::into))
+            .unwrap_or_else(|| app::default_history_path(work_dir)),
+    )
+}
+
+/// `process`-mode runs start this very executable with the hidden `__run-slice` command,
+/// so parent and children are the same build (and share the environment lock). When the
+/// executable cannot be located, runs stay in process and the evidence says so.
+fn run_launcher() -> Option<Arc<dyn RunLauncher>> {
+    let exe = std::env::current_exe().ok()?;
+    Some(Arc::new(ChildProcessLauncher::new(exe, ["__run-slice"])))
+}

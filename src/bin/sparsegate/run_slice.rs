@@ -1,0 +1,31 @@
+//! The hidden `__run-slice` command, the child's side of a `process`-mode run: request on
+//! stdin, reply on stdout. Errors go to stderr (rendered like any other) with exit code 2;
+//! the gate quotes their tail.
+
+use crate::options::work_dir;
+use sparsegate::app::{self, Options};
+use sparsegate::execute::RunRequest;
+use sparsegate::release::ExitCode;
+use sparsegate::{Error, Result};
+
+pub fn run() -> Result<ExitCode> {
+    let mut input = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).map_err(|source| Error::Read {
+        path: "<stdin>".into(),
+        source,
+    })?;
+    let request: RunRequest = serde_json::from_str(&input).map_err(|e| Error::Usage {
+        message: format!("the run request on stdin is not valid: {e}"),
+        hint: "`__run-slice` is started by `sparsegate gate`/`run`/`bless`; do not call it by hand".into(),
+    })?;
+    let options = Options {
+        golden_dir: "golden".into(),
+        allow_env_drift: false,
+        work_dir: work_dir(),
+        run_launcher: None,
+        history: None,
+    };
+    let reply = app::serve_run(&request, &options)?;
+    print!("{}", app::to_json(&reply));
+    Ok(ExitCode::Pass)
+}

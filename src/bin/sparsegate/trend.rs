@@ -1,0 +1,73 @@
+//! `sparsegate trend`: one slice's metric over the recorded runs, with its change points.
+
+use crate::cli::TrendArgs;
+use crate::options::history_path;
+use sparsegate::release::ExitCode;
+use sparsegate::release::history::SeriesSource;
+use sparsegate::release::trend::TrendReport;
+use sparsegate::validate::stats::EDivisiveOptions;
+use sparsegate::{Result, app};
+
+pub fn run(args: &TrendArgs) -> Result<ExitCode> {
+    let options = EDivisiveOptions {
+        pvalue: args.pvalue,
+        permutations: args.permutations as usize,
+        seed: args.seed,
+    };
+    let report = app::trend(
+        &history_path(args.history.clone()),
+        args.pack.as_deref(),
+        &args.slice,
+        &args.metric,
+        &options,
+    )?;
+    if args.json {
+        print!("{}", app::to_json(&report));
+    } else {
+        print_text(&report);
+    }
+    Ok(ExitCode::Pass)
+}
+
+fn print_text(report: &TrendReport) {
+    println!(
+        "{} of {} ({} runs, {} values)",
+        report.metric,
+        report.slice,
+        report.points.len(),
+        match report.source {
+            SeriesSource::Metric => "median",
+            SeriesSource::Guardrail => "guardrail",
+        }
+    );
+    for (i, p) in report.points.iter().enumerate() {
+        let mark = if report.change_points.iter().any(|c| c.index == i) {
+            "  <- change"
+        } else {
+            ""
+        };
+        println!("{:>6}  {}  {:.6e}{mark}", p.run_id, p.recorded_at, p.value);
+    }
+    if report.change_points.is_empty() {
+        println!(
+            "no change point (E-divisive means, p <= {}, {} permutations)",
+            report.pvalue, report.permutations
+        );
+    }
+    for c in &report.change_points {
+        println!(
+            "change at run {} (index {}): median {:.6e} -> {:.6e}{}, q = {:.4e}, p = {:.3}{}",
+            c.run_id,
+            c.index,
+            c.median_before,
+            c.median_after,
+            c.relative_change
+                .map_or_else(String::new, |r| format!(" ({:+.1}%)", r * 100.0)),
+            c.q,
+            c.p_value,
+            c.git_commit
+                .as_deref()
+                .map_or_else(String::new, |g| format!(", commit {g}"))
+        );
+    }
+}
