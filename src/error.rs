@@ -1,8 +1,9 @@
-//! The library's error type. Every variant is a user-facing condition with exit code 2
-//! (bad input, refused environment, internal error); a failed guardrail is not an error.
+//! The library's error type. Every variant is a user-facing condition (bad input, refused
+//! environment, internal error); a failed guardrail is not an error. The binary maps
+//! errors to exit codes, and adds the flags a hint can point to: a library message says
+//! what is wrong, never which command-line flag to use.
 
 use crate::ingress::{FieldDiff, PackError};
-use crate::release::ExitCode;
 use miette::Diagnostic;
 use std::path::PathBuf;
 
@@ -88,9 +89,7 @@ pub enum Error {
     #[error("environment does not match the golden baseline {}:\n{}", baseline.display(), describe_drift(fields))]
     #[diagnostic(
         code(sparsegate::env_drift),
-        help(
-            "timings are only comparable under the same lock: bless a baseline on this machine, or pass --allow-env-drift to compare anyway (the memo will say so)"
-        )
+        help("timings are only comparable under the same lock: bless a baseline on this machine")
     )]
     EnvironmentDrift {
         /// The baseline file.
@@ -150,12 +149,7 @@ pub enum Error {
     /// The run history could not be opened, read or written (for `history` and `trend`;
     /// `gate` only warns).
     #[error(transparent)]
-    #[diagnostic(
-        code(sparsegate::history),
-        help(
-            "pass another database with --history PATH (or SPARSEGATE_HISTORY), or check the file's permissions"
-        )
-    )]
+    #[diagnostic(code(sparsegate::history), help("check the file's permissions"))]
     History(#[from] crate::release::history::HistoryError),
 
     /// A trend could not be computed.
@@ -183,11 +177,6 @@ fn describe_drift(fields: &[FieldDiff]) -> String {
 }
 
 impl Error {
-    /// The exit status this error maps to: always 2.
-    pub fn exit_code(&self) -> ExitCode {
-        ExitCode::Error
-    }
-
     /// A [`Error::Json`] from a serde_json error in `path`.
     pub fn json(path: impl Into<PathBuf>, err: &serde_json::Error, hint: &str) -> Error {
         Error::Json {
@@ -214,7 +203,7 @@ impl From<crate::sim::SimError> for Error {
             S::UnsupportedPrecision { .. } => {
                 "choose a precision the preset lists under macs_per_cycle_per_unit (or the systolic precisions)"
             }
-            S::BadLayer { .. } => "e.g. --gemm 2048x4096x4096 --sparsity 2:4 --precision fp16",
+            S::BadLayer { .. } => "e.g. a 2048x4096x4096 GEMM at 2:4 sparsity in fp16",
         };
         Error::Sim {
             problem,
