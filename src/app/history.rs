@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// unwritable history is an operations problem the binary reports on stderr.
 #[derive(Debug)]
 pub enum HistoryOutcome {
-    /// History is switched off (`--no-history`).
+    /// No history is configured ([`Options::history`] is `None`).
     Off,
     /// The run was recorded.
     Recorded {
