@@ -19,41 +19,47 @@ pub enum Error {
     #[diagnostic(transparent)]
     Pack(#[from] Box<PackError>),
 
-    /// A file could not be read.
-    #[error("cannot read {}: {source}", path.display())]
-    #[diagnostic(code(sparsegate::io), help("check that the path exists and is readable"))]
-    Read {
-        /// The file.
+    /// A file could not be read, written or parsed.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    File(#[from] crate::files::FileError),
+
+    /// A history was asked for where none was recorded.
+    #[error("no run history at {}", path.display())]
+    #[diagnostic(
+        code(sparsegate::usage),
+        help("`sparsegate gate` records one; read another history")
+    )]
+    NoHistory {
+        /// Where it was looked for.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
     },
 
-    /// A file could not be written.
-    #[error("cannot write {}: {source}", path.display())]
-    #[diagnostic(code(sparsegate::io), help("check that the directory exists and is writable"))]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+    /// A trend names a slice that several packs recorded.
+    #[error("slice `{slice}` was recorded by several packs: {}", packs.join(", "))]
+    #[diagnostic(code(sparsegate::usage), help("choose one of the packs"))]
+    AmbiguousSlice {
+        /// The slice id.
+        slice: String,
+        /// The packs that recorded it.
+        packs: Vec<String>,
     },
 
-    /// A JSON file of ours is malformed.
-    #[error("{}:{line}:{column}: {message}", path.display())]
-    #[diagnostic(code(sparsegate::json), help("{hint}"))]
-    Json {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// What is wrong.
-        message: String,
-        /// What to do about it.
-        hint: String,
-    },
+    /// A golden baseline's `expires_at` has passed.
+    #[error("{0}")]
+    #[diagnostic(
+        code(sparsegate::usage),
+        help("re-measure and review it with `sparsegate bless`, then commit it")
+    )]
+    ExpiredBaseline(crate::validate::golden::GoldenError),
+
+    /// Two shards measured the same slice.
+    #[error("{0}")]
+    #[diagnostic(
+        code(sparsegate::usage),
+        help("give each shard a distinct index of the same shard count")
+    )]
+    OverlappingShards(crate::execute::shards::ShardError),
 
     /// A slice's golden baseline does not exist.
     #[error("no golden baseline for slice `{slice}` of pack `{pack}` (expected {})", path.display())]
@@ -176,19 +182,6 @@ fn describe_drift(fields: &[FieldDiff]) -> String {
         .join("\n")
 }
 
-impl Error {
-    /// A [`Error::Json`] from a serde_json error in `path`.
-    pub fn json(path: impl Into<PathBuf>, err: &serde_json::Error, hint: &str) -> Error {
-        Error::Json {
-            path: path.into(),
-            line: err.line(),
-            column: err.column(),
-            message: err.to_string(),
-            hint: hint.to_owned(),
-        }
-    }
-}
-
 impl From<crate::sim::SimError> for Error {
     fn from(problem: crate::sim::SimError) -> Self {
         use crate::sim::SimError as S;
@@ -218,41 +211,13 @@ impl From<PackError> for Error {
     }
 }
 
-impl From<crate::files::FileError> for Error {
-    fn from(e: crate::files::FileError) -> Self {
-        use crate::files::FileError as F;
-        match e {
-            F::Read { path, source } => Error::Read { path, source },
-            F::Write { path, source } => Error::Write { path, source },
-            F::Json {
-                path,
-                line,
-                column,
-                message,
-                hint,
-            } => Error::Json {
-                path,
-                line,
-                column,
-                message,
-                hint,
-            },
-        }
-    }
-}
-
 impl From<crate::validate::golden::GoldenError> for Error {
     fn from(e: crate::validate::golden::GoldenError) -> Self {
         use crate::validate::golden::GoldenError as G;
         match e {
-            G::File(e) => e.into(),
+            G::File(e) => Error::File(e),
             G::Corrupt { path, reason } => Error::CorruptBaseline { path, reason },
-            expired @ G::Expired { .. } => Error::Usage {
-                message: expired.to_string(),
-                hint: "re-measure and review it with `sparsegate bless <pack> --slice <id> --expires-in-days N`, \
-                       then commit it"
-                    .into(),
-            },
+            expired @ G::Expired { .. } => Error::ExpiredBaseline(expired),
         }
     }
 }
@@ -261,7 +226,7 @@ impl From<crate::release::ReleaseError> for Error {
     fn from(e: crate::release::ReleaseError) -> Self {
         use crate::release::ReleaseError as R;
         match e {
-            R::File(e) => e.into(),
+            R::File(e) => Error::File(e),
             R::Render { template, message } => Error::Render { template, message },
             R::Signing { message, hint } => Error::Usage { message, hint },
             R::Verification { dir, problems } => Error::Verification { dir, problems },

@@ -6,10 +6,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// A file could not be read, written or parsed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum FileError {
     /// A file could not be read.
     #[error("cannot read {}: {source}", path.display())]
+    #[diagnostic(code(sparsegate::io), help("check that the path exists and is readable"))]
     Read {
         /// The file.
         path: PathBuf,
@@ -18,6 +19,7 @@ pub enum FileError {
     },
     /// A file could not be written.
     #[error("cannot write {}: {source}", path.display())]
+    #[diagnostic(code(sparsegate::io), help("check that the directory exists and is writable"))]
     Write {
         /// The file.
         path: PathBuf,
@@ -26,6 +28,7 @@ pub enum FileError {
     },
     /// A JSON file of ours is malformed.
     #[error("{}:{line}:{column}: {message}", path.display())]
+    #[diagnostic(code(sparsegate::json), help("{hint}"))]
     Json {
         /// The file.
         path: PathBuf,

@@ -70,10 +70,8 @@ pub(super) fn record_history(
 /// not an empty history to create.
 pub(super) fn open_existing_history(path: &Path) -> Result<History> {
     if !path.is_file() {
-        return Err(Error::Usage {
-            message: format!("no run history at {}", path.display()),
-            hint: "`sparsegate gate` records one; point at another with --history PATH or SPARSEGATE_HISTORY"
-                .into(),
+        return Err(Error::NoHistory {
+            path: path.to_owned(),
         });
     }
     Ok(History::open(path)?)

@@ -20,12 +20,9 @@ pub fn trend(
     if pack.is_none() {
         let packs = history.packs_with_slice(slice)?;
         if packs.len() > 1 {
-            return Err(Error::Usage {
-                message: format!(
-                    "slice `{slice}` was recorded by several packs: {}",
-                    packs.join(", ")
-                ),
-                hint: "choose one with --pack NAME".into(),
+            return Err(Error::AmbiguousSlice {
+                slice: slice.to_owned(),
+                packs,
             });
         }
     }

@@ -7,6 +7,7 @@
 //! status and the tail of stderr) when the command fails or prints something malformed.
 
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
+use super::numbers::{median, zero_if_nan};
 use crate::domain::metric::Metric;
 use crate::ingress::{CommandInvocation, CommandSlice, Slice};
 use crate::lower::Plan;
@@ -190,21 +191,6 @@ fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) 
         evidence.comparator = Some(comparator);
     }
     Ok(())
-}
-
-/// `x`, or 0 when it is NaN (an empty median), since evidence is JSON and JSON has no NaN.
-pub(super) fn zero_if_nan(x: f64) -> f64 {
-    if x.is_nan() { 0.0 } else { x }
-}
-
-pub(super) fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 /// Whether the last three values lie within [`STABLE_SPREAD`] of their median.

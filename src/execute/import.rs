@@ -8,8 +8,8 @@
 //! pairs the comparator's and the slice's samples *by position*; it does not cancel drift
 //! the way the interleaved pairs of the `cpu` and `command` backends do.
 
-use super::command::{median, zero_if_nan};
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
+use super::numbers::{median, paired_speedups, zero_if_nan};
 use crate::ingress::pack::ImportFormat;
 use crate::ingress::{ImportSlice, Slice};
 use crate::lower::Plan;
@@ -53,12 +53,7 @@ fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), Stri
     };
     let mut speedups = Vec::new();
     if let Some(c) = &comparator {
-        speedups = c
-            .samples
-            .iter()
-            .zip(&candidate.samples)
-            .map(|(c, s)| c / s)
-            .collect();
+        speedups = paired_speedups(&c.samples, &candidate.samples);
         let runs = candidate.runs[..speedups.len()].to_vec();
         evidence
             .metrics

@@ -9,6 +9,7 @@ pub mod dispatch;
 mod evidence;
 mod import;
 mod load;
+mod numbers;
 pub mod quality;
 pub mod roofs;
 mod run;

@@ -5,6 +5,7 @@
 
 use super::evidence::{Look, MetricSamples, OpCost, RunSummary, SliceEvidence, SliceFailure};
 use super::kernels::KernelError;
+use super::numbers::{median, paired_speedups};
 use super::workload::Workload;
 use crate::domain::stage::Stage;
 use crate::ingress::Slice;
@@ -317,12 +318,7 @@ fn merge_runs(evidence: &mut SliceEvidence, mode: RunMode, records: Vec<RunRecor
         if run == 0 {
             evidence.counters.extend(timed.counters.clone());
         }
-        let pairs: Vec<f64> = timed
-            .comparator
-            .iter()
-            .zip(&timed.candidate)
-            .map(|(c, s)| c / s)
-            .collect();
+        let pairs = paired_speedups(&timed.comparator, &timed.candidate);
         evidence.warmup_iterations += timed.warmup_iterations;
         evidence.runs.push(RunSummary {
             run,
@@ -517,16 +513,6 @@ impl Calibration {
     }
 }
 
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 /// Raw timings of one run of a slice, in the order they were taken.
 struct Timings {
     warmup_iterations: u32,
@@ -609,12 +595,7 @@ pub(crate) fn median_paired_ratio(
 ) -> Result<f64, String> {
     let mut calibration = Calibration::new();
     let timed = pool.install(|| sample(policy, work, &mut calibration, true))?;
-    let pairs: Vec<f64> = timed
-        .comparator
-        .iter()
-        .zip(&timed.candidate)
-        .map(|(c, s)| c / s)
-        .collect();
+    let pairs = paired_speedups(&timed.comparator, &timed.candidate);
     Ok(median(&pairs))
 }
 

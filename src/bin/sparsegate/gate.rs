@@ -4,9 +4,10 @@
 use crate::cli::{RecordArgs, RunArgs};
 use crate::options::{options, record_path};
 use crate::progress::progress;
+use sparsegate::Result;
 use sparsegate::app::{self, GateReport, HistoryOutcome};
+use sparsegate::files::FileError;
 use sparsegate::release::{ExitCode, github_annotations, render_summary};
-use sparsegate::{Error, Result};
 use std::path::Path;
 
 pub fn run(
@@ -48,7 +49,7 @@ fn github_actions(report: &GateReport) -> Result<()> {
         print!("{}", github_annotations(&report.decision));
     }
     if let Ok(summary) = std::env::var("GITHUB_STEP_SUMMARY") {
-        let write_error = |source| Error::Write {
+        let write_error = |source| FileError::Write {
             path: summary.clone().into(),
             source,
         };

@@ -5,12 +5,13 @@
 use crate::options::work_dir;
 use sparsegate::app::{self, Options};
 use sparsegate::execute::RunRequest;
+use sparsegate::files::FileError;
 use sparsegate::release::ExitCode;
 use sparsegate::{Error, Result};
 
 pub fn run() -> Result<ExitCode> {
     let mut input = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).map_err(|source| Error::Read {
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).map_err(|source| FileError::Read {
         path: "<stdin>".into(),
         source,
     })?;
