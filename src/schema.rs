@@ -21,6 +21,14 @@ pub const COMMITTED: &[CommittedSchema] = &[
     ("verdict.schema.json", generate::<crate::release::Decision>),
     ("accelerator-preset.schema.json", generate::<crate::sim::Preset>),
     ("evidence.schema.json", generate::<crate::execute::Evidence>),
+    (
+        "validate-report.schema.json",
+        generate::<Vec<crate::ingress::report::PackValidation>>,
+    ),
+    (
+        "run-report.schema.json",
+        generate::<Vec<crate::execute::summary::SliceSummary>>,
+    ),
 ];
 
 /// A schema as it is committed: pretty JSON with a trailing newline.

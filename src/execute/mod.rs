@@ -15,6 +15,7 @@ pub mod roofs;
 mod run;
 pub mod shards;
 mod sim;
+pub mod summary;
 mod weights;
 mod workload;
 

@@ -10,6 +10,7 @@ pub mod environment;
 pub mod model;
 pub mod pack;
 pub mod pack_set;
+pub mod report;
 pub mod shard;
 pub mod workspace;
 

@@ -166,6 +166,9 @@ fn run_writes_evidence_with_raw_samples() {
     assert_eq!(slice["plan"]["ops"][0]["path"], "sparse");
     assert!(evidence["environment"]["cpu_model"].is_string());
     assert_eq!(stdout_json(&out)[0]["slice"], "tiny-2of4-fp32");
+    let report = sb.path().join("run.json");
+    std::fs::write(&report, stdout(&out)).unwrap();
+    assert_matches_schema(&report, "run-report.schema.json");
 }
 
 #[test]
@@ -191,6 +194,9 @@ fn shipped_scenarios_validate() {
         report.as_array().unwrap().iter().all(|r| r["valid"] == true),
         "{report}"
     );
+    let file = sb.path().join("validate.json");
+    std::fs::write(&file, stdout(&out)).unwrap();
+    assert_matches_schema(&file, "validate-report.schema.json");
 }
 
 /// The file validates against the committed schema (issue 6: versioned, derived schemas).

@@ -3,7 +3,7 @@
 use crate::cli::RunArgs;
 use crate::options::options;
 use crate::progress::progress;
-use sparsegate::execute::SliceEvidence;
+use sparsegate::execute::summary::SliceSummary;
 use sparsegate::ingress::shard::Shard;
 use sparsegate::release::ExitCode;
 use sparsegate::{Result, app};
@@ -19,24 +19,10 @@ pub fn run(run: &RunArgs, out: &Path, shard: Option<Shard>, json: bool) -> Resul
     if json {
         print!(
             "{}",
-            app::to_json(&evidence.slices.iter().map(slice_summary).collect::<Vec<_>>())
+            app::to_json(&evidence.slices.iter().map(SliceSummary::of).collect::<Vec<_>>())
         );
     } else {
         println!("wrote {}", path.display());
     }
     Ok(ExitCode::Pass)
-}
-
-fn slice_summary(s: &SliceEvidence) -> serde_json::Value {
-    let median = |name: &str| {
-        s.metrics
-            .get(name)
-            .and_then(|m| sparsegate::validate::stats::median(&m.samples).ok())
-    };
-    serde_json::json!({
-        "pack": s.pack, "slice": s.slice, "sparsity": s.sparsity,
-        "samples": s.metrics.get("latency").map_or(0, |m| m.samples.len()),
-        "latency_median_s": median("latency"), "effective_speedup_median": median("effective_speedup"),
-        "fallback_rate": s.plan.fallback_rate(), "failure": s.failure,
-    })
 }

@@ -1,5 +1,6 @@
 //! `sparsegate validate PACK...`: every pack's outcome, each problem as `file:line:col`.
 
+use sparsegate::ingress::report::PackValidation;
 use sparsegate::release::ExitCode;
 use sparsegate::{Error, Result, app};
 use std::path::PathBuf;
@@ -19,21 +20,11 @@ pub fn run(paths: &[PathBuf], json: bool) -> Result<ExitCode> {
                         if pack.slices.len() == 1 { "" } else { "s" }
                     );
                 }
-                report.push(serde_json::json!({
-                    "path": path, "valid": true,
-                    "slices": pack.slices.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
-                    "errors": [],
-                }));
+                report.push(PackValidation::of(&path, Ok(&pack)));
             }
             Err(err) => {
                 ok = false;
-                report.push(serde_json::json!({
-                    "path": path, "valid": false, "slices": [],
-                    "errors": err.diagnostics.iter().map(|d| serde_json::json!({
-                        "location": d.location.to_string(), "pointer": d.pointer,
-                        "message": d.message, "hint": d.hint,
-                    })).collect::<Vec<_>>(),
-                }));
+                report.push(PackValidation::of(&path, Err(&err)));
                 crate::errors::eprint(Error::from(err));
             }
         }
