@@ -32,17 +32,27 @@ impl fmt::Display for SliceKey {
 
 /// Anything that belongs to one slice.
 pub trait OfSlice {
-    /// The slice it belongs to.
-    fn slice_key(&self) -> SliceKey;
+    /// Its pack's name.
+    fn pack_name(&self) -> &str;
+    /// Its slice id.
+    fn slice_id(&self) -> &str;
 
-    /// Whether it belongs to the same slice as `other`.
+    /// The slice it belongs to, as an owned key (for maps).
+    fn slice_key(&self) -> SliceKey {
+        SliceKey::new(self.pack_name(), self.slice_id())
+    }
+
+    /// Whether it belongs to the same slice as `other` (compared in place, no key built).
     fn same_slice(&self, other: &impl OfSlice) -> bool {
-        self.slice_key() == other.slice_key()
+        self.pack_name() == other.pack_name() && self.slice_id() == other.slice_id()
     }
 }
 
 impl<T: OfSlice> OfSlice for &T {
-    fn slice_key(&self) -> SliceKey {
-        (**self).slice_key()
+    fn pack_name(&self) -> &str {
+        (**self).pack_name()
+    }
+    fn slice_id(&self) -> &str {
+        (**self).slice_id()
     }
 }

@@ -394,8 +394,11 @@ impl Evidence {
 }
 
 impl crate::domain::OfSlice for SliceEvidence {
-    fn slice_key(&self) -> crate::domain::SliceKey {
-        crate::domain::SliceKey::new(&self.pack, &self.slice)
+    fn pack_name(&self) -> &str {
+        &self.pack
+    }
+    fn slice_id(&self) -> &str {
+        &self.slice
     }
 }
 

@@ -24,8 +24,11 @@ mod span;
 pub use diagnostic::{Location, PackDiagnostic, PackError};
 pub use environment::{Environment, FieldDiff, GitInfo, MachineRoofs};
 impl crate::domain::OfSlice for Slice {
-    fn slice_key(&self) -> crate::domain::SliceKey {
-        crate::domain::SliceKey::new(&self.pack, &self.id)
+    fn pack_name(&self) -> &str {
+        &self.pack
+    }
+    fn slice_id(&self) -> &str {
+        &self.id
     }
 }
 

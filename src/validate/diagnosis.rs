@@ -415,7 +415,10 @@ pub fn classify(ev: &SliceEvidence) -> Option<Bottleneck> {
 }
 
 impl crate::domain::OfSlice for SliceDiagnosis {
-    fn slice_key(&self) -> crate::domain::SliceKey {
-        crate::domain::SliceKey::new(&self.pack, &self.slice)
+    fn pack_name(&self) -> &str {
+        &self.pack
+    }
+    fn slice_id(&self) -> &str {
+        &self.slice
     }
 }

@@ -308,8 +308,11 @@ pub fn describe_change(path: &Path, old: Option<&Baseline>, new: &Baseline) -> B
 }
 
 impl crate::domain::OfSlice for Baseline {
-    fn slice_key(&self) -> crate::domain::SliceKey {
-        crate::domain::SliceKey::new(&self.pack, &self.slice)
+    fn pack_name(&self) -> &str {
+        &self.pack
+    }
+    fn slice_id(&self) -> &str {
+        &self.slice
     }
 }
 

@@ -69,7 +69,10 @@ pub struct Assessment {
 }
 
 impl crate::domain::OfSlice for GuardrailOutcome {
-    fn slice_key(&self) -> crate::domain::SliceKey {
-        crate::domain::SliceKey::new(&self.pack, &self.slice)
+    fn pack_name(&self) -> &str {
+        &self.pack
+    }
+    fn slice_id(&self) -> &str {
+        &self.slice
     }
 }

@@ -168,8 +168,11 @@ pub fn compare_all(slices: &[crate::execute::SliceEvidence]) -> Vec<QualityCompa
 }
 
 impl crate::domain::OfSlice for QualityComparison {
-    fn slice_key(&self) -> crate::domain::SliceKey {
-        crate::domain::SliceKey::new(&self.pack, &self.slice)
+    fn pack_name(&self) -> &str {
+        &self.pack
+    }
+    fn slice_id(&self) -> &str {
+        &self.slice
     }
 }
 
