@@ -10,6 +10,7 @@
 mod common;
 
 use common::{at_margin_0, split_study};
+use sparsegate::domain::Metric;
 use sparsegate::execute::execute_slice;
 use sparsegate::ingress::pack::SamplePolicy;
 use sparsegate::ingress::{GemmOp, Precision, Slice, SliceBackend, Sparsity};
@@ -49,7 +50,9 @@ fn paired_runs(runs: u32) -> Vec<Vec<f64>> {
     };
     let ev = execute_slice(&slice, &lower(&slice));
     assert_eq!(ev.failure, None);
-    ev.metrics["effective_speedup"].by_run().expect("runs tagged")
+    ev.metrics[Metric::EffectiveSpeedup]
+        .by_run()
+        .expect("runs tagged")
 }
 
 #[test]

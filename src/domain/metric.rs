@@ -17,8 +17,9 @@ pub enum Better {
 
 macro_rules! metrics {
     ($($variant:ident => $name:literal, $unit:literal, $better:ident, $doc:literal;)*) => {
-        /// A metric known to sparsegate.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        /// A metric known to sparsegate. Ordered by name, so that maps keyed by metrics
+        /// serialize as the string-keyed maps they replaced did.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Metric {
             $(#[doc = $doc] $variant,)*
         }
@@ -79,6 +80,18 @@ impl Metric {
     }
 }
 
+impl Ord for Metric {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl PartialOrd for Metric {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl fmt::Display for Metric {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -130,6 +143,75 @@ impl schemars::JsonSchema for Metric {
     }
 }
 
+/// A sampled series in evidence: a metric's samples, or the calibration GEMM's timings kept
+/// beside them to see machine drift (a series, not a metric: no guardrail names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Series {
+    /// The samples of a metric.
+    Metric(Metric),
+    /// Timings of the fixed calibration GEMM, one per sample.
+    Calibration,
+}
+
+impl Series {
+    /// The stable name stored in evidence and baselines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Series::Metric(m) => m.name(),
+            Series::Calibration => "calibration",
+        }
+    }
+}
+
+impl From<Metric> for Series {
+    fn from(m: Metric) -> Self {
+        Series::Metric(m)
+    }
+}
+
+/// Name order, so that maps keyed by series serialize as the string maps did.
+impl Ord for Series {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl PartialOrd for Series {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for Series {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Series {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl FromStr for Series {
+    type Err = UnknownMetric;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "calibration" => Ok(Series::Calibration),
+            name => name.parse().map(Series::Metric),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Series {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +222,20 @@ mod tests {
             assert_eq!(m.name().parse::<Metric>().unwrap(), *m);
         }
         assert!("latency_p42".parse::<Metric>().is_err());
+    }
+
+    #[test]
+    fn series_names_round_trip_through_json_keys() {
+        let keys: Vec<Series> = Metric::ALL
+            .iter()
+            .map(|&m| Series::Metric(m))
+            .chain([Series::Calibration])
+            .collect();
+        for k in keys {
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(json, format!("\"{}\"", k.name()));
+            assert_eq!(serde_json::from_str::<Series>(&json).unwrap(), k);
+        }
+        assert!(serde_json::from_str::<Series>("\"calibrate\"").is_err());
     }
 }

@@ -6,6 +6,7 @@
 //! adds is the summary people read: medians, GFLOP/s, and the speedup with its interval.
 
 use super::run::execute_slice;
+use crate::domain::{Counter, Metric};
 use crate::domain::{GemmOp, Precision, Sparsity};
 use crate::ingress::pack::SamplePolicy;
 use crate::ingress::{Slice, SliceBackend};
@@ -138,9 +139,13 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
         return Err(BenchError::Execution(f.message.clone()));
     }
     let missing = || BenchError::Execution("no samples were taken".into());
-    let kernel = &ev.metrics.get("latency").ok_or_else(missing)?.samples;
+    let kernel = &ev.metrics.get(Metric::Latency).ok_or_else(missing)?.samples;
     let comparator = &ev.comparator.as_ref().ok_or_else(missing)?.samples;
-    let paired = &ev.metrics.get("effective_speedup").ok_or_else(missing)?.samples;
+    let paired = &ev
+        .metrics
+        .get(Metric::EffectiveSpeedup)
+        .ok_or_else(missing)?
+        .samples;
     let interval = |xs: &[f64]| -> Result<Interval, StatsError> {
         let ci = quantile_ci(xs, 0.5, req.confidence);
         Ok(Interval {
@@ -159,7 +164,7 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
     } else {
         req.sparsity.density()
     };
-    let counter = |name: &str| ev.counters.get(name).copied().unwrap_or(0.0);
+    let counter = |key: Counter| ev.counters.value(key).unwrap_or(0.0);
     Ok(BenchReport {
         gemm: format!("{}x{}x{}", req.m, req.n, req.k),
         sparsity: req.sparsity.to_string(),
@@ -181,9 +186,9 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
             confidence: req.confidence,
         },
         speedup_paired_median: median(paired)?,
-        value_bytes: counter("value_bytes"),
-        metadata_bytes: counter("metadata_bytes"),
-        metadata_overhead: counter("metadata_overhead"),
+        value_bytes: counter(Counter::ValueBytes),
+        metadata_bytes: counter(Counter::MetadataBytes),
+        metadata_overhead: counter(Metric::MetadataOverhead.into()),
     })
 }
 

@@ -8,6 +8,7 @@
 
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
 use super::numbers::{median, zero_if_nan};
+use crate::domain::Counter;
 use crate::domain::metric::Metric;
 use crate::ingress::{CommandInvocation, CommandSlice, Slice};
 use crate::lower::Plan;
@@ -173,21 +174,19 @@ fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) 
             ));
         }
     }
-    evidence.counters.insert("invocations".into(), invocations as f64);
+    evidence.counters.insert(Counter::Invocations, invocations as f64);
     evidence
         .counters
-        .insert("runs".into(), f64::from(policy.runs.max(1)));
+        .insert(Counter::Runs, f64::from(policy.runs.max(1)));
     evidence.run_mode = Some(policy.effective_run_mode());
     for (metric, samples) in metrics {
-        evidence.metrics.insert(metric.name().into(), samples);
+        evidence.metrics.insert(metric, samples);
     }
     if command.comparator.is_some() {
         evidence
             .counters
-            .insert("samples".into(), speedup.samples.len() as f64);
-        evidence
-            .metrics
-            .insert(Metric::EffectiveSpeedup.name().into(), speedup);
+            .insert(Counter::Samples, speedup.samples.len() as f64);
+        evidence.metrics.insert(Metric::EffectiveSpeedup, speedup);
         evidence.comparator = Some(comparator);
     }
     Ok(())

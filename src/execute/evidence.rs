@@ -1,8 +1,8 @@
 //! Evidence: what was measured, raw, with the environment it was measured under.
 //! Never only summaries: every sample is kept, with the run it came from.
 
-use crate::domain::Precision;
 use crate::domain::stage::Stage;
+use crate::domain::{Counters, KeyedMap, Precision, Series};
 use crate::ingress::Environment;
 use crate::ingress::pack::RunMode;
 use crate::lower::Plan;
@@ -50,12 +50,14 @@ pub struct SliceEvidence {
     /// Kernel choice per op.
     pub plan: Plan,
     /// Samples per metric name (`latency`, `effective_speedup`, …).
-    pub metrics: BTreeMap<String, MetricSamples>,
+    #[schemars(with = "BTreeMap<String, MetricSamples>")]
+    pub metrics: KeyedMap<Series, MetricSamples>,
     /// The dense comparator's own timings, interleaved with the slice's.
     pub comparator: Option<MetricSamples>,
     /// Counters that are properties of the run, not samples (`fallback_rate`,
     /// `metadata_overhead`, `value_bytes`, `metadata_bytes`, `dense_flops`).
-    pub counters: BTreeMap<String, f64>,
+    #[schemars(with = "BTreeMap<String, f64>")]
+    pub counters: Counters,
     /// Warm-up iterations run before timing started, summed over all runs.
     pub warmup_iterations: u32,
     /// Wall time spent on this slice, warm-up included, in seconds.
@@ -362,9 +364,9 @@ impl SliceEvidence {
             sparsity: "dense".into(),
             precision: crate::domain::Precision::Fp32,
             plan: crate::lower::Plan { ops: vec![] },
-            metrics: BTreeMap::new(),
+            metrics: KeyedMap::new(),
             comparator: None,
-            counters: BTreeMap::new(),
+            counters: Counters::new(),
             warmup_iterations: 0,
             wall_time_s: 0.0,
             failure: None,

@@ -10,6 +10,7 @@
 
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
 use super::numbers::{median, paired_speedups, zero_if_nan};
+use crate::domain::{Counter, Metric};
 use crate::ingress::pack::ImportFormat;
 use crate::ingress::{ImportSlice, Slice};
 use crate::lower::Plan;
@@ -57,7 +58,7 @@ fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), Stri
         let runs = candidate.runs[..speedups.len()].to_vec();
         evidence
             .metrics
-            .insert("effective_speedup".into(), tagged("x", speedups.clone(), runs));
+            .insert(Metric::EffectiveSpeedup, tagged("x", speedups.clone(), runs));
         evidence.comparator = Some(tagged("s", c.samples.clone(), c.runs.clone()));
     }
     let mut by_run: BTreeMap<u32, RunColumns> = BTreeMap::new();
@@ -86,13 +87,13 @@ fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), Stri
         .collect();
     evidence
         .counters
-        .insert("samples".into(), candidate.samples.len() as f64);
+        .insert(Counter::Samples, candidate.samples.len() as f64);
     evidence
         .counters
-        .insert("runs".into(), evidence.runs.len() as f64);
+        .insert(Counter::Runs, evidence.runs.len() as f64);
     evidence
         .metrics
-        .insert("latency".into(), tagged("s", candidate.samples, candidate.runs));
+        .insert(Metric::Latency, tagged("s", candidate.samples, candidate.runs));
     Ok(())
 }
 

@@ -9,6 +9,7 @@
 
 use super::evidence::{MetricSamples, SliceEvidence};
 use super::workload::Workload;
+use crate::domain::{Counter, Metric};
 use crate::ingress::{LoadPlan, Slice};
 use crate::lower::Plan;
 use crate::sim::queue::{arrival_times, early_stopping_min_requests};
@@ -42,7 +43,7 @@ pub fn execute_load_slice(slice: &Slice, load: LoadPlan, plan: &Plan) -> SliceEv
     let mut evidence = SliceEvidence::empty(slice, plan);
     evidence
         .counters
-        .insert("fallback_rate".into(), plan.fallback_rate());
+        .insert(Metric::FallbackRate, plan.fallback_rate());
     let outcome = measure(slice, load, plan, &mut evidence);
     evidence.finish(outcome, start)
 }
@@ -62,7 +63,7 @@ fn measure(slice: &Slice, load: LoadPlan, plan: &Plan, evidence: &mut SliceEvide
     } else {
         metadata_bytes as f64 / value_bytes as f64
     };
-    evidence.counters.insert("metadata_overhead".into(), overhead);
+    evidence.counters.insert(Metric::MetadataOverhead, overhead);
     let kernel_error = |e| format!("kernel refused its inputs: {e}");
     let warmup = slice.samples.warmup;
     let outcome = pool.install(|| -> Result<LoadOutcome, String> {
@@ -77,29 +78,28 @@ fn measure(slice: &Slice, load: LoadPlan, plan: &Plan, evidence: &mut SliceEvide
     })?;
     evidence.warmup_iterations = warmup;
     let counters = &mut evidence.counters;
-    counters.insert("requests".into(), outcome.requests as f64);
-    counters.insert("served".into(), outcome.latencies.len() as f64);
-    counters.insert("dropped".into(), outcome.dropped as f64);
+    counters.insert(Counter::Requests, outcome.requests as f64);
+    counters.insert(Counter::Served, outcome.latencies.len() as f64);
+    counters.insert(Counter::Dropped, outcome.dropped as f64);
     counters.insert(
-        "drop_rate".into(),
+        Counter::DropRate,
         outcome.dropped as f64 / outcome.requests.max(1) as f64,
     );
-    counters.insert("queued".into(), outcome.queued as f64);
-    counters.insert("max_in_system".into(), outcome.max_in_system as f64);
-    counters.insert("service_s".into(), outcome.service_s);
-    counters.insert("queue_capacity".into(), f64::from(load.queue));
+    counters.insert(Counter::Queued, outcome.queued as f64);
+    counters.insert(Counter::MaxInSystem, outcome.max_in_system as f64);
+    counters.insert(Counter::ServiceS, outcome.service_s);
+    counters.insert(Counter::QueueCapacity, f64::from(load.queue));
     counters.insert(
-        "p99_min_requests".into(),
+        Counter::P99MinRequests,
         early_stopping_min_requests(0.99, 0.99, 1) as f64,
     );
-    counters.insert("samples".into(), outcome.latencies.len() as f64);
+    counters.insert(Counter::Samples, outcome.latencies.len() as f64);
     if outcome.latencies.is_empty() {
         return Err("every request was dropped".into());
     }
-    evidence.metrics.insert(
-        "latency".into(),
-        MetricSamples::single_run("s", outcome.latencies),
-    );
+    evidence
+        .metrics
+        .insert(Metric::Latency, MetricSamples::single_run("s", outcome.latencies));
     Ok(())
 }
 

@@ -28,10 +28,7 @@ pub use evidence::{
 pub use import::{Imported, execute_import_slice, read_entry};
 pub use load::{LoadOutcome, execute_load_slice, serve};
 pub use quality::execute_model_slice;
-pub use run::{
-    CALIBRATION_METRIC, LaunchRun, RunRecord, StopDecision, StopRule, execute_slice, execute_slice_with,
-    measure_run,
-};
+pub use run::{LaunchRun, RunRecord, StopDecision, StopRule, execute_slice, execute_slice_with, measure_run};
 pub use sim::execute_sim_slice;
 /// The CPU kernels, a crate of their own (`crates/kernels`); re-exported so that
 /// `execute::kernels::…` paths name them as before.

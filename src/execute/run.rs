@@ -8,11 +8,11 @@ use super::kernels::KernelError;
 use super::numbers::{median, paired_speedups};
 use super::workload::Workload;
 use crate::domain::stage::Stage;
+use crate::domain::{Counter, Counters, Metric, Series};
 use crate::ingress::Slice;
 use crate::ingress::pack::{RunMode, SamplePolicy};
 use crate::lower::{KernelPath, Plan};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Warm-up never runs longer than this many iterations past the requested minimum…
@@ -42,7 +42,7 @@ pub struct RunRecord {
     pub calibration: Vec<f64>,
     /// Properties of the prepared weights (`value_bytes`, `metadata_bytes`,
     /// `metadata_overhead`, `weight_bytes`, `bytes_moved`): the same in every run.
-    pub counters: BTreeMap<String, f64>,
+    pub counters: Counters,
     /// Each op timed alone after the run's sampling (see `op_costs`).
     #[serde(default)]
     pub op_costs: Vec<OpCost>,
@@ -91,12 +91,11 @@ pub fn execute_slice_with(
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     evidence
         .counters
-        .insert("fallback_rate".into(), plan.fallback_rate());
-    evidence.counters.insert("dense_flops".into(), dense_flops);
-    evidence.counters.insert(
-        "useful_flops".into(),
-        useful_flops(plan, slice.sparsity.density()),
-    );
+        .insert(Metric::FallbackRate, plan.fallback_rate());
+    evidence.counters.insert(Counter::DenseFlops, dense_flops);
+    evidence
+        .counters
+        .insert(Counter::UsefulFlops, useful_flops(plan, slice.sparsity.density()));
     let outcome =
         take_runs(slice, plan, launch, stop, &evidence, dense_flops).map(|(mode, records, looks)| {
             merge_runs(&mut evidence, mode, records, dense_flops);
@@ -153,7 +152,7 @@ fn take_runs(
         let decision = stop(&so_far);
         looks.push(Look {
             runs: run + 1,
-            samples: so_far.metrics.get("latency").map_or(0, |m| m.samples.len()),
+            samples: so_far.metrics.get(Metric::Latency).map_or(0, |m| m.samples.len()),
             alpha: decision.alpha,
             decided: decision.decided,
         });
@@ -214,7 +213,7 @@ pub(crate) fn measure_pair(
     let mut records = Vec::new();
     for run in 0..slice.samples.runs.max(1) {
         let timed = pool.install(|| sample(&slice.samples, work, &mut calibration, run == 0))?;
-        records.push(record(timed, BTreeMap::new(), Vec::new(), None));
+        records.push(record(timed, Counters::new(), Vec::new(), None));
     }
     merge_runs(evidence, RunMode::InProcess, records, dense_flops);
     Ok(())
@@ -233,7 +232,7 @@ struct InProcessRuns {
     pool: rayon::ThreadPool,
     work: Workload,
     calibration: Calibration,
-    counters: BTreeMap<String, f64>,
+    counters: Counters,
 }
 
 impl InProcessRuns {
@@ -259,31 +258,26 @@ impl InProcessRuns {
     }
 }
 
-fn weight_counters(work: &Workload, slice: &Slice) -> BTreeMap<String, f64> {
+fn weight_counters(work: &Workload, slice: &Slice) -> Counters {
     let (value_bytes, metadata_bytes) = work.sparse_bytes();
     let overhead = if value_bytes == 0 {
         0.0
     } else {
         metadata_bytes as f64 / value_bytes as f64
     };
-    BTreeMap::from([
-        ("value_bytes".to_owned(), value_bytes as f64),
-        ("metadata_bytes".to_owned(), metadata_bytes as f64),
-        ("metadata_overhead".to_owned(), overhead),
-        ("weight_bytes".to_owned(), work.weight_bytes() as f64),
+    Counters::from([
+        (Counter::ValueBytes, value_bytes as f64),
+        (Counter::MetadataBytes, metadata_bytes as f64),
+        (Metric::MetadataOverhead.into(), overhead),
+        (Counter::WeightBytes, work.weight_bytes() as f64),
         (
-            "bytes_moved".to_owned(),
+            Counter::BytesMoved,
             work.bytes_moved(slice.precision.bytes() as usize) as f64,
         ),
     ])
 }
 
-fn record(
-    timed: Timings,
-    counters: BTreeMap<String, f64>,
-    op_costs: Vec<OpCost>,
-    pid: Option<u32>,
-) -> RunRecord {
+fn record(timed: Timings, counters: Counters, op_costs: Vec<OpCost>, pid: Option<u32>) -> RunRecord {
     RunRecord {
         pid,
         warmup_iterations: timed.warmup_iterations,
@@ -337,26 +331,24 @@ fn merge_runs(evidence: &mut SliceEvidence, mode: RunMode, records: Vec<RunRecor
         speedup.extend(pairs);
     }
     evidence.run_mode = Some(mode);
-    evidence.counters.insert("samples".into(), latency.len() as f64);
+    evidence.counters.insert(Counter::Samples, latency.len() as f64);
     evidence
         .counters
-        .insert("runs".into(), evidence.runs.len() as f64);
+        .insert(Counter::Runs, evidence.runs.len() as f64);
     let throughput = latency.iter().map(|s| dense_flops / s / 1e9).collect();
     let tagged = |unit: &str, samples: Vec<f64>| MetricSamples {
         unit: unit.to_owned(),
         samples,
         runs: run_ids.clone(),
     };
-    evidence.metrics.insert("latency".into(), tagged("s", latency));
+    evidence.metrics.insert(Metric::Latency, tagged("s", latency));
     evidence
         .metrics
-        .insert("effective_speedup".into(), tagged("x", speedup));
+        .insert(Metric::EffectiveSpeedup, tagged("x", speedup));
     evidence
         .metrics
-        .insert("throughput_gflops".into(), tagged("GFLOP/s", throughput));
-    evidence
-        .metrics
-        .insert(CALIBRATION_METRIC.into(), tagged("s", calib));
+        .insert(Metric::ThroughputGflops, tagged("GFLOP/s", throughput));
+    evidence.metrics.insert(Series::Calibration, tagged("s", calib));
     evidence.comparator = Some(tagged("s", comparator));
 }
 
@@ -466,9 +458,6 @@ fn op_costs(work: &mut Workload) -> Result<Vec<OpCost>, String> {
         })
         .collect())
 }
-
-/// Name of the calibration workload's samples in [`SliceEvidence::metrics`].
-pub const CALIBRATION_METRIC: &str = "calibration";
 
 /// Side of the calibration GEMM: small enough to cost little next to a slice, large
 /// enough (≈ 110k multiply-adds) to be timed well above clock resolution.

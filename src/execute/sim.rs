@@ -6,6 +6,7 @@
 
 use super::evidence::{OpCost, SliceEvidence};
 use crate::domain::Sparsity;
+use crate::domain::{Counter, Metric};
 use crate::ingress::Slice;
 use crate::lower::Plan;
 use crate::sim::{Layer, Preset, evaluate};
@@ -121,40 +122,38 @@ pub fn execute_sim_slice(slice: &Slice, preset: &Preset, plan: &Plan) -> SliceEv
             };
             // Units follow the metric vocabulary (`Metric::unit`).
             let values = [
-                ("latency", s.latency_s),
-                ("cycles", s.cycles),
-                ("energy_j", s.energy_j),
-                ("tc_occupancy", occupancy),
-                ("fallback_rate", plan.fallback_rate()),
-                ("metadata_overhead", metadata_overhead),
-                ("dram_bytes", s.dram_bytes),
-                ("effective_speedup", d.latency_s / s.latency_s),
-                ("throughput_gflops", dense_flops / s.latency_s / 1e9),
+                (Metric::Latency, s.latency_s),
+                (Metric::Cycles, s.cycles),
+                (Metric::EnergyJ, s.energy_j),
+                (Metric::TcOccupancy, occupancy),
+                (Metric::FallbackRate, plan.fallback_rate()),
+                (Metric::MetadataOverhead, metadata_overhead),
+                (Metric::DramBytes, s.dram_bytes),
+                (Metric::EffectiveSpeedup, d.latency_s / s.latency_s),
+                (Metric::ThroughputGflops, dense_flops / s.latency_s / 1e9),
             ];
-            for (name, v) in values {
-                evidence.counters.insert(name.into(), v);
+            for (metric, v) in values {
+                evidence.counters.insert(metric, v);
             }
-            evidence.counters.insert("comparator_latency".into(), d.latency_s);
+            evidence.counters.insert(Counter::ComparatorLatency, d.latency_s);
             // Simulated time per bottleneck class: the validator names the class that holds
             // most of it.
             for (class, seconds) in s.by_class {
                 if seconds > 0.0 {
-                    evidence.counters.insert(class.sim_time_counter().into(), seconds);
+                    evidence.counters.insert(Counter::SimTime(class), seconds);
                 }
             }
-            evidence.counters.insert("value_bytes".into(), s.value_bytes);
-            evidence
-                .counters
-                .insert("metadata_bytes".into(), s.metadata_bytes);
-            evidence.counters.insert("dense_flops".into(), dense_flops);
+            evidence.counters.insert(Counter::ValueBytes, s.value_bytes);
+            evidence.counters.insert(Counter::MetadataBytes, s.metadata_bytes);
+            evidence.counters.insert(Counter::DenseFlops, dense_flops);
             evidence.counters.insert(
-                "useful_flops".into(),
+                Counter::UsefulFlops,
                 super::run::useful_flops(plan, slice.sparsity.density()),
             );
-            evidence.counters.insert("bytes_moved".into(), s.bytes_moved);
+            evidence.counters.insert(Counter::BytesMoved, s.bytes_moved);
             if let Some((peak, bandwidth)) = preset_roofs(slice, preset) {
-                evidence.counters.insert("roof_peak_gflops".into(), peak);
-                evidence.counters.insert("roof_bandwidth_gbps".into(), bandwidth);
+                evidence.counters.insert(Counter::RoofPeakGflops, peak);
+                evidence.counters.insert(Counter::RoofBandwidthGbps, bandwidth);
             }
             evidence.op_costs = plan
                 .ops

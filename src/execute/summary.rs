@@ -2,6 +2,7 @@
 //! format (`schemas/run-report.schema.json`, drift-checked).
 
 use super::{SliceEvidence, SliceFailure};
+use crate::domain::Metric;
 use serde::Serialize;
 
 /// One slice's evidence in a few numbers. Fields are in alphabetical order, the order the
@@ -29,18 +30,18 @@ pub struct SliceSummary {
 impl SliceSummary {
     /// The summary of one slice's evidence.
     pub fn of(s: &SliceEvidence) -> SliceSummary {
-        let median = |name: &str| {
+        let median = |metric: Metric| {
             s.metrics
-                .get(name)
+                .get(metric)
                 .and_then(|m| crate::stats::median(&m.samples).ok())
         };
         SliceSummary {
-            effective_speedup_median: median("effective_speedup"),
+            effective_speedup_median: median(Metric::EffectiveSpeedup),
             failure: s.failure.clone(),
             fallback_rate: s.plan.fallback_rate(),
-            latency_median_s: median("latency"),
+            latency_median_s: median(Metric::Latency),
             pack: s.pack.clone(),
-            samples: s.metrics.get("latency").map_or(0, |m| m.samples.len()),
+            samples: s.metrics.get(Metric::Latency).map_or(0, |m| m.samples.len()),
             slice: s.slice.clone(),
             sparsity: s.sparsity.clone(),
         }

@@ -354,7 +354,7 @@ impl History {
                         run_id,
                         slice.pack,
                         slice.slice,
-                        name,
+                        name.name(),
                         m.unit,
                         mid,
                         ci.map(|c| c.0),
@@ -368,14 +368,14 @@ impl History {
             for (name, value) in slice
                 .counters
                 .iter()
-                .filter(|(n, v)| v.is_finite() && !slice.metrics.contains_key(n.as_str()))
+                .filter(|(n, v)| v.is_finite() && !n.metric().is_some_and(|m| slice.metrics.contains(m)))
             {
                 insert_metric
                     .execute(params![
                         run_id,
                         slice.pack,
                         slice.slice,
-                        name,
+                        name.name(),
                         "",
                         value,
                         None::<f64>,
@@ -542,20 +542,19 @@ mod tests {
     use crate::execute::{MetricSamples, PackRecord, SliceEvidence};
     use crate::ingress::Environment;
     use crate::release::{ExitCode, VerdictCounts};
-    use std::collections::BTreeMap;
 
     fn evidence(latency: f64) -> Evidence {
         let dir = tempfile::tempdir().unwrap();
-        let mut metrics = BTreeMap::new();
+        let mut metrics = crate::domain::KeyedMap::new();
         metrics.insert(
-            "latency".to_owned(),
+            crate::domain::Metric::Latency,
             MetricSamples::single_run("s", vec![latency, latency * 1.01, latency * 0.99]),
         );
         let slice = SliceEvidence {
             sparsity: "2:4".into(),
             precision: crate::domain::Precision::Fp16,
             metrics,
-            counters: BTreeMap::from([("fallback_rate".to_owned(), 0.0)]),
+            counters: [(crate::domain::Metric::FallbackRate.into(), 0.0)].into(),
             ..SliceEvidence::named("p", "s1")
         };
         Evidence {

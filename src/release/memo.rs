@@ -4,9 +4,9 @@
 
 use super::error::{ReleaseError, Result};
 use super::{Decision, DriftNote, ExitCode, VerdictCounts, charts};
-use crate::domain::OfSlice;
 use crate::domain::stage::Stage;
 use crate::domain::verdict::{Bottleneck, Verdict};
+use crate::domain::{Metric, OfSlice};
 use crate::execute::{Evidence, SliceEvidence};
 use crate::ingress::pack::Owner;
 use crate::ingress::{Environment, LoadedPack};
@@ -550,7 +550,7 @@ fn memo_quality(s: &SliceEvidence, comparisons: &[QualityComparison]) -> Option<
             .collect(),
         speedup: s
             .metrics
-            .get("effective_speedup")
+            .get(Metric::EffectiveSpeedup)
             .and_then(|m| median(&m.samples).ok()),
         versus_dense: judged.and_then(|c| c.versus_dense.clone()),
         equal_latency: q.equal_latency.as_ref().map(|e| MemoEqualLatency {
@@ -584,28 +584,31 @@ fn memo_quality(s: &SliceEvidence, comparisons: &[QualityComparison]) -> Option<
 fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosis]) -> MemoSlice {
     let diagnosis = diagnoses.iter().find(|d| d.same_slice(s));
     let fidelity = |op: &str| s.op_costs.iter().find(|c| c.op == op).and_then(|c| c.fidelity);
-    let median = |name: &str| s.metrics.get(name).and_then(|m| median(&m.samples).ok());
+    let median = |metric: Metric| s.metrics.get(metric).and_then(|m| median(&m.samples).ok());
     MemoSlice {
         pack: s.pack.clone(),
         slice: s.slice.clone(),
         sparsity: s.sparsity.clone(),
         precision: s.precision.as_str().to_owned(),
-        samples: s.metrics.get("latency").map_or(0, |m| m.samples.len()),
+        samples: s.metrics.get(Metric::Latency).map_or(0, |m| m.samples.len()),
         // Simulated slices carry their (exact) values as counters, not samples.
-        latency_s: median("latency").or_else(|| s.counters.get("latency").copied()),
-        speedup: median("effective_speedup").or_else(|| s.counters.get("effective_speedup").copied()),
+        latency_s: median(Metric::Latency).or_else(|| s.counters.value(Metric::Latency)),
+        speedup: median(Metric::EffectiveSpeedup).or_else(|| s.counters.value(Metric::EffectiveSpeedup)),
         speedup_ci: s
             .metrics
-            .get("effective_speedup")
+            .get(Metric::EffectiveSpeedup)
             .and_then(|m| quantile_ci(&m.samples, 0.5, 0.95)),
-        latency_summary: s.metrics.get("latency").and_then(|m| FiveNumber::of(&m.samples)),
+        latency_summary: s
+            .metrics
+            .get(Metric::Latency)
+            .and_then(|m| FiveNumber::of(&m.samples)),
         comparator_summary: s.comparator.as_ref().and_then(|m| FiveNumber::of(&m.samples)),
         runs: s.runs.len(),
         run_mode: s.run_mode.map(|m| m.as_str().to_owned()),
         within_run_cv: diagnosis.and_then(|d| d.within_run_cv),
         between_run_cv: diagnosis.and_then(|d| d.between_run_cv),
         fallback_rate: s.plan.fallback_rate(),
-        metadata_overhead: s.counters.get("metadata_overhead").copied().unwrap_or(0.0),
+        metadata_overhead: s.counters.value(Metric::MetadataOverhead).unwrap_or(0.0),
         bottleneck: decision
             .guardrails
             .iter()

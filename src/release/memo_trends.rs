@@ -3,6 +3,7 @@
 
 use super::MemoTrend;
 use super::history::History;
+use crate::domain::Metric;
 use crate::execute::Evidence;
 use crate::stats::{EDivisiveOptions, e_divisive};
 use std::path::Path;
@@ -11,7 +12,7 @@ use std::path::Path;
 pub const MEMO_TREND_RUNS: usize = 30;
 
 /// The metric the memo's trend chart follows: the one every backend records.
-const MEMO_TREND_METRIC: &str = "latency";
+const MEMO_TREND_METRIC: Metric = Metric::Latency;
 
 /// The recent latency history of every slice with at least two recorded runs, with its
 /// change points. A read failure only drops the charts (the run is recorded; the memo stays
@@ -24,7 +25,9 @@ pub fn memo_trends(path: &Path, evidence: &Evidence) -> Vec<MemoTrend> {
         .slices
         .iter()
         .filter_map(|s| {
-            let (_, series) = history.series(Some(&s.pack), &s.slice, MEMO_TREND_METRIC).ok()?;
+            let (_, series) = history
+                .series(Some(&s.pack), &s.slice, MEMO_TREND_METRIC.name())
+                .ok()?;
             let recent = &series[series.len().saturating_sub(MEMO_TREND_RUNS)..];
             if recent.len() < 2 {
                 return None;
@@ -39,7 +42,7 @@ pub fn memo_trends(path: &Path, evidence: &Evidence) -> Vec<MemoTrend> {
             Some(MemoTrend {
                 pack: s.pack.clone(),
                 slice: s.slice.clone(),
-                metric: MEMO_TREND_METRIC.to_owned(),
+                metric: MEMO_TREND_METRIC.name().to_owned(),
                 points: recent.iter().map(|p| (p.run_id, p.value)).collect(),
                 change_points,
             })

@@ -12,7 +12,7 @@ use super::outcome::{Assessment, GuardrailOutcome};
 use super::power_check::note_for;
 use super::rules::{Judgement, absolute, absolute_by_run, normalise_by_calibration, quality, regression};
 use crate::domain::OfSlice;
-use crate::domain::metric::Metric;
+use crate::domain::metric::{Metric, Series};
 use crate::domain::stage::Stage;
 use crate::domain::verdict::Verdict;
 use crate::execute::{Evidence, SliceEvidence};
@@ -171,7 +171,7 @@ fn absolute_rule(
     confidence: f64,
 ) -> Judgement {
     if metric == Metric::EffectiveSpeedup
-        && let Some(groups) = ev.metrics.get(metric.name()).and_then(|m| m.by_run())
+        && let Some(groups) = ev.metrics.get(metric).and_then(|m| m.by_run())
         && groups.len() >= 2
         && let Some(j) = absolute_by_run(metric, &groups, bound, upper, confidence)
     {
@@ -195,8 +195,10 @@ fn calibrated(
     ) {
         return None;
     }
-    let name = crate::execute::CALIBRATION_METRIC;
-    let (cal_c, cal_b) = (ev.metrics.get(name)?, b.metrics.get(name)?);
+    let (cal_c, cal_b) = (
+        ev.metrics.get(Series::Calibration)?,
+        b.metrics.get(Series::Calibration)?,
+    );
     let norm = |o: &Observed, cal| match o {
         Observed::Sampled { samples, runs, q } => Some(Observed::Sampled {
             samples: normalise_by_calibration(samples, runs, cal)?,
@@ -273,7 +275,8 @@ pub(crate) fn judge(
         return row(j, failure.stage, bottleneck);
     }
     let plan_fallback = ev.plan.fallback_rate();
-    let had_fallbacks = plan_fallback > 0.0 || ev.counters.get("fallback_rate").is_some_and(|&r| r > 0.0);
+    let had_fallbacks =
+        plan_fallback > 0.0 || ev.counters.get(Metric::FallbackRate).is_some_and(|&r| r > 0.0);
     let quality_bound = match g.rule {
         Rule::AtMost { bound } => Some((bound, true)),
         Rule::AtLeast { bound } => Some((bound, false)),

@@ -1,6 +1,7 @@
 //! The bottleneck class of a slice: a cheap, explainable heuristic from the plan and the
 //! counters, not a profiler. It answers the memo's question "where would a fix go?".
 
+use crate::domain::Counter;
 use crate::domain::verdict::Bottleneck;
 use crate::execute::SliceEvidence;
 
@@ -23,7 +24,7 @@ pub const METADATA_OVERHEAD_LIMIT: f64 = 0.25;
 pub fn simulated_shares(ev: &SliceEvidence) -> Vec<(Bottleneck, f64)> {
     let mut times: Vec<(Bottleneck, f64)> = Bottleneck::ALL
         .iter()
-        .filter_map(|&class| ev.counters.get(class.sim_time_counter()).map(|&t| (class, t)))
+        .filter_map(|&class| ev.counters.value(Counter::SimTime(class)).map(|t| (class, t)))
         .filter(|(_, t)| *t > 0.0)
         .collect();
     let total: f64 = times.iter().map(|(_, t)| t).sum();

@@ -18,7 +18,7 @@ pub fn contradictions(slices: &[SliceEvidence], guardrails: &[GuardrailOutcome])
     // The side of 1.0 the median speedup's 95% order-statistic interval lies on, if either.
     let side = |s: &SliceEvidence| match s
         .metrics
-        .get("effective_speedup")
+        .get(Metric::EffectiveSpeedup)
         .and_then(|m| quantile_ci(&m.samples, 0.5, 0.95))
     {
         Some((lo, _)) if lo > 1.0 => Some(true),

@@ -9,6 +9,8 @@
 //! over the same time, what people compare with dense) is reported beside it.
 
 use super::bottleneck::{MACHINE_BALANCE_FLOP_PER_BYTE, METADATA_OVERHEAD_LIMIT, simulated_shares};
+use crate::domain::Counter;
+use crate::domain::Metric;
 use crate::domain::OfSlice;
 use crate::domain::verdict::Bottleneck;
 use crate::execute::SliceEvidence;
@@ -105,7 +107,7 @@ pub fn diagnose_all(
 /// Diagnose one slice (see the module docs for the roofline's terms and
 /// `classify_with_numbers` for the class rule).
 pub fn diagnose(slice: &Slice, ev: &SliceEvidence, cpu_roofs: Option<&MachineRoofs>) -> SliceDiagnosis {
-    let counter = |name: &str| ev.counters.get(name).copied();
+    let counter = |key: Counter| ev.counters.value(key);
     let (within_run_cv, between_run_cv) = noise_decomposition(ev);
     let roofs = match slice.backend.kind() {
         Backend::Cpu => cpu_roofs.map(|r| {
@@ -118,8 +120,8 @@ pub fn diagnose(slice: &Slice, ev: &SliceEvidence, cpu_roofs: Option<&MachineRoo
         }),
         Backend::Sim => {
             let name = slice.backend.preset().map_or("sim", |p| p.name.as_str());
-            counter("roof_peak_gflops")
-                .zip(counter("roof_bandwidth_gbps"))
+            counter(Counter::RoofPeakGflops)
+                .zip(counter(Counter::RoofBandwidthGbps))
                 .map(|(p, b)| (name.to_owned(), format!("preset {name}"), p, b))
         }
         // A user's program has no roofs sparsegate could place it against.
@@ -129,9 +131,9 @@ pub fn diagnose(slice: &Slice, ev: &SliceEvidence, cpu_roofs: Option<&MachineRoo
     let roofline = roofs.and_then(|(machine, roofs_source, peak, bandwidth)| {
         let (t, useful, dense, bytes) = (
             latency?,
-            counter("useful_flops")?,
-            counter("dense_flops")?,
-            counter("bytes_moved")?,
+            counter(Counter::UsefulFlops)?,
+            counter(Counter::DenseFlops)?,
+            counter(Counter::BytesMoved)?,
         );
         if !(t > 0.0 && bytes > 0.0 && peak > 0.0 && bandwidth > 0.0) {
             return None;
@@ -153,7 +155,7 @@ pub fn diagnose(slice: &Slice, ev: &SliceEvidence, cpu_roofs: Option<&MachineRoo
         })
     });
     let fallback = fallback_impact(ev);
-    let metadata_overhead = counter("metadata_overhead").unwrap_or(0.0);
+    let metadata_overhead = counter(Metric::MetadataOverhead.into()).unwrap_or(0.0);
     let (class, rule) = if ev.plan.ops.is_empty() {
         (None, "no ops: nothing to classify".to_owned())
     } else {
@@ -188,7 +190,7 @@ fn classify_with_numbers(
     metadata_overhead: f64,
 ) -> (Option<Bottleneck>, String) {
     let pct = |x: f64| format!("{:.1}%", 100.0 * x);
-    let counted = ev.counters.get("fallback_rate").copied().unwrap_or(0.0);
+    let counted = ev.counters.value(Metric::FallbackRate).unwrap_or(0.0);
     if !fallback.fallback_ops.is_empty() || counted > 0.0 {
         let share = fallback
             .latency_share
@@ -278,7 +280,7 @@ pub(crate) fn class_without_roofs(ev: &SliceEvidence) -> Option<Bottleneck> {
         return None;
     }
     let fallback = fallback_impact(ev);
-    let overhead = ev.counters.get("metadata_overhead").copied().unwrap_or(0.0);
+    let overhead = ev.counters.value(Metric::MetadataOverhead).unwrap_or(0.0);
     classify_with_numbers(ev, None, &fallback, overhead).0
 }
 
@@ -377,9 +379,9 @@ fn class_name(class: Bottleneck) -> String {
 
 /// Median latency of a slice: the sampled median on the CPU, the modelled value on `sim`.
 fn latency_s(ev: &SliceEvidence) -> Option<f64> {
-    match ev.metrics.get("latency") {
+    match ev.metrics.get(Metric::Latency) {
         Some(m) => median(&m.samples).ok(),
-        None => ev.counters.get("latency").copied(),
+        None => ev.counters.value(Metric::Latency),
     }
 }
 
@@ -395,7 +397,7 @@ fn cv_percent(xs: &[f64]) -> Option<f64> {
 
 /// Within-run and between-run CV of a slice's latency (DESIGN.md §6).
 fn noise_decomposition(s: &SliceEvidence) -> (Option<f64>, Option<f64>) {
-    let Some(groups) = s.metrics.get("latency").and_then(|m| m.by_run()) else {
+    let Some(groups) = s.metrics.get(Metric::Latency).and_then(|m| m.by_run()) else {
         return (None, None);
     };
     let within: Vec<f64> = groups.iter().filter_map(|g| cv_percent(g)).collect();

@@ -1,8 +1,8 @@
 //! Golden baselines: stored evidence under `golden/<pack>/<slice>.json`, written only by
 //! `bless`, atomically, with an integrity digest so a hand edit is detected.
 
-use crate::domain::SliceKey;
 use crate::domain::digest::sha256_hex;
+use crate::domain::{Counters, KeyedMap, Series, SliceKey};
 use crate::execute::{MetricSamples, SliceEvidence};
 use crate::files::FileError;
 pub use crate::files::{write_atomic, write_atomic_with};
@@ -64,9 +64,11 @@ pub struct Baseline {
     /// The environment it was measured under; its lock must match later runs.
     pub environment: Environment,
     /// Raw samples per metric.
-    pub metrics: BTreeMap<String, MetricSamples>,
+    #[schemars(with = "BTreeMap<String, MetricSamples>")]
+    pub metrics: KeyedMap<Series, MetricSamples>,
     /// Run counters (fallback rate, metadata overhead, …).
-    pub counters: BTreeMap<String, f64>,
+    #[schemars(with = "BTreeMap<String, f64>")]
+    pub counters: Counters,
     /// When the baseline stops being trusted (RFC 3339, UTC), if ever: machines, drivers
     /// and toolchains drift, and a baseline nobody re-blessed for months compares today's
     /// code with a machine that no longer exists. `gate` refuses an expired baseline
@@ -148,7 +150,7 @@ impl Baseline {
     }
 
     /// The median of a metric's samples, if recorded.
-    pub fn median(&self, metric: &str) -> Option<f64> {
+    pub fn median(&self, metric: Series) -> Option<f64> {
         self.metrics
             .get(metric)
             .and_then(|m| crate::stats::median(&m.samples).ok())
@@ -261,7 +263,7 @@ pub struct BlessChange {
 
 /// Run-aware bootstrap interval of median(new)/median(old) for one metric, seeded from the
 /// metric name so the same two baselines always print the same interval.
-fn ratio_interval(old: &Baseline, new: &Baseline, name: &str) -> Option<(f64, f64)> {
+fn ratio_interval(old: &Baseline, new: &Baseline, name: Series) -> Option<(f64, f64)> {
     use crate::stats::{Bootstrap, TwoSample, group_by_run};
     let groups = |m: &MetricSamples| -> Option<Vec<Vec<f64>>> {
         if m.samples.is_empty() || m.samples.iter().any(|&v| !(v.is_finite() && v > 0.0)) {
@@ -274,7 +276,7 @@ fn ratio_interval(old: &Baseline, new: &Baseline, name: &str) -> Option<(f64, f6
         }
     };
     let (a, b) = (groups(old.metrics.get(name)?)?, groups(new.metrics.get(name)?)?);
-    let seed = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, c| {
+    let seed = name.name().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, c| {
         (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
     });
     let dist = Bootstrap::new(2000, seed)
@@ -285,9 +287,9 @@ fn ratio_interval(old: &Baseline, new: &Baseline, name: &str) -> Option<(f64, f6
 
 /// Compare a new baseline with the one it replaces, metric by metric.
 pub fn describe_change(path: &Path, old: Option<&Baseline>, new: &Baseline) -> BlessChange {
-    let mut names: Vec<&String> = new.metrics.keys().collect();
+    let mut names: Vec<Series> = new.metrics.keys().copied().collect();
     if let Some(old) = old {
-        names.extend(old.metrics.keys().filter(|k| !new.metrics.contains_key(*k)));
+        names.extend(old.metrics.keys().filter(|&&k| !new.metrics.contains(k)));
     }
     names.sort();
     BlessChange {
@@ -298,7 +300,7 @@ pub fn describe_change(path: &Path, old: Option<&Baseline>, new: &Baseline) -> B
         metrics: names
             .into_iter()
             .map(|name| MetricChange {
-                metric: name.clone(),
+                metric: name.name().to_owned(),
                 old: old.and_then(|o| o.median(name)),
                 new: new.median(name),
                 ratio_ci: old.and_then(|o| ratio_interval(o, new, name)),
@@ -319,12 +321,13 @@ impl crate::domain::OfSlice for Baseline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::Metric;
 
     fn evidence(latency: Vec<f64>) -> SliceEvidence {
         SliceEvidence {
             sparsity: "2:4".into(),
-            metrics: BTreeMap::from([("latency".into(), MetricSamples::single_run("s", latency))]),
-            counters: BTreeMap::from([("fallback_rate".into(), 0.0)]),
+            metrics: KeyedMap::from([(Metric::Latency.into(), MetricSamples::single_run("s", latency))]),
+            counters: Counters::from([(Metric::FallbackRate.into(), 0.0)]),
             warmup_iterations: 3,
             wall_time_s: 0.1,
             ..SliceEvidence::named("p", "s")

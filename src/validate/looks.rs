@@ -2,6 +2,7 @@
 //! read there, and the sentence that says so. The assessment and the interim check both
 //! read them (see `interim.rs` for why the error rates hold).
 
+use crate::domain::Metric;
 use crate::execute::SliceEvidence;
 use crate::ingress::{GuardrailSpec, Slice};
 use crate::stats::SequentialLook;
@@ -32,7 +33,7 @@ pub(crate) fn describe_look(
     ev: &SliceEvidence,
     index: usize,
 ) -> String {
-    let samples = ev.metrics.get("latency").map_or(0, |m| m.samples.len());
+    let samples = ev.metrics.get(Metric::Latency).map_or(0, |m| m.samples.len());
     format!(
         "; sequential: read at look {} of ≤ {} after {} runs ({samples} samples), at this look's α = {} \
          of the guardrail's {} (O'Brien–Fleming spending over runs, union bound)",

@@ -1,9 +1,8 @@
 //! What a guardrail's metric looks like in the evidence (or in a baseline): a sample to
 //! summarise by a quantile, or a point value (a counter).
 
-use crate::domain::metric::Metric;
+use crate::domain::{Counters, KeyedMap, Metric, Series};
 use crate::execute::MetricSamples;
-use std::collections::BTreeMap;
 
 /// A metric as measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,12 +74,13 @@ pub(crate) enum Unobserved {
 /// The error is a reason for the memo; it never panics on malformed evidence.
 pub(crate) fn observe(
     metric: Metric,
-    metrics: &BTreeMap<String, MetricSamples>,
-    counters: &BTreeMap<String, f64>,
+    metrics: &KeyedMap<Series, MetricSamples>,
+    counters: &Counters,
     plan_fallback: Option<f64>,
 ) -> Result<Observed, Unobserved> {
-    let sampled = |name: &'static str, q: f64| -> Result<Observed, Unobserved> {
-        let m = metrics.get(name).ok_or(Unobserved::NoSamples(name))?;
+    let sampled = |metric: Metric, q: f64| -> Result<Observed, Unobserved> {
+        let name = metric.name();
+        let m = metrics.get(metric).ok_or(Unobserved::NoSamples(name))?;
         if m.samples.is_empty() {
             return Err(Unobserved::EmptySamples(name));
         }
@@ -93,22 +93,23 @@ pub(crate) fn observe(
             q,
         })
     };
-    let counter = |name: &'static str| -> Result<Observed, Unobserved> {
-        match counters.get(name) {
+    let counter = |metric: Metric| -> Result<Observed, Unobserved> {
+        let name = metric.name();
+        match counters.get(metric) {
             Some(v) if v.is_finite() => Ok(Observed::Point(*v)),
             Some(&value) => Err(Unobserved::NonFiniteCounter { name, value }),
             None => Err(Unobserved::NoCounter(name)),
         }
     };
     match metric {
-        Metric::LatencyP50 => sampled("latency", 0.5),
-        Metric::LatencyP95 => sampled("latency", 0.95),
-        Metric::LatencyP99 => sampled("latency", 0.99),
+        Metric::LatencyP50 => sampled(Metric::Latency, 0.5),
+        Metric::LatencyP95 => sampled(Metric::Latency, 0.95),
+        Metric::LatencyP99 => sampled(Metric::Latency, 0.99),
         Metric::FallbackRate => {
-            counter("fallback_rate").or_else(|e| plan_fallback.map(Observed::Point).ok_or(e))
+            counter(Metric::FallbackRate).or_else(|e| plan_fallback.map(Observed::Point).ok_or(e))
         }
-        Metric::MetadataOverhead => counter("metadata_overhead"),
-        m if metrics.contains_key(m.name()) => sampled(m.name(), 0.5),
-        m => counter(m.name()).map_err(|_| Unobserved::Missing(m)),
+        Metric::MetadataOverhead => counter(Metric::MetadataOverhead),
+        m if metrics.contains(m) => sampled(m, 0.5),
+        m => counter(m).map_err(|_| Unobserved::Missing(m)),
     }
 }

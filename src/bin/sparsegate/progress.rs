@@ -1,6 +1,7 @@
 //! Per-slice progress of the commands that run slices.
 
 use sparsegate::app::Progress;
+use sparsegate::domain::Metric;
 
 /// Per-slice progress on stderr: a progress bar on a terminal, one line per slice otherwise
 /// (CI logs keep a readable record), nothing with `--quiet`.
@@ -33,7 +34,10 @@ pub fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
                     Some(f) => format!("failed at {}: {}", f.stage, f.message),
                     None => format!(
                         "{} samples in {:.2} s",
-                        evidence.metrics.get("latency").map_or(0, |m| m.samples.len()),
+                        evidence
+                            .metrics
+                            .get(Metric::Latency)
+                            .map_or(0, |m| m.samples.len()),
                         evidence.wall_time_s
                     ),
                 };

@@ -16,6 +16,7 @@ mod schedule;
 use super::evidence::{ModelScore, PrecisionEvidence, QualityEvidence, SliceEvidence};
 use super::run::{measure_pair, worker_pool};
 use crate::domain::Sparsity;
+use crate::domain::{Counter, Metric};
 use crate::ingress::{ModelTask, Slice};
 use crate::lower::Plan;
 use dataset::{Dataset, Split};
@@ -37,8 +38,8 @@ pub fn execute_model_slice(slice: &Slice, task: &ModelTask, plan: &Plan) -> Slic
     let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
     evidence
         .counters
-        .insert("fallback_rate".into(), plan.fallback_rate());
-    evidence.counters.insert("dense_flops".into(), dense_flops);
+        .insert(Metric::FallbackRate, plan.fallback_rate());
+    evidence.counters.insert(Counter::DenseFlops, dense_flops);
     let outcome = measure(slice, task, plan, dense_flops, &mut evidence);
     evidence.finish(outcome, start)
 }
@@ -69,14 +70,14 @@ fn measure(
     .map_err(kernel)?;
     let (value_bytes, metadata_bytes) = pair.sparse_bytes();
     let counters = &mut evidence.counters;
-    counters.insert("value_bytes".into(), value_bytes as f64);
-    counters.insert("metadata_bytes".into(), metadata_bytes as f64);
+    counters.insert(Counter::ValueBytes, value_bytes as f64);
+    counters.insert(Counter::MetadataBytes, metadata_bytes as f64);
     let overhead = if value_bytes == 0 {
         0.0
     } else {
         metadata_bytes as f64 / value_bytes as f64
     };
-    counters.insert("metadata_overhead".into(), overhead);
+    counters.insert(Metric::MetadataOverhead, overhead);
     // The candidate's predictions come from the slice's own kernels (sparse where the plan
     // chose them); `check` has confirmed them against the dense kernel on the same weights.
     let mut candidate_predictions = pool.install(|| pair.candidate_predictions()).map_err(kernel)?;
@@ -118,9 +119,9 @@ fn measure(
     };
     let total = candidate.total.max(1) as f64;
     let accuracy = candidate.correct as f64 / total;
-    evidence.counters.insert("accuracy".into(), accuracy);
+    evidence.counters.insert(Metric::Accuracy, accuracy);
     evidence.counters.insert(
-        "quality_delta".into(),
+        Metric::QualityDelta,
         (candidate.correct as f64 - dense_score.correct as f64) / total,
     );
     evidence.quality = Some(QualityEvidence {

@@ -5,6 +5,7 @@ use super::dataset::{self, split};
 use super::mlp::{Masks, Mlp};
 use super::schedule::{prune_along, prune_to};
 use super::*;
+use crate::domain::Metric;
 use crate::domain::Precision;
 use crate::execute::kernels::prune::kept_count;
 use crate::ingress::pack::{DatasetName, MlpSpec, PruningScheduleKind, PruningScope, SamplePolicy};
@@ -168,5 +169,5 @@ fn issue_7_model_slice_evidence_is_the_same_across_thread_counts() {
     assert_eq!(q1.candidate.predictions, q2.candidate.predictions);
     assert_eq!(q1.labels.len(), 359);
     assert!((q1.candidate.sparsity - 0.5).abs() < 0.01);
-    assert!(e1.metrics.contains_key("effective_speedup"));
+    assert!(e1.metrics.contains(Metric::EffectiveSpeedup));
 }

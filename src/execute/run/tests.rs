@@ -1,4 +1,5 @@
 use super::*;
+use crate::domain::{Counter, Metric};
 use crate::domain::{GemmOp, Precision, Sparsity};
 use crate::ingress::SliceBackend;
 use crate::ingress::pack::SamplePolicy;
@@ -43,9 +44,13 @@ fn tiny_sparse_slice_yields_paired_positive_samples() {
     assert_eq!(plan.ops[1].path, KernelPath::DenseFallback);
     let ev = execute_slice(&s, &plan);
     assert_eq!(ev.failure, None);
-    let n = ev.metrics["latency"].samples.len();
+    let n = ev.metrics[Metric::Latency].samples.len();
     assert!((3..=20).contains(&n), "{n}");
-    for name in ["latency", "effective_speedup", "throughput_gflops"] {
+    for name in [
+        Metric::Latency,
+        Metric::EffectiveSpeedup,
+        Metric::ThroughputGflops,
+    ] {
         let m = &ev.metrics[name];
         assert_eq!((m.samples.len(), m.runs.len()), (n, n), "{name}");
         assert!(
@@ -56,13 +61,13 @@ fn tiny_sparse_slice_yields_paired_positive_samples() {
     }
     assert_eq!(ev.comparator.as_ref().map(|c| c.samples.len()), Some(n));
     assert!(ev.warmup_iterations >= 2);
-    assert_eq!(ev.counters["samples"], n as f64);
-    assert_eq!(ev.counters["fallback_rate"], 0.5);
-    assert_eq!(ev.counters["value_bytes"], (24 * 16 * 4) as f64);
-    assert_eq!(ev.counters["metadata_bytes"], (24 * 16 / 4) as f64);
-    assert_eq!(ev.counters["metadata_overhead"], 1.0 / 16.0);
+    assert_eq!(ev.counters[Counter::Samples], n as f64);
+    assert_eq!(ev.counters[Metric::FallbackRate], 0.5);
+    assert_eq!(ev.counters[Counter::ValueBytes], (24 * 16 * 4) as f64);
+    assert_eq!(ev.counters[Counter::MetadataBytes], (24 * 16 / 4) as f64);
+    assert_eq!(ev.counters[Metric::MetadataOverhead], 1.0 / 16.0);
     assert_eq!(
-        ev.counters["dense_flops"],
+        ev.counters[Counter::DenseFlops],
         2.0 * (16.0 * 24.0 * 32.0 + 9.0 * 8.0 * 18.0)
     );
     assert_eq!(ev.sparsity, "2:4");
@@ -74,9 +79,9 @@ fn dense_slice_has_no_metadata() {
     let s = slice(Sparsity::Dense, &[(5, 7, 3)]);
     let ev = execute_slice(&s, &lower(&s));
     assert_eq!(ev.failure, None);
-    assert_eq!(ev.counters["metadata_overhead"], 0.0);
-    assert_eq!(ev.counters["value_bytes"], 0.0);
-    assert_eq!(ev.counters["weight_bytes"], (7 * 3 * 4) as f64);
+    assert_eq!(ev.counters[Metric::MetadataOverhead], 0.0);
+    assert_eq!(ev.counters[Counter::ValueBytes], 0.0);
+    assert_eq!(ev.counters[Counter::WeightBytes], (7 * 3 * 4) as f64);
 }
 
 #[test]
@@ -108,10 +113,10 @@ fn issue_3_unstructured_slice_runs_the_csr_kernel() {
     assert_eq!(plan.ops[0].path, KernelPath::Sparse);
     let ev = execute_slice(&s, &plan);
     assert_eq!(ev.failure, None);
-    assert_eq!(ev.counters["fallback_rate"], 0.0);
+    assert_eq!(ev.counters[Metric::FallbackRate], 0.0);
     // 4 of 40 kept per row (per-row pruning), u32 index per value plus 25 row pointers.
-    assert_eq!(ev.counters["value_bytes"], (24 * 4 * 4) as f64);
-    assert_eq!(ev.counters["metadata_bytes"], ((24 * 4 + 25) * 4) as f64);
+    assert_eq!(ev.counters[Counter::ValueBytes], (24 * 4 * 4) as f64);
+    assert_eq!(ev.counters[Counter::MetadataBytes], ((24 * 4 + 25) * 4) as f64);
 }
 
 #[test]
@@ -128,9 +133,9 @@ fn issue_3_block_slice_runs_bsr_or_falls_back_when_blocks_do_not_tile() {
     assert_eq!(plan.ops[1].path, KernelPath::DenseFallback);
     let ev = execute_slice(&s, &plan);
     assert_eq!(ev.failure, None);
-    assert_eq!(ev.counters["fallback_rate"], 0.5);
-    assert_eq!(ev.counters["value_bytes"], (2 * 256 * 4) as f64);
-    assert_eq!(ev.counters["metadata_bytes"], ((2 + 3) * 4) as f64);
+    assert_eq!(ev.counters[Metric::FallbackRate], 0.5);
+    assert_eq!(ev.counters[Counter::ValueBytes], (2 * 256 * 4) as f64);
+    assert_eq!(ev.counters[Counter::MetadataBytes], ((2 + 3) * 4) as f64);
 }
 
 #[test]
@@ -164,20 +169,20 @@ fn bert_base_two_of_four_report() {
         };
         let ev = execute_slice(&s, &lower(&s));
         assert_eq!(ev.failure, None);
-        let median = |name: &str| {
-            let mut v = ev.metrics[name].samples.clone();
+        let median = |metric: Metric| {
+            let mut v = ev.metrics[metric].samples.clone();
             v.sort_by(f64::total_cmp);
             v[v.len() / 2]
         };
         println!(
             "threads {threads}: {} samples, {} warm-up, speedup median {:.2}x, latency {:.2} ms, {:.0} GFLOP/s \
              dense-equivalent, metadata overhead {:.4}",
-            ev.counters["samples"],
+            ev.counters[Counter::Samples],
             ev.warmup_iterations,
-            median("effective_speedup"),
-            median("latency") * 1e3,
-            median("throughput_gflops"),
-            ev.counters["metadata_overhead"],
+            median(Metric::EffectiveSpeedup),
+            median(Metric::Latency) * 1e3,
+            median(Metric::ThroughputGflops),
+            ev.counters[Metric::MetadataOverhead],
         );
     }
 }
@@ -190,13 +195,13 @@ fn issue_9_runs_tag_every_sample_and_keep_per_run_summaries() {
     assert_eq!(ev.failure, None);
     assert_eq!(ev.runs.len(), 3);
     assert_eq!(ev.run_mode, Some(crate::ingress::pack::RunMode::InProcess));
-    let n = ev.metrics["latency"].samples.len();
+    let n = ev.metrics[Metric::Latency].samples.len();
     assert_eq!(ev.runs.iter().map(|r| r.samples).sum::<usize>(), n);
     for name in [
-        "latency",
-        "effective_speedup",
-        "throughput_gflops",
-        CALIBRATION_METRIC,
+        Metric::Latency.into(),
+        Metric::EffectiveSpeedup.into(),
+        Metric::ThroughputGflops.into(),
+        Series::Calibration,
     ] {
         let m = &ev.metrics[name];
         assert_eq!(m.samples.len(), n, "{name}");
@@ -211,7 +216,7 @@ fn issue_9_runs_tag_every_sample_and_keep_per_run_summaries() {
         }
         assert!(r.warmup_iterations >= 2);
     }
-    assert_eq!(ev.counters["runs"], 3.0);
+    assert_eq!(ev.counters[Counter::Runs], 3.0);
 }
 
 #[test]
@@ -219,7 +224,7 @@ fn issue_9_one_run_is_todays_protocol() {
     let s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(16, 24, 32)]);
     let ev = execute_slice(&s, &lower(&s));
     assert_eq!(ev.runs.len(), 1);
-    assert!(ev.metrics["latency"].runs.iter().all(|&r| r == 0));
+    assert!(ev.metrics[Metric::Latency].runs.iter().all(|&r| r == 0));
 }
 
 /// Stands in for a child process: each "run" measured on a fresh workload, with a fake pid.
@@ -244,14 +249,14 @@ fn issue_9_process_runs_merge_child_records_with_their_pids() {
         ev.runs.iter().map(|r| (r.run, r.pid)).collect::<Vec<_>>(),
         [(0, Some(1000)), (1, Some(1001)), (2, Some(1002))]
     );
-    let latency = &ev.metrics["latency"];
+    let latency = &ev.metrics[Metric::Latency];
     assert_eq!(latency.runs.len(), latency.samples.len());
     assert_eq!(
         ev.runs.iter().map(|r| r.samples).sum::<usize>(),
         latency.samples.len()
     );
-    assert_eq!(ev.counters["runs"], 3.0);
-    assert_eq!(ev.counters["value_bytes"], (24 * 16 * 4) as f64);
+    assert_eq!(ev.counters[Counter::Runs], 3.0);
+    assert_eq!(ev.counters[Counter::ValueBytes], (24 * 16 * 4) as f64);
 }
 
 #[test]
@@ -299,7 +304,7 @@ fn issue_9_ragged_or_non_positive_child_records_are_refused() {
             candidate: vec![1.0, 1.0],
             comparator: vec![1.0],
             calibration: vec![1.0, 1.0],
-            counters: BTreeMap::new(),
+            counters: Default::default(),
             op_costs: vec![],
         },
         RunRecord {
@@ -308,7 +313,7 @@ fn issue_9_ragged_or_non_positive_child_records_are_refused() {
             candidate: vec![1.0, -1.0],
             comparator: vec![1.0, 1.0],
             calibration: vec![1.0, 1.0],
-            counters: BTreeMap::new(),
+            counters: Default::default(),
             op_costs: vec![],
         },
     ] {
@@ -342,7 +347,7 @@ fn issue_5_sequential_runs_stop_when_the_rule_says_decided_and_record_the_looks(
         ev.looks.iter().map(|l| (l.runs, l.decided)).collect::<Vec<_>>(),
         [(2, false), (3, false), (4, true)]
     );
-    assert_eq!(ev.looks[2].samples, ev.metrics["latency"].samples.len());
+    assert_eq!(ev.looks[2].samples, ev.metrics[Metric::Latency].samples.len());
     // Never decided: all 6 runs, 5 looks.
     let never = |_: &SliceEvidence| StopDecision {
         decided: false,

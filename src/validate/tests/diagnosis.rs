@@ -2,6 +2,7 @@
 
 use super::{assert_says, evidence, op, plan, slice, slice_ev};
 use crate::domain::verdict::Bottleneck;
+use crate::domain::{Counter, Metric};
 use crate::execute::OpCost;
 use crate::ingress::MachineRoofs;
 use crate::lower::{KernelPath, OpPlan, Plan};
@@ -70,7 +71,7 @@ fn issue_6_without_roofs_the_fixed_machine_balance_decides_and_says_so() {
 #[test]
 fn issue_6_metadata_class_quotes_the_overhead() {
     let mut ev = cpu_ev();
-    ev.counters.insert("metadata_overhead".into(), 0.5);
+    ev.counters.insert(Metric::MetadataOverhead, 0.5);
     let d = diagnose(&slice("s", vec![]), &ev, Some(&roofs(100.0, 10.0)));
     assert_eq!(d.class, Some(Bottleneck::Metadata));
     assert!(d.rule.contains("0.500 > 0.25"), "{}", d.rule);
@@ -161,11 +162,12 @@ fn issue_6_no_gain_is_guessed_without_a_sparse_op_to_learn_from() {
 fn issue_6_sim_roofs_come_from_the_preset_counters() {
     let mut ev = cpu_ev();
     ev.metrics.clear();
-    ev.counters.insert("latency".into(), 0.02);
-    ev.counters.insert("roof_peak_gflops".into(), 1000.0);
-    ev.counters.insert("roof_bandwidth_gbps".into(), 100.0);
-    ev.counters.insert("sim_time_compute_s".into(), 0.015);
-    ev.counters.insert("sim_time_memory_bandwidth_s".into(), 0.005);
+    ev.counters.insert(Metric::Latency, 0.02);
+    ev.counters.insert(Counter::RoofPeakGflops, 1000.0);
+    ev.counters.insert(Counter::RoofBandwidthGbps, 100.0);
+    ev.counters.insert(Counter::SimTime(Bottleneck::Compute), 0.015);
+    ev.counters
+        .insert(Counter::SimTime(Bottleneck::MemoryBandwidth), 0.005);
     let mut s = slice("s", vec![]);
     s.backend = sim_backend();
     let d = diagnose(&s, &ev, Some(&roofs(1.0, 1.0)));

@@ -10,7 +10,7 @@ use super::{AssessOptions, Assessment, assess, assess_with};
 use crate::domain::metric::Metric;
 use crate::domain::stage::Stage;
 use crate::domain::verdict::{Bottleneck, Verdict};
-use crate::domain::{GemmOp, Precision, Sparsity};
+use crate::domain::{GemmOp, KeyedMap, Precision, Series, Sparsity};
 use crate::execute::{EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, SliceEvidence, SliceFailure};
 use crate::ingress::pack::SamplePolicy;
 use crate::ingress::{Environment, GuardrailSpec, Rule, Severity, Slice, SliceBackend};
@@ -105,9 +105,12 @@ pub(super) fn slice_ev(
     SliceEvidence {
         metrics: metrics
             .into_iter()
-            .map(|(k, v)| (k.to_owned(), MetricSamples::single_run("u", v)))
+            .map(|(k, v)| (k.parse().unwrap(), MetricSamples::single_run("u", v)))
             .collect(),
-        counters: counters.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        counters: counters
+            .into_iter()
+            .map(|(k, v)| (k.parse().unwrap(), v))
+            .collect(),
         warmup_iterations: 3,
         wall_time_s: 1.0,
         // Pack `p`, slice `id`, 2:4 in fp32: what `slice(id, ..)` declares.
@@ -135,9 +138,9 @@ pub(super) fn baseline(id: &str, metrics: Vec<(&str, Vec<f64>)>) -> Baselines {
         environment: env(),
         metrics: metrics
             .into_iter()
-            .map(|(k, v)| (k.to_owned(), MetricSamples::single_run("s", v)))
+            .map(|(k, v)| (k.parse().unwrap(), MetricSamples::single_run("s", v)))
             .collect(),
-        counters: BTreeMap::new(),
+        counters: Default::default(),
         expires_at: None,
         digest: "sha256:0".into(),
     };
@@ -445,7 +448,7 @@ fn bottleneck_follows_arithmetic_intensity() {
 }
 
 /// Tag every metric of `ev` (and the baseline `b`, if given) with `k` equal runs.
-fn into_runs(metrics: &mut BTreeMap<String, MetricSamples>, k: usize) {
+fn into_runs(metrics: &mut KeyedMap<Series, MetricSamples>, k: usize) {
     for m in metrics.values_mut() {
         let per = m.samples.len().div_ceil(k);
         m.runs = (0..m.samples.len()).map(|i| (i / per) as u32).collect();

@@ -24,7 +24,7 @@ fn run_grouped_baseline(runs: usize, between: f64, seed: u64) -> Baselines {
     }
     let mut b = baseline("s", vec![]);
     b.values_mut().for_each(|b| {
-        b.metrics.insert("latency".into(), metric.clone());
+        b.metrics.insert(Metric::Latency, metric.clone());
     });
     b
 }

@@ -48,9 +48,9 @@ fn evidence_of(levels: &[f64], seed: u64) -> SliceEvidence {
         metric.samples.extend(&xs);
         metric.runs.extend([run; 10]);
     }
-    ev.metrics.insert("effective_speedup".into(), metric.clone());
+    ev.metrics.insert(Metric::EffectiveSpeedup, metric.clone());
     ev.metrics.insert(
-        "latency".into(),
+        Metric::Latency,
         MetricSamples {
             unit: "s".into(),
             ..metric
