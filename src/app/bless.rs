@@ -44,7 +44,7 @@ pub fn bless(
         let path = golden::baseline_path(&options.golden_dir, &slice.pack, &slice.id);
         old.push((golden::load_baseline(&path)?, path));
     }
-    let evidence = run_under(&packs, environment, None, options, progress);
+    let evidence = run_under(&packs, environment, None, &[], options, progress);
     if let Some(failed) = evidence.slices.iter().find(|s| s.failure.is_some()) {
         let failure = failed
             .failure

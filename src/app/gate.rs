@@ -2,7 +2,7 @@
 //! output. `merge` shares [`decide_and_write`] and [`required_baselines`].
 
 use super::history::{HistoryOutcome, record_history};
-use super::run::run_under;
+use super::run::{planned_slice, run_under};
 use super::{Options, Progress, all_slices, capture_environment, load_packs, refusals};
 use crate::error::Result;
 use crate::execute::Evidence;
@@ -13,7 +13,7 @@ use crate::release::memo_trends::memo_trends;
 use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
 use crate::validate::baselines::load_required_baselines;
 use crate::validate::golden::Baselines;
-use crate::validate::{assess, plan_runs, power_check};
+use crate::validate::{RunPlan, assess, plan_runs, power_check};
 use std::path::{Path, PathBuf};
 
 /// What a gate run produced.
@@ -43,24 +43,27 @@ pub fn gate(
     options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<GateReport> {
-    let mut packs = load_packs(paths)?;
+    let packs = load_packs(paths)?;
     let environment = capture_environment(&packs, &options.work_dir)?;
     let (baselines, drift) = required_baselines(&packs, &environment, options)?;
-    // The run count planned from a baseline's between-run spread replaces the pack's.
-    for slice in packs.iter_mut().flat_map(|p| p.slices.iter_mut()) {
-        if let Some(plan) = plan_runs(slice, &baselines) {
-            slice.samples.runs = plan.runs;
-            progress(Progress::RunsPlanned { plan: &plan });
-        }
+    // Validate plans the run counts from the baselines' between-run spread; execution takes
+    // them in place of the packs' `samples.runs`, and the packs stay as ingress read them.
+    let plans: Vec<RunPlan> = all_slices(&packs)
+        .filter_map(|s| plan_runs(s, &baselines))
+        .collect();
+    for plan in &plans {
+        progress(Progress::RunsPlanned { plan });
     }
-    let slices: Vec<Slice> = all_slices(&packs).cloned().collect();
-    for note in power_check(&slices, &baselines)
+    let planned: Vec<Slice> = all_slices(&packs)
+        .map(|s| planned_slice(s, &plans).into_owned())
+        .collect();
+    for note in power_check(&planned, &baselines)
         .iter()
         .filter(|n| !n.plan.margin_resolvable)
     {
         progress(Progress::PowerWarning { note });
     }
-    let evidence = run_under(&packs, environment, Some(&baselines), options, progress);
+    let evidence = run_under(&packs, environment, Some(&baselines), &plans, options, progress);
     decide_and_write("gate", &packs, evidence, &baselines, drift, out_dir, options)
 }
 

@@ -2,15 +2,18 @@
 //! `bless` run slices through [`run_under`] too.
 
 use super::{Options, Progress, all_slices, capture_environment};
+use crate::domain::OfSlice;
 use crate::error::Result;
 use crate::execute::children::launch_child_run;
 use crate::execute::dispatch::{pack_evidence, place_roofs};
 use crate::execute::{Evidence, LaunchRun, SliceEvidence, execute_slice_on};
 use crate::files::{to_json, write_atomic};
-use crate::ingress::{Environment, LoadedPack};
+use crate::ingress::pack::SamplePolicy;
+use crate::ingress::{Environment, LoadedPack, Slice};
 use crate::lower::lower;
 use crate::validate::golden::Baselines;
-use crate::validate::interim_look;
+use crate::validate::{RunPlan, interim_look};
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 /// Run every slice of `packs` (the `run` command): lower, execute, collect evidence.
@@ -20,7 +23,7 @@ pub fn run(
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Evidence> {
     let environment = capture_environment(packs, &options.work_dir)?;
-    Ok(run_under(packs, environment, None, options, progress))
+    Ok(run_under(packs, environment, None, &[], options, progress))
 }
 
 /// Write the evidence of a `run` to `out_dir/evidence.json`.
@@ -30,12 +33,28 @@ pub fn write_evidence(evidence: &Evidence, out_dir: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// Execute every slice of `packs` under `environment`; with `baselines`, sequential
-/// sampling stops a slice as soon as validate's interim look decides it.
+/// `slice` with the run count validate planned for it, if it planned one.
+pub(super) fn planned_slice<'a>(slice: &'a Slice, plans: &[RunPlan]) -> Cow<'a, Slice> {
+    match plans.iter().find(|p| p.same_slice(slice)) {
+        Some(plan) => Cow::Owned(Slice {
+            samples: SamplePolicy {
+                runs: plan.runs,
+                ..slice.samples.clone()
+            },
+            ..slice.clone()
+        }),
+        None => Cow::Borrowed(slice),
+    }
+}
+
+/// Execute every slice of `packs` under `environment`, each for the runs `plans` give it
+/// (else its pack's); with `baselines`, sequential sampling stops a slice as soon as
+/// validate's interim look decides it.
 pub(super) fn run_under(
     packs: &[LoadedPack],
     mut environment: Environment,
     baselines: Option<&Baselines>,
+    plans: &[RunPlan],
     options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Evidence {
@@ -44,6 +63,7 @@ pub(super) fn run_under(
     let mut slices = Vec::with_capacity(total);
     let with_pack = packs.iter().flat_map(|p| p.slices.iter().map(move |s| (p, s)));
     for (i, (pack, slice)) in with_pack.enumerate() {
+        let slice = &*planned_slice(slice, plans);
         progress(Progress::SliceStarted {
             slice,
             index: i + 1,
@@ -59,7 +79,7 @@ pub(super) fn run_under(
             .is_some()
             .then_some(&launch as &LaunchRun<'_>);
         // Sequential sampling: execution asks validate's interim check after each run.
-        let baseline = baselines.and_then(|b| b.get(&crate::domain::OfSlice::slice_key(slice)));
+        let baseline = baselines.and_then(|b| b.get(&slice.slice_key()));
         let stop = |ev: &SliceEvidence| interim_look(slice, ev, baseline);
         let evidence = execute_slice_on(slice, &plan, launch, Some(&stop));
         progress(Progress::SliceFinished { evidence: &evidence });

@@ -48,6 +48,22 @@ pub trait OfSlice {
     }
 }
 
+/// `impl OfSlice for Type` from the fields that hold its pack name and slice id:
+/// `of_slice!(SliceEvidence: pack, slice);`.
+#[macro_export]
+macro_rules! of_slice {
+    ($ty:ty: $pack:ident, $slice:ident) => {
+        impl $crate::domain::OfSlice for $ty {
+            fn pack_name(&self) -> &str {
+                &self.$pack
+            }
+            fn slice_id(&self) -> &str {
+                &self.$slice
+            }
+        }
+    };
+}
+
 impl<T: OfSlice> OfSlice for &T {
     fn pack_name(&self) -> &str {
         (**self).pack_name()

@@ -395,14 +395,7 @@ impl Evidence {
     }
 }
 
-impl crate::domain::OfSlice for SliceEvidence {
-    fn pack_name(&self) -> &str {
-        &self.pack
-    }
-    fn slice_id(&self) -> &str {
-        &self.slice
-    }
-}
+crate::of_slice!(SliceEvidence: pack, slice);
 
 #[cfg(test)]
 mod fidelity_tests {

@@ -23,14 +23,7 @@ mod span;
 
 pub use diagnostic::{Location, PackDiagnostic, PackError};
 pub use environment::{Environment, FieldDiff, GitInfo, MachineRoofs};
-impl crate::domain::OfSlice for Slice {
-    fn pack_name(&self) -> &str {
-        &self.pack
-    }
-    fn slice_id(&self) -> &str {
-        &self.id
-    }
-}
+crate::of_slice!(Slice: pack, id);
 
 #[cfg(test)]
 pub(crate) use expand::mlp_ops as expand_mlp_ops;

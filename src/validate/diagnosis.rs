@@ -416,11 +416,4 @@ pub fn classify(ev: &SliceEvidence) -> Option<Bottleneck> {
     class_without_roofs(ev)
 }
 
-impl crate::domain::OfSlice for SliceDiagnosis {
-    fn pack_name(&self) -> &str {
-        &self.pack
-    }
-    fn slice_id(&self) -> &str {
-        &self.slice
-    }
-}
+crate::of_slice!(SliceDiagnosis: pack, slice);

@@ -309,14 +309,7 @@ pub fn describe_change(path: &Path, old: Option<&Baseline>, new: &Baseline) -> B
     }
 }
 
-impl crate::domain::OfSlice for Baseline {
-    fn pack_name(&self) -> &str {
-        &self.pack
-    }
-    fn slice_id(&self) -> &str {
-        &self.slice
-    }
-}
+crate::of_slice!(Baseline: pack, slice);
 
 #[cfg(test)]
 mod tests {

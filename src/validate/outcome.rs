@@ -68,11 +68,4 @@ pub struct Assessment {
     pub quality: Vec<super::quality::QualityComparison>,
 }
 
-impl crate::domain::OfSlice for GuardrailOutcome {
-    fn pack_name(&self) -> &str {
-        &self.pack
-    }
-    fn slice_id(&self) -> &str {
-        &self.slice
-    }
-}
+crate::of_slice!(GuardrailOutcome: pack, slice);

@@ -71,6 +71,8 @@ pub struct RunPlan {
     pub cap: u32,
 }
 
+crate::of_slice!(RunPlan: pack, slice);
+
 /// For a slice whose pack sets `samples.max_runs` and whose baseline was recorded in
 /// several runs: the runs its `regress_at_most` margins need, and the runs to take.
 /// `None` when there is nothing to plan from (no cap, no run-grouped baseline, no such

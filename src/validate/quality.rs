@@ -167,14 +167,7 @@ pub fn compare_all(slices: &[crate::execute::SliceEvidence]) -> Vec<QualityCompa
         .collect()
 }
 
-impl crate::domain::OfSlice for QualityComparison {
-    fn pack_name(&self) -> &str {
-        &self.pack
-    }
-    fn slice_id(&self) -> &str {
-        &self.slice
-    }
-}
+crate::of_slice!(QualityComparison: pack, slice);
 
 #[cfg(test)]
 mod tests {

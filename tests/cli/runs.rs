@@ -140,3 +140,29 @@ fn issue_5_sequential_without_room_to_add_runs_is_refused() {
         "sequential sampling needs samples.max_runs above samples.runs (3)",
     );
 }
+
+/// Issue 19: the run count validate plans from a baseline reaches execution without the
+/// gate rewriting the loaded pack; the evidence shows the planned runs were taken.
+#[test]
+fn issue_9_runs_planned_from_the_baseline_are_the_runs_taken() {
+    let sb = Sandbox::with_pack(&tiny_pack(
+        "planned",
+        "{warmup: 1, min: 4, max: 6, time_budget_s: 0.01, runs: 2, max_runs: 4, run_mode: in_process}",
+        &["{metric: latency, regress_at_most: 0.1%}"],
+    ));
+    assert_exit(&sb.output(&["bless", "pack.yaml", "-q"]), 0);
+    let out = sb.gate("pack.yaml", &[]);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1 | 3)),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // A 0.1% margin needs more runs than any budget: the plan takes the cap.
+    assert_contains(
+        &stderr(&out),
+        "planned/tiny-2of4-fp32: 4 runs planned from the baseline's between-run spread",
+    );
+    let slice = &sb.json("out/evidence.json")["slices"][0];
+    assert_eq!(slice["runs"].as_array().unwrap().len(), 4);
+}
