@@ -2,7 +2,7 @@
 //! Never only summaries: every sample is kept, with the run it came from.
 
 use crate::domain::stage::Stage;
-use crate::domain::{Counters, KeyedMap, Precision, Series};
+use crate::domain::{Counter, Counters, KeyedMap, Metric, Precision, Series};
 use crate::ingress::Environment;
 use crate::ingress::pack::RunMode;
 use crate::lower::Plan;
@@ -342,6 +342,17 @@ impl SliceEvidence {
         }
         self.wall_time_s = start.elapsed().as_secs_f64();
         self
+    }
+
+    /// [`SliceEvidence::empty`] with the plan's own counters (the share of ops that fell
+    /// back, the dense FLOPs per iteration): where the CPU backends start.
+    pub fn of_plan(slice: &crate::ingress::Slice, plan: &crate::lower::Plan) -> SliceEvidence {
+        let mut evidence = SliceEvidence::empty(slice, plan);
+        evidence
+            .counters
+            .insert(Metric::FallbackRate, plan.fallback_rate());
+        evidence.counters.insert(Counter::DenseFlops, plan.dense_flops());
+        evidence
     }
 
     /// The evidence of `slice` under `plan` before anything was measured: every backend

@@ -87,12 +87,8 @@ pub fn execute_slice_with(
     stop: Option<&StopRule<'_>>,
 ) -> SliceEvidence {
     let start = Instant::now();
-    let mut evidence = SliceEvidence::empty(slice, plan);
-    let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
-    evidence
-        .counters
-        .insert(Metric::FallbackRate, plan.fallback_rate());
-    evidence.counters.insert(Counter::DenseFlops, dense_flops);
+    let mut evidence = SliceEvidence::of_plan(slice, plan);
+    let dense_flops = plan.dense_flops();
     evidence
         .counters
         .insert(Counter::UsefulFlops, useful_flops(plan, slice.sparsity.density()));

@@ -105,7 +105,7 @@ fn preset_roofs(slice: &Slice, preset: &Preset) -> Option<(f64, f64)> {
 pub fn execute_sim_slice(slice: &Slice, preset: &Preset, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
-    let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
+    let dense_flops = plan.dense_flops();
     let outcome =
         totals(slice, preset, plan, false).and_then(|s| Ok((s, totals(slice, preset, plan, true)?)));
     let outcome = match outcome {

@@ -39,6 +39,11 @@ pub enum KernelPath {
 }
 
 impl Plan {
+    /// FLOPs of one iteration with every op dense: the work a speedup is measured on.
+    pub fn dense_flops(&self) -> f64 {
+        self.ops.iter().map(|p| p.op.dense_flops()).sum()
+    }
+
     /// Share of ops that fell back to dense; 0 for a dense slice.
     pub fn fallback_rate(&self) -> f64 {
         if self.ops.is_empty() {

@@ -186,10 +186,7 @@ impl History {
                 source,
             })?;
         }
-        let sql = |source| HistoryError::Sql {
-            path: path.to_owned(),
-            source,
-        };
+        let sql = sql_error(path);
         let conn = Connection::open(path).map_err(sql)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
         // WAL: readers never block the writer, and a crash mid-transaction is rolled back.
@@ -223,10 +220,15 @@ impl History {
     }
 
     fn sql(&self) -> impl Fn(rusqlite::Error) -> HistoryError + '_ {
-        |source| HistoryError::Sql {
-            path: self.path.clone(),
-            source,
-        }
+        sql_error(&self.path)
+    }
+
+    /// An immediate (write-locking) transaction, so two gates recording at once queue on
+    /// the busy timeout instead of failing on a lock upgrade.
+    fn begin_immediate(&mut self) -> Result<rusqlite::Transaction<'_>, HistoryError> {
+        self.conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sql_error(&self.path))
     }
 
     /// The schema version of the open database.
@@ -243,14 +245,8 @@ impl History {
         let known = MIGRATIONS.len() as i64;
         loop {
             let path = self.path.clone();
-            let sql = |source| HistoryError::Sql {
-                path: path.clone(),
-                source,
-            };
-            let tx = self
-                .conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(sql)?;
+            let sql = sql_error(&path);
+            let tx = self.begin_immediate()?;
             let version: i64 = tx
                 .pragma_query_value(None, "user_version", |r| r.get(0))
                 .map_err(sql)?;
@@ -279,14 +275,8 @@ impl History {
         decision: &Decision,
     ) -> Result<i64, HistoryError> {
         let path = self.path.clone();
-        let sql = |source| HistoryError::Sql {
-            path: path.clone(),
-            source,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(sql)?;
+        let sql = sql_error(&path);
+        let tx = self.begin_immediate()?;
         let env = &evidence.environment;
         let lock = serde_json::to_string(&env.lock()).unwrap_or_default();
         tx.execute(
@@ -533,6 +523,14 @@ fn enum_name<T: Serialize>(value: &T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
+}
+
+/// Maps a SQLite error to one that names the database file.
+fn sql_error(path: &Path) -> impl Fn(rusqlite::Error) -> HistoryError + Copy + '_ {
+    |source| HistoryError::Sql {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 #[cfg(test)]

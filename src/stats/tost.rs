@@ -8,6 +8,7 @@
 //! classical test on means, as `statsmodels.stats.weightstats.ttost_ind(usevar="unequal")`.
 
 use super::error::{StatsError, check_sample};
+use super::welch::mean_var;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
@@ -94,13 +95,6 @@ pub fn tost_welch(x: &[f64], y: &[f64], low: f64, high: f64) -> Result<Tost, Sta
         p_high,
         df,
     })
-}
-
-fn mean_var(xs: &[f64]) -> (f64, f64) {
-    let n = xs.len() as f64;
-    let mean = xs.iter().sum::<f64>() / n;
-    let ss: f64 = xs.iter().map(|v| (v - mean) * (v - mean)).sum();
-    (mean, ss / (n - 1.0))
 }
 
 #[cfg(test)]

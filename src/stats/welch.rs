@@ -44,7 +44,7 @@ pub fn welch_t(x: &[f64], y: &[f64]) -> Result<Welch, StatsError> {
 
 /// Mean and unbiased variance, two-pass (numerically stable for timings with a large
 /// common offset).
-fn mean_var(xs: &[f64]) -> (f64, f64) {
+pub(super) fn mean_var(xs: &[f64]) -> (f64, f64) {
     let n = xs.len() as f64;
     let mean = xs.iter().sum::<f64>() / n;
     let ss: f64 = xs.iter().map(|v| (v - mean) * (v - mean)).sum();

@@ -34,13 +34,8 @@ pub use schedule::final_sparsity;
 /// on a user's pack: a failure comes back as [`SliceEvidence::failure`].
 pub fn execute_model_slice(slice: &Slice, task: &ModelTask, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
-    let mut evidence = SliceEvidence::empty(slice, plan);
-    let dense_flops: f64 = plan.ops.iter().map(|p| p.op.dense_flops()).sum();
-    evidence
-        .counters
-        .insert(Metric::FallbackRate, plan.fallback_rate());
-    evidence.counters.insert(Counter::DenseFlops, dense_flops);
-    let outcome = measure(slice, task, plan, dense_flops, &mut evidence);
+    let mut evidence = SliceEvidence::of_plan(slice, plan);
+    let outcome = measure(slice, task, plan, plan.dense_flops(), &mut evidence);
     evidence.finish(outcome, start)
 }
 
