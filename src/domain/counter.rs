@@ -4,11 +4,9 @@
 //! a counter map serializes in name order, as the string-keyed maps it replaced did, so
 //! files and their digests do not change.
 
+use super::by_name::by_name;
 use super::metric::Metric;
 use super::verdict::Bottleneck;
-use serde::{Deserialize, Serialize};
-use std::cmp::Ordering;
-use std::fmt;
 use std::str::FromStr;
 
 macro_rules! counters {
@@ -90,24 +88,7 @@ impl From<Metric> for Counter {
     }
 }
 
-/// Name order, so that maps keyed by counters serialize as the string maps did.
-impl Ord for Counter {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.name().cmp(other.name())
-    }
-}
-
-impl PartialOrd for Counter {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl fmt::Display for Counter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+by_name!(Counter);
 
 /// The name is not a known counter.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -121,19 +102,6 @@ impl FromStr for Counter {
         Counter::all()
             .find(|c| c.name() == s)
             .ok_or_else(|| UnknownCounter(s.to_owned()))
-    }
-}
-
-impl Serialize for Counter {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for Counter {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
     }
 }
 

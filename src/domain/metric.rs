@@ -1,8 +1,8 @@
 //! The metric vocabulary (DESIGN.md §2): names are stable because packs, baselines and
 //! reports all use them.
 
+use super::by_name::by_name;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::str::FromStr;
 
 /// Which way is "better" for a metric; decides what a regression is.
@@ -80,24 +80,6 @@ impl Metric {
     }
 }
 
-impl Ord for Metric {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.name().cmp(other.name())
-    }
-}
-
-impl PartialOrd for Metric {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl fmt::Display for Metric {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// The name is not one of [`Metric::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown metric `{0}`")]
@@ -115,18 +97,8 @@ impl FromStr for Metric {
     }
 }
 
-impl Serialize for Metric {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for Metric {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+by_name!(Metric);
+by_name!(Series);
 
 impl schemars::JsonSchema for Metric {
     fn schema_name() -> std::borrow::Cow<'static, str> {
@@ -169,31 +141,6 @@ impl From<Metric> for Series {
     }
 }
 
-/// Name order, so that maps keyed by series serialize as the string maps did.
-impl Ord for Series {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.name().cmp(other.name())
-    }
-}
-
-impl PartialOrd for Series {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl fmt::Display for Series {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl Serialize for Series {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
 impl FromStr for Series {
     type Err = UnknownMetric;
 
@@ -202,13 +149,6 @@ impl FromStr for Series {
             "calibration" => Ok(Series::Calibration),
             name => name.parse().map(Series::Metric),
         }
-    }
-}
-
-impl<'de> Deserialize<'de> for Series {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
     }
 }
 

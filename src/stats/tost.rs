@@ -8,9 +8,9 @@
 //! classical test on means, as `statsmodels.stats.weightstats.ttost_ind(usevar="unequal")`.
 
 use super::error::{StatsError, check_sample};
-use super::welch::mean_var;
+use super::welch::{WelchParts, welch_parts};
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF, StudentsT};
+use statrs::distribution::ContinuousCDF;
 
 /// What an interval says about a margin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,18 +71,12 @@ pub fn tost_welch(x: &[f64], y: &[f64], low: f64, high: f64) -> Result<Tost, Sta
             "equivalence bounds ({low}, {high}) are not increasing"
         )));
     }
-    let (mx, vx) = mean_var(x);
-    let (my, vy) = mean_var(y);
-    let (nx, ny) = (x.len() as f64, y.len() as f64);
-    let (ax, ay) = (vx / nx, vy / ny);
-    let se2 = ax + ay;
-    if se2 <= 0.0 {
-        return Err(StatsError::Degenerate("both samples are constant".into()));
-    }
-    let se = se2.sqrt();
-    let df = se2 * se2 / (ax * ax / (nx - 1.0) + ay * ay / (ny - 1.0));
-    let dist = StudentsT::new(0.0, 1.0, df).map_err(|e| StatsError::Degenerate(format!("Student t: {e}")))?;
-    let d = mx - my;
+    let WelchParts {
+        diff: d,
+        se,
+        df,
+        dist,
+    } = welch_parts(x, y)?;
     let t_low = (d - low) / se;
     let t_high = (d - high) / se;
     let p_low = dist.cdf(-t_low);

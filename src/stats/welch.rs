@@ -26,6 +26,24 @@ pub struct Welch {
 pub fn welch_t(x: &[f64], y: &[f64]) -> Result<Welch, StatsError> {
     check_sample("x", x, 2)?;
     check_sample("y", y, 2)?;
+    let WelchParts { diff, se, df, dist } = welch_parts(x, y)?;
+    let t = diff / se;
+    // 2·P(T ≤ −|t|) keeps precision in the far tail (1 − cdf would cancel).
+    let p_two_sided = (2.0 * dist.cdf(-t.abs())).min(1.0);
+    Ok(Welch { t, df, p_two_sided })
+}
+
+/// What Welch's test and TOST share: the difference of means, its standard error with
+/// unpooled variances, and Student's t on the Welch–Satterthwaite degrees of freedom.
+pub(super) struct WelchParts {
+    pub diff: f64,
+    pub se: f64,
+    pub df: f64,
+    pub dist: StudentsT,
+}
+
+/// [`WelchParts`] of two checked samples; errors when both are constant.
+pub(super) fn welch_parts(x: &[f64], y: &[f64]) -> Result<WelchParts, StatsError> {
     let (mx, vx) = mean_var(x);
     let (my, vy) = mean_var(y);
     let (nx, ny) = (x.len() as f64, y.len() as f64);
@@ -34,17 +52,19 @@ pub fn welch_t(x: &[f64], y: &[f64]) -> Result<Welch, StatsError> {
     if se2 <= 0.0 {
         return Err(StatsError::Degenerate("both samples are constant".into()));
     }
-    let t = (mx - my) / se2.sqrt();
     let df = se2 * se2 / (ax * ax / (nx - 1.0) + ay * ay / (ny - 1.0));
     let dist = StudentsT::new(0.0, 1.0, df).map_err(|e| StatsError::Degenerate(format!("Student t: {e}")))?;
-    // 2·P(T ≤ −|t|) keeps precision in the far tail (1 − cdf would cancel).
-    let p_two_sided = (2.0 * dist.cdf(-t.abs())).min(1.0);
-    Ok(Welch { t, df, p_two_sided })
+    Ok(WelchParts {
+        diff: mx - my,
+        se: se2.sqrt(),
+        df,
+        dist,
+    })
 }
 
 /// Mean and unbiased variance, two-pass (numerically stable for timings with a large
 /// common offset).
-pub(super) fn mean_var(xs: &[f64]) -> (f64, f64) {
+fn mean_var(xs: &[f64]) -> (f64, f64) {
     let n = xs.len() as f64;
     let mean = xs.iter().sum::<f64>() / n;
     let ss: f64 = xs.iter().map(|v| (v - mean) * (v - mean)).sum();
