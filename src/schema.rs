@@ -29,6 +29,7 @@ pub const COMMITTED: &[CommittedSchema] = &[
         "run-report.schema.json",
         generate::<Vec<crate::execute::summary::SliceSummary>>,
     ),
+    ("sim-report.schema.json", generate::<crate::sim::SimRun>),
 ];
 
 /// A schema as it is committed: pretty JSON with a trailing newline.
