@@ -30,6 +30,10 @@ pub const COMMITTED: &[CommittedSchema] = &[
         generate::<Vec<crate::execute::summary::SliceSummary>>,
     ),
     ("sim-report.schema.json", generate::<crate::sim::SimRun>),
+    (
+        "stats-compare-report.schema.json",
+        generate::<crate::validate::compare::Comparison>,
+    ),
 ];
 
 /// A schema as it is committed: pretty JSON with a trailing newline.
