@@ -34,6 +34,10 @@ pub const COMMITTED: &[CommittedSchema] = &[
         "stats-compare-report.schema.json",
         generate::<crate::validate::compare::Comparison>,
     ),
+    (
+        "bench-report.schema.json",
+        generate::<crate::execute::bench::BenchReport>,
+    ),
 ];
 
 /// A schema as it is committed: pretty JSON with a trailing newline.

@@ -1,7 +1,10 @@
 //! `sparsegate bench`: the micro-benchmark's contract (fields, exit codes), never its times.
 
-use crate::support::Sandbox;
+use crate::support::{Sandbox, assert_exit, assert_stdout_matches_schema, stdout_json};
 
+/// `bench` with a tiny sample budget and `--json`, which must exit 0 and print a report its
+/// committed schema accepts.
+#[track_caller]
 fn bench_json(args: &[&str]) -> serde_json::Value {
     let sb = Sandbox::new();
     let mut all = vec![
@@ -15,8 +18,10 @@ fn bench_json(args: &[&str]) -> serde_json::Value {
         "--json",
     ];
     all.extend_from_slice(args);
-    let out = sb.cmd(&all).assert().success().get_output().stdout.clone();
-    serde_json::from_slice(&out).expect("bench --json prints JSON")
+    let out = sb.output(&all);
+    assert_exit(&out, 0);
+    assert_stdout_matches_schema(&out, "bench-report.schema.json");
+    stdout_json(&out)
 }
 
 #[test]
