@@ -38,6 +38,10 @@ pub const COMMITTED: &[CommittedSchema] = &[
         "bench-report.schema.json",
         generate::<crate::execute::bench::BenchReport>,
     ),
+    (
+        "bless-report.schema.json",
+        generate::<Vec<crate::validate::golden::BlessChange>>,
+    ),
 ];
 
 /// A schema as it is committed: pretty JSON with a trailing newline.
