@@ -42,6 +42,14 @@ pub const COMMITTED: &[CommittedSchema] = &[
         "bless-report.schema.json",
         generate::<Vec<crate::validate::golden::BlessChange>>,
     ),
+    (
+        "history-report.schema.json",
+        generate::<Vec<crate::release::history::RunRow>>,
+    ),
+    (
+        "trend-report.schema.json",
+        generate::<crate::release::trend::TrendReport>,
+    ),
 ];
 
 /// A schema as it is committed: pretty JSON with a trailing newline.
