@@ -50,6 +50,14 @@ pub const COMMITTED: &[CommittedSchema] = &[
         "trend-report.schema.json",
         generate::<crate::release::trend::TrendReport>,
     ),
+    (
+        "memo-sign-report.schema.json",
+        generate::<crate::release::sign::SignReport>,
+    ),
+    (
+        "memo-verify-report.schema.json",
+        generate::<crate::release::sign::VerifyReport>,
+    ),
 ];
 
 /// A schema as it is committed: pretty JSON with a trailing newline.
