@@ -98,6 +98,7 @@ fn fallback_failure_is_attributed_to_lowering() {
     );
     let out = sb.gate("pack.yaml", &["--json", "-q"]);
     assert_exit(&out, 1);
+    assert_stdout_matches_schema(&out, "verdict.schema.json");
     let verdict = stdout_json(&out);
     assert_eq!(verdict["first_failing_stage"], "lowering");
     assert_eq!(verdict["guardrails"][0]["bottleneck"], "fallback");
