@@ -1,6 +1,6 @@
 //! `sparsegate bench`: the micro-benchmark's contract (fields, exit codes), never its times.
 
-use crate::support::{Sandbox, assert_exit, assert_stdout_matches_schema, stdout_json};
+use crate::support::Sandbox;
 
 /// `bench` with a tiny sample budget and `--json`, which must exit 0 and print a report its
 /// committed schema accepts.
@@ -18,10 +18,7 @@ fn bench_json(args: &[&str]) -> serde_json::Value {
         "--json",
     ];
     all.extend_from_slice(args);
-    let out = sb.output(&all);
-    assert_exit(&out, 0);
-    assert_stdout_matches_schema(&out, "bench-report.schema.json");
-    stdout_json(&out)
+    sb.output_report(&all, "bench-report.schema.json")
 }
 
 #[test]

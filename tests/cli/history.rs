@@ -67,10 +67,7 @@ fn trend_json(sb: &Sandbox, metric: &str) -> serde_json::Value {
 fn history_json(sb: &Sandbox, extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["history", "--history", "h/history.db", "--json"];
     args.extend_from_slice(extra);
-    let out = sb.output(&args);
-    assert_exit(&out, 0);
-    assert_stdout_matches_schema(&out, "history-report.schema.json");
-    stdout_json(&out)
+    sb.output_report(&args, "history-report.schema.json")
 }
 
 #[test]

@@ -1,10 +1,7 @@
 //! `sparsegate sim`: one simulated layer, as JSON for tools, and typed errors (exit 2 with a
 //! hint) for an unknown preset, a bad preset file or a malformed request.
 
-use crate::support::{
-    Sandbox, assert_exit, assert_refused, assert_stdout_matches_schema, example_pack, repo_file, stderr,
-    stdout_json,
-};
+use crate::support::{Sandbox, assert_exit, assert_refused, example_pack, repo_file, stderr, stdout_json};
 
 /// `sim ARGS... --json`, which must exit 0 and print a report its committed schema accepts.
 #[track_caller]
@@ -12,10 +9,7 @@ fn sim_json(sb: &Sandbox, args: &[&str]) -> serde_json::Value {
     let mut all = vec!["sim"];
     all.extend_from_slice(args);
     all.push("--json");
-    let out = sb.output(&all);
-    assert_exit(&out, 0);
-    assert_stdout_matches_schema(&out, "sim-report.schema.json");
-    stdout_json(&out)
+    sb.output_report(&all, "sim-report.schema.json")
 }
 
 #[test]

@@ -67,11 +67,13 @@ impl Sandbox {
         self.cmd(args).output().unwrap()
     }
 
-    /// `sparsegate ARGS...` in the sandbox, which must exit 0: its stdout, parsed as JSON.
+    /// `sparsegate ARGS... --json` in the sandbox, which must exit 0 and print a report
+    /// the committed `schemas/<schema>` accepts: that report, parsed.
     #[track_caller]
-    pub fn output_json(&self, args: &[&str]) -> serde_json::Value {
+    pub fn output_report(&self, args: &[&str], schema: &str) -> serde_json::Value {
         let out = self.output(args);
         assert_exit(&out, 0);
+        assert_stdout_matches_schema(&out, schema);
         stdout_json(&out)
     }
 
