@@ -29,6 +29,35 @@ pub const COMMITTED: &[CommittedSchema] = &[
         "run-report.schema.json",
         generate::<Vec<crate::execute::summary::SliceSummary>>,
     ),
+    ("sim-report.schema.json", generate::<crate::sim::SimRun>),
+    (
+        "stats-compare-report.schema.json",
+        generate::<crate::validate::compare::Comparison>,
+    ),
+    (
+        "bench-report.schema.json",
+        generate::<crate::execute::bench::BenchReport>,
+    ),
+    (
+        "bless-report.schema.json",
+        generate::<Vec<crate::validate::golden::BlessChange>>,
+    ),
+    (
+        "history-report.schema.json",
+        generate::<Vec<crate::release::history::RunRow>>,
+    ),
+    (
+        "trend-report.schema.json",
+        generate::<crate::release::trend::TrendReport>,
+    ),
+    (
+        "memo-sign-report.schema.json",
+        generate::<crate::release::sign::SignReport>,
+    ),
+    (
+        "memo-verify-report.schema.json",
+        generate::<crate::release::sign::VerifyReport>,
+    ),
 ];
 
 /// A schema as it is committed: pretty JSON with a trailing newline.

@@ -39,7 +39,7 @@ pub struct BenchRequest {
 }
 
 /// A confidence interval around an estimate.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Interval {
     /// Point estimate.
     pub estimate: f64,
@@ -51,8 +51,9 @@ pub struct Interval {
     pub confidence: f64,
 }
 
-/// The measured result, as `--json` prints it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The measured result, as `--json` prints it. The type is the format
+/// (`schemas/bench-report.schema.json`, drift-checked).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct BenchReport {
     /// `MxNxK`.
     pub gemm: String,

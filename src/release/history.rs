@@ -122,8 +122,9 @@ pub enum HistoryError {
     },
 }
 
-/// One gate decision as recorded.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One gate decision as recorded: `history --json` prints a list of them, newest first
+/// (`schemas/history-report.schema.json`, drift-checked).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RunRow {
     /// Run id: increases with every recorded run (the series order).
     pub id: i64,
@@ -144,7 +145,7 @@ pub struct RunRow {
 }
 
 /// One value of a series: a metric (or guardrail value) of one slice in one run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SeriesPoint {
     /// The run.
     pub run_id: i64,
@@ -161,7 +162,7 @@ pub struct SeriesPoint {
 }
 
 /// Where a series' values come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SeriesSource {
     /// Medians of a measured metric or counter.

@@ -191,8 +191,9 @@ pub fn sole_role(dir: &Path) -> Result<String> {
     }
 }
 
-/// What `sign` did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What `sign` did. The type is the format of `memo sign --json`
+/// (`schemas/memo-sign-report.schema.json`, drift-checked).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SignReport {
     /// The role signed for.
     pub role: String,
@@ -336,8 +337,9 @@ pub fn parse_allowed_signers(path: &Path) -> Result<Vec<AllowedSigner>> {
     Ok(signers)
 }
 
-/// What `verify` found: one line per check that passed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What `verify` found: one line per check that passed. The type is the format of
+/// `memo verify --json` (`schemas/memo-verify-report.schema.json`, drift-checked).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VerifyReport {
     /// `role: principal (fingerprint)` per required role.
     pub roles: Vec<String>,

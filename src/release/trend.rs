@@ -6,8 +6,9 @@ use super::history::{History, HistoryError, SeriesPoint, SeriesSource};
 use crate::stats::{EDivisiveOptions, StatsError, e_divisive, median};
 use serde::Serialize;
 
-/// A metric's series and its change points.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A metric's series and its change points. The type is the format of `trend --json`
+/// (`schemas/trend-report.schema.json`, drift-checked).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TrendReport {
     /// The pack filter, when given.
     pub pack: Option<String>,
@@ -30,7 +31,7 @@ pub struct TrendReport {
 }
 
 /// One change point, located in the series and in the history.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TrendChange {
     /// Index into `points` of the first value of the new regime.
     pub index: usize,

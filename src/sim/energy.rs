@@ -7,7 +7,7 @@ use super::traffic::Traffic;
 use serde::Serialize;
 
 /// Action counts of one GEMM.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, schemars::JsonSchema)]
 pub struct Actions {
     /// MACs on nonzero operands (full energy).
     pub macs_effectual: f64,
@@ -24,7 +24,7 @@ pub struct Actions {
 }
 
 /// Joules per component.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, schemars::JsonSchema)]
 pub struct EnergyBreakdown {
     /// Multiply-accumulate units.
     pub mac_j: f64,

@@ -29,7 +29,7 @@ pub const THROTTLE_LIMIT: f64 = 0.95;
 pub const MAX_DIM: u64 = 1 << 32;
 
 /// Everything the model says about one GEMM.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct LayerReport {
     /// How it ran.
     pub path: SimPath,

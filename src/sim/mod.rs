@@ -135,8 +135,9 @@ pub fn parse_precision(text: &str) -> Result<Precision, SimError> {
 }
 
 /// One simulated layer as `sparsegate sim` reports it: the request, the model's answer, the
-/// justification of the bottleneck, and the dense comparator on the same part.
-#[derive(Debug, Clone, serde::Serialize)]
+/// justification of the bottleneck, and the dense comparator on the same part. The type is
+/// the format of `sim --json` (`schemas/sim-report.schema.json`, drift-checked).
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct SimRun {
     /// Preset name.
     pub arch: String,

@@ -11,7 +11,7 @@ pub use crate::domain::arrivals::{Arrivals, arrival_times, parse_arrivals};
 use serde::Serialize;
 
 /// Latency distribution of a simulated load run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct QueueReport {
     /// Requests simulated.
     pub requests: u64,

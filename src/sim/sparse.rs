@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::fmt;
 
 /// How one GEMM runs on the simulated part.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum SimPath {
     /// Dense by request.
@@ -42,7 +42,7 @@ impl SimPath {
 }
 
 /// Why a sparse request ran dense.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FallbackReason {
     /// No hardware N:M pattern contains the requested one at this precision.

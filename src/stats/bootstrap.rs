@@ -58,7 +58,7 @@ pub struct BootstrapCi {
 }
 
 /// How an interval is read from a bootstrap distribution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CiMethod {
     /// Quantiles of the replicates at `α/2` and `1 − α/2`: simple, and the only choice for

@@ -21,7 +21,7 @@ pub const EXACT_CI_MAX_PAIRS: usize = 2_500;
 pub const MAX_PAIRS: usize = 10_000_000;
 
 /// A shift estimate with its interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HodgesLehmann {
     /// Median of the pairwise differences `y − x`.
     pub shift: f64,

@@ -23,7 +23,7 @@ use statrs::distribution::{ContinuousCDF, Normal};
 pub const EXACT_MAX_WORK: f64 = 5e8;
 
 /// How the p-values are computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MwuMethod {
     /// scipy's rule: exact for small samples without ties, asymptotic otherwise.
@@ -36,7 +36,7 @@ pub enum MwuMethod {
 }
 
 /// The result of one Mann–Whitney U test.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MannWhitney {
     /// U of the first sample (`x`).
     pub u: f64,

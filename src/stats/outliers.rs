@@ -61,7 +61,7 @@ pub fn tukey_fences(xs: &[f64]) -> Result<TukeyFences, StatsError> {
 }
 
 /// Which values of a sample are outliers, by index (ascending).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OutlierFlags {
     /// Beyond Tukey's 1.5·IQR fences (severe ones included).
     pub tukey_mild: Vec<usize>,

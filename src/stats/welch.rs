@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// Result of a Welch t test.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Welch {
     /// `(mean(x) − mean(y)) / sqrt(s²ₓ/nₓ + s²ᵧ/nᵧ)`.
     pub t: f64,

@@ -243,7 +243,7 @@ fn json_element_line(text: &str, index: usize) -> usize {
 }
 
 /// Which direction is worse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Worse {
     /// Timings, latencies: larger is worse (the default).
@@ -280,7 +280,7 @@ impl Default for CompareOptions {
 }
 
 /// Summary of one side.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Side {
     /// The file.
     pub path: PathBuf,
@@ -305,8 +305,9 @@ pub struct Side {
     pub outliers: OutlierFlags,
 }
 
-/// The comparison of a candidate with a baseline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The comparison of a candidate with a baseline. The type is the format of
+/// `stats compare --json` (`schemas/stats-compare-report.schema.json`, drift-checked).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Comparison {
     /// `independent samples` or `run-aware`; say which assumption the numbers rest on.
     pub method: String,
@@ -343,7 +344,7 @@ pub struct Comparison {
 }
 
 /// A ratio interval with the way it was computed.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RatioInterval {
     /// median(candidate) / median(baseline).
     pub estimate: f64,

@@ -220,7 +220,7 @@ pub fn load_baseline(path: &Path) -> Result<Option<Baseline>> {
 }
 
 /// How one metric's median moved between the old and the new baseline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MetricChange {
     /// The metric name.
     pub metric: String,
@@ -246,8 +246,9 @@ impl MetricChange {
     }
 }
 
-/// What `bless` did to one slice's baseline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What `bless` did to one slice's baseline: `bless --json` prints a list of them
+/// (`schemas/bless-report.schema.json`, drift-checked).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BlessChange {
     /// The pack name.
     pub pack: String,

@@ -1,7 +1,8 @@
 //! Golden baselines through the CLI: bless, gate against them, and every refusal.
 
 use crate::support::{
-    Sandbox, assert_contains, assert_exit, assert_refused, stderr, stdout, stdout_json, tiny_pack,
+    Sandbox, assert_contains, assert_exit, assert_refused, assert_stdout_matches_schema, stderr, stdout,
+    stdout_json, tiny_pack,
 };
 use sparsegate::validate::golden::Baseline;
 
@@ -34,6 +35,7 @@ fn bless_then_gate_compares_against_the_baseline() {
     assert_eq!(sb.files_under("golden"), ["golden-test/tiny-2of4-fp32.json"]);
 
     let out = sb.gate("pack.yaml", &["--json", "-q"]);
+    assert_stdout_matches_schema(&out, "verdict.schema.json");
     let verdict = stdout_json(&out);
     let g = &verdict["guardrails"][0];
     assert!(
@@ -53,6 +55,23 @@ fn bless_then_gate_compares_against_the_baseline() {
         stdout(&out)
     );
     assert!(stdout(&out).contains("latency"), "{}", stdout(&out));
+
+    // And `--json` says the same as the list its schema describes.
+    let out = sb.output(&["bless", "pack.yaml", "-q", "--json"]);
+    assert_exit(&out, 0);
+    assert_stdout_matches_schema(&out, "bless-report.schema.json");
+    let change = &stdout_json(&out)[0];
+    assert_eq!(change["replaced"], true, "{change}");
+    let latency = change["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "latency")
+        .unwrap_or_else(|| panic!("no latency change: {change}"));
+    assert!(
+        latency["old"].is_number() && latency["new"].is_number(),
+        "{latency}"
+    );
 }
 
 #[test]

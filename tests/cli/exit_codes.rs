@@ -1,6 +1,9 @@
 //! Exit codes 0/1/2/3 exactly as DESIGN.md §3 defines them, and the files each run leaves.
 
-use crate::support::{FAST, Sandbox, assert_contains, assert_exit, stdout, stdout_json, tiny_pack};
+use crate::support::{
+    FAST, Sandbox, assert_contains, assert_exit, assert_matches_schema, assert_stdout_matches_schema, stdout,
+    stdout_json, tiny_pack,
+};
 
 /// Gates (`-q`) a tiny pack named `name` with the one guardrail `guardrail`.
 fn gate_tiny(name: &str, samples: &str, guardrail: &str) -> (Sandbox, std::process::Output) {
@@ -95,6 +98,7 @@ fn fallback_failure_is_attributed_to_lowering() {
     );
     let out = sb.gate("pack.yaml", &["--json", "-q"]);
     assert_exit(&out, 1);
+    assert_stdout_matches_schema(&out, "verdict.schema.json");
     let verdict = stdout_json(&out);
     assert_eq!(verdict["first_failing_stage"], "lowering");
     assert_eq!(verdict["guardrails"][0]["bottleneck"], "fallback");
@@ -166,9 +170,7 @@ fn run_writes_evidence_with_raw_samples() {
     assert_eq!(slice["plan"]["ops"][0]["path"], "sparse");
     assert!(evidence["environment"]["cpu_model"].is_string());
     assert_eq!(stdout_json(&out)[0]["slice"], "tiny-2of4-fp32");
-    let report = sb.path().join("run.json");
-    std::fs::write(&report, stdout(&out)).unwrap();
-    assert_matches_schema(&report, "run-report.schema.json");
+    assert_stdout_matches_schema(&out, "run-report.schema.json");
 }
 
 #[test]
@@ -194,27 +196,5 @@ fn shipped_scenarios_validate() {
         report.as_array().unwrap().iter().all(|r| r["valid"] == true),
         "{report}"
     );
-    let file = sb.path().join("validate.json");
-    std::fs::write(&file, stdout(&out)).unwrap();
-    assert_matches_schema(&file, "validate-report.schema.json");
-}
-
-/// The file validates against the committed schema (issue 6: versioned, derived schemas).
-fn assert_matches_schema(file: &std::path::Path, schema: &str) {
-    let schema_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("schemas")
-        .join(schema);
-    let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
-    let instance: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
-    let validator = jsonschema::draft202012::new(&schema).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(&instance)
-        .map(|e| format!("{}: {e}", e.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "{} does not match {schema}: {errors:?}",
-        file.display()
-    );
+    assert_stdout_matches_schema(&out, "validate-report.schema.json");
 }

@@ -2,7 +2,9 @@
 //! `history`, and `trend` finds a planted step change at the right run through E-divisive
 //! means, and none in a flat history.
 
-use crate::support::{Sandbox, assert_exit, assert_refused, stderr, stdout_json};
+use crate::support::{
+    Sandbox, assert_exit, assert_refused, assert_stdout_matches_schema, stderr, stdout_json,
+};
 
 /// A one-slice simulated pack (deterministic and fast) whose FFN layer has `k` inputs: a
 /// larger `k` is a slower layer, which plants a step in the latency series.
@@ -55,14 +57,17 @@ fn trend(sb: &Sandbox, metric: &str, extra: &[&str]) -> std::process::Output {
 fn trend_json(sb: &Sandbox, metric: &str) -> serde_json::Value {
     let out = trend(sb, metric, &["--json"]);
     assert_exit(&out, 0);
+    assert_stdout_matches_schema(&out, "trend-report.schema.json");
     stdout_json(&out)
 }
 
-/// `history --history h/history.db --json EXTRA...`: the recorded runs, newest first.
+/// `history --history h/history.db --json EXTRA...`: the recorded runs, newest first, as
+/// the committed schema describes them.
+#[track_caller]
 fn history_json(sb: &Sandbox, extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["history", "--history", "h/history.db", "--json"];
     args.extend_from_slice(extra);
-    sb.output_json(&args)
+    sb.output_report(&args, "history-report.schema.json")
 }
 
 #[test]

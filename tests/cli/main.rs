@@ -12,6 +12,7 @@ mod load;
 mod malformed;
 mod memo;
 mod quality;
+mod reports;
 mod runs;
 mod shapes;
 mod shard;

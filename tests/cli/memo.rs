@@ -1,7 +1,10 @@
 //! Signing and verifying closure memos (issue 6): two owners sign, anyone verifies, and
 //! every tampering case is caught with exit 2.
 
-use crate::support::{Sandbox, assert_contains, assert_exit, assert_refused, stderr, stdout};
+use crate::support::{
+    Sandbox, assert_contains, assert_exit, assert_refused, assert_stdout_matches_schema, stderr, stdout,
+    stdout_json,
+};
 use ssh_key::private::Ed25519Keypair;
 use ssh_key::{LineEnding, PrivateKey};
 
@@ -74,6 +77,35 @@ fn issue_6_two_owners_sign_and_verify() {
     let envelope = sb.json("out/memo.intoto.json");
     assert_eq!(envelope["payloadType"], "application/vnd.in-toto+json");
     assert_eq!(envelope["signatures"].as_array().unwrap().len(), 2);
+}
+
+/// Issue 19: both `--json` reports are what their committed schemas describe.
+#[test]
+fn verify_and_sign_print_the_reports_their_schemas_describe() {
+    let sb = signed_memo();
+    let out = sb.output(&[
+        "memo",
+        "verify",
+        "out",
+        "--allowed-signers",
+        "allowed_signers",
+        "--json",
+    ]);
+    assert_exit(&out, 0);
+    assert_stdout_matches_schema(&out, "memo-verify-report.schema.json");
+    let verified = stdout_json(&out);
+    assert_eq!(verified["roles"].as_array().unwrap().len(), 2, "{verified}");
+    assert_eq!(verified["envelope_signatures"], 2, "{verified}");
+
+    let out = sb.output(&["memo", "sign", "out", "--key", "ada", "--role", "owner", "--json"]);
+    assert_exit(&out, 0);
+    assert_stdout_matches_schema(&out, "memo-sign-report.schema.json");
+    let signed = stdout_json(&out);
+    assert_eq!(signed["role"], "owner");
+    assert!(
+        signed["fingerprint"].as_str().unwrap().starts_with("SHA256:"),
+        "{signed}"
+    );
 }
 
 #[test]

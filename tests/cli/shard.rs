@@ -1,7 +1,7 @@
 //! Sharding (issue 8): `run --shard K/N` jobs merged into one decision equal to the
 //! unsharded gate, and every merge refusal.
 
-use crate::support::{Sandbox, assert_exit, stderr, stdout};
+use crate::support::{Sandbox, assert_exit, assert_stdout_matches_schema, stderr, stdout};
 
 /// Five slices whose guardrails are decided exactly (fallback counters), so the sharded and
 /// unsharded verdicts can be compared row for row despite timing noise.
@@ -59,6 +59,7 @@ fn issue_8_three_shards_merged_equal_the_single_run() {
     run_shards(&sb);
     let merged = sb.output(&["merge", "shard1", "shard2", "shard3", "--out", "merged", "--json"]);
     assert_exit(&merged, 1);
+    assert_stdout_matches_schema(&merged, "verdict.schema.json");
     assert_eq!(rows(&stdout(&merged)), rows(&stdout(&single)));
     assert_eq!(rows(&stdout(&single)).len(), 5);
     assert!(sb.path().join("merged/memo.html").exists());

@@ -3,11 +3,13 @@
 
 use crate::support::{Sandbox, assert_exit, assert_refused, example_pack, repo_file, stderr, stdout_json};
 
+/// `sim ARGS... --json`, which must exit 0 and print a report its committed schema accepts.
+#[track_caller]
 fn sim_json(sb: &Sandbox, args: &[&str]) -> serde_json::Value {
     let mut all = vec!["sim"];
     all.extend_from_slice(args);
     all.push("--json");
-    sb.output_json(&all)
+    sb.output_report(&all, "sim-report.schema.json")
 }
 
 #[test]
@@ -256,4 +258,18 @@ fn issue_4_sim_slices_carry_the_simulators_bottleneck_class() {
     assert_exit(&out, 0);
     let v = stdout_json(&out);
     assert_eq!(v["guardrails"][0]["bottleneck"], "synchronization", "{v}");
+}
+
+#[test]
+fn the_sim_report_schema_refuses_a_report_missing_a_counter_or_naming_an_unknown_bottleneck() {
+    let sb = Sandbox::new();
+    let mut v = sim_json(
+        &sb,
+        &["--arch", "h100", "--gemm", "64x64x64", "--sparsity", "2:4"],
+    );
+    v.as_object_mut().unwrap().remove("cycles");
+    v["bottleneck"] = "lunch".into();
+    let errors = crate::support::schema_errors(&v, "sim-report.schema.json");
+    assert!(errors.iter().any(|e| e.contains("cycles")), "{errors:?}");
+    assert!(errors.iter().any(|e| e.starts_with("/bottleneck")), "{errors:?}");
 }

@@ -2,7 +2,8 @@
 //! errors with exit 2.
 
 use crate::support::{
-    Sandbox, assert_contains, assert_exit, assert_refused, stderr, stdout, stdout_json, tiny_pack,
+    Sandbox, assert_contains, assert_exit, assert_refused, assert_stdout_matches_schema, stderr, stdout,
+    stdout_json, tiny_pack,
 };
 
 fn lines(values: &[f64]) -> String {
@@ -41,6 +42,7 @@ fn issue_5_compare_reports_every_statistic_as_json() {
     sb.write_raw("cand.txt", &lines(&timings(40, 1.2, 2)));
     let out = compare(&sb, &["--margin", "5%", "--json"]);
     assert_exit(&out, 1);
+    assert_stdout_matches_schema(&out, "stats-compare-report.schema.json");
     let v = stdout_json(&out);
     assert_eq!(v["verdict"], "fail");
     assert!(v["method"].as_str().unwrap().contains("independent samples"));
@@ -97,7 +99,9 @@ fn issue_5_grouped_input_uses_the_run_aware_method() {
     };
     sb.write_raw("base.txt", &runs(0));
     sb.write_raw("cand.txt", &runs(1));
-    let v = stdout_json(&compare(&sb, &["--json"]));
+    let out = compare(&sb, &["--json"]);
+    assert_stdout_matches_schema(&out, "stats-compare-report.schema.json");
+    let v = stdout_json(&out);
     assert!(v["method"].as_str().unwrap().starts_with("run-aware"), "{v}");
     assert_eq!(v["baseline"]["runs"], 8);
     assert!(v["baseline"]["between_run_cv"].as_f64().unwrap() > 0.05);

@@ -67,11 +67,13 @@ impl Sandbox {
         self.cmd(args).output().unwrap()
     }
 
-    /// `sparsegate ARGS...` in the sandbox, which must exit 0: its stdout, parsed as JSON.
+    /// `sparsegate ARGS... --json` in the sandbox, which must exit 0 and print a report
+    /// the committed `schemas/<schema>` accepts: that report, parsed.
     #[track_caller]
-    pub fn output_json(&self, args: &[&str]) -> serde_json::Value {
+    pub fn output_report(&self, args: &[&str], schema: &str) -> serde_json::Value {
         let out = self.output(args);
         assert_exit(&out, 0);
+        assert_stdout_matches_schema(&out, schema);
         stdout_json(&out)
     }
 
@@ -230,4 +232,43 @@ pub fn u64s(v: &serde_json::Value) -> Vec<u64> {
 #[track_caller]
 pub fn assert_contains(text: &str, needle: &str) {
     assert!(text.contains(needle), "expected {needle:?} in:\n{text}");
+}
+
+/// What makes `instance` not match the committed `schemas/<schema>`, one line per problem
+/// (`instance path: message`); empty when it matches.
+pub fn schema_errors(instance: &serde_json::Value, schema: &str) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas").join(schema);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let schema: serde_json::Value = serde_json::from_str(&text).expect("committed schemas are JSON");
+    let validator = jsonschema::draft202012::new(&schema).expect("committed schemas are valid schemas");
+    validator
+        .iter_errors(instance)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
+/// Asserts that the JSON file validates against the committed schema (issue 6: versioned,
+/// derived schemas).
+#[track_caller]
+pub fn assert_matches_schema(file: &Path, schema: &str) {
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let instance: serde_json::Value = serde_json::from_str(&text).expect("the file is JSON");
+    let errors = schema_errors(&instance, schema);
+    assert!(
+        errors.is_empty(),
+        "{} does not match {schema}: {errors:?}",
+        file.display()
+    );
+}
+
+/// Asserts that a command's `--json` report on stdout validates against the committed
+/// schema of that report (issue 19: every `--json` output has one).
+#[track_caller]
+pub fn assert_stdout_matches_schema(output: &Output, schema: &str) {
+    let errors = schema_errors(&stdout_json(output), schema);
+    assert!(
+        errors.is_empty(),
+        "stdout does not match {schema}: {errors:?}\n{}",
+        stdout(output)
+    );
 }
