@@ -32,6 +32,7 @@
 //! The packing buffers are kept per calling thread between calls (thread-local scratch).
 
 use super::shared_output::SharedOutput;
+use crate::shared_output::for_each_chunk;
 use rayon::prelude::*;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
@@ -399,11 +400,7 @@ impl SparseQuads {
                 dst[valid..].fill(0);
             }
         };
-        if threads > 1 {
-            xs.par_chunks_mut(k * 64).enumerate().for_each(lay_out);
-        } else {
-            xs.chunks_mut(k * 64).enumerate().for_each(lay_out);
-        }
+        for_each_chunk(&mut *xs, k * 64, threads > 1, lay_out);
         let chunk = (rows.div_ceil(threads.max(1) * 8)).clamp(1, SPARSE_CHUNK_ROWS);
         let xs = &*xs;
         let task = |(c, y_chunk): (usize, &mut [i32])| {
@@ -411,11 +408,7 @@ impl SparseQuads {
             // task's rows.
             unsafe { self.rows_chunk(c * chunk, xs, y_chunk, m) }
         };
-        if threads > 1 {
-            y.par_chunks_mut(chunk * m).enumerate().for_each(task);
-        } else {
-            y.chunks_mut(chunk * m).enumerate().for_each(task);
-        }
+        for_each_chunk(y, chunk * m, threads > 1, task);
         SCRATCH.with(|s| s.borrow_mut().2 = shifted);
     }
 
