@@ -31,8 +31,7 @@
 //!
 //! The packing buffers are kept per calling thread between calls (thread-local scratch).
 
-use super::shared_output::SharedOutput;
-use crate::shared_output::for_each_chunk;
+use super::shared_output::{SharedOutput, for_each_chunk, trivial_product};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
@@ -71,11 +70,7 @@ pub(super) fn available() -> bool {
 /// `k ≤ INT8_MAX_K` (so the true sums fit in i32).
 pub(super) unsafe fn gemm(threads: usize, w: &[i8], x: &[i8], y: &mut [i32], n: usize, k: usize, m: usize) {
     debug_assert!(w.len() == n * k && x.len() == k * m && y.len() == n * m);
-    if n == 0 || m == 0 {
-        return;
-    }
-    if k == 0 {
-        y.fill(0);
+    if trivial_product(y, n, k, m) {
         return;
     }
     let quads = k.div_ceil(4);

@@ -44,3 +44,18 @@ pub(crate) fn for_each_chunk<T: Send>(
         y.chunks_mut(len).enumerate().for_each(task);
     }
 }
+
+/// Whether a `rows × k` by `k × cols` product has nothing to compute, having written its
+/// answer to `y` if so: no rows or no tokens leave `y` (then empty) as it is, and `k == 0`
+/// makes every output an empty sum, zero. Every kernel entry point answers these shapes the
+/// same way before touching its buffers.
+pub(crate) fn trivial_product<T: Copy + Default>(y: &mut [T], rows: usize, k: usize, cols: usize) -> bool {
+    if rows == 0 || cols == 0 {
+        return true;
+    }
+    if k == 0 {
+        y.fill(T::default());
+        return true;
+    }
+    false
+}

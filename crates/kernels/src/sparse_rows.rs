@@ -13,7 +13,7 @@
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
 use crate::schedule::{CpuSchedule, schedule_cpu};
-use crate::shared_output::for_each_chunk;
+use crate::shared_output::{for_each_chunk, trivial_product};
 use rayon::prelude::*;
 
 /// Kept weights a row should have in one K block (see [`grown_blocking`]).
@@ -261,14 +261,7 @@ pub(crate) fn lane_kernel_prologue(
         "{kernel}: x too short"
     );
     assert!(y.len() == rows * cols, "{kernel}: y has the wrong length");
-    if rows == 0 || cols == 0 {
-        return false;
-    }
-    if k == 0 {
-        y.fill(0.0);
-        return false;
-    }
-    true
+    !trivial_product(y, rows, k, cols)
 }
 
 /// A cache hint; a no-op off x86-64.
@@ -749,11 +742,7 @@ pub(crate) fn spmm_checked(
     let (rows, k) = (kernel.rows(), kernel.k());
     check_len("x", x.len(), k, cols)?;
     check_len("y", y.len(), rows, cols)?;
-    if rows == 0 || cols == 0 {
-        return Ok(());
-    }
-    if k == 0 {
-        y.fill(0.0);
+    if trivial_product(y, rows, k, cols) {
         return Ok(());
     }
     let isa = Isa::detect();
