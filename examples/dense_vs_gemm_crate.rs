@@ -5,6 +5,8 @@
 //!
 //! `cargo run --release --example dense_vs_gemm_crate`
 
+mod common;
+
 use sparsegate::execute::kernels::dense::{DenseWeights, gemm_f32};
 use std::time::Instant;
 
@@ -17,14 +19,10 @@ fn main() {
         "N×K", "M", "packed GF/s", "gemm GF/s", "ratio"
     );
     for (n, k) in [(4096usize, 4096usize), (2048, 2048), (768, 768), (3072, 768)] {
-        let w: Vec<f32> = (0..n * k)
-            .map(|i| ((i * 7919 % 2003) as f32 / 1001.0) - 1.0)
-            .collect();
+        let w = common::weights(n * k);
         let packed = DenseWeights::new(w.clone(), n, k).expect("shape");
         for m in [1usize, 2, 4, 8, 16, 32, 48, 64, 100, 128, 256, 512] {
-            let x: Vec<f32> = (0..k * m)
-                .map(|i| ((i * 104729 % 1999) as f32 / 999.0) - 1.0)
-                .collect();
+            let x = common::activations(k * m);
             let mut y = vec![0.0; n * m];
             let (mut a, mut b) = (Vec::new(), Vec::new());
             for _ in 0..PAIRS {

@@ -4,6 +4,8 @@
 //!
 //! `cargo run --release --example nm_blocking -- [n] [k] [tokens]`
 
+mod common;
+
 use sparsegate::execute::kernels::{dense::DenseWeights, nm::NmMatrix, nm::prune_magnitude};
 use sparsegate::schedule::CpuSchedule;
 use std::time::Instant;
@@ -15,12 +17,8 @@ fn main() {
         args.get(1).copied().unwrap_or(768),
         args.get(2).copied().unwrap_or(128),
     );
-    let w: Vec<f32> = (0..n * k)
-        .map(|i| ((i * 7919 % 2003) as f32 / 1001.0) - 1.0)
-        .collect();
-    let x: Vec<f32> = (0..k * m)
-        .map(|i| ((i * 104729 % 1999) as f32 / 999.0) - 1.0)
-        .collect();
+    let w = common::weights(n * k);
+    let x = common::activations(k * m);
     let pruned = prune_magnitude(&w, n, k, 2, 4);
     let sparse = NmMatrix::compress(&pruned, n, k, 2, 4).expect("pruned");
     let dense = DenseWeights::new(pruned.clone(), n, k).expect("shape");

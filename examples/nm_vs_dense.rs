@@ -4,6 +4,8 @@
 //!
 //! `cargo run --release --example nm_vs_dense -- [threads] [tokens] [n] [m]`
 
+mod common;
+
 use sparsegate::execute::kernels::{dense::DenseWeights, nm::NmMatrix, nm::prune_magnitude};
 use std::time::Instant;
 
@@ -25,12 +27,8 @@ fn main() {
         "N", "K", "dense µs", "N:M µs", "dense GF", "N:M GF*", "pair ratio", "min ratio"
     );
     for (n, k) in [(2304, 768), (768, 768), (3072, 768), (768, 3072)] {
-        let w: Vec<f32> = (0..n * k)
-            .map(|i| ((i * 7919 % 2003) as f32 / 1001.0) - 1.0)
-            .collect();
-        let x: Vec<f32> = (0..k * m)
-            .map(|i| ((i * 104729 % 1999) as f32 / 999.0) - 1.0)
-            .collect();
+        let w = common::weights(n * k);
+        let x = common::activations(k * m);
         let pruned = prune_magnitude(&w, n, k, keep, group);
         let sparse = NmMatrix::compress(&pruned, n, k, keep, group).expect("pruned");
         let dense = DenseWeights::new(pruned.clone(), n, k).expect("shape");

@@ -12,11 +12,9 @@
 use super::bsr_few_tokens;
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
-use super::sparse_rows::{
-    Entries, RowKernel, default_schedule, grown_blocking, panels, rows_strip, spmm_checked,
-};
+use super::sparse_rows::{Entries, RowKernel, grown_blocking, panels, rows_strip, spmm_entry_points};
 use crate::schedule::CpuSchedule;
-use rayon::prelude::*;
+use crate::shared_output::for_each_chunk;
 
 /// A row-major `rows × k` weight matrix stored as its non-zero `br × bc` blocks.
 ///
@@ -151,22 +149,8 @@ impl BsrMatrix {
         (self.block_cols.len() + self.block_ptr.len()) * 4
     }
 
-    /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`](crate::schedule::schedule_cpu) for `threads` workers
-    /// of the current rayon pool.
-    pub fn spmm(&self, threads: usize, x: &[f32], y: &mut [f32], cols: usize) -> Result<(), KernelError> {
-        self.spmm_scheduled(&default_schedule(self, cols, threads), x, y, cols)
-    }
-
-    /// `y = W · x` with an explicit schedule (tasks rounded up to whole block rows, K blocks
-    /// to whole blocks).
-    pub fn spmm_scheduled(
-        &self,
-        schedule: &CpuSchedule,
-        x: &[f32],
-        y: &mut [f32],
-        cols: usize,
-    ) -> Result<(), KernelError> {
-        spmm_checked(self, schedule, x, y, cols)
+    spmm_entry_points! {
+        /// Tasks are rounded up to whole block rows, K blocks to whole blocks.
     }
 
     /// Block rows `brow0 ..` (as many as `y` holds).
@@ -288,11 +272,7 @@ impl RowKernel for BsrMatrix {
                     (cols, range.clone()),
                 )
             };
-            if schedule.threads <= 1 {
-                y.chunks_mut(chunk).enumerate().for_each(task);
-            } else {
-                y.par_chunks_mut(chunk).enumerate().for_each(task);
-            }
+            for_each_chunk(y, chunk, schedule.threads > 1, task);
         }
     }
 }

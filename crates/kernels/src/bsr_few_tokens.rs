@@ -16,7 +16,7 @@
 use super::lanes::Vector;
 use super::nm::Isa;
 use super::sparse_rows::{prefetch, token_minor_copy};
-use rayon::prelude::*;
+use crate::shared_output::for_each_chunk;
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::{__m256, __m512};
 
@@ -122,15 +122,7 @@ pub(crate) fn spmm(
             let _ = (y_brow, &xm);
         }
     };
-    if threads > 1 {
-        y.par_chunks_mut(BLOCK_ROWS_PER_TASK * b.br * cols)
-            .enumerate()
-            .for_each(task);
-    } else {
-        y.chunks_mut(BLOCK_ROWS_PER_TASK * b.br * cols)
-            .enumerate()
-            .for_each(task);
-    }
+    for_each_chunk(y, BLOCK_ROWS_PER_TASK * b.br * cols, threads > 1, task);
 }
 
 /// One block row with 8-token ymm vectors, its rows in register tiles of up to 8 (8 sums,

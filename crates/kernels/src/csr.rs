@@ -17,10 +17,10 @@ use super::csr_gather::{self, GATHER_MAX_COLS};
 use super::error::{KernelError, check_len};
 use super::nm::Isa;
 use super::sparse_rows::{
-    Entries, MAX_STRIP, PanelX, RowKernel, default_schedule, grown_blocking, rows_strip, spmm_checked,
+    Entries, MAX_STRIP, PanelX, RowKernel, grown_blocking, rows_strip, spmm_entry_points,
 };
 use crate::schedule::CpuSchedule;
-use rayon::prelude::*;
+use crate::shared_output::for_each_chunk;
 
 /// A row-major `rows × k` weight matrix with only its non-zeros stored.
 ///
@@ -156,22 +156,7 @@ impl CsrMatrix {
         (self.col_idx.len() + self.row_ptr.len()) * 4
     }
 
-    /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`](crate::schedule::schedule_cpu) for `threads` workers
-    /// of the current rayon pool.
-    pub fn spmm(&self, threads: usize, x: &[f32], y: &mut [f32], cols: usize) -> Result<(), KernelError> {
-        self.spmm_scheduled(&default_schedule(self, cols, threads), x, y, cols)
-    }
-
-    /// `y = W · x` with an explicit schedule.
-    pub fn spmm_scheduled(
-        &self,
-        schedule: &CpuSchedule,
-        x: &[f32],
-        y: &mut [f32],
-        cols: usize,
-    ) -> Result<(), KernelError> {
-        spmm_checked(self, schedule, x, y, cols)
-    }
+    spmm_entry_points!();
 
     /// One task: output rows `row0 ..` (as many as `y` holds) × one strip of the panel-major
     /// activations (`width` floats a K row), whose first `valid` tokens are columns
@@ -320,11 +305,7 @@ impl RowKernel for CsrMatrix {
             let span = (cols, c0, valid);
             let task =
                 |(t, y_rows): (usize, &mut [f32])| self.task(isa, k_block, t * per_task, strip, y_rows, span);
-            if schedule.threads <= 1 {
-                y.chunks_mut(per_task * cols).enumerate().for_each(task);
-            } else {
-                y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
-            }
+            for_each_chunk(y, per_task * cols, schedule.threads > 1, task);
         }
     }
 }

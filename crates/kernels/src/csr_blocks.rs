@@ -16,7 +16,7 @@
 //! a start per (block, row).
 
 use super::sparse_rows::{Lines, TileX, lane_kernel_prologue, strip_plan};
-use rayon::prelude::*;
+use crate::shared_output::for_each_chunk;
 
 /// f32 per zmm register.
 const LANES: usize = 16;
@@ -91,11 +91,7 @@ pub(crate) fn spmm(l: &CsrBlocks, threads: usize, (x, xs): (&[f32], usize), y: &
     let strips = strip_plan(cols, (STRIP, LANES));
     let per_task = l.rows.div_ceil(threads.max(1)).max(1);
     let task = |(t, y_rows): (usize, &mut [f32])| rows_task(l, t * per_task, (x, xs), &strips, y_rows, cols);
-    if threads > 1 {
-        y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
-    } else {
-        y.chunks_mut(per_task * cols).enumerate().for_each(task);
-    }
+    for_each_chunk(y, per_task * cols, threads > 1, task);
 }
 
 /// One task: rows `row0 ..`, as many as `y_rows` (`rows × cols`) holds, over every strip of

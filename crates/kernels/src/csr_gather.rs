@@ -13,8 +13,8 @@
 //!   a token-minor copy (8 floats a K row: every token at once), so a weight costs one
 //!   32-byte load instead of a gather lane per token. From 3 tokens (2 at K < 4096).
 
+use crate::shared_output::for_each_chunk;
 use crate::sparse_rows::{TOKEN_MINOR, token_major_copy, token_minor_copy};
-use rayon::prelude::*;
 
 /// Most tokens these kernels take: the token-minor copy's K row is one ymm of 8 tokens (the
 /// gather kernel, a gather per token and 16 kept weights, ran 0.96× dense at 8 tokens on
@@ -95,11 +95,7 @@ pub(crate) fn spmm(
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (rows, &copy);
     };
-    if threads > 1 {
-        y.par_chunks_mut(ROWS_PER_TASK * cols).enumerate().for_each(task);
-    } else {
-        y.chunks_mut(ROWS_PER_TASK * cols).enumerate().for_each(task);
-    }
+    for_each_chunk(y, ROWS_PER_TASK * cols, threads > 1, task);
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -13,6 +13,7 @@
 
 use super::dense_lanes::{self, PanelWeights};
 use super::error::{KernelError, check_len};
+use super::shared_output::trivial_product;
 use gemm::Parallelism;
 
 /// Dense `n × k` weights ready for repeated products, laid out once (weight-stationary, as
@@ -93,11 +94,7 @@ pub fn gemm_f32(
     check_len("w", w.len(), n, k)?;
     check_len("x", x.len(), k, m)?;
     check_len("y", y.len(), n, m)?;
-    if n == 0 || m == 0 {
-        return Ok(());
-    }
-    if k == 0 {
-        y.fill(0.0);
+    if trivial_product(y, n, k, m) {
         return Ok(());
     }
     let parallelism = if threads <= 1 {

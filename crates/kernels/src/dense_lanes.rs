@@ -34,6 +34,7 @@
 //!   shapes 475–479 vs 464–467 GFLOP/s split by tokens).
 
 use crate::shared_output::SharedOutput;
+use crate::shared_output::for_each_chunk;
 use crate::sparse_rows::{AlignedFloats, TileX, lane_kernel_prologue, strip_plan};
 use rayon::prelude::*;
 
@@ -266,13 +267,7 @@ fn few_tokens(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], cols: 
             let _ = (panel, y_panel);
         }
     };
-    if threads > 1 {
-        y.par_chunks_mut(per_task * ROWS * cols)
-            .enumerate()
-            .for_each(task);
-    } else {
-        y.chunks_mut(per_task * ROWS * cols).enumerate().for_each(task);
-    }
+    for_each_chunk(y, per_task * ROWS * cols, threads > 1, task);
 }
 
 /// One task: panels `panels` × tokens `tokens` of the output.

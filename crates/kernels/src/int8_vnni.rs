@@ -31,7 +31,7 @@
 //!
 //! The packing buffers are kept per calling thread between calls (thread-local scratch).
 
-use super::shared_output::SharedOutput;
+use super::shared_output::{SharedOutput, for_each_chunk, trivial_product};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
@@ -70,11 +70,7 @@ pub(super) fn available() -> bool {
 /// `k ≤ INT8_MAX_K` (so the true sums fit in i32).
 pub(super) unsafe fn gemm(threads: usize, w: &[i8], x: &[i8], y: &mut [i32], n: usize, k: usize, m: usize) {
     debug_assert!(w.len() == n * k && x.len() == k * m && y.len() == n * m);
-    if n == 0 || m == 0 {
-        return;
-    }
-    if k == 0 {
-        y.fill(0);
+    if trivial_product(y, n, k, m) {
         return;
     }
     let quads = k.div_ceil(4);
@@ -399,11 +395,7 @@ impl SparseQuads {
                 dst[valid..].fill(0);
             }
         };
-        if threads > 1 {
-            xs.par_chunks_mut(k * 64).enumerate().for_each(lay_out);
-        } else {
-            xs.chunks_mut(k * 64).enumerate().for_each(lay_out);
-        }
+        for_each_chunk(&mut *xs, k * 64, threads > 1, lay_out);
         let chunk = (rows.div_ceil(threads.max(1) * 8)).clamp(1, SPARSE_CHUNK_ROWS);
         let xs = &*xs;
         let task = |(c, y_chunk): (usize, &mut [i32])| {
@@ -411,11 +403,7 @@ impl SparseQuads {
             // task's rows.
             unsafe { self.rows_chunk(c * chunk, xs, y_chunk, m) }
         };
-        if threads > 1 {
-            y.par_chunks_mut(chunk * m).enumerate().for_each(task);
-        } else {
-            y.chunks_mut(chunk * m).enumerate().for_each(task);
-        }
+        for_each_chunk(y, chunk * m, threads > 1, task);
         SCRATCH.with(|s| s.borrow_mut().2 = shifted);
     }
 

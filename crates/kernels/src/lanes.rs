@@ -8,8 +8,8 @@
 //! wrapper's instructions.
 //!
 //! Bodies written this way: the BSR few-token kernel (`bsr_few_tokens.rs`), the N:M strip
-//! loops (`nm/two_of_four.rs`, `nm/any_pattern.rs`, `nm/microkernel.rs`) and the FMA roof
-//! probe (`roofs.rs`). The N:M loops were two macro-generated copies per ISA before; as
+//! loops (`nm/any_pattern.rs`, and through the shared walker of `register_blocks.rs`
+//! `nm/two_of_four.rs` and `nm/microkernel.rs`) and the FMA roof probe (`roofs.rs`). The N:M loops were two macro-generated copies per ISA before; as
 //! generic bodies, single-thread timings on a Zen 5 (1024 × 1024 weights, 128 tokens, best
 //! of 150, five interleaved runs against the macro build) came out at 0.96–1.01 of the
 //! macro version, within the ±1.5% an unchanged CSR kernel moved in the same runs.
@@ -27,6 +27,8 @@ use std::arch::x86_64::*;
 pub(crate) trait Vector: Copy {
     /// f32 lanes.
     const LANES: usize;
+    /// Architectural registers of this width (16 ymm, 32 zmm): what bounds a register tile.
+    const REGISTERS: usize;
     /// Every lane zero.
     unsafe fn zero() -> Self;
     /// `LANES` floats from `p` (any alignment).
@@ -42,6 +44,7 @@ pub(crate) trait Vector: Copy {
 #[cfg(target_arch = "x86_64")]
 impl Vector for __m256 {
     const LANES: usize = 8;
+    const REGISTERS: usize = 16;
     #[inline(always)]
     unsafe fn zero() -> Self {
         // SAFETY: AVX (the trait's contract).
@@ -72,6 +75,7 @@ impl Vector for __m256 {
 #[cfg(target_arch = "x86_64")]
 impl Vector for __m512 {
     const LANES: usize = 16;
+    const REGISTERS: usize = 32;
     #[inline(always)]
     unsafe fn zero() -> Self {
         // SAFETY: AVX-512F (the trait's contract).

@@ -29,6 +29,8 @@ pub mod nm;
 pub mod precision;
 pub mod prune;
 pub mod reference;
+#[cfg(target_arch = "x86_64")]
+mod register_blocks;
 pub mod roofs;
 pub mod schedule;
 mod shared_output;

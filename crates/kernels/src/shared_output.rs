@@ -22,3 +22,40 @@ impl<T> SharedOutput<T> {
         self.0.wrapping_add(offset)
     }
 }
+
+/// Runs `task((i, chunk))` for every `len`-element chunk of `y` (the last may be shorter):
+/// as tasks of the current rayon pool when `parallel`, else one after another on the calling
+/// thread.
+///
+/// Why one function: every kernel splits its output into whole rows per task this way, and
+/// the branch keeps a one-thread product off the pool entirely (no task overhead, the
+/// calling thread's caches), which each kernel had spelled out for itself.
+#[inline]
+pub(crate) fn for_each_chunk<T: Send>(
+    y: &mut [T],
+    len: usize,
+    parallel: bool,
+    task: impl Fn((usize, &mut [T])) + Sync + Send,
+) {
+    use rayon::prelude::*;
+    if parallel {
+        y.par_chunks_mut(len).enumerate().for_each(task);
+    } else {
+        y.chunks_mut(len).enumerate().for_each(task);
+    }
+}
+
+/// Whether a `rows × k` by `k × cols` product has nothing to compute, having written its
+/// answer to `y` if so: no rows or no tokens leave `y` (then empty) as it is, and `k == 0`
+/// makes every output an empty sum, zero. Every kernel entry point answers these shapes the
+/// same way before touching its buffers.
+pub(crate) fn trivial_product<T: Copy + Default>(y: &mut [T], rows: usize, k: usize, cols: usize) -> bool {
+    if rows == 0 || cols == 0 {
+        return true;
+    }
+    if k == 0 {
+        y.fill(T::default());
+        return true;
+    }
+    false
+}

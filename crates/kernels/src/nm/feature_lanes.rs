@@ -46,8 +46,8 @@
 //! and 5–30% slower from 16 to 32 tokens (`sparsegate bench`, 2 threads, 4096², 11008×4096,
 //! 4096×11008, 2048²); level at K = 768.
 
+use crate::shared_output::for_each_chunk;
 use crate::sparse_rows::{lane_kernel_prologue, token_major_copy};
-use rayon::prelude::*;
 
 /// Output rows per zmm register.
 const LANES: usize = 16;
@@ -218,11 +218,7 @@ pub(crate) fn spmm(l: &LaneLayout, threads: usize, (x, xs): (&[f32], usize), y: 
         let p1 = (p0 + per_task).min(l.panels);
         rows_task(l, (p0, p1), &xt, kpad, y_rows, cols);
     };
-    if threads > 1 {
-        y.par_chunks_mut(task_rows * cols).enumerate().for_each(task);
-    } else {
-        y.chunks_mut(task_rows * cols).enumerate().for_each(task);
-    }
+    for_each_chunk(y, task_rows * cols, threads > 1, task);
 }
 
 /// One task: panels `p0..p1`, whose rows are `y_rows` (`(rows in the task) × cols`).

@@ -18,7 +18,7 @@
 #[cfg(target_arch = "x86_64")]
 use crate::lanes::Vector;
 #[cfg(target_arch = "x86_64")]
-use std::arch::x86_64::{__m256, __m512};
+use crate::register_blocks::{self, Body};
 
 /// One output row's share of a K block, as the inline-decoding loops take it.
 pub(crate) struct RowBlock<'a> {
@@ -186,21 +186,24 @@ pub(crate) fn portable(
     }
 }
 
-/// [`strip`] on ymm registers, the last `< 8` tokens on the portable path.
+/// On ymm registers ([`register_blocks::avx2`]), the last `< 8` tokens on the portable path.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA, and `offsets[j] + c0 + y.len() <= x.len()` for all j.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2(values: &[f32], offsets: &[usize], x: &[f32], c0: usize, y: &mut [f32], accumulate: bool) {
-    // SAFETY: the caller's contract; AVX2 and FMA are enabled here for `__m256`.
-    let col = unsafe { strip::<__m256>(values, offsets, x, c0, y, accumulate) };
+    let body = Decoded { values, offsets };
+    let xp = (x.as_ptr().wrapping_add(c0), 1);
+    // SAFETY: the caller's contract: the features, and every block's loads
+    // `x[off + c0 + col ..][..LANES·N]` with `col + LANES·N <= y.len()` inside `x`.
+    let col = unsafe { register_blocks::avx2(body, xp, [y.as_mut_ptr()], y.len(), accumulate) };
     if col < y.len() {
         portable(values, offsets, x, c0 + col, &mut y[col..], accumulate);
     }
 }
 
-/// [`strip`] on zmm registers, the last `< 16` tokens on the AVX2 path.
+/// On zmm registers ([`register_blocks::avx512`]), the last `< 16` tokens on the AVX2 path.
 ///
 /// # Safety
 /// The CPU must support AVX-512F, AVX2 and FMA, and `offsets[j] + c0 + y.len() <= x.len()`
@@ -208,92 +211,39 @@ unsafe fn avx2(values: &[f32], offsets: &[usize], x: &[f32], c0: usize, y: &mut 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn avx512(values: &[f32], offsets: &[usize], x: &[f32], c0: usize, y: &mut [f32], accumulate: bool) {
-    // SAFETY: the caller's contract; AVX-512F is enabled here for `__m512`.
-    let col = unsafe { strip::<__m512>(values, offsets, x, c0, y, accumulate) };
+    let body = Decoded { values, offsets };
+    let xp = (x.as_ptr().wrapping_add(c0), 1);
+    // SAFETY: as for `avx2`, with AVX-512F.
+    let col = unsafe { register_blocks::avx512(body, xp, [y.as_mut_ptr()], y.len(), accumulate) };
     if col < y.len() {
         // SAFETY: AVX2 and FMA were detected with AVX-512F; the tail is inside the bound.
         unsafe { avx2(values, offsets, x, c0 + col, &mut y[col..], accumulate) };
     }
 }
 
-/// The tokens of `y` in blocks of `8, 4, 2, 1` vectors; returns how many it did (a multiple
-/// of the vector width).
-///
-/// # Safety
-/// `V`'s instruction set (inlined into the `#[target_feature]` wrappers above), and
-/// `offsets[j] + c0 + y.len() <= x.len()` for all j.
+/// One row's kept weights with their activation offsets, as a register-block body: the
+/// offsets name elements of `x`, so the body reads `xp + off` and the row stride is unused
+/// (the entry points pass 1).
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn strip<V: Vector>(
-    values: &[f32],
-    offsets: &[usize],
-    x: &[f32],
-    c0: usize,
-    y: &mut [f32],
-    accumulate: bool,
-) -> usize {
-    let mut col = 0;
-    let width = y.len();
-    // Each block reads `x[off + c0 + col ..][..LANES·N]` with `col + LANES·N <= width`, inside
-    // `x` by the caller's bound, and writes `y[col..][..LANES·N]`.
-    while width - col >= 8 * V::LANES {
-        // SAFETY: the ISA as the contract; the condition gives the bound above.
-        unsafe { block::<V, 8>(values, offsets, x, c0 + col, y[col..].as_mut_ptr(), accumulate) };
-        col += 8 * V::LANES;
-    }
-    for n in [4, 2, 1] {
-        if width - col >= n * V::LANES {
-            let yp = y[col..].as_mut_ptr();
-            // SAFETY: as above, for `n` vectors.
-            unsafe {
-                match n {
-                    4 => block::<V, 4>(values, offsets, x, c0 + col, yp, accumulate),
-                    2 => block::<V, 2>(values, offsets, x, c0 + col, yp, accumulate),
-                    _ => block::<V, 1>(values, offsets, x, c0 + col, yp, accumulate),
-                }
-            }
-            col += n * V::LANES;
-        }
-    }
-    col
+#[derive(Clone, Copy)]
+struct Decoded<'a> {
+    values: &'a [f32],
+    offsets: &'a [usize],
 }
 
-/// `N` accumulators (`LANES·N` tokens) held in registers over all kept weights.
-///
-/// # Safety
-/// `V`'s instruction set; `x[off + c0 ..][..LANES·N]` in bounds for every offset;
-/// `y[..LANES·N]` writable.
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn block<V: Vector, const N: usize>(
-    values: &[f32],
-    offsets: &[usize],
-    x: &[f32],
-    c0: usize,
-    y: *mut f32,
-    accumulate: bool,
-) {
-    // SAFETY: `V`'s instruction set (contract).
-    let mut acc = [unsafe { V::zero() }; N];
-    if accumulate {
-        for (v, a) in acc.iter_mut().enumerate() {
-            // SAFETY: `y[LANES·v ..][..LANES]` is inside the caller's `LANES·N`-wide strip.
-            *a = unsafe { V::load(y.add(V::LANES * v)) };
-        }
-    }
-    let xb = x.as_ptr();
-    for (&w, &off) in values.iter().zip(offsets) {
-        // SAFETY: `off + c0 + LANES·N <= x.len()` by the caller's bound, so every load of
-        // `v < N` is inside `x`; `V`'s instruction set (contract).
-        unsafe {
-            let (wb, xp) = (V::splat(w), xb.add(off + c0));
-            for (v, a) in acc.iter_mut().enumerate() {
-                *a = V::mul_add(wb, V::load(xp.add(V::LANES * v)), *a);
+impl Body<1> for Decoded<'_> {
+    #[inline(always)]
+    unsafe fn accumulate<V: Vector, const N: usize>(self, acc: &mut [[V; N]; 1], xp: *const f32, _: usize) {
+        for (&w, &off) in self.values.iter().zip(self.offsets) {
+            // SAFETY: `off + c0 + col + LANES·N <= x.len()` by the entry point's bound, so
+            // every load of `v < N` is inside `x`; `V`'s instruction set (contract).
+            unsafe {
+                let (wb, p) = (V::splat(w), xp.add(off));
+                for (v, a) in acc[0].iter_mut().enumerate() {
+                    *a = V::mul_add(wb, V::load(p.add(V::LANES * v)), *a);
+                }
             }
         }
-    }
-    for (v, a) in acc.iter().enumerate() {
-        // SAFETY: `y[LANES·v ..][..LANES]` is inside the caller's strip.
-        unsafe { a.store(y.add(V::LANES * v)) };
     }
 }

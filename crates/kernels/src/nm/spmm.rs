@@ -11,10 +11,9 @@ use super::NmMatrix;
 use super::any_pattern::{self, Pattern};
 use super::microkernel::{Isa, Offsets, RowBlock, row_strip};
 use super::two_of_four;
-use crate::error::KernelError;
 use crate::schedule::CpuSchedule;
-use crate::sparse_rows::{RowKernel, default_schedule, grown_blocking, panels, prefetch, spmm_checked};
-use rayon::prelude::*;
+use crate::shared_output::for_each_chunk;
+use crate::sparse_rows::{RowKernel, grown_blocking, panels, prefetch, spmm_entry_points};
 
 /// Rows ahead whose weights are prefetched: the K-block-major loop reads each row's values
 /// for one block and then jumps a whole row ahead, a stride the hardware prefetchers follow
@@ -129,22 +128,8 @@ struct Block {
 }
 
 impl NmMatrix {
-    /// `y[rows × cols] = W · x[k × cols]`, blocked by [`schedule_cpu`](crate::schedule::schedule_cpu) for `threads` workers of
-    /// the current rayon pool.
-    pub fn spmm(&self, threads: usize, x: &[f32], y: &mut [f32], cols: usize) -> Result<(), KernelError> {
-        self.spmm_scheduled(&default_schedule(self, cols, threads), x, y, cols)
-    }
-
-    /// `y = W · x` with an explicit schedule, so the execution stage can schedule once per op
-    /// and callers can study blockings.
-    pub fn spmm_scheduled(
-        &self,
-        schedule: &CpuSchedule,
-        x: &[f32],
-        y: &mut [f32],
-        cols: usize,
-    ) -> Result<(), KernelError> {
-        spmm_checked(self, schedule, x, y, cols)
+    spmm_entry_points! {
+        /// So the execution stage can schedule once per op and callers can study blockings.
     }
 
     /// One task: output rows `row0 ..` (as many as `y` holds).
@@ -362,11 +347,7 @@ impl RowKernel for NmMatrix {
                     (cols, range.clone()),
                 )
             };
-            if schedule.threads <= 1 {
-                y.chunks_mut(chunk).enumerate().for_each(task);
-            } else {
-                y.par_chunks_mut(chunk).enumerate().for_each(task);
-            }
+            for_each_chunk(y, chunk, schedule.threads > 1, task);
         }
     }
 }

@@ -36,10 +36,10 @@
 //! metadata counters keep reporting the stored format and [`TokenLayout::resident_bytes`]
 //! reports the copy.
 
+use crate::shared_output::for_each_chunk;
 use crate::sparse_rows::{
     AlignedFloats, Lines, MAX_STRIP, TileX, lane_kernel_prologue, prefetch, strip_plan,
 };
-use rayon::prelude::*;
 
 /// f32 per zmm register.
 const LANES: usize = 16;
@@ -226,11 +226,7 @@ pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y:
     let task = |(t, y_rows): (usize, &mut [f32])| {
         rows_task(l, t * per_task, per_task, (x, xs), &strips, y_rows, cols)
     };
-    if threads > 1 {
-        y.par_chunks_mut(per_task * cols).enumerate().for_each(task);
-    } else {
-        y.chunks_mut(per_task * cols).enumerate().for_each(task);
-    }
+    for_each_chunk(y, per_task * cols, threads > 1, task);
 }
 
 /// One task: layout rows `row0 .. row0 + per_task` (padding included), of which the real ones

@@ -17,7 +17,7 @@ use super::microkernel::{Isa, RowBlock};
 #[cfg(target_arch = "x86_64")]
 use crate::lanes::Vector;
 #[cfg(target_arch = "x86_64")]
-use std::arch::x86_64::{__m256, __m512};
+use crate::register_blocks::{self, Body};
 
 /// For each row `r`: `y_r[..w] (+)= Σ kept w · x[k, c0..c0+w]` over K rows `kb0..kb1` (whole
 /// groups of 4, `kb0` a multiple of 8), where `w` is the largest multiple of the vector width
@@ -58,175 +58,83 @@ pub(crate) fn rows_strip<const R: usize>(
         );
     }
     let xp = x[kb0 * cols..].as_ptr().wrapping_add(c0);
-    let values = rows.each_ref().map(|r| r.values);
-    let idx = rows.each_ref().map(|r| &r.idx[kb0 / 8..]);
+    #[cfg(target_arch = "x86_64")]
+    let body = TwoOfFour {
+        values: rows.each_ref().map(|r| r.values),
+        idx: rows.each_ref().map(|r| &r.idx[kb0 / 8..]),
+        groups,
+    };
     let y = rows.each_mut().map(|r| r.y.as_mut_ptr());
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX-512F was detected; every row read is `kb0 + 8j + t < kb1` (t < 8, see the
         // module doc) and every column `< c0 + width <= cols`, inside `x` by the asserts; the
         // `y` pointers come from `R` distinct `&mut` strips of `width` elements.
-        Isa::Avx512 => unsafe { avx512(values, idx, groups, xp, cols, y, width, accumulate) },
+        Isa::Avx512 => unsafe { register_blocks::avx512(body, (xp, cols), y, width, accumulate) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 and FMA were detected; bounds as above.
-        Isa::Avx2Fma => unsafe { avx2(values, idx, groups, xp, cols, y, width, accumulate) },
+        Isa::Avx2Fma => unsafe { register_blocks::avx2(body, (xp, cols), y, width, accumulate) },
         Isa::Portable => 0,
     }
 }
 
-/// Accumulator vectors per row in the widest block: 8 (64 tokens on AVX2, 128 on AVX-512).
+/// A block's kept weights for `R` rows: `groups` 2:4 groups of 4 activation rows, two values
+/// per group and one index byte per two groups a row.
 #[cfg(target_arch = "x86_64")]
-const MAX_V: usize = 8;
-
-/// [`strip`] on zmm registers.
-///
-/// # Safety
-/// AVX-512F; as [`strip`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn avx512<const R: usize>(
-    values: [&[f32]; R],
-    idx: [&[u8]; R],
+#[derive(Clone, Copy)]
+struct TwoOfFour<'a, const R: usize> {
+    values: [&'a [f32]; R],
+    idx: [&'a [u8]; R],
     groups: usize,
-    xp: *const f32,
-    cols: usize,
-    y: [*mut f32; R],
-    width: usize,
-    accumulate: bool,
-) -> usize {
-    // SAFETY: the caller's contract; AVX-512F is enabled here for `__m512`.
-    unsafe { strip::<__m512, R>(values, idx, groups, (xp, cols), y, width, accumulate) }
 }
 
-/// [`strip`] on ymm registers.
-///
-/// # Safety
-/// AVX2 and FMA; as [`strip`].
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn avx2<const R: usize>(
-    values: [&[f32]; R],
-    idx: [&[u8]; R],
-    groups: usize,
-    xp: *const f32,
-    cols: usize,
-    y: [*mut f32; R],
-    width: usize,
-    accumulate: bool,
-) -> usize {
-    // SAFETY: the caller's contract; AVX2 and FMA are enabled here for `__m256`.
-    unsafe { strip::<__m256, R>(values, idx, groups, (xp, cols), y, width, accumulate) }
-}
-
-/// The columns of a strip in blocks of `8, 4, 2, 1` vectors; returns how many it did (a
-/// multiple of the vector width).
-///
-/// # Safety
-/// `V`'s instruction set (inlined into the `#[target_feature]` wrappers above); `xp` points at
-/// `x[kb0, c0]`; rows `kb0 .. kb0 + 4·groups`, columns `c0 .. c0 + width` of `x` (row stride
-/// `cols`) are readable; each `y[r]` is writable for `width` elements and they do not overlap.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn strip<V: Vector, const R: usize>(
-    values: [&[f32]; R],
-    idx: [&[u8]; R],
-    groups: usize,
-    x: (*const f32, usize),
-    y: [*mut f32; R],
-    width: usize,
-    accumulate: bool,
-) -> usize {
-    let mut col = 0;
-    while width - col >= MAX_V * V::LANES {
-        let (xs, ys) = (x.0.wrapping_add(col), y.map(|p| p.wrapping_add(col)));
-        // SAFETY: the block covers columns `col .. col + LANES·V <= width` (the loop
-        // condition) of the caller's strips; the ISA is the caller's.
-        unsafe { block::<V, R, MAX_V>(values, idx, groups, (xs, x.1), ys, accumulate) };
-        col += MAX_V * V::LANES;
-    }
-    for v in [4, 2, 1] {
-        if width - col >= v * V::LANES {
-            let (xs, ys) = ((x.0.wrapping_add(col), x.1), y.map(|p| p.wrapping_add(col)));
-            // SAFETY: as above, with `col + LANES·v <= width` (the condition).
-            unsafe {
-                match v {
-                    4 => block::<V, R, 4>(values, idx, groups, xs, ys, accumulate),
-                    2 => block::<V, R, 2>(values, idx, groups, xs, ys, accumulate),
-                    _ => block::<V, R, 1>(values, idx, groups, xs, ys, accumulate),
+impl<const R: usize> Body<R> for TwoOfFour<'_, R> {
+    /// Rows `kb0 .. kb0 + 4·groups` of the block (`xp` at row `kb0`), an index byte decoded
+    /// into four rows per pair of groups.
+    #[inline(always)]
+    unsafe fn accumulate<V: Vector, const N: usize>(
+        self,
+        acc: &mut [[V; N]; R],
+        xp: *const f32,
+        cols: usize,
+    ) {
+        let (values, idx, groups) = (self.values, self.idx, self.groups);
+        let pairs = groups / 2;
+        for j in 0..pairs {
+            // Rows `8j .. 8j + 8` of the block, all `< 4·groups`.
+            let base = xp.wrapping_add(8 * j * cols);
+            for r in 0..R {
+                let b = usize::from(idx[r][j]);
+                let w = &values[r][4 * j..4 * j + 4];
+                // SAFETY: each row is `base + t·cols` with `t < 8` (module doc): inside the block.
+                unsafe {
+                    fma(&mut acc[r], w[0], base.wrapping_add((b & 3) * cols));
+                    fma(&mut acc[r], w[1], base.wrapping_add((b >> 2 & 3) * cols));
+                    fma(&mut acc[r], w[2], base.wrapping_add((4 + (b >> 4 & 3)) * cols));
+                    fma(&mut acc[r], w[3], base.wrapping_add((4 + (b >> 6)) * cols));
                 }
             }
-            col += v * V::LANES;
         }
-    }
-    col
-}
-
-/// `R × N` accumulators held in registers across the whole K block.
-///
-/// # Safety
-/// As [`strip`], for columns `0 .. LANES·N` of `x` and every `y[r]`.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn block<V: Vector, const R: usize, const N: usize>(
-    values: [&[f32]; R],
-    idx: [&[u8]; R],
-    groups: usize,
-    (xp, cols): (*const f32, usize),
-    y: [*mut f32; R],
-    accumulate: bool,
-) {
-    // SAFETY: `V`'s instruction set (contract).
-    let mut acc: [[V; N]; R] = [[unsafe { V::zero() }; N]; R];
-    if accumulate {
-        for (row, y) in acc.iter_mut().zip(y) {
-            for (v, a) in row.iter_mut().enumerate() {
-                // SAFETY: inside the caller's strip of `y`.
-                *a = unsafe { V::load(y.add(V::LANES * v)) };
+        if groups % 2 == 1 {
+            // The last group, rows `8·pairs .. 8·pairs + 4 <= 4·groups`.
+            let base = xp.wrapping_add(8 * pairs * cols);
+            for r in 0..R {
+                let b = usize::from(idx[r][pairs]);
+                // SAFETY: as above, `t < 4`.
+                unsafe {
+                    fma(
+                        &mut acc[r],
+                        values[r][4 * pairs],
+                        base.wrapping_add((b & 3) * cols),
+                    );
+                    fma(
+                        &mut acc[r],
+                        values[r][4 * pairs + 1],
+                        base.wrapping_add((b >> 2 & 3) * cols),
+                    );
+                }
             }
-        }
-    }
-    let pairs = groups / 2;
-    for j in 0..pairs {
-        // Rows `8j .. 8j + 8` of the block, all `< 4·groups`.
-        let base = xp.wrapping_add(8 * j * cols);
-        for r in 0..R {
-            let b = usize::from(idx[r][j]);
-            let w = &values[r][4 * j..4 * j + 4];
-            // SAFETY: each row is `base + t·cols` with `t < 8` (module doc): inside the block.
-            unsafe {
-                fma(&mut acc[r], w[0], base.wrapping_add((b & 3) * cols));
-                fma(&mut acc[r], w[1], base.wrapping_add((b >> 2 & 3) * cols));
-                fma(&mut acc[r], w[2], base.wrapping_add((4 + (b >> 4 & 3)) * cols));
-                fma(&mut acc[r], w[3], base.wrapping_add((4 + (b >> 6)) * cols));
-            }
-        }
-    }
-    if groups % 2 == 1 {
-        // The last group, rows `8·pairs .. 8·pairs + 4 <= 4·groups`.
-        let base = xp.wrapping_add(8 * pairs * cols);
-        for r in 0..R {
-            let b = usize::from(idx[r][pairs]);
-            // SAFETY: as above, `t < 4`.
-            unsafe {
-                fma(
-                    &mut acc[r],
-                    values[r][4 * pairs],
-                    base.wrapping_add((b & 3) * cols),
-                );
-                fma(
-                    &mut acc[r],
-                    values[r][4 * pairs + 1],
-                    base.wrapping_add((b >> 2 & 3) * cols),
-                );
-            }
-        }
-    }
-    for (row, y) in acc.iter().zip(y) {
-        for (v, a) in row.iter().enumerate() {
-            // SAFETY: inside the caller's strip of `y`.
-            unsafe { a.store(y.add(V::LANES * v)) };
         }
     }
 }
