@@ -7,7 +7,6 @@
 use super::by_name::by_name;
 use super::metric::Metric;
 use super::verdict::Bottleneck;
-use std::str::FromStr;
 
 macro_rules! counters {
     ($($variant:ident => $name:literal, $doc:literal;)*) => {
@@ -88,22 +87,7 @@ impl From<Metric> for Counter {
     }
 }
 
-by_name!(Counter);
-
-/// The name is not a known counter.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown counter `{0}`")]
-pub struct UnknownCounter(pub String);
-
-impl FromStr for Counter {
-    type Err = UnknownCounter;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Counter::all()
-            .find(|c| c.name() == s)
-            .ok_or_else(|| UnknownCounter(s.to_owned()))
-    }
-}
+by_name!(Counter, "counter");
 
 #[cfg(test)]
 mod tests {

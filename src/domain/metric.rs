@@ -3,7 +3,6 @@
 
 use super::by_name::by_name;
 use serde::{Deserialize, Serialize};
-use std::str::FromStr;
 
 /// Which way is "better" for a metric; decides what a regression is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +64,11 @@ metrics! {
 }
 
 impl Metric {
+    /// Every metric, in declaration order.
+    pub fn all() -> impl Iterator<Item = Metric> {
+        Metric::ALL.iter().copied()
+    }
+
     /// Whether this metric measures speed (time, throughput, speedup): what a kernel or a
     /// fallback gains or loses, as opposed to quality, energy or counts.
     pub fn is_speed(self) -> bool {
@@ -80,25 +84,8 @@ impl Metric {
     }
 }
 
-/// The name is not one of [`Metric::ALL`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown metric `{0}`")]
-pub struct UnknownMetric(pub String);
-
-impl FromStr for Metric {
-    type Err = UnknownMetric;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Metric::ALL
-            .iter()
-            .copied()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| UnknownMetric(s.to_owned()))
-    }
-}
-
-by_name!(Metric);
-by_name!(Series);
+by_name!(Metric, "metric");
+by_name!(Series, "metric");
 
 impl schemars::JsonSchema for Metric {
     fn schema_name() -> std::borrow::Cow<'static, str> {
@@ -126,6 +113,11 @@ pub enum Series {
 }
 
 impl Series {
+    /// Every series: the metrics, then the calibration timings.
+    pub fn all() -> impl Iterator<Item = Series> {
+        Metric::all().map(Series::Metric).chain([Series::Calibration])
+    }
+
     /// The stable name stored in evidence and baselines.
     pub fn name(self) -> &'static str {
         match self {
@@ -138,17 +130,6 @@ impl Series {
 impl From<Metric> for Series {
     fn from(m: Metric) -> Self {
         Series::Metric(m)
-    }
-}
-
-impl FromStr for Series {
-    type Err = UnknownMetric;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "calibration" => Ok(Series::Calibration),
-            name => name.parse().map(Series::Metric),
-        }
     }
 }
 
@@ -166,12 +147,7 @@ mod tests {
 
     #[test]
     fn series_names_round_trip_through_json_keys() {
-        let keys: Vec<Series> = Metric::ALL
-            .iter()
-            .map(|&m| Series::Metric(m))
-            .chain([Series::Calibration])
-            .collect();
-        for k in keys {
+        for k in Series::all() {
             let json = serde_json::to_string(&k).unwrap();
             assert_eq!(json, format!("\"{}\"", k.name()));
             assert_eq!(serde_json::from_str::<Series>(&json).unwrap(), k);

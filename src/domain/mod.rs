@@ -6,7 +6,7 @@
 //! (`tests/architecture.rs`) enforces it.
 
 pub mod arrivals;
-mod by_name;
+pub mod by_name;
 pub mod counter;
 pub mod digest;
 pub mod gemm;

@@ -1,7 +1,6 @@
 //! The six pipeline stages (DESIGN.md §1), as the memo names them.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// A stage of the pipeline; the memo's *first failing stage* is one of these.
 #[derive(
@@ -37,8 +36,4 @@ impl Stage {
     }
 }
 
-impl fmt::Display for Stage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+super::by_name::display_as!(Stage, as_str);

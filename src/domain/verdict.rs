@@ -1,7 +1,6 @@
 //! Three-valued verdicts (plus `warn`), per guardrail and overall (DESIGN.md §4).
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// The outcome of one guardrail, or of the whole gate.
 #[derive(
@@ -31,11 +30,7 @@ impl Verdict {
     }
 }
 
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+super::by_name::display_as!(Verdict, as_str);
 
 /// Why a slice is slow: where the time goes (DESIGN.md §2).
 #[derive(

@@ -57,9 +57,7 @@ fn issue_8_planted_command_regression_fails_the_gate() {
             "[{metric: effective_speedup, at_least: 1.3}]",
         ),
     );
-    assert_exit(&sb.gate("pack.yaml", &[]), 1);
-    let v = sb.json("out/verdict.json");
-    assert_eq!(v["first_failing_stage"], "validation", "{v}");
+    let (v, _) = sb.gate_fails_at("validation");
     assert_eq!(v["guardrails"][0]["metric"], "effective_speedup");
     assert_eq!(v["guardrails"][0]["verdict"], "fail");
 }
@@ -67,10 +65,8 @@ fn issue_8_planted_command_regression_fails_the_gate() {
 /// Gate a pack whose command fails; returns the memo and the verdict.
 fn failing_gate(command: &str) -> (String, serde_json::Value) {
     let sb = Sandbox::with_pack(&command_pack(command, "[{metric: latency, at_most: 1}]"));
-    assert_exit(&sb.gate("pack.yaml", &[]), 1);
-    let v = sb.json("out/verdict.json");
-    assert_eq!(v["first_failing_stage"], "execution", "{v}");
-    (sb.read("out/memo.md"), v)
+    let (v, memo) = sb.gate_fails_at("execution");
+    (memo, v)
 }
 
 #[test]
@@ -111,8 +107,7 @@ fn issue_8_a_guardrail_metric_the_command_never_prints_fails_at_execution() {
         "{argv: [sh, -c, 'echo \"{\\\"sparsegate\\\": 1, \\\"metric\\\": \\\"latency\\\", \\\"unit\\\": \\\"s\\\", \\\"value\\\": 0.5}\"']}",
         "[{metric: accuracy, at_least: 0.9}]",
     ));
-    assert_exit(&sb.gate("pack.yaml", &[]), 1);
-    let memo = sb.read("out/memo.md");
+    let (_, memo) = sb.gate_fails_at("execution");
     assert_contains(&memo, "printed no `accuracy` records");
 }
 

@@ -84,6 +84,16 @@ impl Sandbox {
         self.output(&args)
     }
 
+    /// `gate pack.yaml`, which must fail (exit 1) with `stage` as its first failing stage:
+    /// the verdict and the memo.
+    #[track_caller]
+    pub fn gate_fails_at(&self, stage: &str) -> (serde_json::Value, String) {
+        assert_exit(&self.gate("pack.yaml", &[]), 1);
+        let verdict = self.json("out/verdict.json");
+        assert_eq!(verdict["first_failing_stage"], stage, "{verdict}");
+        (verdict, self.read("out/memo.md"))
+    }
+
     /// `validate PACK`, which must refuse the pack (exit 2): everything it printed.
     #[track_caller]
     pub fn refused_at_ingress(&self, pack: &str) -> String {

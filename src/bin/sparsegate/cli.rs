@@ -53,14 +53,8 @@ pub enum Command {
         /// Directory of golden baselines.
         #[arg(long, value_name = "DIR", default_value = "golden")]
         golden: PathBuf,
-        /// Compare with baselines taken under a different environment lock (the memo says so).
-        #[arg(long)]
-        allow_env_drift: bool,
-        /// Print verdict.json on stdout instead of the text summary.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
-        history: RecordArgs,
+        decide: DecideArgs,
     },
     /// Run, validate against guardrails and golden baselines, and decide; writes
     /// verdict.json, evidence.json, memo.md, memo.html and junit.xml into DIR.
@@ -70,14 +64,8 @@ pub enum Command {
         /// Output directory.
         #[arg(long, value_name = "DIR", default_value = "out")]
         out: PathBuf,
-        /// Compare with baselines taken under a different environment lock (the memo says so).
-        #[arg(long)]
-        allow_env_drift: bool,
-        /// Print verdict.json on stdout instead of the text summary.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
-        history: RecordArgs,
+        decide: DecideArgs,
     },
     /// List the gate and merge runs recorded in the run history, newest first.
     History {
@@ -275,6 +263,19 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
         .into_iter()
         .find(|p| p.as_str() == s)
         .ok_or_else(|| format!("unknown precision `{s}`: write fp32, fp16, bf16 or int8"))
+}
+
+/// What `gate` and `merge` share: how they compare, print and record.
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    /// Compare with baselines taken under a different environment lock (the memo says so).
+    #[arg(long)]
+    pub allow_env_drift: bool,
+    /// Print verdict.json on stdout instead of the text summary.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub history: RecordArgs,
 }
 
 /// Where `gate` and `merge` record the run.

@@ -19,17 +19,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             shards,
             out,
             golden,
-            allow_env_drift,
-            json,
-            history,
-        } => crate::merge::run(&shards, &out, golden, allow_env_drift, json, &history),
-        Command::Gate {
-            run,
-            out,
-            allow_env_drift,
-            json,
-            history,
-        } => crate::gate::run(&run, &out, allow_env_drift, json, &history),
+            decide,
+        } => crate::merge::run(&shards, &out, golden, &decide),
+        Command::Gate { run, out, decide } => crate::gate::run(&run, &out, &decide),
         Command::Memo(MemoCommand::Sign { dir, key, role, json }) => {
             crate::memo::sign(&dir, &key, role.as_deref(), json)
         }

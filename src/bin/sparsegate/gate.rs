@@ -1,7 +1,7 @@
 //! `sparsegate gate PACK... --out DIR`: run, validate, decide; the summary (or
 //! verdict.json) on stdout, the verdict as the exit code. [`print_report`] serves `merge`.
 
-use crate::cli::{RecordArgs, RunArgs};
+use crate::cli::{DecideArgs, RunArgs};
 use crate::options::{options, record_path};
 use crate::progress::progress;
 use sparsegate::Result;
@@ -10,17 +10,11 @@ use sparsegate::files::FileError;
 use sparsegate::release::{ExitCode, github_annotations, render_summary};
 use std::path::Path;
 
-pub fn run(
-    run: &RunArgs,
-    out: &Path,
-    allow_env_drift: bool,
-    json: bool,
-    history: &RecordArgs,
-) -> Result<ExitCode> {
-    let mut options = options(run, allow_env_drift);
-    options.history = record_path(history, &options.work_dir);
+pub fn run(run: &RunArgs, out: &Path, decide: &DecideArgs) -> Result<ExitCode> {
+    let mut options = options(run, decide.allow_env_drift);
+    options.history = record_path(&decide.history, &options.work_dir);
     let report = app::gate(&run.packs, out, &options, &mut progress(run.quiet))?;
-    print_report(&report, json)?;
+    print_report(&report, decide.json)?;
     Ok(report.decision.exit_code)
 }
 
