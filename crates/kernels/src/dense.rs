@@ -12,7 +12,7 @@
 //! else: callers get a slice API that checks every length before the pointers are formed.
 
 use super::dense_lanes::{self, PanelWeights};
-use super::error::{KernelError, check_len};
+use super::error::{KernelError, check_gemm, check_len};
 use super::shared_output::trivial_product;
 use gemm::Parallelism;
 
@@ -91,9 +91,7 @@ pub fn gemm_f32(
     k: usize,
     m: usize,
 ) -> Result<(), KernelError> {
-    check_len("w", w.len(), n, k)?;
-    check_len("x", x.len(), k, m)?;
-    check_len("y", y.len(), n, m)?;
+    check_gemm(w.len(), x.len(), y.len(), n, k, m)?;
     if trivial_product(y, n, k, m) {
         return Ok(());
     }

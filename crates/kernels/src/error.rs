@@ -73,6 +73,21 @@ pub(crate) fn elements(rows: usize, cols: usize) -> Result<usize, KernelError> {
     rows.checked_mul(cols).ok_or(KernelError::Overflow { rows, cols })
 }
 
+/// Check the lengths of a dense product's operands: `w` is `n × k`, `x` is `k × m`, `y` is
+/// `n × m`.
+pub(crate) fn check_gemm(
+    w: usize,
+    x: usize,
+    y: usize,
+    n: usize,
+    k: usize,
+    m: usize,
+) -> Result<(), KernelError> {
+    check_len("w", w, n, k)?;
+    check_len("x", x, k, m)?;
+    check_len("y", y, n, m)
+}
+
 /// Check that `buf` holds exactly `rows × cols` elements.
 pub(crate) fn check_len(what: &'static str, len: usize, rows: usize, cols: usize) -> Result<(), KernelError> {
     let expected = elements(rows, cols)?;

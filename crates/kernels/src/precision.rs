@@ -14,7 +14,7 @@
 //!   has it; [`SparseI8`] runs VNNI too (kept entries four at a time). The widening axpy loop
 //!   is the fallback for both.
 
-use super::error::{KernelError, check_len};
+use super::error::{KernelError, check_gemm, check_len};
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
@@ -91,8 +91,7 @@ pub fn gemm_half(
     k: usize,
     m: usize,
 ) -> Result<(), KernelError> {
-    check_len("w", w.len(), n, k)?;
-    check_len("x", x.len(), k, m)?;
+    check_gemm(w.len(), x.len(), y.len(), n, k, m)?;
     w.to_f32_into(w_panel)?;
     x.to_f32_into(x_panel)?;
     super::dense::gemm_f32(threads, w_panel, x_panel, y, n, k, m)
@@ -247,9 +246,7 @@ pub fn gemm_i8(
 }
 
 fn check_i8_shapes(w: &[i8], x: &[i8], y: &[i32], n: usize, k: usize, m: usize) -> Result<(), KernelError> {
-    check_len("w", w.len(), n, k)?;
-    check_len("x", x.len(), k, m)?;
-    check_len("y", y.len(), n, m)?;
+    check_gemm(w.len(), x.len(), y.len(), n, k, m)?;
     if k > INT8_MAX_K {
         return Err(KernelError::Overflow { rows: n, cols: k });
     }
