@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// What a child needs to measure one run: the pack (path and digest, so a pack edited
@@ -47,7 +47,72 @@ pub struct RunReply {
 /// Measures one run somewhere other than the gate's process.
 pub trait RunLauncher: std::fmt::Debug + Send + Sync {
     /// Measure the requested run, giving up after `timeout`.
-    fn launch(&self, request: &RunRequest, timeout: Duration) -> Result<RunReply, String>;
+    fn launch(&self, request: &RunRequest, timeout: Duration) -> Result<RunReply, ChildError>;
+}
+
+/// Why a run in a child process produced no record. Every variant that follows the
+/// child's exit quotes the end of its stderr: the child's own error message is there.
+#[derive(Debug, thiserror::Error)]
+pub enum ChildError {
+    /// The request could not be serialised.
+    #[error("cannot encode the run request: {0}")]
+    Encode(#[source] serde_json::Error),
+    /// The child process could not be started.
+    #[error("cannot start {}: {source}", program.display())]
+    Start {
+        /// The program that was to run.
+        program: PathBuf,
+        /// Why it did not start.
+        source: std::io::Error,
+    },
+    /// Waiting on the running child failed (it was killed).
+    #[error("lost track of the child process: {0}")]
+    Wait(#[source] std::io::Error),
+    /// The child outlived its timeout and was killed.
+    #[error("the child process ran longer than {:.0} s and was killed{stderr}", timeout.as_secs_f64())]
+    TimedOut {
+        /// The timeout it ran past.
+        timeout: Duration,
+        /// The end of its stderr.
+        stderr: StderrTail,
+    },
+    /// The child exited unsuccessfully or was killed by a signal.
+    #[error("the child process failed ({status}){stderr}")]
+    Failed {
+        /// How it ended.
+        status: ExitStatus,
+        /// The end of its stderr.
+        stderr: StderrTail,
+    },
+    /// The child exited cleanly but did not print a [`RunReply`].
+    #[error("the child process exited cleanly but its output is not a run reply ({source}){stderr}")]
+    BadReply {
+        /// Why its stdout does not parse as a reply.
+        source: serde_json::Error,
+        /// The end of its stderr.
+        stderr: StderrTail,
+    },
+    /// The child measured under an environment lock other than the gate's.
+    #[error("the child process measured under a different environment lock ({})", fields.join(", "))]
+    LockMismatch {
+        /// The lock fields that differ.
+        fields: Vec<String>,
+    },
+}
+
+/// The last bytes of a child's stderr, trimmed (empty when it printed nothing); shown as
+/// the end of a [`ChildError`]'s message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StderrTail(pub String);
+
+impl std::fmt::Display for StderrTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            f.write_str(" (no stderr)")
+        } else {
+            write!(f, "; its stderr ends: {}", self.0)
+        }
+    }
 }
 
 /// Starts `program args…` once per run, request on stdin, reply on stdout.
@@ -74,16 +139,18 @@ impl ChildProcessLauncher {
 }
 
 impl RunLauncher for ChildProcessLauncher {
-    fn launch(&self, request: &RunRequest, timeout: Duration) -> Result<RunReply, String> {
-        let request_json =
-            serde_json::to_vec(request).map_err(|e| format!("cannot encode the run request: {e}"))?;
+    fn launch(&self, request: &RunRequest, timeout: Duration) -> Result<RunReply, ChildError> {
+        let request_json = serde_json::to_vec(request).map_err(ChildError::Encode)?;
         let mut child = Command::new(&self.program)
             .args(&self.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
+            .map_err(|source| ChildError::Start {
+                program: self.program.clone(),
+                source,
+            })?;
         // Drain both pipes on their own threads so a chatty child can never block on a full
         // pipe while we wait for it to exit.
         let drain = |pipe: Option<Box<dyn Read + Send>>| {
@@ -115,33 +182,19 @@ impl RunLauncher for ChildProcessLauncher {
                 Err(e) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(format!("lost track of the child process: {e}"));
+                    return Err(ChildError::Wait(e));
                 }
             }
         };
         let stdout = stdout.join().unwrap_or_default();
-        let stderr = tail(&stderr.join().unwrap_or_default());
-        let with_stderr = |what: String| {
-            if stderr.is_empty() {
-                format!("{what} (no stderr)")
-            } else {
-                format!("{what}; its stderr ends: {stderr}")
-            }
-        };
+        let stderr = StderrTail(tail(&stderr.join().unwrap_or_default()));
         let Some(status) = status else {
-            return Err(with_stderr(format!(
-                "the child process ran longer than {:.0} s and was killed",
-                timeout.as_secs_f64()
-            )));
+            return Err(ChildError::TimedOut { timeout, stderr });
         };
         if !status.success() {
-            return Err(with_stderr(format!("the child process failed ({status})")));
+            return Err(ChildError::Failed { status, stderr });
         }
-        serde_json::from_slice(&stdout).map_err(|e| {
-            with_stderr(format!(
-                "the child process exited cleanly but its output is not a run reply ({e})"
-            ))
-        })
+        serde_json::from_slice(&stdout).map_err(|source| ChildError::BadReply { source, stderr })
     }
 }
 
@@ -181,7 +234,8 @@ mod tests {
     fn issue_9_a_crashing_child_is_an_error_with_its_stderr() {
         let err = sh("echo 'kernel exploded' >&2; kill -SEGV $$")
             .launch(&request(), LONG)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("failed"), "{err}");
         assert!(err.contains("kernel exploded"), "{err}");
     }
@@ -190,7 +244,8 @@ mod tests {
     fn issue_9_a_non_zero_exit_is_an_error() {
         let err = sh("cat >/dev/null; echo nope >&2; exit 3")
             .launch(&request(), LONG)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("exit status: 3") && err.contains("nope"), "{err}");
     }
 
@@ -198,7 +253,8 @@ mod tests {
     fn issue_9_malformed_output_is_an_error() {
         let err = sh("cat >/dev/null; echo '{\"not\": \"a reply\"}'")
             .launch(&request(), LONG)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a run reply"), "{err}");
     }
 
@@ -206,7 +262,8 @@ mod tests {
     fn issue_9_a_child_that_hangs_is_killed_at_its_timeout() {
         let err = sh("sleep 30")
             .launch(&request(), Duration::from_millis(200))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("killed"), "{err}");
     }
 
@@ -222,6 +279,44 @@ mod tests {
         let reply = sh(&script).launch(&request(), LONG).unwrap();
         assert_eq!(reply.record.pid, Some(42));
         assert_eq!(reply.environment, request().environment);
+    }
+
+    #[test]
+    fn child_errors_read_as_the_messages_the_evidence_stores() {
+        use std::os::unix::process::ExitStatusExt;
+        let tail = |s: &str| StderrTail(s.into());
+        let cases = [
+            (
+                ChildError::TimedOut {
+                    timeout: Duration::from_secs_f64(310.4),
+                    stderr: tail(""),
+                },
+                "the child process ran longer than 310 s and was killed (no stderr)",
+            ),
+            (
+                ChildError::Failed {
+                    status: ExitStatus::from_raw(3 << 8),
+                    stderr: tail("nope"),
+                },
+                "the child process failed (exit status: 3); its stderr ends: nope",
+            ),
+            (
+                ChildError::LockMismatch {
+                    fields: vec!["cpu_model".into(), "threads".into()],
+                },
+                "the child process measured under a different environment lock (cpu_model, threads)",
+            ),
+            (
+                ChildError::Start {
+                    program: "/no/such".into(),
+                    source: std::io::ErrorKind::NotFound.into(),
+                },
+                "cannot start /no/such: entity not found",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text);
+        }
     }
 
     #[test]

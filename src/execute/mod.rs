@@ -19,7 +19,7 @@ pub mod summary;
 mod weights;
 mod workload;
 
-pub use child::{ChildProcessLauncher, RunLauncher, RunReply, RunRequest};
+pub use child::{ChildError, ChildProcessLauncher, RunLauncher, RunReply, RunRequest, StderrTail};
 pub use command::{COMMAND_CONTRACT_VERSION, RecordError, execute_command_slice, parse_records};
 pub use evidence::{
     EVIDENCE_SCHEMA_VERSION, EqualLatency, Evidence, Look, MetricSamples, ModelScore, OpCost, PackRecord,

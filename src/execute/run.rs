@@ -3,6 +3,7 @@
 //! same process, so the speedup of every pair is a same-moment ratio that machine drift
 //! cannot fake.
 
+use super::child::ChildError;
 use super::evidence::{Look, MetricSamples, OpCost, RunSummary, SliceEvidence, SliceFailure};
 use super::kernels::KernelError;
 use super::numbers::{median, paired_speedups};
@@ -50,7 +51,7 @@ pub struct RunRecord {
 
 /// Runs one run of a slice elsewhere (in practice: a fresh child process) and returns its
 /// record, or why it could not. Given the run index.
-pub type LaunchRun<'a> = dyn Fn(u32) -> Result<RunRecord, String> + 'a;
+pub type LaunchRun<'a> = dyn Fn(u32) -> Result<RunRecord, ChildError> + 'a;
 
 /// What the validate stage answers at an interim look of sequential sampling.
 #[derive(Debug, Clone, Copy, PartialEq)]
