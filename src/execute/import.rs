@@ -15,7 +15,7 @@ use crate::ingress::{ImportSlice, Slice};
 use crate::lower::Plan;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Largest result file read (a criterion `sample.json` or a whole JSON export).
@@ -30,6 +30,117 @@ pub struct Imported {
     pub runs: Vec<u32>,
 }
 
+/// Why another tool's results cannot be read as samples.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The result file cannot be opened.
+    #[error("cannot open: {0}")]
+    Open(#[source] std::io::Error),
+    /// The result file is larger than [`MAX_FILE_BYTES`].
+    #[error("{bytes} bytes is over the {MAX_FILE_BYTES}-byte limit")]
+    TooLarge {
+        /// The file's size.
+        bytes: u64,
+    },
+    /// The result file is not JSON.
+    #[error("not valid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// The top-level list of results is missing: not an export of the tool named.
+    #[error("no `{key}` array (was it written with {written_with}?)")]
+    NotAnExport {
+        /// The list the format keeps its results in.
+        key: &'static str,
+        /// The tool's option that writes this format.
+        written_with: &'static str,
+    },
+    /// No entry has the name asked for.
+    #[error("no benchmark `{name}`; entries in the file: {}", known.join(", "))]
+    UnknownEntry {
+        /// The name asked for.
+        name: String,
+        /// The names the file holds.
+        known: Vec<String>,
+    },
+    /// A Google Benchmark entry reported an error instead of timings.
+    #[error("benchmark `{name}` reported an error: {message}")]
+    BenchmarkFailed {
+        /// The benchmark.
+        name: String,
+        /// Its `error_message`.
+        message: String,
+    },
+    /// A Google Benchmark `time_unit` this reader does not know.
+    #[error("unknown time_unit `{0}`")]
+    UnknownUnit(String),
+    /// A Google Benchmark entry without a numeric `real_time`.
+    #[error("an entry of `{name}` has no numeric `real_time`")]
+    NoRealTime {
+        /// The benchmark.
+        name: String,
+    },
+    /// A hyperfine command failed in at least one run.
+    #[error("command `{name}` exited with {code} in at least one run")]
+    NonZeroExit {
+        /// The command name.
+        name: String,
+        /// The first non-zero exit code, as the file holds it.
+        code: Value,
+    },
+    /// A pytest-benchmark entry saved without its raw rounds.
+    #[error(
+        "benchmark `{name}` has summary statistics only; rerun pytest with --benchmark-save-data \
+         so the raw rounds are kept"
+    )]
+    SummaryOnly {
+        /// The benchmark.
+        name: String,
+    },
+    /// No criterion `sample.json` for the id asked for.
+    #[error("no `{}`; {}", file.display(), describe_criterion_ids(known))]
+    NoCriterionSample {
+        /// The file that was expected.
+        file: PathBuf,
+        /// The benchmark ids found below the directory.
+        known: Vec<String>,
+    },
+    /// A criterion `sample.json` whose `iters` and `times` differ in length.
+    #[error("`{}` has {iters} iteration counts for {times} times", file.display())]
+    RaggedCriterionSample {
+        /// The sample file.
+        file: PathBuf,
+        /// Iteration counts.
+        iters: usize,
+        /// Times.
+        times: usize,
+    },
+    /// A list of numbers is missing.
+    #[error("no `{0}` array")]
+    NoNumbers(&'static str),
+    /// A list of numbers holds something else.
+    #[error("`{0}` holds a value that is not a number")]
+    NotANumber(&'static str),
+    /// The entry has no samples at all.
+    #[error("entry `{0}` has no samples")]
+    NoSamples(String),
+    /// The entry holds a time that is zero, negative or not finite.
+    #[error("entry `{name}` holds a time that is not a positive number ({time})")]
+    BadTime {
+        /// The entry.
+        name: String,
+        /// The offending time, seconds.
+        time: f64,
+    },
+}
+
+fn describe_criterion_ids(known: &[String]) -> String {
+    if known.is_empty() {
+        "no criterion results below it (was `cargo bench` run, and is `file` the criterion directory?)"
+            .to_owned()
+    } else {
+        format!("benchmark ids found: {}", known.join(", "))
+    }
+}
+
 /// Read `slice`'s results (and its comparator's) and record them as evidence.
 pub fn execute_import_slice(slice: &Slice, import: &ImportSlice, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
@@ -39,7 +150,7 @@ pub fn execute_import_slice(slice: &Slice, import: &ImportSlice, plan: &Plan) ->
 }
 
 fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), String> {
-    let context = |e: String| format!("{} `{}`: {e}", import.format.as_str(), import.path.display());
+    let context = |e: ImportError| format!("{} `{}`: {e}", import.format.as_str(), import.path.display());
     let candidate = read_entry(import.format, &import.path, &import.benchmark).map_err(context)?;
     let comparator = import
         .comparator
@@ -105,7 +216,7 @@ struct RunColumns {
 }
 
 /// Read the timings of entry `name` from a file (or criterion directory) in `format`.
-pub fn read_entry(format: ImportFormat, path: &Path, name: &str) -> Result<Imported, String> {
+pub fn read_entry(format: ImportFormat, path: &Path, name: &str) -> Result<Imported, ImportError> {
     let imported = match format {
         ImportFormat::Criterion => criterion(path, name)?,
         ImportFormat::GoogleBenchmark => google_benchmark(&read_json(path)?, name)?,
@@ -113,23 +224,24 @@ pub fn read_entry(format: ImportFormat, path: &Path, name: &str) -> Result<Impor
         ImportFormat::PytestBenchmark => pytest_benchmark(&read_json(path)?, name)?,
     };
     if imported.samples.is_empty() {
-        return Err(format!("entry `{name}` has no samples"));
+        return Err(ImportError::NoSamples(name.to_owned()));
     }
-    if let Some(bad) = imported.samples.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
-        return Err(format!(
-            "entry `{name}` holds a time that is not a positive number ({bad})"
-        ));
+    if let Some(&time) = imported.samples.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
+        return Err(ImportError::BadTime {
+            name: name.to_owned(),
+            time,
+        });
     }
     Ok(imported)
 }
 
-fn read_json(path: &Path) -> Result<Value, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if len > MAX_FILE_BYTES {
-        return Err(format!("{len} bytes is over the {MAX_FILE_BYTES}-byte limit"));
+fn read_json(path: &Path) -> Result<Value, ImportError> {
+    let file = std::fs::File::open(path).map_err(ImportError::Open)?;
+    let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if bytes > MAX_FILE_BYTES {
+        return Err(ImportError::TooLarge { bytes });
     }
-    serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| format!("not valid JSON: {e}"))
+    serde_json::from_reader(std::io::BufReader::new(file)).map_err(ImportError::Json)
 }
 
 /// Seconds per unit of a Google Benchmark `time_unit`.
@@ -143,20 +255,26 @@ fn gbench_unit(unit: &str) -> Option<f64> {
     }
 }
 
-fn unknown_entry(name: &str, known: impl Iterator<Item = String>) -> String {
+fn unknown_entry(name: &str, known: impl Iterator<Item = String>) -> ImportError {
     let mut known: Vec<String> = known.collect();
     known.dedup();
-    format!("no benchmark `{name}`; entries in the file: {}", known.join(", "))
+    ImportError::UnknownEntry {
+        name: name.to_owned(),
+        known,
+    }
 }
 
 /// Google Benchmark JSON: the `iteration` runs of `run_name` (one per repetition), their
 /// `real_time` per iteration; aggregates (`_mean`, `_median`, …) are skipped because the
 /// raw repetitions are there.
-fn google_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
+fn google_benchmark(json: &Value, name: &str) -> Result<Imported, ImportError> {
     let list = json
         .get("benchmarks")
         .and_then(Value::as_array)
-        .ok_or("no `benchmarks` array (was it written with --benchmark_format=json?)")?;
+        .ok_or(ImportError::NotAnExport {
+            key: "benchmarks",
+            written_with: "--benchmark_format=json",
+        })?;
     let mut samples = Vec::new();
     for b in list {
         let run_name = b
@@ -171,14 +289,19 @@ fn google_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
             continue;
         }
         if let Some(err) = b.get("error_message").and_then(Value::as_str) {
-            return Err(format!("benchmark `{name}` reported an error: {err}"));
+            return Err(ImportError::BenchmarkFailed {
+                name: name.to_owned(),
+                message: err.to_owned(),
+            });
         }
         let unit = b.get("time_unit").and_then(Value::as_str).unwrap_or("ns");
-        let scale = gbench_unit(unit).ok_or_else(|| format!("unknown time_unit `{unit}`"))?;
+        let scale = gbench_unit(unit).ok_or_else(|| ImportError::UnknownUnit(unit.to_owned()))?;
         let t = b
             .get("real_time")
             .and_then(Value::as_f64)
-            .ok_or_else(|| format!("an entry of `{name}` has no numeric `real_time`"))?;
+            .ok_or_else(|| ImportError::NoRealTime {
+                name: name.to_owned(),
+            })?;
         samples.push(t * scale);
     }
     if samples.is_empty() {
@@ -198,11 +321,14 @@ fn google_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
 
 /// hyperfine `--export-json`: the `times` (seconds) of the result whose `command` is
 /// `name` (hyperfine stores `--command-name` there). Each time is one process: one run.
-fn hyperfine(json: &Value, name: &str) -> Result<Imported, String> {
+fn hyperfine(json: &Value, name: &str) -> Result<Imported, ImportError> {
     let list = json
         .get("results")
         .and_then(Value::as_array)
-        .ok_or("no `results` array (was it written with --export-json?)")?;
+        .ok_or(ImportError::NotAnExport {
+            key: "results",
+            written_with: "--export-json",
+        })?;
     let entry = list
         .iter()
         .find(|r| r.get("command").and_then(Value::as_str) == Some(name))
@@ -217,7 +343,10 @@ fn hyperfine(json: &Value, name: &str) -> Result<Imported, String> {
     if let Some(codes) = entry.get("exit_codes").and_then(Value::as_array)
         && let Some(code) = codes.iter().find(|c| c.as_i64() != Some(0))
     {
-        return Err(format!("command `{name}` exited with {code} in at least one run"));
+        return Err(ImportError::NonZeroExit {
+            name: name.to_owned(),
+            code: code.clone(),
+        });
     }
     let samples = numbers(entry.get("times"), "times")?;
     let runs = (0..samples.len() as u32).collect();
@@ -226,11 +355,14 @@ fn hyperfine(json: &Value, name: &str) -> Result<Imported, String> {
 
 /// pytest-benchmark `--benchmark-json`: `stats.data` (seconds per iteration, one per
 /// round) of the benchmark whose `name` or `fullname` is `name`.
-fn pytest_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
+fn pytest_benchmark(json: &Value, name: &str) -> Result<Imported, ImportError> {
     let list = json
         .get("benchmarks")
         .and_then(Value::as_array)
-        .ok_or("no `benchmarks` array (was it written with --benchmark-json?)")?;
+        .ok_or(ImportError::NotAnExport {
+            key: "benchmarks",
+            written_with: "--benchmark-json",
+        })?;
     let field = |b: &Value, key: &str| b.get(key).and_then(Value::as_str).map(str::to_owned);
     let entry = list
         .iter()
@@ -238,10 +370,9 @@ fn pytest_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
         .ok_or_else(|| unknown_entry(name, list.iter().filter_map(|b| field(b, "name"))))?;
     let data = entry.get("stats").and_then(|s| s.get("data"));
     if data.is_none() {
-        return Err(format!(
-            "benchmark `{name}` has summary statistics only; rerun pytest with --benchmark-save-data \
-             so the raw rounds are kept"
-        ));
+        return Err(ImportError::SummaryOnly {
+            name: name.to_owned(),
+        });
     }
     let samples = numbers(data, "stats.data")?;
     Ok(Imported {
@@ -252,33 +383,23 @@ fn pytest_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
 
 /// criterion: `<dir>/<id>/new/sample.json`, whose `times[i] / iters[i]` (ns) is one
 /// sample's time per iteration.
-fn criterion(dir: &Path, id: &str) -> Result<Imported, String> {
+fn criterion(dir: &Path, id: &str) -> Result<Imported, ImportError> {
     let file = dir.join(id).join("new").join("sample.json");
     if !file.is_file() {
         let mut known = Vec::new();
         collect_criterion_ids(dir, dir, 0, &mut known);
         known.sort();
-        return Err(format!(
-            "no `{}`; {}",
-            file.display(),
-            if known.is_empty() {
-                "no criterion results below it (was `cargo bench` run, and is `file` the criterion directory?)"
-                    .to_owned()
-            } else {
-                format!("benchmark ids found: {}", known.join(", "))
-            }
-        ));
+        return Err(ImportError::NoCriterionSample { file, known });
     }
     let json = read_json(&file)?;
     let iters = numbers(json.get("iters"), "iters")?;
     let times = numbers(json.get("times"), "times")?;
     if iters.len() != times.len() {
-        return Err(format!(
-            "`{}` has {} iteration counts for {} times",
-            file.display(),
-            iters.len(),
-            times.len()
-        ));
+        return Err(ImportError::RaggedCriterionSample {
+            file,
+            iters: iters.len(),
+            times: times.len(),
+        });
     }
     let samples: Vec<f64> = times.iter().zip(&iters).map(|(t, n)| t / n * 1e-9).collect();
     Ok(Imported {
@@ -305,15 +426,12 @@ fn collect_criterion_ids(root: &Path, dir: &Path, depth: usize, out: &mut Vec<St
     }
 }
 
-fn numbers(value: Option<&Value>, what: &str) -> Result<Vec<f64>, String> {
+fn numbers(value: Option<&Value>, what: &'static str) -> Result<Vec<f64>, ImportError> {
     value
         .and_then(Value::as_array)
-        .ok_or_else(|| format!("no `{what}` array"))?
+        .ok_or(ImportError::NoNumbers(what))?
         .iter()
-        .map(|v| {
-            v.as_f64()
-                .ok_or_else(|| format!("`{what}` holds a value that is not a number"))
-        })
+        .map(|v| v.as_f64().ok_or(ImportError::NotANumber(what)))
         .collect()
 }
 
@@ -336,7 +454,9 @@ mod tests {
         assert_eq!(dense.samples.len(), 12);
         assert!((dense.samples[0] - 242072.76081987753e-9).abs() < 1e-15);
         assert_eq!(dense.runs, vec![0; 12]);
-        let e = read_entry(ImportFormat::GoogleBenchmark, &f, "BM_Nope").unwrap_err();
+        let e = read_entry(ImportFormat::GoogleBenchmark, &f, "BM_Nope")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("BM_Dense/65536") && e.contains("BM_Sparse/65536"),
             "{e}"
@@ -370,14 +490,86 @@ mod tests {
         let dir = fixture("criterion");
         let s = read_entry(ImportFormat::Criterion, &dir, "sum/sparse").unwrap();
         assert_eq!(s.samples.len(), 10);
-        let e = read_entry(ImportFormat::Criterion, &dir, "sum/nope").unwrap_err();
+        let e = read_entry(ImportFormat::Criterion, &dir, "sum/nope")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sum/dense") && e.contains("sum/sparse"), "{e}");
+    }
+
+    #[test]
+    fn import_errors_read_as_the_messages_the_evidence_stores() {
+        let file = PathBuf::from("c/x/new/sample.json");
+        let cases = [
+            (
+                ImportError::TooLarge { bytes: 70_000_000 },
+                "70000000 bytes is over the 67108864-byte limit",
+            ),
+            (
+                ImportError::NotAnExport {
+                    key: "benchmarks",
+                    written_with: "--benchmark_format=json",
+                },
+                "no `benchmarks` array (was it written with --benchmark_format=json?)",
+            ),
+            (
+                ImportError::SummaryOnly { name: "t".into() },
+                "benchmark `t` has summary statistics only; rerun pytest with --benchmark-save-data so the raw \
+                 rounds are kept",
+            ),
+            (
+                ImportError::NoCriterionSample {
+                    file: file.clone(),
+                    known: vec![],
+                },
+                "no `c/x/new/sample.json`; no criterion results below it (was `cargo bench` run, and is `file` the \
+                 criterion directory?)",
+            ),
+            (
+                ImportError::NoCriterionSample {
+                    file: file.clone(),
+                    known: vec!["a".into(), "b".into()],
+                },
+                "no `c/x/new/sample.json`; benchmark ids found: a, b",
+            ),
+            (
+                ImportError::RaggedCriterionSample {
+                    file,
+                    iters: 3,
+                    times: 2,
+                },
+                "`c/x/new/sample.json` has 3 iteration counts for 2 times",
+            ),
+            (
+                ImportError::BadTime {
+                    name: "e".into(),
+                    time: -1.0,
+                },
+                "entry `e` holds a time that is not a positive number (-1)",
+            ),
+            (
+                ImportError::NonZeroExit {
+                    name: "c".into(),
+                    code: serde_json::json!(2),
+                },
+                "command `c` exited with 2 in at least one run",
+            ),
+            (
+                ImportError::UnknownEntry {
+                    name: "n".into(),
+                    known: vec!["a".into(), "b".into()],
+                },
+                "no benchmark `n`; entries in the file: a, b",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text);
+        }
     }
 
     #[test]
     fn issue_8_summary_only_pytest_file_is_refused_with_a_hint() {
         let json: Value = serde_json::json!({"benchmarks": [{"name": "t", "stats": {"median": 1.0}}]});
-        let e = pytest_benchmark(&json, "t").unwrap_err();
+        let e = pytest_benchmark(&json, "t").unwrap_err().to_string();
         assert!(e.contains("--benchmark-save-data"), "{e}");
     }
 }

@@ -25,7 +25,7 @@ pub use evidence::{
     EVIDENCE_SCHEMA_VERSION, EqualLatency, Evidence, Look, MetricSamples, ModelScore, OpCost, PackRecord,
     PruneStep, QualityEvidence, RunSummary, SliceEvidence, SliceFailure,
 };
-pub use import::{Imported, execute_import_slice, read_entry};
+pub use import::{ImportError, Imported, execute_import_slice, read_entry};
 pub use load::{LoadOutcome, execute_load_slice, serve};
 pub use quality::execute_model_slice;
 pub use run::{
