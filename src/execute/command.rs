@@ -14,6 +14,7 @@ use crate::lower::Plan;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -33,11 +34,144 @@ const STDERR_TAIL_BYTES: usize = 600;
 /// (a daemonised grandchild may hold them open; its output is then cut short).
 const PIPE_GRACE: Duration = Duration::from_secs(2);
 
+/// Why a `command` slice produced no (or partial) evidence: the command could not run, it
+/// failed, or it did not print what its guardrails need.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The invocation's argv is empty.
+    #[error("the command has no program to run")]
+    NoProgram,
+    /// The program could not be started.
+    #[error("cannot start command `{command}` in `{}`: {source}", cwd.display())]
+    Start {
+        /// The invocation, as shown to the user.
+        command: String,
+        /// Its working directory.
+        cwd: PathBuf,
+        /// Why it did not start.
+        source: std::io::Error,
+    },
+    /// Waiting on the running program failed (its group was killed).
+    #[error("cannot wait for command `{command}`: {source}")]
+    Wait {
+        /// The invocation.
+        command: String,
+        /// Why the wait failed.
+        source: std::io::Error,
+    },
+    /// The program outlived the slice's `timeout_s`; its process group was killed.
+    #[error(
+        "command `{command}` timed out after {:.3} s (timeout_s); its process group was killed{stderr}",
+        timeout.as_secs_f64()
+    )]
+    TimedOut {
+        /// The invocation.
+        command: String,
+        /// The timeout it ran past.
+        timeout: Duration,
+        /// The end of its stderr.
+        stderr: CommandStderr,
+    },
+    /// The program exited with a non-zero status.
+    #[error("command `{command}` exited with status {code} after {wall_s:.3} s{stderr}")]
+    Exited {
+        /// The invocation.
+        command: String,
+        /// Its exit status.
+        code: i32,
+        /// How long it ran, seconds.
+        wall_s: f64,
+        /// The end of its stderr.
+        stderr: CommandStderr,
+    },
+    /// The program was killed by a signal.
+    #[error("command `{command}` was killed by signal {signal} after {wall_s:.3} s{stderr}")]
+    Signalled {
+        /// The invocation.
+        command: String,
+        /// The signal (0 when the platform did not say).
+        signal: i32,
+        /// How long it ran, seconds.
+        wall_s: f64,
+        /// The end of its stderr.
+        stderr: CommandStderr,
+    },
+    /// The program printed a record that breaks the contract.
+    #[error("command `{command}`: {source}")]
+    Records {
+        /// The invocation.
+        command: String,
+        /// The offending line.
+        source: RecordError,
+    },
+    /// `effective_speedup` needs a `latency` record from both sides of a pair.
+    #[error(
+        "`effective_speedup` pairs `latency` records, but {silent} printed none (command `{command}`, \
+         comparator `{comparator}`)"
+    )]
+    NoLatencyToPair {
+        /// The side that printed no latency.
+        silent: PairSide,
+        /// The candidate invocation.
+        command: String,
+        /// The comparator invocation.
+        comparator: String,
+    },
+    /// A guardrail judges a metric the command never printed.
+    #[error(
+        "command `{command}` printed no `{}` records, but a guardrail on `{}` needs them",
+        needed.name(),
+        guardrail.name()
+    )]
+    MissingMetric {
+        /// The candidate invocation.
+        command: String,
+        /// The metric whose records are missing.
+        needed: Metric,
+        /// The guardrail's metric (a percentile needs `latency`).
+        guardrail: Metric,
+    },
+}
+
+/// One side of an interleaved pair of invocations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairSide {
+    /// The slice's own command.
+    Command,
+    /// The comparator command.
+    Comparator,
+}
+
+impl std::fmt::Display for PairSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PairSide::Command => "the command",
+            PairSide::Comparator => "the comparator",
+        })
+    }
+}
+
+/// The end of a command's stderr on one line (lines joined by ` ⏎ `, at most
+/// [`STDERR_TAIL_BYTES`], `…` where it was cut; empty when it printed nothing): shown at the
+/// end of a [`CommandError`]'s message and so in the memo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandStderr(pub String);
+
+impl std::fmt::Display for CommandStderr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("; stderr was empty")
+        } else {
+            write!(f, "; stderr tail: {}", self.0)
+        }
+    }
+}
+
 /// Run a `command` slice and record what it printed.
 pub fn execute_command_slice(slice: &Slice, command: &CommandSlice, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
-    let outcome = measure(slice, command, &mut evidence);
+    let outcome = measure(slice, command, &mut evidence).map_err(|e| e.to_string());
     evidence.finish(outcome, start)
 }
 
@@ -49,7 +183,7 @@ fn latency_of(records: &Records) -> Option<f64> {
     records.get(&Metric::Latency).map(|v| median(v))
 }
 
-fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) -> Result<(), String> {
+fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) -> Result<(), CommandError> {
     let timeout = Duration::from_secs_f64(command.timeout_s);
     let policy = &slice.samples;
     let budget = policy.time_budget_s.max(0.0);
@@ -106,20 +240,18 @@ fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) 
             invocations += 1 + u64::from(comp.is_some());
             if let Some(comp) = comp {
                 let (Some(a), Some(b)) = (latency_of(&cand), latency_of(&comp)) else {
-                    return Err(format!(
-                        "`effective_speedup` pairs `latency` records, but {} printed none \
-                         (command `{}`, comparator `{}`)",
-                        if latency_of(&cand).is_none() {
-                            "the command"
+                    return Err(CommandError::NoLatencyToPair {
+                        silent: if latency_of(&cand).is_none() {
+                            PairSide::Command
                         } else {
-                            "the comparator"
+                            PairSide::Comparator
                         },
-                        command.candidate.display(),
-                        command
+                        command: command.candidate.display(),
+                        comparator: command
                             .comparator
                             .as_ref()
-                            .map_or_else(String::new, |c| c.display())
-                    ));
+                            .map_or_else(String::new, |c| c.display()),
+                    });
                 };
                 run_comparator.push(b);
                 run_speedup.push(b / a);
@@ -165,12 +297,11 @@ fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) 
             m => m,
         };
         if needed != Metric::EffectiveSpeedup && !metrics.contains_key(&needed) {
-            return Err(format!(
-                "command `{}` printed no `{}` records, but a guardrail on `{}` needs them",
-                command.candidate.display(),
-                needed.name(),
-                g.metric.name()
-            ));
+            return Err(CommandError::MissingMetric {
+                command: command.candidate.display(),
+                needed,
+                guardrail: g.metric,
+            });
         }
     }
     evidence.counters.insert("invocations".into(), invocations as f64);
@@ -203,32 +334,39 @@ fn is_stable(values: &[f64]) -> bool {
 }
 
 /// Run one invocation to completion (or to its timeout) and parse what it printed.
-fn invoke(inv: &CommandInvocation, timeout: Duration) -> Result<Records, String> {
+fn invoke(inv: &CommandInvocation, timeout: Duration) -> Result<Records, CommandError> {
     let output = run_process(inv, timeout)?;
-    let shown = inv.display();
-    let tail = stderr_tail(&output.stderr);
+    let command = inv.display();
+    let stderr = stderr_tail(&output.stderr);
+    let wall_s = output.wall_s;
     if output.timed_out {
-        return Err(format!(
-            "command `{shown}` timed out after {:.3} s (timeout_s); its process group was killed{tail}",
-            timeout.as_secs_f64()
-        ));
+        return Err(CommandError::TimedOut {
+            command,
+            timeout,
+            stderr,
+        });
     }
-    if let Some(code) = output.code {
-        if code != 0 {
-            return Err(format!(
-                "command `{shown}` exited with status {code} after {:.3} s{tail}",
-                output.wall_s
-            ));
+    match output.code {
+        Some(0) => {}
+        Some(code) => {
+            return Err(CommandError::Exited {
+                command,
+                code,
+                wall_s,
+                stderr,
+            });
         }
-    } else {
-        return Err(format!(
-            "command `{shown}` was killed by signal {} after {:.3} s{tail}",
-            output.signal.unwrap_or(0),
-            output.wall_s
-        ));
+        None => {
+            return Err(CommandError::Signalled {
+                command,
+                signal: output.signal.unwrap_or(0),
+                wall_s,
+                stderr,
+            });
+        }
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
-    parse_records(&stdout).map_err(|e| format!("command `{shown}`: {e}"))
+    parse_records(&stdout).map_err(|source| CommandError::Records { command, source })
 }
 
 /// What one process left behind.
@@ -244,11 +382,8 @@ struct ProcessOutput {
 /// Start `inv` in a process group of its own, read both pipes on threads (so a chatty
 /// child never blocks on a full pipe), and kill the whole group at the timeout, so a
 /// benchmark's own children die with it.
-fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutput, String> {
-    let (program, args) = inv
-        .argv
-        .split_first()
-        .ok_or_else(|| "the command has no program to run".to_owned())?;
+fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutput, CommandError> {
+    let (program, args) = inv.argv.split_first().ok_or(CommandError::NoProgram)?;
     let start = Instant::now();
     let mut child = Command::new(program)
         .args(args)
@@ -259,12 +394,10 @@ fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutp
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| {
-            format!(
-                "cannot start command `{}` in `{}`: {e}",
-                inv.display(),
-                inv.cwd.display()
-            )
+        .map_err(|source| CommandError::Start {
+            command: inv.display(),
+            cwd: inv.cwd.clone(),
+            source,
         })?;
     let pgid = child.id() as i32;
     let reader = |pipe: Option<Box<dyn Read + Send>>| {
@@ -295,7 +428,10 @@ fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutp
             Err(e) => {
                 kill_group(pgid);
                 let _ = child.wait();
-                return Err(format!("cannot wait for command `{}`: {e}", inv.display()));
+                return Err(CommandError::Wait {
+                    command: inv.display(),
+                    source: e,
+                });
             }
         }
     };
@@ -323,11 +459,11 @@ fn kill_group(pgid: i32) {
 }
 
 /// The end of a command's stderr on one line, for failure messages and the memo.
-fn stderr_tail(stderr: &[u8]) -> String {
+fn stderr_tail(stderr: &[u8]) -> CommandStderr {
     let text = String::from_utf8_lossy(stderr);
     let text = text.trim();
     if text.is_empty() {
-        return "; stderr was empty".into();
+        return CommandStderr(String::new());
     }
     let mut start = text.len().saturating_sub(STDERR_TAIL_BYTES);
     while !text.is_char_boundary(start) {
@@ -335,7 +471,7 @@ fn stderr_tail(stderr: &[u8]) -> String {
     }
     let cut = if start > 0 { "…" } else { "" };
     let joined = text[start..].lines().collect::<Vec<_>>().join(" ⏎ ");
-    format!("; stderr tail: {cut}{joined}")
+    CommandStderr(format!("{cut}{joined}"))
 }
 
 /// A line of stdout that does not follow the contract.
@@ -551,13 +687,77 @@ mod tests {
     }
 
     #[test]
+    fn command_errors_read_as_the_messages_the_evidence_stores() {
+        let cases = [
+            (
+                CommandError::Exited {
+                    command: "sh -c x".into(),
+                    code: 3,
+                    wall_s: 0.01234,
+                    stderr: CommandStderr("boom".into()),
+                },
+                "command `sh -c x` exited with status 3 after 0.012 s; stderr tail: boom",
+            ),
+            (
+                CommandError::TimedOut {
+                    command: "c".into(),
+                    timeout: Duration::from_millis(1500),
+                    stderr: CommandStderr(String::new()),
+                },
+                "command `c` timed out after 1.500 s (timeout_s); its process group was killed; stderr was empty",
+            ),
+            (
+                CommandError::Signalled {
+                    command: "c".into(),
+                    signal: 9,
+                    wall_s: 2.0,
+                    stderr: CommandStderr("…a ⏎ b".into()),
+                },
+                "command `c` was killed by signal 9 after 2.000 s; stderr tail: …a ⏎ b",
+            ),
+            (
+                CommandError::NoLatencyToPair {
+                    silent: PairSide::Comparator,
+                    command: "a".into(),
+                    comparator: "b".into(),
+                },
+                "`effective_speedup` pairs `latency` records, but the comparator printed none (command `a`, \
+                 comparator `b`)",
+            ),
+            (
+                CommandError::MissingMetric {
+                    command: "a".into(),
+                    needed: Metric::Latency,
+                    guardrail: Metric::LatencyP99,
+                },
+                "command `a` printed no `latency` records, but a guardrail on `latency_p99` needs them",
+            ),
+            (
+                CommandError::Records {
+                    command: "a".into(),
+                    source: RecordError {
+                        line: 2,
+                        message: "bad".into(),
+                    },
+                },
+                "command `a`: stdout line 2: bad; expected one JSON object per line such as {\"sparsegate\": 1, \
+                 \"metric\": \"latency\", \"unit\": \"s\", \"value\": 0.0123} (or \"samples\": [...] instead of \
+                 \"value\")",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text);
+        }
+    }
+
+    #[test]
     fn issue_8_stderr_tail_is_bounded_and_on_one_line() {
         let long = "a\n".repeat(1000) + "the real error";
-        let tail = stderr_tail(long.as_bytes());
+        let tail = stderr_tail(long.as_bytes()).to_string();
         assert!(tail.ends_with("the real error"), "{tail}");
         assert!(tail.len() < STDERR_TAIL_BYTES * 3);
         assert!(!tail.contains('\n'));
-        assert_eq!(stderr_tail(b"  \n"), "; stderr was empty");
+        assert_eq!(stderr_tail(b"  \n").to_string(), "; stderr was empty");
     }
 
     #[test]

@@ -20,7 +20,10 @@ mod weights;
 mod workload;
 
 pub use child::{ChildError, ChildProcessLauncher, RunLauncher, RunReply, RunRequest, StderrTail};
-pub use command::{COMMAND_CONTRACT_VERSION, RecordError, execute_command_slice, parse_records};
+pub use command::{
+    COMMAND_CONTRACT_VERSION, CommandError, CommandStderr, PairSide, RecordError, execute_command_slice,
+    parse_records,
+};
 pub use evidence::{
     EVIDENCE_SCHEMA_VERSION, EqualLatency, Evidence, Look, MetricSamples, ModelScore, OpCost, PackRecord,
     PruneStep, QualityEvidence, RunSummary, SliceEvidence, SliceFailure,
