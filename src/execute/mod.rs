@@ -6,6 +6,7 @@ mod child;
 pub mod children;
 mod command;
 pub mod dispatch;
+mod error;
 mod evidence;
 mod import;
 mod load;
@@ -19,16 +20,17 @@ pub mod summary;
 mod weights;
 mod workload;
 
-pub use child::{ChildError, ChildProcessLauncher, RunLauncher, RunReply, RunRequest, StderrTail};
-pub use command::{
-    COMMAND_CONTRACT_VERSION, CommandError, CommandStderr, PairSide, RecordError, execute_command_slice,
-    parse_records,
+pub use child::{ChildProcessLauncher, RunLauncher, RunReply, RunRequest};
+pub use command::{COMMAND_CONTRACT_VERSION, execute_command_slice, parse_records};
+pub use error::{
+    ChildError, CommandError, CommandStderr, ExecError, ImportError, ModelError, PairSide, PrepareError,
+    RecordError, StderrTail,
 };
 pub use evidence::{
     EVIDENCE_SCHEMA_VERSION, EqualLatency, Evidence, Look, MetricSamples, ModelScore, OpCost, PackRecord,
     PruneStep, QualityEvidence, RunSummary, SliceEvidence, SliceFailure,
 };
-pub use import::{ImportError, Imported, execute_import_slice, read_entry};
+pub use import::{Imported, execute_import_slice, read_entry};
 pub use load::{LoadOutcome, execute_load_slice, serve};
 pub use quality::execute_model_slice;
 pub use run::{
