@@ -70,14 +70,12 @@ pub(super) fn run_under(
             total,
         });
         let plan = lower(slice);
-        let launch = |run: u32| match options.run_launcher.as_deref() {
-            Some(launcher) => launch_child_run(launcher, pack, slice, run, &environment),
-            None => Err("no run launcher".to_owned()),
-        };
+        let environment = &environment;
         let launch = options
             .run_launcher
-            .is_some()
-            .then_some(&launch as &LaunchRun<'_>);
+            .as_deref()
+            .map(|launcher| move |run: u32| launch_child_run(launcher, pack, slice, run, environment));
+        let launch = launch.as_ref().map(|l| l as &LaunchRun<'_>);
         // Sequential sampling: execution asks validate's interim check after each run.
         let baseline = baselines.and_then(|b| b.get(&slice.slice_key()));
         let stop = |ev: &SliceEvidence| interim_look(slice, ev, baseline);

@@ -156,13 +156,40 @@ impl FromStr for Sparsity {
     }
 }
 
-fn parse_density(d: &str) -> Result<f64, String> {
+/// Why a density in a sparsity form is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum DensityError {
+    #[error("density `{0}` is not a number")]
+    NotANumber(String),
+    #[error("density {0} is outside (0, 1]")]
+    OutOfRange(String),
+}
+
+fn parse_density(d: &str) -> Result<f64, DensityError> {
     let v: f64 = d
         .trim()
         .parse()
-        .map_err(|_| format!("density `{d}` is not a number"))?;
+        .map_err(|_| DensityError::NotANumber(d.to_owned()))?;
     if !(v.is_finite() && v > 0.0 && v <= 1.0) {
-        return Err(format!("density {d} is outside (0, 1]"));
+        return Err(DensityError::OutOfRange(d.to_owned()));
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_density_says_which_sparsity_and_why() {
+        let message = |s: &str| s.parse::<Sparsity>().unwrap_err().message;
+        assert_eq!(
+            message("unstructured:x"),
+            "in sparsity `unstructured:x`: density `x` is not a number"
+        );
+        assert_eq!(
+            message("block:4x4:2"),
+            "in sparsity `block:4x4:2`: density 2 is outside (0, 1]"
+        );
+    }
 }

@@ -9,6 +9,7 @@
 //! crash, a non-zero exit, output that is not a reply, a child that outlives its time —
 //! is an error carrying the tail of the child's stderr, and never a hang.
 
+use super::error::{ChildError, StderrTail};
 use super::run::RunRecord;
 use crate::ingress::Environment;
 use serde::{Deserialize, Serialize};
@@ -47,7 +48,7 @@ pub struct RunReply {
 /// Measures one run somewhere other than the gate's process.
 pub trait RunLauncher: std::fmt::Debug + Send + Sync {
     /// Measure the requested run, giving up after `timeout`.
-    fn launch(&self, request: &RunRequest, timeout: Duration) -> Result<RunReply, String>;
+    fn launch(&self, request: &RunRequest, timeout: Duration) -> Result<RunReply, ChildError>;
 }
 
 /// Starts `program args…` once per run, request on stdin, reply on stdout.
@@ -74,16 +75,18 @@ impl ChildProcessLauncher {
 }
 
 impl RunLauncher for ChildProcessLauncher {
-    fn launch(&self, request: &RunRequest, timeout: Duration) -> Result<RunReply, String> {
-        let request_json =
-            serde_json::to_vec(request).map_err(|e| format!("cannot encode the run request: {e}"))?;
+    fn launch(&self, request: &RunRequest, timeout: Duration) -> Result<RunReply, ChildError> {
+        let request_json = serde_json::to_vec(request).map_err(ChildError::Encode)?;
         let mut child = Command::new(&self.program)
             .args(&self.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
+            .map_err(|source| ChildError::Start {
+                program: self.program.clone(),
+                source,
+            })?;
         // Drain both pipes on their own threads so a chatty child can never block on a full
         // pipe while we wait for it to exit.
         let drain = |pipe: Option<Box<dyn Read + Send>>| {
@@ -115,33 +118,19 @@ impl RunLauncher for ChildProcessLauncher {
                 Err(e) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(format!("lost track of the child process: {e}"));
+                    return Err(ChildError::Wait(e));
                 }
             }
         };
         let stdout = stdout.join().unwrap_or_default();
-        let stderr = tail(&stderr.join().unwrap_or_default());
-        let with_stderr = |what: String| {
-            if stderr.is_empty() {
-                format!("{what} (no stderr)")
-            } else {
-                format!("{what}; its stderr ends: {stderr}")
-            }
-        };
+        let stderr = StderrTail(tail(&stderr.join().unwrap_or_default()));
         let Some(status) = status else {
-            return Err(with_stderr(format!(
-                "the child process ran longer than {:.0} s and was killed",
-                timeout.as_secs_f64()
-            )));
+            return Err(ChildError::TimedOut { timeout, stderr });
         };
         if !status.success() {
-            return Err(with_stderr(format!("the child process failed ({status})")));
+            return Err(ChildError::Failed { status, stderr });
         }
-        serde_json::from_slice(&stdout).map_err(|e| {
-            with_stderr(format!(
-                "the child process exited cleanly but its output is not a run reply ({e})"
-            ))
-        })
+        serde_json::from_slice(&stdout).map_err(|source| ChildError::BadReply { source, stderr })
     }
 }
 
@@ -181,7 +170,8 @@ mod tests {
     fn issue_9_a_crashing_child_is_an_error_with_its_stderr() {
         let err = sh("echo 'kernel exploded' >&2; kill -SEGV $$")
             .launch(&request(), LONG)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("failed"), "{err}");
         assert!(err.contains("kernel exploded"), "{err}");
     }
@@ -190,7 +180,8 @@ mod tests {
     fn issue_9_a_non_zero_exit_is_an_error() {
         let err = sh("cat >/dev/null; echo nope >&2; exit 3")
             .launch(&request(), LONG)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("exit status: 3") && err.contains("nope"), "{err}");
     }
 
@@ -198,7 +189,8 @@ mod tests {
     fn issue_9_malformed_output_is_an_error() {
         let err = sh("cat >/dev/null; echo '{\"not\": \"a reply\"}'")
             .launch(&request(), LONG)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a run reply"), "{err}");
     }
 
@@ -206,7 +198,8 @@ mod tests {
     fn issue_9_a_child_that_hangs_is_killed_at_its_timeout() {
         let err = sh("sleep 30")
             .launch(&request(), Duration::from_millis(200))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("killed"), "{err}");
     }
 

@@ -1,7 +1,7 @@
 //! The parent's side of a `process`-mode run: one run of a slice in a fresh child process,
 //! under a finite timeout, refused when the child measured under another lock.
 
-use super::{RunLauncher, RunRecord, RunRequest};
+use super::{ChildError, RunLauncher, RunRecord, RunRequest};
 use crate::ingress::{Environment, LoadedPack, Slice};
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ pub fn launch_child_run(
     slice: &Slice,
     run: u32,
     environment: &Environment,
-) -> Result<RunRecord, String> {
+) -> Result<RunRecord, ChildError> {
     let request = RunRequest {
         pack_path: pack.path.clone(),
         pack_digest: pack.digest.clone(),
@@ -32,11 +32,9 @@ pub fn launch_child_run(
     let reply = launcher.launch(&request, child_timeout(slice))?;
     let fields = environment.lock_diff(&reply.environment);
     if !fields.is_empty() {
-        let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
-        return Err(format!(
-            "the child process measured under a different environment lock ({})",
-            names.join(", ")
-        ));
+        return Err(ChildError::LockMismatch {
+            fields: fields.into_iter().map(|f| f.field).collect(),
+        });
     }
     Ok(reply.record)
 }

@@ -6,6 +6,7 @@
 //! that kills the whole process group, and a failure at the execution stage (with the exit
 //! status and the tail of stderr) when the command fails or prints something malformed.
 
+use super::error::{CommandError, CommandStderr, ExecError, PairSide, RecordError};
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
 use super::numbers::{median, zero_if_nan};
 use crate::domain::Counter;
@@ -38,7 +39,7 @@ const PIPE_GRACE: Duration = Duration::from_secs(2);
 pub fn execute_command_slice(slice: &Slice, command: &CommandSlice, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
-    let outcome = measure(slice, command, &mut evidence);
+    let outcome = measure(slice, command, &mut evidence).map_err(ExecError::from);
     evidence.finish(outcome, start)
 }
 
@@ -50,7 +51,7 @@ fn latency_of(records: &Records) -> Option<f64> {
     records.get(&Metric::Latency).map(|v| median(v))
 }
 
-fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) -> Result<(), String> {
+fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) -> Result<(), CommandError> {
     let timeout = Duration::from_secs_f64(command.timeout_s);
     let policy = &slice.samples;
     let budget = policy.time_budget_s.max(0.0);
@@ -107,20 +108,18 @@ fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) 
             invocations += 1 + u64::from(comp.is_some());
             if let Some(comp) = comp {
                 let (Some(a), Some(b)) = (latency_of(&cand), latency_of(&comp)) else {
-                    return Err(format!(
-                        "`effective_speedup` pairs `latency` records, but {} printed none \
-                         (command `{}`, comparator `{}`)",
-                        if latency_of(&cand).is_none() {
-                            "the command"
+                    return Err(CommandError::NoLatencyToPair {
+                        silent: if latency_of(&cand).is_none() {
+                            PairSide::Command
                         } else {
-                            "the comparator"
+                            PairSide::Comparator
                         },
-                        command.candidate.display(),
-                        command
+                        command: command.candidate.display(),
+                        comparator: command
                             .comparator
                             .as_ref()
-                            .map_or_else(String::new, |c| c.display())
-                    ));
+                            .map_or_else(String::new, |c| c.display()),
+                    });
                 };
                 run_comparator.push(b);
                 run_speedup.push(b / a);
@@ -166,12 +165,11 @@ fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) 
             m => m,
         };
         if needed != Metric::EffectiveSpeedup && !metrics.contains_key(&needed) {
-            return Err(format!(
-                "command `{}` printed no `{}` records, but a guardrail on `{}` needs them",
-                command.candidate.display(),
-                needed.name(),
-                g.metric.name()
-            ));
+            return Err(CommandError::MissingMetric {
+                command: command.candidate.display(),
+                needed,
+                guardrail: g.metric,
+            });
         }
     }
     evidence.counters.insert(Counter::Invocations, invocations as f64);
@@ -202,32 +200,39 @@ fn is_stable(values: &[f64]) -> bool {
 }
 
 /// Run one invocation to completion (or to its timeout) and parse what it printed.
-fn invoke(inv: &CommandInvocation, timeout: Duration) -> Result<Records, String> {
+fn invoke(inv: &CommandInvocation, timeout: Duration) -> Result<Records, CommandError> {
     let output = run_process(inv, timeout)?;
-    let shown = inv.display();
-    let tail = stderr_tail(&output.stderr);
+    let command = inv.display();
+    let stderr = stderr_tail(&output.stderr);
+    let wall_s = output.wall_s;
     if output.timed_out {
-        return Err(format!(
-            "command `{shown}` timed out after {:.3} s (timeout_s); its process group was killed{tail}",
-            timeout.as_secs_f64()
-        ));
+        return Err(CommandError::TimedOut {
+            command,
+            timeout,
+            stderr,
+        });
     }
-    if let Some(code) = output.code {
-        if code != 0 {
-            return Err(format!(
-                "command `{shown}` exited with status {code} after {:.3} s{tail}",
-                output.wall_s
-            ));
+    match output.code {
+        Some(0) => {}
+        Some(code) => {
+            return Err(CommandError::Exited {
+                command,
+                code,
+                wall_s,
+                stderr,
+            });
         }
-    } else {
-        return Err(format!(
-            "command `{shown}` was killed by signal {} after {:.3} s{tail}",
-            output.signal.unwrap_or(0),
-            output.wall_s
-        ));
+        None => {
+            return Err(CommandError::Signalled {
+                command,
+                signal: output.signal.unwrap_or(0),
+                wall_s,
+                stderr,
+            });
+        }
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
-    parse_records(&stdout).map_err(|e| format!("command `{shown}`: {e}"))
+    parse_records(&stdout).map_err(|source| CommandError::Records { command, source })
 }
 
 /// What one process left behind.
@@ -243,11 +248,8 @@ struct ProcessOutput {
 /// Start `inv` in a process group of its own, read both pipes on threads (so a chatty
 /// child never blocks on a full pipe), and kill the whole group at the timeout, so a
 /// benchmark's own children die with it.
-fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutput, String> {
-    let (program, args) = inv
-        .argv
-        .split_first()
-        .ok_or_else(|| "the command has no program to run".to_owned())?;
+fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutput, CommandError> {
+    let (program, args) = inv.argv.split_first().ok_or(CommandError::NoProgram)?;
     let start = Instant::now();
     let mut child = Command::new(program)
         .args(args)
@@ -258,12 +260,10 @@ fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutp
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| {
-            format!(
-                "cannot start command `{}` in `{}`: {e}",
-                inv.display(),
-                inv.cwd.display()
-            )
+        .map_err(|source| CommandError::Start {
+            command: inv.display(),
+            cwd: inv.cwd.clone(),
+            source,
         })?;
     let pgid = child.id() as i32;
     let reader = |pipe: Option<Box<dyn Read + Send>>| {
@@ -294,7 +294,10 @@ fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutp
             Err(e) => {
                 kill_group(pgid);
                 let _ = child.wait();
-                return Err(format!("cannot wait for command `{}`: {e}", inv.display()));
+                return Err(CommandError::Wait {
+                    command: inv.display(),
+                    source: e,
+                });
             }
         }
     };
@@ -322,11 +325,11 @@ fn kill_group(pgid: i32) {
 }
 
 /// The end of a command's stderr on one line, for failure messages and the memo.
-fn stderr_tail(stderr: &[u8]) -> String {
+fn stderr_tail(stderr: &[u8]) -> CommandStderr {
     let text = String::from_utf8_lossy(stderr);
     let text = text.trim();
     if text.is_empty() {
-        return "; stderr was empty".into();
+        return CommandStderr(String::new());
     }
     let mut start = text.len().saturating_sub(STDERR_TAIL_BYTES);
     while !text.is_char_boundary(start) {
@@ -334,22 +337,8 @@ fn stderr_tail(stderr: &[u8]) -> String {
     }
     let cut = if start > 0 { "…" } else { "" };
     let joined = text[start..].lines().collect::<Vec<_>>().join(" ⏎ ");
-    format!("; stderr tail: {cut}{joined}")
+    CommandStderr(format!("{cut}{joined}"))
 }
-
-/// A line of stdout that does not follow the contract.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("stdout line {line}: {message}; expected {EXPECTED}")]
-pub struct RecordError {
-    /// 1-based line number in the command's stdout.
-    pub line: usize,
-    /// What was wrong.
-    pub message: String,
-}
-
-const EXPECTED: &str = "one JSON object per line such as \
-    {\"sparsegate\": 1, \"metric\": \"latency\", \"unit\": \"s\", \"value\": 0.0123} \
-    (or \"samples\": [...] instead of \"value\")";
 
 /// Parse the records of one invocation's stdout (contract version 1). Lines that do not
 /// start with `{` are the benchmark's own chatter and are ignored, as are JSON objects
@@ -552,11 +541,11 @@ mod tests {
     #[test]
     fn issue_8_stderr_tail_is_bounded_and_on_one_line() {
         let long = "a\n".repeat(1000) + "the real error";
-        let tail = stderr_tail(long.as_bytes());
+        let tail = stderr_tail(long.as_bytes()).to_string();
         assert!(tail.ends_with("the real error"), "{tail}");
         assert!(tail.len() < STDERR_TAIL_BYTES * 3);
         assert!(!tail.contains('\n'));
-        assert_eq!(stderr_tail(b"  \n"), "; stderr was empty");
+        assert_eq!(stderr_tail(b"  \n").to_string(), "; stderr was empty");
     }
 
     #[test]

@@ -333,11 +333,15 @@ impl MetricSamples {
 impl SliceEvidence {
     /// Close a measurement that began at `start`: what stopped it, if anything, is a failure
     /// of the execution stage (evidence, not an error), and the wall time is recorded.
-    pub(crate) fn finish(mut self, outcome: Result<(), String>, start: std::time::Instant) -> SliceEvidence {
-        if let Err(message) = outcome {
+    pub(crate) fn finish(
+        mut self,
+        outcome: Result<(), super::ExecError>,
+        start: std::time::Instant,
+    ) -> SliceEvidence {
+        if let Err(error) = outcome {
             self.failure = Some(SliceFailure {
                 stage: Stage::Execution,
-                message,
+                message: error.to_string(),
             });
         }
         self.wall_time_s = start.elapsed().as_secs_f64();

@@ -8,6 +8,7 @@
 //! pairs the comparator's and the slice's samples *by position*; it does not cancel drift
 //! the way the interleaved pairs of the `cpu` and `command` backends do.
 
+use super::error::{ExecError, ImportError};
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
 use super::numbers::{median, paired_speedups, zero_if_nan};
 use crate::domain::{Counter, Metric};
@@ -39,8 +40,12 @@ pub fn execute_import_slice(slice: &Slice, import: &ImportSlice, plan: &Plan) ->
     evidence.finish(outcome, start)
 }
 
-fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), String> {
-    let context = |e: String| format!("{} `{}`: {e}", import.format.as_str(), import.path.display());
+fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), ExecError> {
+    let context = |problem: ImportError| ExecError::Import {
+        format: import.format,
+        path: import.path.clone(),
+        problem,
+    };
     let candidate = read_entry(import.format, &import.path, &import.benchmark).map_err(context)?;
     let comparator = import
         .comparator
@@ -106,7 +111,7 @@ struct RunColumns {
 }
 
 /// Read the timings of entry `name` from a file (or criterion directory) in `format`.
-pub fn read_entry(format: ImportFormat, path: &Path, name: &str) -> Result<Imported, String> {
+pub fn read_entry(format: ImportFormat, path: &Path, name: &str) -> Result<Imported, ImportError> {
     let imported = match format {
         ImportFormat::Criterion => criterion(path, name)?,
         ImportFormat::GoogleBenchmark => google_benchmark(&read_json(path)?, name)?,
@@ -114,23 +119,27 @@ pub fn read_entry(format: ImportFormat, path: &Path, name: &str) -> Result<Impor
         ImportFormat::PytestBenchmark => pytest_benchmark(&read_json(path)?, name)?,
     };
     if imported.samples.is_empty() {
-        return Err(format!("entry `{name}` has no samples"));
+        return Err(ImportError::NoSamples(name.to_owned()));
     }
-    if let Some(bad) = imported.samples.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
-        return Err(format!(
-            "entry `{name}` holds a time that is not a positive number ({bad})"
-        ));
+    if let Some(&time) = imported.samples.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
+        return Err(ImportError::BadTime {
+            name: name.to_owned(),
+            time,
+        });
     }
     Ok(imported)
 }
 
-fn read_json(path: &Path) -> Result<Value, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if len > MAX_FILE_BYTES {
-        return Err(format!("{len} bytes is over the {MAX_FILE_BYTES}-byte limit"));
+fn read_json(path: &Path) -> Result<Value, ImportError> {
+    let file = std::fs::File::open(path).map_err(ImportError::Open)?;
+    let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if bytes > MAX_FILE_BYTES {
+        return Err(ImportError::TooLarge {
+            bytes,
+            limit: MAX_FILE_BYTES,
+        });
     }
-    serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| format!("not valid JSON: {e}"))
+    serde_json::from_reader(std::io::BufReader::new(file)).map_err(ImportError::Json)
 }
 
 /// Seconds per unit of a Google Benchmark `time_unit`.
@@ -144,20 +153,26 @@ fn gbench_unit(unit: &str) -> Option<f64> {
     }
 }
 
-fn unknown_entry(name: &str, known: impl Iterator<Item = String>) -> String {
+fn unknown_entry(name: &str, known: impl Iterator<Item = String>) -> ImportError {
     let mut known: Vec<String> = known.collect();
     known.dedup();
-    format!("no benchmark `{name}`; entries in the file: {}", known.join(", "))
+    ImportError::UnknownEntry {
+        name: name.to_owned(),
+        known,
+    }
 }
 
 /// Google Benchmark JSON: the `iteration` runs of `run_name` (one per repetition), their
 /// `real_time` per iteration; aggregates (`_mean`, `_median`, …) are skipped because the
 /// raw repetitions are there.
-fn google_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
+fn google_benchmark(json: &Value, name: &str) -> Result<Imported, ImportError> {
     let list = json
         .get("benchmarks")
         .and_then(Value::as_array)
-        .ok_or("no `benchmarks` array (was it written with --benchmark_format=json?)")?;
+        .ok_or(ImportError::NotAnExport {
+            key: "benchmarks",
+            written_with: "--benchmark_format=json",
+        })?;
     let mut samples = Vec::new();
     for b in list {
         let run_name = b
@@ -172,14 +187,19 @@ fn google_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
             continue;
         }
         if let Some(err) = b.get("error_message").and_then(Value::as_str) {
-            return Err(format!("benchmark `{name}` reported an error: {err}"));
+            return Err(ImportError::BenchmarkFailed {
+                name: name.to_owned(),
+                message: err.to_owned(),
+            });
         }
         let unit = b.get("time_unit").and_then(Value::as_str).unwrap_or("ns");
-        let scale = gbench_unit(unit).ok_or_else(|| format!("unknown time_unit `{unit}`"))?;
+        let scale = gbench_unit(unit).ok_or_else(|| ImportError::UnknownUnit(unit.to_owned()))?;
         let t = b
             .get("real_time")
             .and_then(Value::as_f64)
-            .ok_or_else(|| format!("an entry of `{name}` has no numeric `real_time`"))?;
+            .ok_or_else(|| ImportError::NoRealTime {
+                name: name.to_owned(),
+            })?;
         samples.push(t * scale);
     }
     if samples.is_empty() {
@@ -199,11 +219,14 @@ fn google_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
 
 /// hyperfine `--export-json`: the `times` (seconds) of the result whose `command` is
 /// `name` (hyperfine stores `--command-name` there). Each time is one process: one run.
-fn hyperfine(json: &Value, name: &str) -> Result<Imported, String> {
+fn hyperfine(json: &Value, name: &str) -> Result<Imported, ImportError> {
     let list = json
         .get("results")
         .and_then(Value::as_array)
-        .ok_or("no `results` array (was it written with --export-json?)")?;
+        .ok_or(ImportError::NotAnExport {
+            key: "results",
+            written_with: "--export-json",
+        })?;
     let entry = list
         .iter()
         .find(|r| r.get("command").and_then(Value::as_str) == Some(name))
@@ -218,7 +241,10 @@ fn hyperfine(json: &Value, name: &str) -> Result<Imported, String> {
     if let Some(codes) = entry.get("exit_codes").and_then(Value::as_array)
         && let Some(code) = codes.iter().find(|c| c.as_i64() != Some(0))
     {
-        return Err(format!("command `{name}` exited with {code} in at least one run"));
+        return Err(ImportError::NonZeroExit {
+            name: name.to_owned(),
+            code: code.clone(),
+        });
     }
     let samples = numbers(entry.get("times"), "times")?;
     let runs = (0..samples.len() as u32).collect();
@@ -227,11 +253,14 @@ fn hyperfine(json: &Value, name: &str) -> Result<Imported, String> {
 
 /// pytest-benchmark `--benchmark-json`: `stats.data` (seconds per iteration, one per
 /// round) of the benchmark whose `name` or `fullname` is `name`.
-fn pytest_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
+fn pytest_benchmark(json: &Value, name: &str) -> Result<Imported, ImportError> {
     let list = json
         .get("benchmarks")
         .and_then(Value::as_array)
-        .ok_or("no `benchmarks` array (was it written with --benchmark-json?)")?;
+        .ok_or(ImportError::NotAnExport {
+            key: "benchmarks",
+            written_with: "--benchmark-json",
+        })?;
     let field = |b: &Value, key: &str| b.get(key).and_then(Value::as_str).map(str::to_owned);
     let entry = list
         .iter()
@@ -239,10 +268,9 @@ fn pytest_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
         .ok_or_else(|| unknown_entry(name, list.iter().filter_map(|b| field(b, "name"))))?;
     let data = entry.get("stats").and_then(|s| s.get("data"));
     if data.is_none() {
-        return Err(format!(
-            "benchmark `{name}` has summary statistics only; rerun pytest with --benchmark-save-data \
-             so the raw rounds are kept"
-        ));
+        return Err(ImportError::SummaryOnly {
+            name: name.to_owned(),
+        });
     }
     let samples = numbers(data, "stats.data")?;
     Ok(Imported {
@@ -253,33 +281,23 @@ fn pytest_benchmark(json: &Value, name: &str) -> Result<Imported, String> {
 
 /// criterion: `<dir>/<id>/new/sample.json`, whose `times[i] / iters[i]` (ns) is one
 /// sample's time per iteration.
-fn criterion(dir: &Path, id: &str) -> Result<Imported, String> {
+fn criterion(dir: &Path, id: &str) -> Result<Imported, ImportError> {
     let file = dir.join(id).join("new").join("sample.json");
     if !file.is_file() {
         let mut known = Vec::new();
         collect_criterion_ids(dir, dir, 0, &mut known);
         known.sort();
-        return Err(format!(
-            "no `{}`; {}",
-            file.display(),
-            if known.is_empty() {
-                "no criterion results below it (was `cargo bench` run, and is `file` the criterion directory?)"
-                    .to_owned()
-            } else {
-                format!("benchmark ids found: {}", known.join(", "))
-            }
-        ));
+        return Err(ImportError::NoCriterionSample { file, known });
     }
     let json = read_json(&file)?;
     let iters = numbers(json.get("iters"), "iters")?;
     let times = numbers(json.get("times"), "times")?;
     if iters.len() != times.len() {
-        return Err(format!(
-            "`{}` has {} iteration counts for {} times",
-            file.display(),
-            iters.len(),
-            times.len()
-        ));
+        return Err(ImportError::RaggedCriterionSample {
+            file,
+            iters: iters.len(),
+            times: times.len(),
+        });
     }
     let samples: Vec<f64> = times.iter().zip(&iters).map(|(t, n)| t / n * 1e-9).collect();
     Ok(Imported {
@@ -306,15 +324,12 @@ fn collect_criterion_ids(root: &Path, dir: &Path, depth: usize, out: &mut Vec<St
     }
 }
 
-fn numbers(value: Option<&Value>, what: &str) -> Result<Vec<f64>, String> {
+fn numbers(value: Option<&Value>, what: &'static str) -> Result<Vec<f64>, ImportError> {
     value
         .and_then(Value::as_array)
-        .ok_or_else(|| format!("no `{what}` array"))?
+        .ok_or(ImportError::NoNumbers(what))?
         .iter()
-        .map(|v| {
-            v.as_f64()
-                .ok_or_else(|| format!("`{what}` holds a value that is not a number"))
-        })
+        .map(|v| v.as_f64().ok_or(ImportError::NotANumber(what)))
         .collect()
 }
 
@@ -337,7 +352,9 @@ mod tests {
         assert_eq!(dense.samples.len(), 12);
         assert!((dense.samples[0] - 242072.76081987753e-9).abs() < 1e-15);
         assert_eq!(dense.runs, vec![0; 12]);
-        let e = read_entry(ImportFormat::GoogleBenchmark, &f, "BM_Nope").unwrap_err();
+        let e = read_entry(ImportFormat::GoogleBenchmark, &f, "BM_Nope")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("BM_Dense/65536") && e.contains("BM_Sparse/65536"),
             "{e}"
@@ -371,14 +388,16 @@ mod tests {
         let dir = fixture("criterion");
         let s = read_entry(ImportFormat::Criterion, &dir, "sum/sparse").unwrap();
         assert_eq!(s.samples.len(), 10);
-        let e = read_entry(ImportFormat::Criterion, &dir, "sum/nope").unwrap_err();
+        let e = read_entry(ImportFormat::Criterion, &dir, "sum/nope")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sum/dense") && e.contains("sum/sparse"), "{e}");
     }
 
     #[test]
     fn issue_8_summary_only_pytest_file_is_refused_with_a_hint() {
         let json: Value = serde_json::json!({"benchmarks": [{"name": "t", "stats": {"median": 1.0}}]});
-        let e = pytest_benchmark(&json, "t").unwrap_err();
+        let e = pytest_benchmark(&json, "t").unwrap_err().to_string();
         assert!(e.contains("--benchmark-save-data"), "{e}");
     }
 }

@@ -7,7 +7,9 @@
 //! differs from back-to-back timing: the same mean rate that a steady stream absorbs makes
 //! the last request of every burst wait for all the ones before it.
 
+use super::error::ExecError;
 use super::evidence::{MetricSamples, SliceEvidence};
+use super::run::worker_pool;
 use super::workload::Workload;
 use crate::domain::{Counter, Metric};
 use crate::ingress::{LoadPlan, Slice};
@@ -48,14 +50,16 @@ pub fn execute_load_slice(slice: &Slice, load: LoadPlan, plan: &Plan) -> SliceEv
     evidence.finish(outcome, start)
 }
 
-fn measure(slice: &Slice, load: LoadPlan, plan: &Plan, evidence: &mut SliceEvidence) -> Result<(), String> {
+fn measure(
+    slice: &Slice,
+    load: LoadPlan,
+    plan: &Plan,
+    evidence: &mut SliceEvidence,
+) -> Result<(), ExecError> {
     if plan.ops.is_empty() {
-        return Err("the slice has no ops to run".into());
+        return Err(ExecError::NoOps);
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(slice.threads.max(1))
-        .build()
-        .map_err(|e| format!("cannot start {} worker threads: {e}", slice.threads))?;
+    let pool = worker_pool(slice)?;
     let mut work = Workload::prepare(slice, plan)?;
     let (value_bytes, metadata_bytes) = work.sparse_bytes();
     let overhead = if value_bytes == 0 {
@@ -64,17 +68,16 @@ fn measure(slice: &Slice, load: LoadPlan, plan: &Plan, evidence: &mut SliceEvide
         metadata_bytes as f64 / value_bytes as f64
     };
     evidence.counters.insert(Metric::MetadataOverhead, overhead);
-    let kernel_error = |e| format!("kernel refused its inputs: {e}");
     let warmup = slice.samples.warmup;
-    let outcome = pool.install(|| -> Result<LoadOutcome, String> {
+    let outcome = pool.install(|| -> Result<LoadOutcome, ExecError> {
         // Correct before fast: the same check as the back-to-back protocol.
-        work.run_candidate().map_err(kernel_error)?;
-        work.run_comparator().map_err(kernel_error)?;
+        work.run_candidate()?;
+        work.run_comparator()?;
         work.check()?;
         for _ in 0..warmup {
-            work.run_candidate().map_err(kernel_error)?;
+            work.run_candidate()?;
         }
-        serve(load, slice.seed, || work.run_candidate().map_err(kernel_error))
+        Ok(serve(load, slice.seed, || work.run_candidate())?)
     })?;
     evidence.warmup_iterations = warmup;
     let counters = &mut evidence.counters;
@@ -95,7 +98,9 @@ fn measure(slice: &Slice, load: LoadPlan, plan: &Plan, evidence: &mut SliceEvide
     );
     counters.insert(Counter::Samples, outcome.latencies.len() as f64);
     if outcome.latencies.is_empty() {
-        return Err("every request was dropped".into());
+        return Err(ExecError::AllDropped {
+            requests: outcome.requests,
+        });
     }
     evidence
         .metrics
@@ -106,12 +111,13 @@ fn measure(slice: &Slice, load: LoadPlan, plan: &Plan, evidence: &mut SliceEvide
 /// The serving loop: one server, FIFO, at most `load.queue` requests in the system.
 /// Requests are served in arrival order, so when request `i` is considered every earlier
 /// accepted request has completed and its completion time is known: whether `i` found the
-/// queue full at its arrival is decided exactly, after the fact.
-pub fn serve(
+/// queue full at its arrival is decided exactly, after the fact. Fails only with the
+/// service's own error.
+pub fn serve<E>(
     load: LoadPlan,
     seed: u64,
-    mut service: impl FnMut() -> Result<(), String>,
-) -> Result<LoadOutcome, String> {
+    mut service: impl FnMut() -> Result<(), E>,
+) -> Result<LoadOutcome, E> {
     let arrivals = arrival_times(load.arrivals, load.requests, seed);
     let mut in_system: VecDeque<f64> = VecDeque::new();
     let mut out = LoadOutcome {

@@ -6,6 +6,7 @@ mod child;
 pub mod children;
 mod command;
 pub mod dispatch;
+mod error;
 mod evidence;
 mod import;
 mod load;
@@ -20,7 +21,11 @@ mod weights;
 mod workload;
 
 pub use child::{ChildProcessLauncher, RunLauncher, RunReply, RunRequest};
-pub use command::{COMMAND_CONTRACT_VERSION, RecordError, execute_command_slice, parse_records};
+pub use command::{COMMAND_CONTRACT_VERSION, execute_command_slice, parse_records};
+pub use error::{
+    ChildError, CommandError, CommandStderr, ExecError, ImportError, ModelError, PairSide, PrepareError,
+    RecordError, StderrTail,
+};
 pub use evidence::{
     EVIDENCE_SCHEMA_VERSION, EqualLatency, Evidence, Look, MetricSamples, ModelScore, OpCost, PackRecord,
     PruneStep, QualityEvidence, RunSummary, SliceEvidence, SliceFailure,

@@ -3,6 +3,8 @@
 //! same process, so the speedup of every pair is a same-moment ratio that machine drift
 //! cannot fake.
 
+use super::error::ChildError;
+use super::error::ExecError;
 use super::evidence::{Look, MetricSamples, OpCost, RunSummary, SliceEvidence, SliceFailure};
 use super::kernels::KernelError;
 use super::numbers::{median, paired_speedups};
@@ -50,7 +52,7 @@ pub struct RunRecord {
 
 /// Runs one run of a slice elsewhere (in practice: a fresh child process) and returns its
 /// record, or why it could not. Given the run index.
-pub type LaunchRun<'a> = dyn Fn(u32) -> Result<RunRecord, String> + 'a;
+pub type LaunchRun<'a> = dyn Fn(u32) -> Result<RunRecord, ChildError> + 'a;
 
 /// What the validate stage answers at an interim look of sequential sampling.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -108,9 +110,9 @@ fn take_runs(
     stop: Option<&StopRule<'_>>,
     empty: &SliceEvidence,
     dense_flops: f64,
-) -> Result<(RunMode, Vec<RunRecord>, Vec<Look>), String> {
+) -> Result<(RunMode, Vec<RunRecord>, Vec<Look>), ExecError> {
     if plan.ops.is_empty() {
-        return Err("the slice has no ops to run".into());
+        return Err(ExecError::NoOps);
     }
     let launch = launch.filter(|_| slice.samples.effective_run_mode() == RunMode::Process);
     let mut local = match launch {
@@ -132,7 +134,7 @@ fn take_runs(
     for run in 0..most {
         let record = match (&mut local, launch) {
             (Some(local), _) => local.run(slice, run)?,
-            (None, Some(launch)) => launch(run).map_err(|e| format!("run {run} (child process): {e}"))?,
+            (None, Some(launch)) => launch(run).map_err(|source| ExecError::Child { run, source })?,
             (None, None) => unreachable!("a launcher or in-process runs"),
         };
         records.push(record);
@@ -161,9 +163,9 @@ fn take_runs(
 
 /// One run of `slice` in a fresh workload, as a child process does it: prepare, check the
 /// sparse result against the comparator, warm up, sample.
-pub fn measure_run(slice: &Slice, plan: &Plan) -> Result<RunRecord, String> {
+pub fn measure_run(slice: &Slice, plan: &Plan) -> Result<RunRecord, ExecError> {
     if plan.ops.is_empty() {
-        return Err("the slice has no ops to run".into());
+        return Err(ExecError::NoOps);
     }
     let mut local = InProcessRuns::prepare(slice, plan)?;
     let mut record = local.run(slice, 0)?;
@@ -180,7 +182,7 @@ pub(crate) trait TimedPair: Send {
     /// One pass of the dense comparator.
     fn run_comparator(&mut self) -> Result<(), KernelError>;
     /// After one pass of each: do their outputs agree?
-    fn check(&self) -> Result<(), String>;
+    fn check(&self) -> Result<(), ExecError>;
 }
 
 impl TimedPair for Workload {
@@ -190,7 +192,7 @@ impl TimedPair for Workload {
     fn run_comparator(&mut self) -> Result<(), KernelError> {
         Workload::run_comparator(self)
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ExecError> {
         Workload::check(self)
     }
 }
@@ -204,7 +206,7 @@ pub(crate) fn measure_pair(
     work: &mut impl TimedPair,
     dense_flops: f64,
     evidence: &mut SliceEvidence,
-) -> Result<(), String> {
+) -> Result<(), ExecError> {
     let mut calibration = Calibration::new();
     let mut records = Vec::new();
     for run in 0..slice.samples.runs.max(1) {
@@ -216,11 +218,14 @@ pub(crate) fn measure_pair(
 }
 
 /// The worker pool a slice's kernels run on.
-pub(crate) fn worker_pool(slice: &Slice) -> Result<rayon::ThreadPool, String> {
+pub(crate) fn worker_pool(slice: &Slice) -> Result<rayon::ThreadPool, ExecError> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(slice.threads.max(1))
         .build()
-        .map_err(|e| format!("cannot start {} worker threads: {e}", slice.threads))
+        .map_err(|source| ExecError::WorkerPool {
+            threads: slice.threads,
+            source,
+        })
 }
 
 /// Runs in this process: one workload prepared once, checked on the first run.
@@ -232,7 +237,7 @@ struct InProcessRuns {
 }
 
 impl InProcessRuns {
-    fn prepare(slice: &Slice, plan: &Plan) -> Result<InProcessRuns, String> {
+    fn prepare(slice: &Slice, plan: &Plan) -> Result<InProcessRuns, ExecError> {
         let pool = worker_pool(slice)?;
         let work = Workload::prepare(slice, plan)?;
         let counters = weight_counters(&work, slice);
@@ -244,7 +249,7 @@ impl InProcessRuns {
         })
     }
 
-    fn run(&mut self, slice: &Slice, run: u32) -> Result<RunRecord, String> {
+    fn run(&mut self, slice: &Slice, run: u32) -> Result<RunRecord, ExecError> {
         let (work, calibration) = (&mut self.work, &mut self.calibration);
         let timed = self
             .pool
@@ -289,14 +294,14 @@ fn record(timed: Timings, counters: Counters, op_costs: Vec<OpCost>, pid: Option
 /// with its run id, one [`RunSummary`] per run. Refuses records that do not hold together
 /// (a child that sent ragged or non-positive timings).
 fn merge_runs(evidence: &mut SliceEvidence, mode: RunMode, records: Vec<RunRecord>, dense_flops: f64) {
-    if let Some(message) = records
+    if let Some(error) = records
         .iter()
         .enumerate()
         .find_map(|(run, r)| check_record(run, r))
     {
         evidence.failure = Some(SliceFailure {
             stage: Stage::Execution,
-            message,
+            message: error.to_string(),
         });
         return;
     }
@@ -349,23 +354,20 @@ fn merge_runs(evidence: &mut SliceEvidence, mode: RunMode, records: Vec<RunRecor
 }
 
 /// Why a run's record cannot be used, if it cannot.
-fn check_record(run: usize, r: &RunRecord) -> Option<String> {
+fn check_record(run: usize, r: &RunRecord) -> Option<ExecError> {
     let n = r.candidate.len();
     if n == 0 || r.comparator.len() != n || r.calibration.len() != n {
-        return Some(format!(
-            "run {run} sent {n} slice, {} comparator and {} calibration timings; expected the same \
-             positive number of each",
-            r.comparator.len(),
-            r.calibration.len()
-        ));
+        return Some(ExecError::RaggedRun {
+            run,
+            candidate: n,
+            comparator: r.comparator.len(),
+            calibration: r.calibration.len(),
+        });
     }
     let all = r.candidate.iter().chain(&r.comparator).chain(&r.calibration);
-    if let Some(bad) = all.copied().find(|t| !(t.is_finite() && *t > 0.0)) {
-        return Some(format!(
-            "run {run} sent a timing of {bad} s; timings must be positive and finite"
-        ));
-    }
-    None
+    all.copied()
+        .find(|t| !(t.is_finite() && *t > 0.0))
+        .map(|timing| ExecError::BadTiming { run, timing })
 }
 
 /// FLOPs on kept weights only, all ops: `2·M·N·K·density` on the sparse path, `2·M·N·K`
@@ -416,19 +418,18 @@ fn merge_op_costs(records: &[RunRecord]) -> Vec<OpCost> {
 /// (alternating which side goes first) for [`OP_TIMING_PASSES`] passes after one untimed
 /// pass; the medians say where a slice's latency goes, which the whole-workload samples
 /// cannot. Taken after the main sampling, so it never perturbs the gate's own samples.
-fn op_costs(work: &mut Workload) -> Result<Vec<OpCost>, String> {
-    let kernel_error = |e| format!("kernel refused its inputs: {e}");
+fn op_costs(work: &mut Workload) -> Result<Vec<OpCost>, ExecError> {
     let names: Vec<String> = work.op_names().map(str::to_owned).collect();
     let mut candidate = vec![Vec::with_capacity(OP_TIMING_PASSES); names.len()];
     let mut comparator = vec![Vec::with_capacity(OP_TIMING_PASSES); names.len()];
     for pass in 0..=OP_TIMING_PASSES {
         for i in 0..names.len() {
             let (c, d) = if (pass + i) % 2 == 0 {
-                let c = time(|| work.run_candidate_op(i)).map_err(kernel_error)?;
-                (c, time(|| work.run_comparator_op(i)).map_err(kernel_error)?)
+                let c = time(|| work.run_candidate_op(i))?;
+                (c, time(|| work.run_comparator_op(i))?)
             } else {
-                let d = time(|| work.run_comparator_op(i)).map_err(kernel_error)?;
-                (time(|| work.run_candidate_op(i)).map_err(kernel_error)?, d)
+                let d = time(|| work.run_comparator_op(i))?;
+                (time(|| work.run_candidate_op(i))?, d)
             };
             // Pass 0 warms each op's caches after the previous op evicted them.
             if pass > 0 {
@@ -481,7 +482,7 @@ impl Calibration {
     }
 
     /// One product `C = A·B` (i-k-j order, so the inner loop vectorises).
-    fn run(&mut self) -> Result<(), String> {
+    fn run(&mut self) {
         let d = CALIBRATION_DIM;
         self.c.fill(0.0);
         for i in 0..d {
@@ -494,7 +495,6 @@ impl Calibration {
             }
         }
         std::hint::black_box(&self.c);
-        Ok(())
     }
 }
 
@@ -514,12 +514,11 @@ fn sample(
     work: &mut impl TimedPair,
     calibration: &mut Calibration,
     first: bool,
-) -> Result<Timings, String> {
+) -> Result<Timings, ExecError> {
     let start = Instant::now();
-    let kernel_error = |e| format!("kernel refused its inputs: {e}");
     if first {
-        work.run_candidate().map_err(kernel_error)?;
-        work.run_comparator().map_err(kernel_error)?;
+        work.run_candidate()?;
+        work.run_comparator()?;
         work.check()?;
     }
 
@@ -528,9 +527,9 @@ fn sample(
 
     let mut warm = Vec::new();
     loop {
-        warm.push(time(|| work.run_candidate()).map_err(kernel_error)?);
-        time(|| work.run_comparator()).map_err(kernel_error)?;
-        calibration.run()?;
+        warm.push(time(|| work.run_candidate())?);
+        time(|| work.run_comparator())?;
+        calibration.run();
         let done = warm.len() as u32;
         if done < policy.warmup {
             continue;
@@ -548,15 +547,15 @@ fn sample(
         // Alternate which side goes first (A B C, B A C, …) so order effects cancel in the
         // ratio; the calibration workload follows every pair.
         let (c, d) = if candidate.len() % 2 == 0 {
-            let c = time(|| work.run_candidate()).map_err(kernel_error)?;
-            (c, time(|| work.run_comparator()).map_err(kernel_error)?)
+            let c = time(|| work.run_candidate())?;
+            (c, time(|| work.run_comparator())?)
         } else {
-            let d = time(|| work.run_comparator()).map_err(kernel_error)?;
-            (time(|| work.run_candidate()).map_err(kernel_error)?, d)
+            let d = time(|| work.run_comparator())?;
+            (time(|| work.run_candidate())?, d)
         };
         candidate.push(c);
         comparator.push(d);
-        calib.push(time(|| calibration.run())?);
+        calib.push(seconds(|| calibration.run()));
         let n = candidate.len() as u32;
         if n >= policy.min && (elapsed() >= budget || n >= policy.max) {
             break;
@@ -577,7 +576,7 @@ pub(crate) fn median_paired_ratio(
     pool: &rayon::ThreadPool,
     policy: &SamplePolicy,
     work: &mut impl TimedPair,
-) -> Result<f64, String> {
+) -> Result<f64, ExecError> {
     let mut calibration = Calibration::new();
     let timed = pool.install(|| sample(policy, work, &mut calibration, true))?;
     let pairs = paired_speedups(&timed.comparator, &timed.candidate);
@@ -589,6 +588,13 @@ fn time<E>(f: impl FnOnce() -> Result<(), E>) -> Result<f64, E> {
     let t = Instant::now();
     f()?;
     Ok(t.elapsed().as_secs_f64().max(MIN_TIMING_S))
+}
+
+/// Seconds `f` took (it cannot fail).
+fn seconds(f: impl FnOnce()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64().max(MIN_TIMING_S)
 }
 
 /// Whether the last [`STABLE_WINDOW`] timings lie within [`STABLE_SPREAD`] of their median.

@@ -4,6 +4,7 @@
 //! point to point), never as repeated "samples" that would fake a distribution. The dense
 //! comparator is the same ops dense on the same part.
 
+use super::error::ExecError;
 use super::evidence::{OpCost, SliceEvidence};
 use crate::domain::Sparsity;
 use crate::domain::{Counter, Metric};
@@ -63,7 +64,7 @@ fn totals(
     preset: &Preset,
     plan: &Plan,
     dense: bool,
-) -> Result<(Totals, Vec<(f64, f64)>), String> {
+) -> Result<(Totals, Vec<(f64, f64)>), ExecError> {
     let mut t = Totals::default();
     let mut per_op = Vec::with_capacity(plan.ops.len());
     for op in &plan.ops {
@@ -74,7 +75,10 @@ fn totals(
             if dense { Sparsity::Dense } else { slice.sparsity },
             slice.precision,
         );
-        let r = evaluate(preset, &layer).map_err(|e| format!("op `{}`: {e}", op.op.name))?;
+        let r = evaluate(preset, &layer).map_err(|source| ExecError::Sim {
+            op: op.op.name.clone(),
+            source,
+        })?;
         per_op.push((r.latency_s, r.energy_j));
         let io = (op.op.m * op.op.k + op.op.m * op.op.n) as f64 * slice.precision.bytes() as f64;
         t.bytes_moved += r.value_bytes + r.metadata_bytes + io;
@@ -171,8 +175,8 @@ pub fn execute_sim_slice(slice: &Slice, preset: &Preset, plan: &Plan) -> SliceEv
                 .collect();
             Ok(())
         }
-        Ok(_) => Err("the slice has no ops to run".into()),
-        Err(message) => Err(message),
+        Ok(_) => Err(ExecError::NoOps),
+        Err(error) => Err(error),
     };
     evidence.finish(outcome, start)
 }

@@ -12,6 +12,7 @@
 //! one scale, multiplies into exact i32 sums ([`super::kernels::precision`]) and dequantises;
 //! the check then requires the candidate's i32 sums to equal the comparator's exactly.
 
+use super::error::{ExecError, PrepareError};
 use super::evidence::OpFidelity;
 use super::kernels::dense::{DenseWeights, gemm_f32};
 use super::kernels::precision::{self, Half, HalfBuf, SparseI8};
@@ -68,7 +69,7 @@ struct Int8Op {
 
 impl Workload {
     /// Generate inputs and prepare every op; an error says which op could not be prepared.
-    pub(crate) fn prepare(slice: &Slice, plan: &Plan) -> Result<Workload, String> {
+    pub(crate) fn prepare(slice: &Slice, plan: &Plan) -> Result<Workload, ExecError> {
         let mut rng = ChaCha8Rng::seed_from_u64(slice.seed);
         let threads = slice.threads.max(1);
         let ops = plan
@@ -83,6 +84,10 @@ impl Workload {
                     threads,
                     &mut rng,
                 )
+                .map_err(|problem| ExecError::Prepare {
+                    op: p.op.name.clone(),
+                    problem,
+                })
             })
             .collect::<Result<_, _>>()?;
         Ok(Workload { ops, threads })
@@ -164,7 +169,7 @@ impl Workload {
     }
 
     /// Compare the last candidate outputs with the last comparator outputs, op by op.
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), ExecError> {
         for p in &self.ops {
             if let Some(q) = &p.int8 {
                 if let Some(i) = q
@@ -173,11 +178,12 @@ impl Workload {
                     .zip(&q.acc_comparator)
                     .position(|(a, b)| a != b)
                 {
-                    return Err(format!(
-                        "op `{}`: int8 candidate sum {} differs from the dense comparator's {} at element {i} \
-                         (int8 products are exact in i32)",
-                        p.op.name, q.acc_candidate[i], q.acc_comparator[i]
-                    ));
+                    return Err(ExecError::Int8Mismatch {
+                        op: p.op.name.clone(),
+                        candidate: q.acc_candidate[i],
+                        comparator: q.acc_comparator[i],
+                        element: i,
+                    });
                 }
                 continue;
             }
@@ -192,11 +198,12 @@ impl Workload {
                 .fold(0.0f64, |e, (&a, &b)| e.max(f64::from(a - b).abs()));
             let allowed = TOLERANCE_PER_K * (p.op.k.max(100) as f64) * scale;
             if err.is_nan() || err > allowed {
-                return Err(format!(
-                    "op `{}`: candidate output differs from the dense comparator by {err:e} \
-                     (allowed {allowed:e} = {TOLERANCE_PER_K:e}·max(K,100)·max|y|)",
-                    p.op.name
-                ));
+                return Err(ExecError::OutputMismatch {
+                    op: p.op.name.clone(),
+                    deviation: err,
+                    allowed,
+                    tolerance_per_k: TOLERANCE_PER_K,
+                });
             }
         }
         Ok(())
@@ -229,6 +236,7 @@ impl Workload {
     }
 }
 
+/// Prepare one op; the caller names the op in the error.
 fn prepare_op(
     op: &GemmOp,
     path: KernelPath,
@@ -236,13 +244,12 @@ fn prepare_op(
     weights: WeightDistribution,
     threads: usize,
     rng: &mut ChaCha8Rng,
-) -> Result<PreparedOp, String> {
+) -> Result<PreparedOp, PrepareError> {
     let GemmOp { m, n, k, .. } = *op;
-    let mut dense_w = weights_for(rng, weights, n, k, &op.name)?;
-    let mut x = random(rng, k, m, 1.0, &op.name)?;
-    let mut reference = zeros(n, m, &op.name)?;
-    gemm_f32(threads, &dense_w, &x, &mut reference, n, k, m)
-        .map_err(|e| format!("op `{}`: reference: {e}", op.name))?;
+    let mut dense_w = weights_for(rng, weights, n, k)?;
+    let mut x = random(rng, k, m, 1.0)?;
+    let mut reference = zeros(n, m)?;
+    gemm_f32(threads, &dense_w, &x, &mut reference, n, k, m).map_err(PrepareError::Reference)?;
     let half = match precision {
         Precision::Fp16 => Some(Half::F16),
         Precision::Bf16 => Some(Half::Bf16),
@@ -259,12 +266,9 @@ fn prepare_op(
     let sparse = match path {
         KernelPath::Sparse => {
             let a = super::prune_and_compress(&mut dense_w, n, k, sparsity)
-                .map_err(|e| format!("op `{}`: cannot compress to {sparsity}: {e}", op.name))?;
+                .map_err(|source| PrepareError::Compress { sparsity, source })?;
             if a.is_none() {
-                return Err(format!(
-                    "op `{}`: the plan chose a sparse kernel, but there is none for {sparsity}",
-                    op.name
-                ));
+                return Err(PrepareError::NoSparseKernel(sparsity));
             }
             a
         }
@@ -273,17 +277,17 @@ fn prepare_op(
     let mut int8 = None;
     let mut sparse = sparse;
     if precision == Precision::Int8 {
-        let fail = |e: KernelError| format!("op `{}`: int8: {e}", op.name);
+        let fail = PrepareError::Int8;
         let (w, w_scale) = precision::quantize_per_channel(&dense_w, n, k).map_err(fail)?;
         let (xq, x_scale) = precision::quantize_per_channel(&x, 1, x.len()).map_err(fail)?;
         let kept = match sparse.take() {
             Some(_) => Some(SparseI8::compress(&w, n, k).map_err(fail)?),
             None => None,
         };
-        let acc = |name: &str| zeros(n, m, name).map(|v| v.into_iter().map(|_| 0i32).collect::<Vec<_>>());
+        let acc = || zeros(n, m).map(|v| v.into_iter().map(|_| 0i32).collect::<Vec<_>>());
         int8 = Some(Int8Op {
-            acc_candidate: acc(&op.name)?,
-            acc_comparator: acc(&op.name)?,
+            acc_candidate: acc()?,
+            acc_comparator: acc()?,
             w,
             w_scale,
             x: xq,
@@ -291,14 +295,14 @@ fn prepare_op(
             sparse: kept,
         });
     }
-    let dense_w = DenseWeights::new(dense_w, n, k).map_err(|e| format!("op `{}`: {e}", op.name))?;
+    let dense_w = DenseWeights::new(dense_w, n, k).map_err(PrepareError::DenseLayout)?;
     Ok(PreparedOp {
         op: op.clone(),
         dense_w,
         sparse,
         x,
-        y_candidate: zeros(n, m, &op.name)?,
-        y_comparator: zeros(n, m, &op.name)?,
+        y_candidate: zeros(n, m)?,
+        y_comparator: zeros(n, m)?,
         schedule: schedule_cpu(op, threads),
         x_store,
         reference,
@@ -306,13 +310,13 @@ fn prepare_op(
     })
 }
 
-fn zeros(rows: usize, cols: usize, name: &str) -> Result<Vec<f32>, String> {
+fn zeros(rows: usize, cols: usize) -> Result<Vec<f32>, PrepareError> {
     let len = rows
         .checked_mul(cols)
-        .ok_or_else(|| format!("op `{name}`: {rows}×{cols} overflows"))?;
+        .ok_or(PrepareError::Overflow { rows, cols })?;
     let mut v = Vec::new();
     v.try_reserve_exact(len)
-        .map_err(|e| format!("op `{name}`: cannot allocate {rows}×{cols} f32: {e}"))?;
+        .map_err(|source| PrepareError::Alloc { rows, cols, source })?;
     v.resize(len, 0.0);
     Ok(v)
 }
@@ -324,15 +328,14 @@ pub(crate) fn weights_for(
     weights: WeightDistribution,
     n: usize,
     k: usize,
-    name: &str,
-) -> Result<Vec<f32>, String> {
+) -> Result<Vec<f32>, PrepareError> {
     let k_f = k.max(1) as f32;
     match weights {
-        WeightDistribution::Uniform => random(rng, n, k, (3.0 / k_f).sqrt(), name),
+        WeightDistribution::Uniform => random(rng, n, k, (3.0 / k_f).sqrt()),
         WeightDistribution::GaussianOutliers { fraction, scale } => {
             let sigma = 1.0 / k_f.sqrt();
-            let mut v = zeros(n, k, name)?;
-            let unit = Uniform::new(0.0f64, 1.0).map_err(|e| format!("op `{name}`: {e}"))?;
+            let mut v = zeros(n, k)?;
+            let unit = Uniform::new(0.0f64, 1.0).map_err(PrepareError::Distribution)?;
             for e in &mut v {
                 if unit.sample(rng) < fraction {
                     let sign = if rng.random::<bool>() { 1.0 } else { -1.0 };
@@ -350,9 +353,9 @@ pub(crate) fn weights_for(
     }
 }
 
-fn random(rng: &mut impl Rng, rows: usize, cols: usize, bound: f32, name: &str) -> Result<Vec<f32>, String> {
-    let mut v = zeros(rows, cols, name)?;
-    let dist = Uniform::new_inclusive(-bound, bound).map_err(|e| format!("op `{name}`: {e}"))?;
+fn random(rng: &mut impl Rng, rows: usize, cols: usize, bound: f32) -> Result<Vec<f32>, PrepareError> {
+    let mut v = zeros(rows, cols)?;
+    let dist = Uniform::new_inclusive(-bound, bound).map_err(PrepareError::Distribution)?;
     v.iter_mut().for_each(|e| *e = dist.sample(rng));
     Ok(v)
 }
@@ -368,7 +371,7 @@ mod weight_tests {
             scale: 20.0,
         };
         let (n, k) = (256, 1024);
-        let draw = |seed| weights_for(&mut ChaCha8Rng::seed_from_u64(seed), dist, n, k, "w").unwrap();
+        let draw = |seed| weights_for(&mut ChaCha8Rng::seed_from_u64(seed), dist, n, k).unwrap();
         let w = draw(3);
         assert_eq!(w, draw(3), "same seed, same weights");
         assert_ne!(w, draw(4));
@@ -396,17 +399,9 @@ mod weight_tests {
             WeightDistribution::Uniform,
             n,
             k,
-            "w",
         )
         .unwrap();
-        let b = random(
-            &mut ChaCha8Rng::seed_from_u64(1),
-            n,
-            k,
-            (3.0f32 / 12.0).sqrt(),
-            "w",
-        )
-        .unwrap();
+        let b = random(&mut ChaCha8Rng::seed_from_u64(1), n, k, (3.0f32 / 12.0).sqrt()).unwrap();
         assert_eq!(a, b);
     }
 }

@@ -8,18 +8,25 @@ use super::{GuardrailSpec, MEMORY_BUDGET_BYTES, PackDiagnostic, Rule, Sparsity};
 use crate::domain::metric::Metric;
 use std::collections::{HashMap, HashSet};
 
+/// Why a `regress_at_most` value is not a percentage the gate can use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PercentageError {
+    /// Not a number followed by `%` (the text as written).
+    #[error("expected a percentage such as `5%`, found \"{0}\"")]
+    NotAPercentage(String),
+    /// A percentage outside (0%, 100%) (the trimmed text).
+    #[error("{0} is outside the range (0%, 100%)")]
+    OutOfRange(String),
+}
+
 /// Parse a percentage string such as `5%` or `2.5%` in (0, 100) into a fraction (`0.05`).
-pub(crate) fn parse_percentage(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_percentage(s: &str) -> Result<f64, PercentageError> {
     let t = s.trim();
-    let Some(number) = t.strip_suffix('%') else {
-        return Err(format!("expected a percentage such as `5%`, found \"{s}\""));
-    };
-    let v: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("expected a percentage such as `5%`, found \"{s}\""))?;
+    let not_a_percentage = || PercentageError::NotAPercentage(s.to_owned());
+    let number = t.strip_suffix('%').ok_or_else(not_a_percentage)?;
+    let v: f64 = number.trim().parse().map_err(|_| not_a_percentage())?;
     if !(v.is_finite() && v > 0.0 && v < 100.0) {
-        return Err(format!("{t} is outside the range (0%, 100%)"));
+        return Err(PercentageError::OutOfRange(t.to_owned()));
     }
     Ok(v / 100.0)
 }
@@ -1029,10 +1036,10 @@ fn guardrails(
                 (_, Some(bound), _) => Some(Rule::AtLeast { bound }),
                 (_, _, Some(p)) => match parse_percentage(p) {
                     Ok(margin) => Some(Rule::RegressAtMost { margin }),
-                    Err(message) => {
+                    Err(problem) => {
                         diags.push(loc.at_value(
                             &format!("{pointer}/regress_at_most"),
-                            message,
+                            problem.to_string(),
                             Some("write the tolerated regression as a percentage, e.g. `regress_at_most: 5%`".into()),
                         ));
                         None
@@ -1157,6 +1164,14 @@ mod tests {
         for bad in ["five", "5", "0%", "100%", "-1%", "%", "nan%", "inf%", "150%"] {
             assert!(parse_percentage(bad).is_err(), "{bad:?} should be refused");
         }
+    }
+
+    #[test]
+    fn percentage_errors_read_as_the_diagnostics_show_them() {
+        let text = |s| parse_percentage(s).unwrap_err().to_string();
+        assert_eq!(text("five"), "expected a percentage such as `5%`, found \"five\"");
+        assert_eq!(text(" x% "), "expected a percentage such as `5%`, found \" x% \"");
+        assert_eq!(text(" 150% "), "150% is outside the range (0%, 100%)");
     }
 
     #[test]

@@ -39,16 +39,21 @@ impl From<ExitCode> for i32 {
     }
 }
 
-impl TryFrom<i32> for ExitCode {
-    type Error = String;
+/// A number that is not one of the stable exit codes (read from a file that holds one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("exit code {0} is not one of 0, 1, 2, 3")]
+pub struct UnknownExitCode(pub i32);
 
-    fn try_from(v: i32) -> Result<Self, String> {
+impl TryFrom<i32> for ExitCode {
+    type Error = UnknownExitCode;
+
+    fn try_from(v: i32) -> Result<Self, UnknownExitCode> {
         match v {
             0 => Ok(ExitCode::Pass),
             1 => Ok(ExitCode::Fail),
             2 => Ok(ExitCode::Error),
             3 => Ok(ExitCode::Inconclusive),
-            other => Err(format!("exit code {other} is not one of 0, 1, 2, 3")),
+            other => Err(UnknownExitCode(other)),
         }
     }
 }
@@ -64,5 +69,18 @@ impl schemars::JsonSchema for ExitCode {
             "type": "integer",
             "enum": [0, 1, 2, 3],
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_exit_code_is_refused_by_number() {
+        assert_eq!(ExitCode::try_from(3), Ok(ExitCode::Inconclusive));
+        let e = ExitCode::try_from(7).unwrap_err();
+        assert_eq!(e, UnknownExitCode(7));
+        assert_eq!(e.to_string(), "exit code 7 is not one of 0, 1, 2, 3");
     }
 }

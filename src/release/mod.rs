@@ -18,7 +18,7 @@ pub mod trend;
 pub use annotations::github_annotations;
 pub use decision::{Decision, DriftNote, VERDICT_SCHEMA_VERSION, VerdictCounts, decide};
 pub use error::ReleaseError;
-pub use exit::ExitCode;
+pub use exit::{ExitCode, UnknownExitCode};
 pub use junit::render_junit;
 pub use memo::{MEMO_SCHEMA_VERSION, Memo, MemoPack, MemoTrend};
 pub use summary::render_summary;

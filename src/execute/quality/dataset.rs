@@ -5,6 +5,7 @@
 //! `scripts/export_digits.py` made it.
 
 use crate::domain::digest::sha256_hex;
+use crate::execute::error::ModelError;
 use crate::ingress::model::{DatasetInfo, holdout_per_class};
 use crate::ingress::pack::DatasetName;
 use rand::SeedableRng;
@@ -35,19 +36,19 @@ pub(crate) struct Split {
 }
 
 /// Decode an embedded dataset, checking it against the shape facts ingress relies on.
-pub(crate) fn load(name: DatasetName) -> Result<Dataset, String> {
+pub(crate) fn load(name: DatasetName) -> Result<Dataset, ModelError> {
     let info = name.info();
     let bytes = match name {
         DatasetName::Digits => DIGITS_BIN,
     };
     let record = info.features + 1;
     if bytes.len() != info.samples * record {
-        return Err(format!(
-            "dataset `{}`: {} bytes, expected {} records of {record}",
-            name.as_str(),
-            bytes.len(),
-            info.samples
-        ));
+        return Err(ModelError::DatasetSize {
+            dataset: name,
+            bytes: bytes.len(),
+            samples: info.samples,
+            record,
+        });
     }
     let mut x = Vec::with_capacity(info.samples * info.features);
     let mut y = Vec::with_capacity(info.samples);
@@ -56,18 +57,18 @@ pub(crate) fn load(name: DatasetName) -> Result<Dataset, String> {
         let (pixels, label) = r.split_at(info.features);
         let label = label[0];
         if usize::from(label) >= info.classes || pixels.iter().any(|&p| f32::from(p) > DIGITS_MAX_PIXEL) {
-            return Err(format!("dataset `{}`: a record is out of range", name.as_str()));
+            return Err(ModelError::DatasetRecord(name));
         }
         counts[usize::from(label)] += 1;
         x.extend(pixels.iter().map(|&p| f32::from(p) / DIGITS_MAX_PIXEL));
         y.push(label);
     }
     if counts != info.class_counts {
-        return Err(format!(
-            "dataset `{}`: class counts {counts:?} differ from the expected {:?}",
-            name.as_str(),
-            info.class_counts
-        ));
+        return Err(ModelError::DatasetClasses {
+            dataset: name,
+            counts,
+            expected: info.class_counts,
+        });
     }
     Ok(Dataset {
         info,

@@ -10,6 +10,7 @@ use super::dataset::{Dataset, Split};
 use super::mlp::{Mlp, add_bias_relu, argmax_columns, inputs_transposed};
 use super::{score, trained_dense};
 use crate::domain::{GemmOp, Sparsity};
+use crate::execute::error::{ExecError, ModelError};
 use crate::execute::evidence::EqualLatency;
 use crate::execute::kernels::dense::DenseWeights;
 use crate::execute::kernels::{KernelError, SparseWeights, bsr, csr, nm};
@@ -212,7 +213,7 @@ impl TimedPair for InferencePair {
         self.comparator.run(self.threads, &self.x)
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ExecError> {
         if !self.same_model {
             return Ok(());
         }
@@ -225,9 +226,11 @@ impl TimedPair for InferencePair {
         let k = self.candidate.layers[1].op.k.max(self.candidate.layers[0].op.k);
         let allowed = TOLERANCE_PER_K * (k.max(100) as f64) * scale.max(1.0);
         if err.is_nan() || err > allowed {
-            return Err(format!(
-                "model logits on the sparse kernels differ from the dense kernel's by {err:e} (allowed {allowed:e})"
-            ));
+            return Err(ModelError::LogitsMismatch {
+                deviation: err,
+                allowed,
+            }
+            .into());
         }
         Ok(())
     }
@@ -255,12 +258,12 @@ pub(crate) fn equal_latency(
     split: &Split,
     task: &ModelTask,
     threads: usize,
-) -> Result<EqualLatency, String> {
+) -> Result<EqualLatency, ExecError> {
     let grid = width_grid(candidate.hidden);
     let policy = probe_policy();
     let mut probes: Vec<(usize, f64)> = Vec::new();
     let mut rng = ChaCha8Rng::seed_from_u64(task.seed ^ 0x6571_6c61_7465_6e63);
-    let mut probe = |width: usize, probes: &mut Vec<(usize, f64)>| -> Result<f64, String> {
+    let mut probe = |width: usize, probes: &mut Vec<(usize, f64)>| -> Result<f64, ExecError> {
         // Timing does not depend on the values: an untrained model of that width will do.
         let dense = Mlp::init(candidate.features, width, candidate.classes, &mut rng);
         let x = inputs_transposed(data, &split.test);
@@ -272,7 +275,7 @@ pub(crate) fn equal_latency(
             threads,
             false,
         )
-        .map_err(|e| format!("equal-latency probe at width {width}: {e}"))?;
+        .map_err(|source| ModelError::EqualLatencyProbe { width, source })?;
         let ratio = median_paired_ratio(pool, &policy, &mut p)?;
         probes.push((width, ratio));
         Ok(ratio)
@@ -304,7 +307,7 @@ pub(crate) fn equal_latency(
     let model = trained_dense(data, split, task, width)?;
     let predictions = model
         .predict(data, &split.test)
-        .map_err(|e| format!("equal-latency model: {e}"))?;
+        .map_err(ModelError::EqualLatencyModel)?;
     Ok(EqualLatency {
         dense: score(&model, data, &split.test, predictions),
         latency_ratio,

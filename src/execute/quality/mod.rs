@@ -13,6 +13,7 @@ mod mlp;
 mod precision;
 mod schedule;
 
+use super::error::{ExecError, ModelError};
 use super::evidence::{ModelScore, PrecisionEvidence, QualityEvidence, SliceEvidence};
 use super::run::{measure_pair, worker_pool};
 use crate::domain::Sparsity;
@@ -45,13 +46,12 @@ fn measure(
     plan: &Plan,
     dense_flops: f64,
     evidence: &mut SliceEvidence,
-) -> Result<(), String> {
+) -> Result<(), ExecError> {
     let data = dataset::load(task.mlp.dataset)?;
     let split = dataset::split(&data, task.seed);
     let dense = trained_dense(&data, &split, task, task.mlp.hidden as usize)?;
     let mut model = (*dense).clone();
     let steps = schedule::prune_along(&mut model, &data, &split, task, slice.sparsity)?;
-    let kernel = |e| format!("kernel refused its inputs: {e}");
 
     let pool = worker_pool(slice)?;
     let mut pair = latency::InferencePair::new(
@@ -61,8 +61,7 @@ fn measure(
         split.test.len(),
         slice.threads,
         true,
-    )
-    .map_err(kernel)?;
+    )?;
     let (value_bytes, metadata_bytes) = pair.sparse_bytes();
     let counters = &mut evidence.counters;
     counters.insert(Counter::ValueBytes, value_bytes as f64);
@@ -75,14 +74,13 @@ fn measure(
     counters.insert(Metric::MetadataOverhead, overhead);
     // The candidate's predictions come from the slice's own kernels (sparse where the plan
     // chose them); `check` has confirmed them against the dense kernel on the same weights.
-    let mut candidate_predictions = pool.install(|| pair.candidate_predictions()).map_err(kernel)?;
+    let mut candidate_predictions = pool.install(|| pair.candidate_predictions())?;
     // Under a precision policy the quality evidence is the model evaluated in the policy's
     // formats (the timed kernels stay fp32 and sparse: the policy is a quality decision).
     let precision_evidence = match &task.precision {
         Some(policy) => {
             let (predictions, layers) =
-                precision::evaluate(&model, &dense, policy, &data, (&split.validation, &split.test))
-                    .map_err(kernel)?;
+                precision::evaluate(&model, &dense, policy, &data, (&split.validation, &split.test))?;
             candidate_predictions = predictions;
             Some(PrecisionEvidence {
                 policy: policy.clone(),
@@ -93,12 +91,7 @@ fn measure(
     };
     measure_pair(slice, &pool, &mut pair, dense_flops, evidence)?;
 
-    let dense_score = score(
-        &dense,
-        &data,
-        &split.test,
-        dense.predict(&data, &split.test).map_err(kernel)?,
-    );
+    let dense_score = score(&dense, &data, &split.test, dense.predict(&data, &split.test)?);
     let candidate = score(&model, &data, &split.test, candidate_predictions);
     let equal_latency = if task.mlp.equal_latency && slice.sparsity != Sparsity::Dense {
         Some(latency::equal_latency(
@@ -157,7 +150,12 @@ fn training_seed(task: &ModelTask) -> u64 {
 static TRAINED: Mutex<BTreeMap<String, Arc<Mlp>>> = Mutex::new(BTreeMap::new());
 
 /// The dense MLP of `hidden` width trained by the task's recipe.
-fn trained_dense(data: &Dataset, split: &Split, task: &ModelTask, hidden: usize) -> Result<Arc<Mlp>, String> {
+fn trained_dense(
+    data: &Dataset,
+    split: &Split,
+    task: &ModelTask,
+    hidden: usize,
+) -> Result<Arc<Mlp>, ModelError> {
     let m = &task.mlp;
     let key = format!(
         "{}|{}|{hidden}|{}|{}|{:016x}",
@@ -179,7 +177,7 @@ fn trained_dense(data: &Dataset, split: &Split, task: &ModelTask, hidden: usize)
 
 /// Train a dense model from scratch: seeded init, seeded sample order, single-threaded
 /// GEMMs (bit-reproducible).
-fn train(data: &Dataset, split: &Split, task: &ModelTask, hidden: usize) -> Result<Mlp, String> {
+fn train(data: &Dataset, split: &Split, task: &ModelTask, hidden: usize) -> Result<Mlp, ModelError> {
     let mut rng = ChaCha8Rng::seed_from_u64(training_seed(task));
     let info = data.info;
     let mut model = Mlp::init(info.features, hidden, info.classes, &mut rng);
@@ -187,13 +185,12 @@ fn train(data: &Dataset, split: &Split, task: &ModelTask, hidden: usize) -> Resu
     for _ in 0..task.mlp.epochs {
         model
             .train_epoch(data, &split.train, &mut sgd, None, &mut rng)
-            .map_err(|e| format!("training: {e}"))?;
+            .map_err(ModelError::Training)?;
     }
     if model.w1.iter().chain(&model.w2).any(|v| !v.is_finite()) {
-        return Err(format!(
-            "training diverged (non-finite weights) at learning_rate {}; lower it",
-            task.mlp.learning_rate
-        ));
+        return Err(ModelError::Diverged {
+            learning_rate: task.mlp.learning_rate,
+        });
     }
     Ok(model)
 }

@@ -4,6 +4,7 @@
 use super::dataset::{Dataset, Split};
 use super::mlp::{self, Masks, Mlp, Sgd};
 use crate::domain::Sparsity;
+use crate::execute::error::ModelError;
 use crate::execute::evidence::PruneStep;
 use crate::execute::kernels::nm::prune_magnitude_in_place;
 use crate::execute::kernels::prune::{
@@ -30,7 +31,7 @@ pub(crate) fn prune_along(
     split: &Split,
     task: &ModelTask,
     sparsity: Sparsity,
-) -> Result<Vec<PruneStep>, String> {
+) -> Result<Vec<PruneStep>, ModelError> {
     if sparsity == Sparsity::Dense {
         return Ok(vec![]);
     }
@@ -47,11 +48,11 @@ pub(crate) fn prune_along(
         for _ in 0..plan.finetune_epochs {
             model
                 .train_epoch(data, &split.train, &mut sgd, Some(&masks), &mut rng)
-                .map_err(|e| format!("fine-tuning: {e}"))?;
+                .map_err(ModelError::FineTuning)?;
         }
         let predictions = model
             .predict(data, &split.validation)
-            .map_err(|e| format!("validation: {e}"))?;
+            .map_err(ModelError::Validation)?;
         records.push(PruneStep {
             step,
             target_sparsity: goal,

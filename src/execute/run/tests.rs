@@ -1,6 +1,7 @@
 use super::*;
 use crate::domain::{Counter, Metric};
 use crate::domain::{GemmOp, Precision, Sparsity};
+use crate::execute::StderrTail;
 use crate::ingress::SliceBackend;
 use crate::ingress::pack::SamplePolicy;
 use crate::lower::{KernelPath, lower};
@@ -228,9 +229,9 @@ fn issue_9_one_run_is_todays_protocol() {
 }
 
 /// Stands in for a child process: each "run" measured on a fresh workload, with a fake pid.
-fn fake_child(s: &Slice) -> impl Fn(u32) -> Result<RunRecord, String> + '_ {
+fn fake_child(s: &Slice) -> impl Fn(u32) -> Result<RunRecord, ChildError> + '_ {
     move |run| {
-        let mut record = measure_run(s, &lower(s))?;
+        let mut record = measure_run(s, &lower(s)).expect("a fresh workload measures");
         record.pid = Some(1000 + run);
         Ok(record)
     }
@@ -264,7 +265,7 @@ fn issue_9_in_process_mode_ignores_the_launcher_and_says_so() {
     let mut s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(16, 24, 32)]);
     s.samples.runs = 2;
     s.samples.run_mode = Some(RunMode::InProcess);
-    let launch = |_run: u32| -> Result<RunRecord, String> { Err("must not be called".into()) };
+    let launch = |_run: u32| -> Result<RunRecord, ChildError> { panic!("must not be called") };
     let ev = execute_slice_with(&s, &lower(&s), Some(&launch), None);
     assert_eq!(ev.failure, None);
     assert_eq!(ev.run_mode, Some(RunMode::InProcess));
@@ -275,11 +276,14 @@ fn issue_9_in_process_mode_ignores_the_launcher_and_says_so() {
 fn issue_9_a_failed_child_run_fails_the_slice_at_execution() {
     let mut s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(16, 24, 32)]);
     s.samples.runs = 2;
-    let launch = |run: u32| -> Result<RunRecord, String> {
+    let launch = |run: u32| -> Result<RunRecord, ChildError> {
         if run == 1 {
-            Err("the child process failed (signal: 11); its stderr ends: boom".into())
+            Err(ChildError::Failed {
+                status: std::os::unix::process::ExitStatusExt::from_raw(11),
+                stderr: StderrTail("boom".into()),
+            })
         } else {
-            measure_run(&s, &lower(&s))
+            Ok(measure_run(&s, &lower(&s)).expect("a fresh workload measures"))
         }
     };
     let ev = execute_slice_with(&s, &lower(&s), Some(&launch), None);
@@ -317,7 +321,7 @@ fn issue_9_ragged_or_non_positive_child_records_are_refused() {
             op_costs: vec![],
         },
     ] {
-        let launch = |_run: u32| -> Result<RunRecord, String> { Ok(bad.clone()) };
+        let launch = |_run: u32| -> Result<RunRecord, ChildError> { Ok(bad.clone()) };
         let ev = execute_slice_with(&s, &lower(&s), Some(&launch), None);
         let failure = ev.failure.expect("the slice must fail");
         assert_eq!(failure.stage, Stage::Execution);
