@@ -45,6 +45,14 @@ pub enum Error {
         packs: Vec<String>,
     },
 
+    /// A memo with several owner roles was signed without naming one.
+    #[error("this memo has several owner roles; say which one you sign for")]
+    #[diagnostic(code(sparsegate::usage), help("its roles: {}", roles.join(", ")))]
+    AmbiguousRole {
+        /// The memo's roles, sorted.
+        roles: Vec<String>,
+    },
+
     /// A golden baseline's `expires_at` has passed.
     #[error("{0}")]
     #[diagnostic(
@@ -197,6 +205,7 @@ impl From<crate::sim::SimError> for Error {
                 "choose a precision the preset lists under macs_per_cycle_per_unit (or the systolic precisions)"
             }
             S::BadLayer { .. } => "e.g. a 2048x4096x4096 GEMM at 2:4 sparsity in fp16",
+            S::BadTraffic { .. } => "e.g. poisson:200 arrivals per second, served for 1000 requests",
         };
         Error::Sim {
             problem,
@@ -229,6 +238,7 @@ impl From<crate::release::ReleaseError> for Error {
             R::File(e) => Error::File(e),
             R::Render { template, message } => Error::Render { template, message },
             R::Signing { message, hint } => Error::Usage { message, hint },
+            R::AmbiguousRole { roles } => Error::AmbiguousRole { roles },
             R::Verification { dir, problems } => Error::Verification { dir, problems },
         }
     }

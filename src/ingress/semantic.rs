@@ -73,7 +73,7 @@ fn check_load(
                 spec.id,
                 spec.backend.as_str()
             ),
-            Some("remove `load` (the simulator models traffic with `sparsegate sim --traffic`)".into()),
+            Some("remove `load` (the simulator models traffic in the `sim` command)".into()),
         ));
     }
     if !(l.rate_hz.is_finite() && l.rate_hz > 0.0) {

@@ -26,6 +26,12 @@ pub enum ReleaseError {
         /// What to do about it.
         hint: String,
     },
+    /// The memo has several owner roles and the signer named none.
+    #[error("this memo has several owner roles; say which one you sign for")]
+    AmbiguousRole {
+        /// The memo's roles, sorted.
+        roles: Vec<String>,
+    },
     /// A signed memo failed verification: every problem found.
     #[error("memo in {} failed verification:\n{}", dir.display(), problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
     Verification {

@@ -181,12 +181,8 @@ pub fn sole_role(dir: &Path) -> Result<String> {
     let roles = required_roles(&memo);
     match roles.len() {
         1 => Ok(roles.into_iter().next().unwrap_or_default()),
-        _ => Err(ReleaseError::Signing {
-            message: "this memo has several owner roles; say which one you sign for".into(),
-            hint: format!(
-                "pass --role with one of: {}",
-                roles.into_iter().collect::<Vec<_>>().join(", ")
-            ),
+        _ => Err(ReleaseError::AmbiguousRole {
+            roles: roles.into_iter().collect(),
         }),
     }
 }

@@ -106,6 +106,12 @@ pub enum SimError {
         /// What is wrong.
         message: String,
     },
+    /// The traffic to serve is malformed.
+    #[error("{message}")]
+    BadTraffic {
+        /// What is wrong.
+        message: String,
+    },
 }
 
 /// Parse `MxNxK` (e.g. `2048x12288x12288`).
@@ -191,7 +197,7 @@ pub fn simulate_one(
         sparsity
             .parse()
             .map_err(|e: crate::domain::SparsityError| SimError::BadLayer {
-                message: format!("--sparsity `{sparsity}`: {e}"),
+                message: format!("sparsity `{sparsity}`: {e}"),
             })?;
     let precision = parse_precision(precision)?;
     let layer = Layer::new(m, n, k, sparsity, precision);
@@ -199,15 +205,15 @@ pub fn simulate_one(
     let traffic = match traffic {
         None => None,
         Some(t) => {
-            let arrivals = queue::parse_arrivals(t.arrivals).ok_or_else(|| SimError::BadLayer {
+            let arrivals = queue::parse_arrivals(t.arrivals).ok_or_else(|| SimError::BadTraffic {
                 message: format!(
-                    "--traffic `{}` is not steady:RATE, poisson:RATE or bursts:RATE:SIZE",
+                    "traffic `{}` is not steady:RATE, poisson:RATE or bursts:RATE:SIZE",
                     t.arrivals
                 ),
             })?;
             if t.requests == 0 {
-                return Err(SimError::BadLayer {
-                    message: "--requests must be at least 1".into(),
+                return Err(SimError::BadTraffic {
+                    message: "the request count must be at least 1".into(),
                 });
             }
             Some(queue::simulate(report.latency_s, arrivals, t.requests, t.seed))

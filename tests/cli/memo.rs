@@ -237,3 +237,15 @@ slices:
     let md = sb.read("out/memo.md");
     assert_contains(&md, "### Dense-fallback impact on latency and energy");
 }
+
+/// Issue 19: with several owner roles and no `--role`, signing is refused; the library says
+/// what is wrong and lists the roles, the binary names the flag.
+#[test]
+fn signing_a_memo_with_several_roles_needs_a_role() {
+    let sb = Sandbox::with_pack(PACK);
+    key(&sb, "ada", "ada@example.com", 1);
+    assert_exit(&sb.gate("pack.yaml", &["-q"]), 0);
+    let out = sb.output(&["memo", "sign", "out", "--key", "ada"]);
+    assert_refused(&out, "this memo has several owner roles; say which one you sign for");
+    assert_contains(&stderr(&out), "pass --role with one of: owner, release-manager");
+}

@@ -57,10 +57,15 @@ fn cli_help(err: &Error) -> Option<String> {
             problem: SimError::BadLayer { .. },
             ..
         } => Some("e.g. --gemm 2048x4096x4096 --sparsity 2:4 --precision fp16".to_owned()),
+        Error::Sim {
+            problem: SimError::BadTraffic { .. },
+            ..
+        } => Some("e.g. --traffic poisson:200 --requests 1000 (or steady:RATE, bursts:RATE:SIZE)".to_owned()),
         Error::NoHistory { .. } => Some(format!(
             "`sparsegate gate` records one; point at another with --history PATH or {HISTORY_ENV}"
         )),
         Error::AmbiguousSlice { .. } => Some("choose one with --pack NAME".to_owned()),
+        Error::AmbiguousRole { roles } => Some(format!("pass --role with one of: {}", roles.join(", "))),
         Error::ExpiredBaseline(_) => Some(
             "re-measure and review it with `sparsegate bless <pack> --slice <id> --expires-in-days N`, then commit it"
                 .to_owned(),
