@@ -164,42 +164,35 @@ mod tests {
         ChildProcessLauncher::new("/bin/sh", ["-c", script])
     }
 
+    /// The error text of a child running `script` with `timeout`.
+    fn launch_error(script: &str, timeout: Duration) -> String {
+        sh(script).launch(&request(), timeout).unwrap_err().to_string()
+    }
+
     const LONG: Duration = Duration::from_secs(60);
 
     #[test]
     fn issue_9_a_crashing_child_is_an_error_with_its_stderr() {
-        let err = sh("echo 'kernel exploded' >&2; kill -SEGV $$")
-            .launch(&request(), LONG)
-            .unwrap_err()
-            .to_string();
+        let err = launch_error("echo 'kernel exploded' >&2; kill -SEGV $$", LONG);
         assert!(err.contains("failed"), "{err}");
         assert!(err.contains("kernel exploded"), "{err}");
     }
 
     #[test]
     fn issue_9_a_non_zero_exit_is_an_error() {
-        let err = sh("cat >/dev/null; echo nope >&2; exit 3")
-            .launch(&request(), LONG)
-            .unwrap_err()
-            .to_string();
+        let err = launch_error("cat >/dev/null; echo nope >&2; exit 3", LONG);
         assert!(err.contains("exit status: 3") && err.contains("nope"), "{err}");
     }
 
     #[test]
     fn issue_9_malformed_output_is_an_error() {
-        let err = sh("cat >/dev/null; echo '{\"not\": \"a reply\"}'")
-            .launch(&request(), LONG)
-            .unwrap_err()
-            .to_string();
+        let err = launch_error("cat >/dev/null; echo '{\"not\": \"a reply\"}'", LONG);
         assert!(err.contains("not a run reply"), "{err}");
     }
 
     #[test]
     fn issue_9_a_child_that_hangs_is_killed_at_its_timeout() {
-        let err = sh("sleep 30")
-            .launch(&request(), Duration::from_millis(200))
-            .unwrap_err()
-            .to_string();
+        let err = launch_error("sleep 30", Duration::from_millis(200));
         assert!(err.contains("killed"), "{err}");
     }
 

@@ -153,6 +153,17 @@ fn gbench_unit(unit: &str) -> Option<f64> {
     }
 }
 
+/// The array under `key` of an export written with the tool's `written_with` option.
+fn export_list<'a>(
+    json: &'a Value,
+    key: &'static str,
+    written_with: &'static str,
+) -> Result<&'a Vec<Value>, ImportError> {
+    json.get(key)
+        .and_then(Value::as_array)
+        .ok_or(ImportError::NotAnExport { key, written_with })
+}
+
 fn unknown_entry(name: &str, known: impl Iterator<Item = String>) -> ImportError {
     let mut known: Vec<String> = known.collect();
     known.dedup();
@@ -166,13 +177,7 @@ fn unknown_entry(name: &str, known: impl Iterator<Item = String>) -> ImportError
 /// `real_time` per iteration; aggregates (`_mean`, `_median`, …) are skipped because the
 /// raw repetitions are there.
 fn google_benchmark(json: &Value, name: &str) -> Result<Imported, ImportError> {
-    let list = json
-        .get("benchmarks")
-        .and_then(Value::as_array)
-        .ok_or(ImportError::NotAnExport {
-            key: "benchmarks",
-            written_with: "--benchmark_format=json",
-        })?;
+    let list = export_list(json, "benchmarks", "--benchmark_format=json")?;
     let mut samples = Vec::new();
     for b in list {
         let run_name = b
@@ -220,13 +225,7 @@ fn google_benchmark(json: &Value, name: &str) -> Result<Imported, ImportError> {
 /// hyperfine `--export-json`: the `times` (seconds) of the result whose `command` is
 /// `name` (hyperfine stores `--command-name` there). Each time is one process: one run.
 fn hyperfine(json: &Value, name: &str) -> Result<Imported, ImportError> {
-    let list = json
-        .get("results")
-        .and_then(Value::as_array)
-        .ok_or(ImportError::NotAnExport {
-            key: "results",
-            written_with: "--export-json",
-        })?;
+    let list = export_list(json, "results", "--export-json")?;
     let entry = list
         .iter()
         .find(|r| r.get("command").and_then(Value::as_str) == Some(name))
@@ -254,13 +253,7 @@ fn hyperfine(json: &Value, name: &str) -> Result<Imported, ImportError> {
 /// pytest-benchmark `--benchmark-json`: `stats.data` (seconds per iteration, one per
 /// round) of the benchmark whose `name` or `fullname` is `name`.
 fn pytest_benchmark(json: &Value, name: &str) -> Result<Imported, ImportError> {
-    let list = json
-        .get("benchmarks")
-        .and_then(Value::as_array)
-        .ok_or(ImportError::NotAnExport {
-            key: "benchmarks",
-            written_with: "--benchmark-json",
-        })?;
+    let list = export_list(json, "benchmarks", "--benchmark-json")?;
     let field = |b: &Value, key: &str| b.get(key).and_then(Value::as_str).map(str::to_owned);
     let entry = list
         .iter()

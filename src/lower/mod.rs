@@ -212,16 +212,17 @@ mod tests {
         }
     }
 
+    #[track_caller]
+    fn assert_reason(op: &OpPlan, needle: &str) {
+        assert!(op.reason.contains(needle), "{needle:?} not in {:?}", op.reason);
+    }
+
     #[test]
     fn n_of_m_takes_the_sparse_path_only_when_k_divides() {
         let plan = lower(&slice(Sparsity::NOfM { n: 2, m: 4 }, Precision::Fp32, &[16, 18]));
         assert_eq!(plan.ops[0].path, KernelPath::Sparse);
         assert_eq!(plan.ops[1].path, KernelPath::DenseFallback);
-        assert!(
-            plan.ops[1].reason.contains("not a multiple"),
-            "{}",
-            plan.ops[1].reason
-        );
+        assert_reason(&plan.ops[1], "not a multiple");
         assert_eq!(plan.fallback_rate(), 0.5);
     }
 
@@ -239,7 +240,7 @@ mod tests {
             &[18],
         ));
         assert_eq!(plan.ops[0].path, KernelPath::Sparse);
-        assert!(plan.ops[0].reason.contains("CSR"));
+        assert_reason(&plan.ops[0], "CSR");
         let block = Sparsity::Block {
             rows: 4,
             cols: 8,
@@ -249,11 +250,7 @@ mod tests {
         let plan = lower(&slice(block, Precision::Fp32, &[16, 12]));
         assert_eq!(plan.ops[0].path, KernelPath::Sparse);
         assert_eq!(plan.ops[1].path, KernelPath::DenseFallback);
-        assert!(
-            plan.ops[1].reason.contains("do not tile"),
-            "{}",
-            plan.ops[1].reason
-        );
+        assert_reason(&plan.ops[1], "do not tile");
     }
 
     #[test]
@@ -265,7 +262,7 @@ mod tests {
         };
         let plan = lower(&slice(block, Precision::Int8, &[16]));
         assert_eq!(plan.ops[0].path, KernelPath::DenseFallback);
-        assert!(plan.ops[0].reason.contains("int8"), "{}", plan.ops[0].reason);
+        assert_reason(&plan.ops[0], "int8");
     }
 
     #[test]
@@ -278,6 +275,6 @@ mod tests {
             assert_eq!(plan.ops[0].path, KernelPath::Sparse, "{p:?}");
         }
         let plan = lower(&slice(Sparsity::NOfM { n: 2, m: 4 }, Precision::Fp16, &[16]));
-        assert!(plan.ops[0].reason.contains("fp16"), "{}", plan.ops[0].reason);
+        assert_reason(&plan.ops[0], "fp16");
     }
 }

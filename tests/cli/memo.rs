@@ -246,6 +246,9 @@ fn signing_a_memo_with_several_roles_needs_a_role() {
     key(&sb, "ada", "ada@example.com", 1);
     assert_exit(&sb.gate("pack.yaml", &["-q"]), 0);
     let out = sb.output(&["memo", "sign", "out", "--key", "ada"]);
-    assert_refused(&out, "this memo has several owner roles; say which one you sign for");
+    assert_refused(
+        &out,
+        "this memo has several owner roles; say which one you sign for",
+    );
     assert_contains(&stderr(&out), "pass --role with one of: owner, release-manager");
 }

@@ -37,37 +37,44 @@ pub(crate) trait Body<const R: usize>: Copy {
     unsafe fn accumulate<V: Vector, const N: usize>(self, acc: &mut [[V; N]; R], xp: *const f32, cols: usize);
 }
 
-/// [`strip`] on zmm registers.
-///
-/// # Safety
-/// AVX-512F; as [`strip`].
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn avx512<const R: usize, B: Body<R>>(
-    body: B,
-    (xp, cols): (*const f32, usize),
-    y: [*mut f32; R],
-    width: usize,
-    accumulate: bool,
-) -> usize {
-    // SAFETY: the caller's contract; AVX-512F is enabled here for `__m512`.
-    unsafe { strip::<__m512, R, B>(body, (xp, cols), y, width, accumulate) }
+/// One entry point per instruction set: [`strip`] on that ISA's vector type, compiled with
+/// its features enabled so the walker and the body inline into it.
+macro_rules! entry_point {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $vector:ty) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $name<const R: usize, B: Body<R>>(
+            body: B,
+            (xp, cols): (*const f32, usize),
+            y: [*mut f32; R],
+            width: usize,
+            accumulate: bool,
+        ) -> usize {
+            // SAFETY: the caller's contract; the vector type's features are enabled here.
+            unsafe { strip::<$vector, R, B>(body, (xp, cols), y, width, accumulate) }
+        }
+    };
 }
 
-/// [`strip`] on ymm registers.
-///
-/// # Safety
-/// AVX2 and FMA; as [`strip`].
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn avx2<const R: usize, B: Body<R>>(
-    body: B,
-    (xp, cols): (*const f32, usize),
-    y: [*mut f32; R],
-    width: usize,
-    accumulate: bool,
-) -> usize {
-    // SAFETY: the caller's contract; AVX2 and FMA are enabled here for `__m256`.
-    unsafe { strip::<__m256, R, B>(body, (xp, cols), y, width, accumulate) }
-}
+entry_point!(
+    /// [`strip`] on zmm registers.
+    ///
+    /// # Safety
+    /// AVX-512F; as [`strip`].
+    avx512,
+    "avx512f",
+    __m512
+);
+
+entry_point!(
+    /// [`strip`] on ymm registers.
+    ///
+    /// # Safety
+    /// AVX2 and FMA; as [`strip`].
+    avx2,
+    "avx2,fma",
+    __m256
+);
 
 /// The columns `0 .. width` of the `R` strips in blocks of `8, 4, 2, 1` vectors (`4, 2, 1`
 /// where `R · 8` accumulators would take more than half the ISA's registers: spilling them

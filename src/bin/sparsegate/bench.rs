@@ -62,17 +62,16 @@ fn print_text(r: &BenchReport) {
         r.path,
         r.reason
     );
+    let ms = |i: &Interval| format!("{:>10.3} ms {}", i.estimate * 1e3, ci(i, 1e3));
     println!(
-        "  kernel     {:>10.3} ms {}  {:>8.1} GFLOP/s dense-equivalent, {:.1} useful",
-        r.kernel_s.estimate * 1e3,
-        ci(&r.kernel_s, 1e3),
+        "  kernel     {}  {:>8.1} GFLOP/s dense-equivalent, {:.1} useful",
+        ms(&r.kernel_s),
         r.gflops_dense_equivalent,
         r.gflops_useful
     );
     println!(
-        "  comparator {:>10.3} ms {}  {:>8.1} GFLOP/s",
-        r.comparator_s.estimate * 1e3,
-        ci(&r.comparator_s, 1e3),
+        "  comparator {}  {:>8.1} GFLOP/s",
+        ms(&r.comparator_s),
         r.comparator_gflops
     );
     println!(
