@@ -557,26 +557,19 @@ fn schema_diags(error: &ValidationError<'_>, schema: &Value, loc: &Locator, out:
                 hint,
             ));
         }
-        ValidationErrorKind::Minimum { limit } => out.push(loc.at_value(
-            &pointer,
-            format!("{} is less than the minimum of {limit}", plain(instance)),
-            field_hint(),
-        )),
-        ValidationErrorKind::Maximum { limit } => out.push(loc.at_value(
-            &pointer,
-            format!("{} is greater than the maximum of {limit}", plain(instance)),
-            field_hint(),
-        )),
-        ValidationErrorKind::ExclusiveMinimum { limit } => out.push(loc.at_value(
-            &pointer,
-            format!("{} must be greater than {limit}", plain(instance)),
-            field_hint(),
-        )),
-        ValidationErrorKind::ExclusiveMaximum { limit } => out.push(loc.at_value(
-            &pointer,
-            format!("{} must be less than {limit}", plain(instance)),
-            field_hint(),
-        )),
+        ValidationErrorKind::Minimum { limit }
+        | ValidationErrorKind::Maximum { limit }
+        | ValidationErrorKind::ExclusiveMinimum { limit }
+        | ValidationErrorKind::ExclusiveMaximum { limit } => {
+            let bound = match error.kind() {
+                ValidationErrorKind::Minimum { .. } => "is less than the minimum of",
+                ValidationErrorKind::Maximum { .. } => "is greater than the maximum of",
+                ValidationErrorKind::ExclusiveMinimum { .. } => "must be greater than",
+                _ => "must be less than",
+            };
+            let message = format!("{} {bound} {limit}", plain(instance));
+            out.push(loc.at_value(&pointer, message, field_hint()));
+        }
         ValidationErrorKind::MinLength { limit } => {
             let message = if *limit <= 1 {
                 format!("`{field}` must not be empty")

@@ -774,6 +774,13 @@ fn is_quality(metric: Metric) -> bool {
     matches!(metric, Metric::Accuracy | Metric::QualityDelta)
 }
 
+/// The guardrails of `list` on a quality metric, with their indices.
+fn quality_guardrails(list: &[Guardrail]) -> impl Iterator<Item = (usize, &Guardrail)> {
+    list.iter()
+        .enumerate()
+        .filter(|(_, g)| g.metric.parse::<Metric>().is_ok_and(is_quality))
+}
+
 /// Checks of model workloads (`workload.mlp`) and their `pruning:` block, and of quality
 /// guardrails on slices that have no model to measure them on.
 fn model_checks(
@@ -840,29 +847,25 @@ fn model_checks(
                 Some("use `workload: {mlp: {...}}`, or remove `pruning` (ops are pruned in one shot by magnitude)".into()),
             ));
         }
-        for (i, g) in spec.guardrails.iter().enumerate() {
-            if g.metric.parse::<Metric>().is_ok_and(is_quality) {
-                diags.push(loc.at_value(
-                    &format!("{base}/guardrails/{i}/metric"),
-                    format!(
-                        "`{}` needs a model workload, but slice `{}` has only ops",
-                        g.metric, spec.id
-                    ),
-                    Some("quality is measured on `workload: {mlp: {...}}` slices".into()),
-                ));
-            }
+        for (i, g) in quality_guardrails(&spec.guardrails) {
+            let message = format!(
+                "`{}` needs a model workload, but slice `{}` has only ops",
+                g.metric, spec.id
+            );
+            let hint = "quality is measured on `workload: {mlp: {...}}` slices";
+            diags.push(loc.at_value(
+                &format!("{base}/guardrails/{i}/metric"),
+                message,
+                Some(hint.into()),
+            ));
         }
-        for (i, g) in pack_guardrails.iter().enumerate() {
-            if g.metric.parse::<Metric>().is_ok_and(is_quality) {
-                diags.push(loc.at_value(
-                    &format!("/guardrails/{i}/metric"),
-                    format!(
-                        "pack-level `{}` applies to every slice, but slice `{}` has no model",
-                        g.metric, spec.id
-                    ),
-                    Some("move the quality guardrail into the model slices' own `guardrails`".into()),
-                ));
-            }
+        for (i, g) in quality_guardrails(pack_guardrails) {
+            let message = format!(
+                "pack-level `{}` applies to every slice, but slice `{}` has no model",
+                g.metric, spec.id
+            );
+            let hint = "move the quality guardrail into the model slices' own `guardrails`";
+            diags.push(loc.at_value(&format!("/guardrails/{i}/metric"), message, Some(hint.into())));
         }
         return;
     };

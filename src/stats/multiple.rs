@@ -19,13 +19,19 @@ fn check(ps: &[f64]) -> Result<(), StatsError> {
     }
 }
 
+/// The count of checked p-values and their indices in ascending order of p: where both
+/// adjustments start.
+fn ascending(ps: &[f64]) -> Result<(usize, Vec<usize>), StatsError> {
+    check(ps)?;
+    let mut order: Vec<usize> = (0..ps.len()).collect();
+    order.sort_by(|&a, &b| ps[a].total_cmp(&ps[b]));
+    Ok((ps.len(), order))
+}
+
 /// Holm's step-down adjusted p-values, in input order: sort ascending, `p̃₍ᵢ₎ =
 /// max_{j ≤ i} min(1, (m − j + 1)·p₍ⱼ₎)`.
 pub fn holm(ps: &[f64]) -> Result<Vec<f64>, StatsError> {
-    check(ps)?;
-    let m = ps.len();
-    let mut order: Vec<usize> = (0..m).collect();
-    order.sort_by(|&a, &b| ps[a].total_cmp(&ps[b]));
+    let (m, order) = ascending(ps)?;
     let mut out = vec![0.0; m];
     let mut running: f64 = 0.0;
     for (rank, &i) in order.iter().enumerate() {
@@ -38,10 +44,7 @@ pub fn holm(ps: &[f64]) -> Result<Vec<f64>, StatsError> {
 /// Benjamini–Hochberg step-up adjusted p-values (FDR), in input order: sort ascending,
 /// `p̃₍ᵢ₎ = min_{j ≥ i} min(1, m·p₍ⱼ₎/j)`.
 pub fn benjamini_hochberg(ps: &[f64]) -> Result<Vec<f64>, StatsError> {
-    check(ps)?;
-    let m = ps.len();
-    let mut order: Vec<usize> = (0..m).collect();
-    order.sort_by(|&a, &b| ps[a].total_cmp(&ps[b]));
+    let (m, order) = ascending(ps)?;
     let mut out = vec![0.0; m];
     let mut running: f64 = 1.0;
     for (rank, &i) in order.iter().enumerate().rev() {

@@ -1,7 +1,7 @@
 //! Behaviour of the quality workload: deterministic training, exact pruning, recorded
 //! schedules, and a model slice's evidence end to end.
 
-use super::dataset::{self, split};
+use super::dataset::{self, Dataset, Split, split};
 use super::mlp::{Masks, Mlp};
 use super::schedule::{prune_along, prune_to};
 use super::*;
@@ -53,11 +53,22 @@ fn model_slice(task: ModelTask, sparsity: Sparsity, threads: usize) -> Slice {
     }
 }
 
+/// The digits dataset, a [`task`] on it and the task's split.
+fn digits_task(
+    hidden: u32,
+    epochs: u32,
+    schedule: PruningScheduleKind,
+    steps: u32,
+) -> (Dataset, ModelTask, Split) {
+    let data = dataset::load(DatasetName::Digits).unwrap();
+    let t = task(hidden, epochs, schedule, steps);
+    let s = split(&data, t.seed);
+    (data, t, s)
+}
+
 #[test]
 fn issue_7_training_is_bit_reproducible_from_the_seed() {
-    let data = dataset::load(DatasetName::Digits).unwrap();
-    let t = task(32, 3, PruningScheduleKind::OneShot, 1);
-    let s = split(&data, t.seed);
+    let (data, t, s) = digits_task(32, 3, PruningScheduleKind::OneShot, 1);
     let a = train(&data, &s, &t, 32).unwrap();
     let b = train(&data, &s, &t, 32).unwrap();
     assert_eq!(a.digest(), b.digest());
@@ -69,9 +80,7 @@ fn issue_7_training_is_bit_reproducible_from_the_seed() {
 
 #[test]
 fn issue_7_trained_mlp_classifies_digits() {
-    let data = dataset::load(DatasetName::Digits).unwrap();
-    let t = task(64, 10, PruningScheduleKind::OneShot, 1);
-    let s = split(&data, t.seed);
+    let (data, t, s) = digits_task(64, 10, PruningScheduleKind::OneShot, 1);
     let m = train(&data, &s, &t, 64).unwrap();
     let acc = mlp::accuracy(&data, &s.test, &m.predict(&data, &s.test).unwrap());
     assert!(acc > 0.9, "test accuracy {acc}");
@@ -113,9 +122,7 @@ fn issue_7_pruning_patterns_are_exact() {
 
 #[test]
 fn issue_7_gradual_schedule_records_every_step_and_keeps_the_mask() {
-    let data = dataset::load(DatasetName::Digits).unwrap();
-    let t = task(32, 2, PruningScheduleKind::Gradual, 3);
-    let s = split(&data, t.seed);
+    let (data, t, s) = digits_task(32, 2, PruningScheduleKind::Gradual, 3);
     let mut m = train(&data, &s, &t, 32).unwrap();
     let steps = prune_along(&mut m, &data, &s, &t, Sparsity::Unstructured { density: 0.1 }).unwrap();
     assert_eq!(steps.len(), 3);
