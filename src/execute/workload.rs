@@ -55,6 +55,17 @@ struct PreparedOp {
     int8: Option<Int8Op>,
 }
 
+impl PreparedOp {
+    /// Widen the stored fp16/bf16 activations into `x`, as every pass does (nothing to do
+    /// for fp32 and int8).
+    fn widen_activations(&mut self) -> Result<(), KernelError> {
+        match &self.x_store {
+            Some(store) => store.to_f32_into(&mut self.x),
+            None => Ok(()),
+        }
+    }
+}
+
 /// int8 operands and i32 accumulators.
 struct Int8Op {
     w: Vec<i8>,
@@ -129,9 +140,7 @@ impl Workload {
             }
             return precision::dequantize(&q.acc_candidate, &q.w_scale, q.x_scale, &mut p.y_candidate, m);
         }
-        if let Some(store) = &p.x_store {
-            store.to_f32_into(&mut p.x)?;
-        }
+        p.widen_activations()?;
         match &p.sparse {
             Some(a) => a.spmm_scheduled(&p.schedule, &p.x, &mut p.y_candidate, m),
             None => p.dense_w.gemm(threads, &p.x, &mut p.y_candidate, m),
@@ -149,9 +158,7 @@ impl Workload {
             precision::gemm_i8(threads, &q.w, &q.x, &mut q.acc_comparator, n, k, m)?;
             return precision::dequantize(&q.acc_comparator, &q.w_scale, q.x_scale, &mut p.y_comparator, m);
         }
-        if let Some(store) = &p.x_store {
-            store.to_f32_into(&mut p.x)?;
-        }
+        p.widen_activations()?;
         p.dense_w.gemm(threads, &p.x, &mut p.y_comparator, m)
     }
 

@@ -88,6 +88,26 @@ impl Entries<1> for CsrEntries<'_> {
     }
 }
 
+/// The non-zeros of row-major `rows × k` weights (`w.len() == rows · k`, `k` within u32),
+/// row by row: where each row's kept weights end (after a leading 0), their columns and
+/// their values. Zero is `T::default()`; a NaN is kept.
+pub(crate) fn nonzero_rows<T: Copy + PartialEq + Default>(w: &[T], rows: usize, k: usize) -> (Vec<usize>, Vec<u32>, Vec<T>) {
+    let mut ends = Vec::with_capacity(rows + 1);
+    ends.push(0);
+    let (mut cols, mut values) = (Vec::new(), Vec::new());
+    for row in w.chunks_exact(k.max(1)).take(rows) {
+        for (c, &v) in row.iter().enumerate() {
+            if v != T::default() {
+                cols.push(c as u32);
+                values.push(v);
+            }
+        }
+        ends.push(values.len());
+    }
+    ends.resize(rows + 1, values.len());
+    (ends, cols, values)
+}
+
 impl CsrMatrix {
     /// Compress a row-major `rows × k` matrix, keeping every weight that is not `0.0` (NaN is
     /// kept). Prune first (`prune_unstructured_*`) to choose a density.
@@ -97,18 +117,11 @@ impl CsrMatrix {
         if k > u32::MAX as usize {
             return Err(too_big());
         }
-        let mut row_ptr = Vec::with_capacity(rows + 1);
-        row_ptr.push(0u32);
-        let (mut col_idx, mut values) = (Vec::new(), Vec::new());
-        for r in 0..rows {
-            for (c, &v) in w[r * k..(r + 1) * k].iter().enumerate() {
-                if v != 0.0 {
-                    col_idx.push(c as u32);
-                    values.push(v);
-                }
-            }
-            row_ptr.push(u32::try_from(values.len()).map_err(|_| too_big())?);
-        }
+        let (row_ends, col_idx, values) = nonzero_rows(w, rows, k);
+        let row_ptr = row_ends
+            .into_iter()
+            .map(|end| u32::try_from(end).map_err(|_| too_big()))
+            .collect::<Result<Vec<u32>, _>>()?;
         Ok(CsrMatrix {
             rows,
             k,

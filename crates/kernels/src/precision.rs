@@ -304,18 +304,7 @@ impl SparseI8 {
         if k > INT8_MAX_K || u32::try_from(k).is_err() {
             return Err(KernelError::Overflow { rows, cols: k });
         }
-        let mut row_start = Vec::with_capacity(rows + 1);
-        row_start.push(0);
-        let (mut cols, mut values) = (Vec::new(), Vec::new());
-        for r in 0..rows {
-            for (c, &v) in w[r * k..(r + 1) * k].iter().enumerate() {
-                if v != 0 {
-                    cols.push(c as u32);
-                    values.push(v);
-                }
-            }
-            row_start.push(values.len());
-        }
+        let (row_start, cols, values) = crate::csr::nonzero_rows(w, rows, k);
         Ok(SparseI8 {
             rows,
             k,

@@ -1,6 +1,7 @@
 //! `sparsegate bench --gemm MxNxK`: one built-in kernel against its dense comparator.
 
 use crate::cli::BenchArgs;
+use crate::report::print_report;
 use sparsegate::execute::bench::{BenchReport, BenchRequest, Interval};
 use sparsegate::ingress::pack::SamplePolicy;
 use sparsegate::release::ExitCode;
@@ -8,11 +9,7 @@ use sparsegate::{Error, Result, app};
 
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let report = app::bench(&request(args)?)?;
-    if args.json {
-        print!("{}", app::to_json(&report));
-    } else {
-        print_text(&report);
-    }
+    print_report(&report, args.json, print_text);
     Ok(ExitCode::Pass)
 }
 

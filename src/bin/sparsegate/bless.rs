@@ -3,6 +3,7 @@
 use crate::cli::RunArgs;
 use crate::options::options;
 use crate::progress::progress;
+use crate::report::print_report;
 use sparsegate::release::ExitCode;
 use sparsegate::validate::golden::{BLESS_CONFIDENCE, BlessChange};
 use sparsegate::{Result, app};
@@ -15,11 +16,7 @@ pub fn run(run: &RunArgs, slices: &[String], expires_in_days: Option<u32>, json:
         &options(run, false),
         &mut progress(run.quiet),
     )?;
-    if json {
-        print!("{}", app::to_json(&changes));
-    } else {
-        changes.iter().for_each(print_change);
-    }
+    print_report(&changes, json, |changes| changes.iter().for_each(print_change));
     Ok(ExitCode::Pass)
 }
 

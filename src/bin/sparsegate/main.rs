@@ -12,6 +12,7 @@ mod memo;
 mod merge;
 mod options;
 mod progress;
+mod report;
 mod run;
 mod run_slice;
 mod sim;

@@ -1,6 +1,7 @@
 //! `sparsegate sim --arch NAME_OR_FILE --gemm MxNxK`: one simulated layer.
 
 use crate::cli::SimArgs;
+use crate::report::print_report;
 use sparsegate::release::ExitCode;
 use sparsegate::sim::{SimRun, TrafficRequest};
 use sparsegate::{Result, app};
@@ -12,11 +13,7 @@ pub fn run(args: &SimArgs) -> Result<ExitCode> {
         seed: args.seed,
     });
     let run = app::simulate(&args.arch, &args.gemm, &args.sparsity, &args.precision, traffic)?;
-    if args.json {
-        print!("{}", app::to_json(&run));
-    } else {
-        print_text(&run);
-    }
+    print_report(&run, args.json, print_text);
     Ok(ExitCode::Pass)
 }
 

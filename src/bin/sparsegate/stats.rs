@@ -2,6 +2,7 @@
 //! otherwise the verdict is the exit code.
 
 use crate::cli::StatsCommand;
+use crate::report::print_report;
 use sparsegate::app;
 use sparsegate::release::ExitCode;
 use sparsegate::validate::compare::{CompareOptions, Worse};
@@ -30,11 +31,7 @@ pub fn run(command: StatsCommand) -> ExitCode {
     };
     match app::compare_samples(&baseline, &candidate, &opts) {
         Ok(c) => {
-            if json {
-                print!("{}", app::to_json(&c));
-            } else {
-                print!("{}", c.render_text());
-            }
+            print_report(&c, json, |c| print!("{}", c.render_text()));
             ExitCode::for_verdict(c.verdict)
         }
         Err(e) => {

@@ -2,6 +2,7 @@
 
 use crate::cli::TrendArgs;
 use crate::options::history_path;
+use crate::report::print_report;
 use sparsegate::release::ExitCode;
 use sparsegate::release::history::SeriesSource;
 use sparsegate::release::trend::TrendReport;
@@ -21,11 +22,7 @@ pub fn run(args: &TrendArgs) -> Result<ExitCode> {
         &args.metric,
         &options,
     )?;
-    if args.json {
-        print!("{}", app::to_json(&report));
-    } else {
-        print_text(&report);
-    }
+    print_report(&report, args.json, print_text);
     Ok(ExitCode::Pass)
 }
 

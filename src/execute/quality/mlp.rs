@@ -178,21 +178,11 @@ impl Mlp {
         gemm_f32(1, &dhid, &x_rows, &mut dw1, h, b, f)?;
         let (db1, db2) = (row_sums(&dhid, b), row_sums(&dz, b));
         let lr = sgd.learning_rate;
-        update(
-            &mut self.w1,
-            &mut sgd.v1,
-            &dw1,
-            lr,
-            masks.map(|m| m.w1.as_slice()),
-        );
+        // Pruned weights (and their momentum) are held at zero after each step.
+        let (mask1, mask2) = (masks.map(|m| m.w1.as_slice()), masks.map(|m| m.w2.as_slice()));
+        update(&mut self.w1, &mut sgd.v1, &dw1, lr, mask1);
         update(&mut self.b1, &mut sgd.vb1, &db1, lr, None);
-        update(
-            &mut self.w2,
-            &mut sgd.v2,
-            &dw2,
-            lr,
-            masks.map(|m| m.w2.as_slice()),
-        );
+        update(&mut self.w2, &mut sgd.v2, &dw2, lr, mask2);
         update(&mut self.b2, &mut sgd.vb2, &db2, lr, None);
         Ok(())
     }
