@@ -91,7 +91,11 @@ impl Entries<1> for CsrEntries<'_> {
 /// The non-zeros of row-major `rows × k` weights (`w.len() == rows · k`, `k` within u32),
 /// row by row: where each row's kept weights end (after a leading 0), their columns and
 /// their values. Zero is `T::default()`; a NaN is kept.
-pub(crate) fn nonzero_rows<T: Copy + PartialEq + Default>(w: &[T], rows: usize, k: usize) -> (Vec<usize>, Vec<u32>, Vec<T>) {
+pub(crate) fn nonzero_rows<T: Copy + PartialEq + Default>(
+    w: &[T],
+    rows: usize,
+    k: usize,
+) -> (Vec<usize>, Vec<u32>, Vec<T>) {
     let mut ends = Vec::with_capacity(rows + 1);
     ends.push(0);
     let (mut cols, mut values) = (Vec::new(), Vec::new());

@@ -129,6 +129,45 @@ unsafe fn strip<V: Vector, const R: usize, B: Body<R>>(
 /// `R × N` accumulators held in registers across the body's kept weights.
 ///
 /// # Safety
+/// A register block's `R × N` accumulators: the block of `y` when `accumulate`, else zero.
+///
+/// # Safety
+/// `V`'s instruction set; each `y[r]` has `LANES·N` readable floats.
+#[inline(always)]
+pub(crate) unsafe fn load_block<V: Vector, const R: usize, const N: usize>(
+    y: [*mut f32; R],
+    accumulate: bool,
+) -> [[V; N]; R] {
+    // SAFETY: `V`'s instruction set (contract).
+    let mut acc: [[V; N]; R] = [[unsafe { V::zero() }; N]; R];
+    if accumulate {
+        for (row, y) in acc.iter_mut().zip(y) {
+            for (v, a) in row.iter_mut().enumerate() {
+                // SAFETY: inside the caller's block of `y`.
+                *a = unsafe { V::load(y.add(V::LANES * v)) };
+            }
+        }
+    }
+    acc
+}
+
+/// Store a register block's accumulators into the block of `y`.
+///
+/// # Safety
+/// `V`'s instruction set; each `y[r]` has `LANES·N` writable floats.
+#[inline(always)]
+pub(crate) unsafe fn store_block<V: Vector, const R: usize, const N: usize>(
+    acc: &[[V; N]; R],
+    y: [*mut f32; R],
+) {
+    for (row, y) in acc.iter().zip(y) {
+        for (v, a) in row.iter().enumerate() {
+            // SAFETY: inside the caller's block of `y`.
+            unsafe { a.store(y.add(V::LANES * v)) };
+        }
+    }
+}
+
 /// As [`strip`], for columns `0 .. LANES·N` of `xp`'s rows and of every `y[r]`.
 #[inline(always)]
 unsafe fn block<V: Vector, const R: usize, const N: usize, B: Body<R>>(
@@ -137,23 +176,11 @@ unsafe fn block<V: Vector, const R: usize, const N: usize, B: Body<R>>(
     y: [*mut f32; R],
     accumulate: bool,
 ) {
-    // SAFETY: `V`'s instruction set (contract).
-    let mut acc: [[V; N]; R] = [[unsafe { V::zero() }; N]; R];
-    if accumulate {
-        for (row, y) in acc.iter_mut().zip(y) {
-            for (v, a) in row.iter_mut().enumerate() {
-                // SAFETY: inside the caller's strip of `y`.
-                *a = unsafe { V::load(y.add(V::LANES * v)) };
-            }
-        }
-    }
+    // SAFETY: `V`'s instruction set and the block of `y`: the caller's contract.
+    let mut acc: [[V; N]; R] = unsafe { load_block(y, accumulate) };
     // SAFETY: the ISA and the activations' bounds are this function's contract, which is the
     // body's.
     unsafe { body.accumulate::<V, N>(&mut acc, xp, cols) };
-    for (row, y) in acc.iter().zip(y) {
-        for (v, a) in row.iter().enumerate() {
-            // SAFETY: inside the caller's strip of `y`.
-            unsafe { a.store(y.add(V::LANES * v)) };
-        }
-    }
+    // SAFETY: as for the load.
+    unsafe { store_block(&acc, y) };
 }

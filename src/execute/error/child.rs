@@ -61,11 +61,7 @@ pub struct StderrTail(pub String);
 
 impl std::fmt::Display for StderrTail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.is_empty() {
-            f.write_str(" (no stderr)")
-        } else {
-            write!(f, "; its stderr ends: {}", self.0)
-        }
+        super::write_tail(f, &self.0, " (no stderr)", "; its stderr ends: ")
     }
 }
 

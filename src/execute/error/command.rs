@@ -129,11 +129,7 @@ pub struct CommandStderr(pub String);
 
 impl std::fmt::Display for CommandStderr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.is_empty() {
-            f.write_str("; stderr was empty")
-        } else {
-            write!(f, "; stderr tail: {}", self.0)
-        }
+        super::write_tail(f, &self.0, "; stderr was empty", "; stderr tail: ")
     }
 }
 

@@ -261,6 +261,16 @@ pub enum ModelError {
     EqualLatencyModel(#[source] KernelError),
 }
 
+/// The end of a process's stderr as its error message ends: `when_empty` when it printed
+/// nothing, else `lead` and the text.
+fn write_tail(f: &mut std::fmt::Formatter<'_>, text: &str, when_empty: &str, lead: &str) -> std::fmt::Result {
+    if text.is_empty() {
+        f.write_str(when_empty)
+    } else {
+        write!(f, "{lead}{text}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

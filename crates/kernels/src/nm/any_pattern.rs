@@ -184,16 +184,8 @@ unsafe fn run<V: Vector, const R: usize, const N: usize>(
     y: [*mut f32; R],
     accumulate: bool,
 ) {
-    // SAFETY: `V`'s instruction set (contract).
-    let mut acc: [[V; N]; R] = [[unsafe { V::zero() }; N]; R];
-    if accumulate {
-        for (row, y) in acc.iter_mut().zip(y) {
-            for (v, a) in row.iter_mut().enumerate() {
-                // SAFETY: inside the caller's strip of `y`.
-                *a = unsafe { V::load(y.add(V::LANES * v)) };
-            }
-        }
-    }
+    // SAFETY: `V`'s instruction set and the block of `y`: the caller's contract.
+    let mut acc: [[V; N]; R] = unsafe { crate::register_blocks::load_block(y, accumulate) };
     let (mask, last) = ((1usize << p.bits) - 1, p.m - 1);
     for g in 0..groups {
         // The group's first row of x; every index below is clamped into the group.
@@ -214,10 +206,6 @@ unsafe fn run<V: Vector, const R: usize, const N: usize>(
             }
         }
     }
-    for (row, y) in acc.iter().zip(y) {
-        for (v, a) in row.iter().enumerate() {
-            // SAFETY: inside the caller's strip of `y`.
-            unsafe { a.store(y.add(V::LANES * v)) };
-        }
-    }
+    // SAFETY: as for the load.
+    unsafe { crate::register_blocks::store_block(&acc, y) };
 }
