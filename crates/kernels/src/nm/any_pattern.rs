@@ -80,49 +80,53 @@ pub(crate) fn rows_strip<const R: usize>(
 #[cfg(target_arch = "x86_64")]
 const MAX_V: usize = 8;
 
-/// [`strip`] on zmm registers.
-///
-/// # Safety
-/// AVX-512F; as [`strip`].
+/// One entry point per instruction set: [`strip`] on that ISA's vector type, compiled with
+/// its features enabled (the same shape as `register_blocks::entry_point!`; this loop keeps
+/// its own walker, see the module docs).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn avx512<const R: usize>(
-    p: Pattern,
-    values: [&[f32]; R],
-    idx: [&[u8]; R],
-    block: (usize, usize),
-    xp: *const f32,
-    cols: usize,
-    y: [*mut f32; R],
-    width: usize,
-    accumulate: bool,
-) -> usize {
-    // SAFETY: the caller's contract; AVX-512F is enabled here for `__m512`.
-    unsafe { strip::<__m512, R>(p, values, idx, block, (xp, cols), y, width, accumulate) }
+macro_rules! entry_point {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $vector:ty) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name<const R: usize>(
+            p: Pattern,
+            values: [&[f32]; R],
+            idx: [&[u8]; R],
+            block: (usize, usize),
+            xp: *const f32,
+            cols: usize,
+            y: [*mut f32; R],
+            width: usize,
+            accumulate: bool,
+        ) -> usize {
+            // SAFETY: the caller's contract; the vector type's features are enabled here.
+            unsafe { strip::<$vector, R>(p, values, idx, block, (xp, cols), y, width, accumulate) }
+        }
+    };
 }
 
-/// [`strip`] on ymm registers.
-///
-/// # Safety
-/// AVX2 and FMA; as [`strip`].
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn avx2<const R: usize>(
-    p: Pattern,
-    values: [&[f32]; R],
-    idx: [&[u8]; R],
-    block: (usize, usize),
-    xp: *const f32,
-    cols: usize,
-    y: [*mut f32; R],
-    width: usize,
-    accumulate: bool,
-) -> usize {
-    // SAFETY: the caller's contract; AVX2 and FMA are enabled here for `__m256`.
-    unsafe { strip::<__m256, R>(p, values, idx, block, (xp, cols), y, width, accumulate) }
-}
+entry_point!(
+    /// [`strip`] on zmm registers.
+    ///
+    /// # Safety
+    /// AVX-512F; as [`strip`].
+    avx512,
+    "avx512f",
+    __m512
+);
+
+#[cfg(target_arch = "x86_64")]
+entry_point!(
+    /// [`strip`] on ymm registers.
+    ///
+    /// # Safety
+    /// AVX2 and FMA; as [`strip`].
+    avx2,
+    "avx2,fma",
+    __m256
+);
 
 /// The columns of a strip in blocks of `8, 4, 2, 1` vectors; returns how many it did (a
 /// multiple of the vector width).
