@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Time scipy on the benchmark of issue 5 and write the shared data file.
 
-The same work as the `#[ignore]`d Rust benchmark `tests/stats_bench.rs`, on the same data
+The same work as the `#[ignore]`d Rust benchmark `tests/stats/bench.rs`, on the same data
 (tests/data/stats/bench.json, written here on first run from a fixed seed): Mann-Whitney U
 (asymptotic, two-sided), the Hodges-Lehmann shift (median of the 10^6 pairwise differences)
 with its rank-inversion interval ends (two more order statistics), and a 10,000-resample
 percentile bootstrap of the ratio of medians (scipy.stats.bootstrap, vectorized).
 
     /tmp/venv/bin/python scripts/bench_stats_scipy.py
-    cargo test --release --test stats_bench -- --ignored --nocapture
+    cargo test --release --test stats bench:: -- --ignored --nocapture
 """
 import json
 import pathlib

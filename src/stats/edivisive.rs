@@ -12,7 +12,7 @@
 //! The statistic for a split of `Z[a..b)` at `tau` into `X = Z[a..tau)` and `Y = Z[tau..b)`
 //! (distances `|Zi - Zj|`, exponent α = 1) is
 //! `q = n·m/(n+m) · (2/(n·m) Σ|Xi−Yj| − 1/n² Σ|Xi−Xj| − 1/m² Σ|Yi−Yj|)`,
-//! the package's V-statistic form; `tests/stats_edivisive.rs` checks every candidate `q` and
+//! the package's V-statistic form; `tests/stats/edivisive.rs` checks every candidate `q` and
 //! the change points against the package on `tests/data/stats/edivisive_cases.json`.
 
 use super::error::{StatsError, check_probability, check_sample};

@@ -1,9 +1,7 @@
 //! E-divisive means against MongoDB's `signal-processing-algorithms` 2.1.6 on the committed
 //! fixtures (`scripts/gen_edivisive_fixtures.py` → `tests/data/stats/edivisive_cases.json`).
 
-mod common;
-
-use common::{close, fixture, floats};
+use crate::common::{close, fixture, floats};
 use serde_json::Value;
 use sparsegate::validate::stats::{EDivisiveOptions, e_divisive, e_divisive_statistics, energy_statistics};
 

@@ -5,11 +5,9 @@
 //! the sparse kernel. Reported: how often the run-aware comparison (margin 0, lower speedup
 //! is worse) flags it, next to the naive sample-level Mann–Whitney, for k = 5, 10, 20.
 //!
-//!     cargo test --release --test stats_paired_power -- --ignored --nocapture
+//!     cargo test --release --test stats paired_power:: -- --ignored --nocapture
 
-mod common;
-
-use common::{at_margin_0, split_study};
+use crate::common::{at_margin_0, split_study};
 use sparsegate::domain::Metric;
 use sparsegate::execute::execute_slice;
 use sparsegate::ingress::pack::SamplePolicy;

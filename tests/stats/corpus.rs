@@ -8,9 +8,7 @@
 //! (Mann–Whitney on all samples pooled, one-sided p < 0.05), which treats the 30 samples of
 //! a run as independent. 500 bootstrap resamples per comparison to stay fast.
 
-mod common;
-
-use common::{at_margin_0, fixture, floats, split_study};
+use crate::common::{at_margin_0, fixture, floats, split_study};
 
 fn corpus() -> Vec<(String, Vec<Vec<f64>>)> {
     let v = fixture("stats/aa-corpus-ac.json");
@@ -49,7 +47,7 @@ fn issue_5_run_aware_comparison_holds_its_false_alarm_rate_on_real_noise() {
 /// 1.05 or 1.10 and count how often the run-aware comparison fails them at margin 0, for
 /// k = 5, 10, 20 runs per side (50 splits each), beside the naive sample-level rule.
 ///
-///     cargo test --release --test stats_corpus -- --ignored --nocapture
+///     cargo test --release --test stats corpus:: -- --ignored --nocapture
 #[test]
 #[ignore]
 fn issue_9_detection_rate_on_real_noise() {

@@ -1,9 +1,7 @@
 //! The statistics engine against scipy/numpy on the committed fixtures
 //! (`scripts/gen_stats_fixtures.py` → `tests/data/stats/scipy_cases.json`).
 
-mod common;
-
-use common::{close, close_to, floats};
+use crate::common::{close, close_to, floats};
 use serde_json::{Map, Value};
 use sparsegate::validate::stats::{
     BootstrapDistribution, MwuMethod, TwoSample, benjamini_hochberg, hodges_lehmann, holm,
@@ -31,7 +29,7 @@ fn cases_with(key: &str) -> Vec<KeyedCase> {
 }
 
 fn fixture() -> Value {
-    common::fixture("stats/scipy_cases.json")
+    crate::common::fixture("stats/scipy_cases.json")
 }
 
 /// Tolerance for statistics built on a difference of means: 1e-9, except on the case of

@@ -3,9 +3,7 @@
 //! bootstrap of the ratio of medians on two samples of 1,000, the same work and data as
 //! `scripts/bench_stats_scipy.py`. Target: under 20 ms.
 //!
-//!     cargo test --release --test stats_bench -- --ignored --nocapture
-
-mod common;
+//!     cargo test --release --test stats bench:: -- --ignored --nocapture
 
 use sparsegate::validate::stats::{
     Bootstrap, CiMethod, MwuMethod, TwoSample, hodges_lehmann, mann_whitney_u,
@@ -13,8 +11,11 @@ use sparsegate::validate::stats::{
 use std::time::Instant;
 
 fn data() -> (Vec<f64>, Vec<f64>) {
-    let v = common::fixture("stats/bench.json");
-    (common::floats(&v["baseline"]), common::floats(&v["candidate"]))
+    let v = crate::common::fixture("stats/bench.json");
+    (
+        crate::common::floats(&v["baseline"]),
+        crate::common::floats(&v["candidate"]),
+    )
 }
 
 /// Milliseconds one call of `f` takes.
