@@ -17,6 +17,25 @@ pub enum FileError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A path that should name a file names a directory, FIFO, socket or device.
+    #[error("{} is not a regular file", path.display())]
+    #[diagnostic(code(sparsegate::io), help("point at the file itself"))]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A file is larger than sparsegate reads.
+    #[error("{} is over the {limit}-byte limit", path.display())]
+    #[diagnostic(
+        code(sparsegate::io),
+        help("this is not a file sparsegate wrote; check the path")
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The most bytes read.
+        limit: u64,
+    },
     /// A file could not be written.
     #[error("cannot write {}: {source}", path.display())]
     #[diagnostic(code(sparsegate::io), help("check that the directory exists and is writable"))]
@@ -54,6 +73,39 @@ impl FileError {
             hint: hint.to_owned(),
         }
     }
+}
+
+/// The text of the regular file at `path`, at most `limit` bytes. Directories, FIFOs,
+/// sockets and devices are refused before they are opened (a FIFO would block the open),
+/// and the opened handle is checked again; the read stops at `limit + 1` bytes, so memory
+/// stays bounded whatever the file does meanwhile.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<String, FileError> {
+    use std::io::Read;
+    let read_error = |source| FileError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let not_a_file = || FileError::NotAFile {
+        path: path.to_owned(),
+    };
+    if !std::fs::metadata(path).map_err(read_error)?.is_file() {
+        return Err(not_a_file());
+    }
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    if !file.metadata().map_err(read_error)?.is_file() {
+        return Err(not_a_file());
+    }
+    let mut text = String::new();
+    file.take(limit.saturating_add(1))
+        .read_to_string(&mut text)
+        .map_err(read_error)?;
+    if text.len() as u64 > limit {
+        return Err(FileError::TooLarge {
+            path: path.to_owned(),
+            limit,
+        });
+    }
+    Ok(text)
 }
 
 /// Pretty JSON with a trailing newline: our files are read by people in PRs too.
@@ -120,4 +172,40 @@ fn default_permissions() -> std::fs::Permissions {
         .expect("cwd metadata");
     p.set_readonly(false);
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_reads_take_regular_files_within_the_limit_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.json");
+        std::fs::write(&file, "0123456789").unwrap();
+        assert_eq!(read_bounded(&file, 10).unwrap(), "0123456789");
+        assert!(matches!(
+            read_bounded(&file, 9),
+            Err(FileError::TooLarge { limit: 9, .. })
+        ));
+        assert!(matches!(
+            read_bounded(dir.path(), 10),
+            Err(FileError::NotAFile { .. })
+        ));
+        assert!(matches!(
+            read_bounded(&dir.path().join("missing"), 10),
+            Err(FileError::Read { .. })
+        ));
+    }
+
+    /// A FIFO would block the open until a writer came: it is refused without opening.
+    #[cfg(unix)]
+    #[test]
+    fn bounded_reads_refuse_a_fifo_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("evidence.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        assert!(matches!(read_bounded(&fifo, 10), Err(FileError::NotAFile { .. })));
+    }
 }

@@ -131,15 +131,26 @@ pub fn read_entry(format: ImportFormat, path: &Path, name: &str) -> Result<Impor
 }
 
 fn read_json(path: &Path) -> Result<Value, ImportError> {
+    use std::io::Read;
+    let not_a_file = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
+    // A FIFO or device would block the open or never end: refused before opening.
+    if !std::fs::metadata(path).map_err(ImportError::Open)?.is_file() {
+        return Err(ImportError::Open(not_a_file()));
+    }
     let file = std::fs::File::open(path).map_err(ImportError::Open)?;
-    let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if bytes > MAX_FILE_BYTES {
+    let meta = file.metadata().map_err(ImportError::Open)?;
+    if !meta.is_file() {
+        return Err(ImportError::Open(not_a_file()));
+    }
+    if meta.len() > MAX_FILE_BYTES {
         return Err(ImportError::TooLarge {
-            bytes,
+            bytes: meta.len(),
             limit: MAX_FILE_BYTES,
         });
     }
-    serde_json::from_reader(std::io::BufReader::new(file)).map_err(ImportError::Json)
+    // Bounded even if the file grows after the size check.
+    let reader = std::io::BufReader::new(file.take(MAX_FILE_BYTES + 1));
+    serde_json::from_reader(reader).map_err(ImportError::Json)
 }
 
 /// Seconds per unit of a Google Benchmark `time_unit`.
@@ -328,6 +339,24 @@ fn numbers(value: Option<&Value>, what: &'static str) -> Result<Vec<f64>, Import
 
 #[cfg(test)]
 mod tests {
+
+    /// A FIFO named as a result file is refused at once, never opened (which would block).
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_result_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("results.json");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let err = read_json(&fifo).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+
     use super::*;
     use std::path::PathBuf;
 

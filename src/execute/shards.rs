@@ -70,15 +70,16 @@ pub struct Combined {
     pub slices: Vec<SliceEvidence>,
 }
 
+/// The largest shard evidence read: far above what a pack's samples produce (a few MB),
+/// far below what would exhaust a runner's memory.
+const MAX_EVIDENCE_BYTES: u64 = 256 << 20;
+
 /// Read `DIR/evidence.json` of every shard directory.
 pub fn read_shards(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, Evidence)>> {
     let mut shards = Vec::with_capacity(dirs.len());
     for dir in dirs {
         let path = dir.join("evidence.json");
-        let text = std::fs::read_to_string(&path).map_err(|source| FileError::Read {
-            path: path.clone(),
-            source,
-        })?;
+        let text = crate::files::read_bounded(&path, MAX_EVIDENCE_BYTES)?;
         let evidence: Evidence = serde_json::from_str(&text)
             .map_err(|e| FileError::json(&path, &e, "evidence.json is written by `sparsegate run`"))?;
         shards.push((path, evidence));

@@ -10,8 +10,15 @@ use sparsegate::release::ExitCode;
 use sparsegate::{Error, Result};
 
 pub fn run() -> Result<ExitCode> {
+    // A run request is a pack path, a digest and an environment: a few KB. Read at most
+    // this much, so a stray stream on stdin cannot exhaust memory.
+    const MAX_REQUEST_BYTES: u64 = 16 << 20;
     let mut input = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).map_err(|source| FileError::Read {
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(std::io::stdin(), MAX_REQUEST_BYTES),
+        &mut input,
+    )
+    .map_err(|source| FileError::Read {
         path: "<stdin>".into(),
         source,
     })?;
