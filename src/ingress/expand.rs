@@ -82,8 +82,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
         }
         let mut guardrails = checked.pack_guardrails.clone();
         guardrails.extend(checked.slice_guardrails.get(i).into_iter().flatten().cloned());
-        let command = checked.commands.get(i).cloned().flatten();
-        let import = checked.imports.get(i).cloned().flatten();
+        let resolved = checked.backends.get(i).cloned().flatten();
         if !spec.backend.runs_workload() {
             // Someone else's benchmark: one slice, named by its spec id alone.
             slices.push(Slice {
@@ -93,12 +92,10 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                 ops,
                 sparsity: Sparsity::Dense,
                 precision: Precision::Fp32,
-                backend: match (command, import) {
-                    (Some(command), _) => SliceBackend::Command(command),
-                    (None, Some(import)) => SliceBackend::Import(import),
-                    // Semantic checks refuse a command or import slice without its block.
-                    (None, None) => unreachable!("checked at ingress: `{}` has its backend block", spec.id),
-                },
+                // Semantic checks refuse a command or import slice without its block.
+                backend: resolved.unwrap_or_else(|| {
+                    unreachable!("checked at ingress: `{}` has its backend block", spec.id)
+                }),
                 guardrails,
                 samples: pack.samples.clone(),
                 threads,
@@ -133,8 +130,10 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     ops: ops.clone(),
                     sparsity: *sparsity,
                     precision,
-                    backend: match (checked.presets.get(i).cloned().flatten(), load, model) {
-                        (Some(preset), _, _) => SliceBackend::Sim(Box::new(preset)),
+                    // Resolved once per spec (the simulator's preset), else the CPU's settings
+                    // for this cell.
+                    backend: match (resolved.clone(), load, model) {
+                        (Some(backend), _, _) => backend,
                         (None, Some(load), _) => SliceBackend::Serving { load, weights },
                         (None, None, Some(task)) => SliceBackend::Model(Box::new(task)),
                         (None, None, None) => SliceBackend::Kernels { weights },

@@ -88,8 +88,9 @@ pub struct Slice {
 /// Where a slice runs, each backend with its own settings (checked and resolved at
 /// ingress), so execution matches on one value instead of reading optional fields.
 ///
-/// Adding a backend is one arm here (and in [`SliceBackend::kind`]), one file in `execute/`
-/// and one arm in `execute::execute_slice_on`.
+/// A backend's pack side is its file in `pack/backends/`, which resolves its block into the
+/// arm here; its executor is a file in `execute/` with one arm in `execute::execute_slice_on`
+/// (docs/architecture.md, "Where a change goes").
 #[derive(Debug, Clone, PartialEq)]
 pub enum SliceBackend {
     /// The built-in CPU kernels on the slice's GEMM ops, interleaved with the dense

@@ -4,7 +4,7 @@
 use super::ids::slice_id;
 use super::pack::{Backend, Guardrail, OpSpec, PACK_SCHEMA_VERSION, PackFile, Precision};
 use super::span::{Locator, escape_segment};
-use super::{GuardrailSpec, MEMORY_BUDGET_BYTES, PackDiagnostic, Rule, Sparsity};
+use super::{GuardrailSpec, MEMORY_BUDGET_BYTES, PackDiagnostic, Rule, SliceBackend, Sparsity};
 use crate::domain::metric::Metric;
 use std::collections::{HashMap, HashSet};
 
@@ -40,12 +40,9 @@ pub(crate) struct Checked {
     pub pack_guardrails: Vec<GuardrailSpec>,
     /// Each slice spec's own guardrails.
     pub slice_guardrails: Vec<Vec<GuardrailSpec>>,
-    /// Each slice spec's resolved accelerator preset (`backend: sim` only).
-    pub presets: Vec<Option<crate::sim::Preset>>,
-    /// Each slice spec's resolved command (`backend: command` only).
-    pub commands: Vec<Option<super::CommandSlice>>,
-    /// Each slice spec's resolved import source (`backend: import` only).
-    pub imports: Vec<Option<super::ImportSlice>>,
+    /// Each slice spec's backend settings where its backend resolves them once per spec
+    /// (see `pack::backends::Rules::resolve`).
+    pub backends: Vec<Option<super::SliceBackend>>,
     /// Each slice spec's serving loop (`backend: cpu` with `load` only).
     pub loads: Vec<Option<super::LoadPlan>>,
 }
@@ -171,144 +168,6 @@ fn check_load(
     })
 }
 
-/// The directory relative paths in a pack are resolved against.
-fn pack_dir(pack_file: &str) -> std::path::PathBuf {
-    match std::path::Path::new(pack_file).parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    }
-}
-
-/// Check a `command` slice's block and resolve it against the pack's directory.
-fn check_command(
-    spec: &super::pack::SliceSpec,
-    base: &str,
-    loc: &Locator,
-    diags: &mut Vec<PackDiagnostic>,
-) -> Option<super::CommandSlice> {
-    let Some(c) = &spec.command else {
-        diags.push(loc.at_key(
-            base,
-            format!("slice `{}` has `backend: command` but no `command`", spec.id),
-            Some("add `command: {argv: [sh, bench.sh], timeout_s: 60}` (see docs/command-backend.md)".into()),
-        ));
-        return None;
-    };
-    let dir = pack_dir(&loc.file);
-    let mut ok = true;
-    let mut resolve_cwd = |cwd: &Option<String>, pointer: &str| -> std::path::PathBuf {
-        let path = cwd.as_ref().map_or_else(|| dir.clone(), |c| dir.join(c));
-        if !path.is_dir() {
-            ok = false;
-            diags.push(loc.at_value(
-                pointer,
-                format!("working directory `{}` does not exist", path.display()),
-                Some("`cwd` is relative to the pack's directory".into()),
-            ));
-        }
-        path
-    };
-    let cwd = resolve_cwd(&c.cwd, &format!("{base}/command/cwd"));
-    let comparator_cwd = c.comparator.as_ref().map(|k| match &k.cwd {
-        Some(_) => resolve_cwd(&k.cwd, &format!("{base}/command/comparator/cwd")),
-        None => cwd.clone(),
-    });
-    for (argv, pointer) in std::iter::once((&c.argv, format!("{base}/command/argv"))).chain(
-        c.comparator
-            .as_ref()
-            .map(|k| (&k.argv, format!("{base}/command/comparator/argv"))),
-    ) {
-        if argv.first().is_none_or(|p| p.trim().is_empty()) {
-            ok = false;
-            diags.push(loc.at_value(
-                &pointer,
-                "the command has no program to run",
-                Some(
-                    "`argv` lists the program and then its arguments, e.g. `[sh, bench.sh, \"4000\"]`".into(),
-                ),
-            ));
-        }
-    }
-    if !(c.timeout_s.is_finite() && c.timeout_s > 0.0) {
-        ok = false;
-        diags.push(loc.at_value(
-            &format!("{base}/command/timeout_s"),
-            format!("timeout_s {} is not a positive number of seconds", c.timeout_s),
-            Some("give each invocation a limit such as `timeout_s: 60`".into()),
-        ));
-    }
-    let candidate = super::CommandInvocation {
-        argv: c.argv.clone(),
-        cwd,
-        env: c.env.clone(),
-    };
-    let comparator = c
-        .comparator
-        .as_ref()
-        .zip(comparator_cwd)
-        .map(|(k, cwd)| super::CommandInvocation {
-            argv: k.argv.clone(),
-            cwd,
-            env: k.env.clone().unwrap_or_else(|| c.env.clone()),
-        });
-    ok.then_some(super::CommandSlice {
-        candidate,
-        comparator,
-        timeout_s: c.timeout_s,
-    })
-}
-
-/// Check an `import` slice's block and resolve its file against the pack's directory. The
-/// file itself is read at execution (CI often produces it in an earlier step).
-fn check_import(
-    spec: &super::pack::SliceSpec,
-    base: &str,
-    loc: &Locator,
-    diags: &mut Vec<PackDiagnostic>,
-) -> Option<super::ImportSlice> {
-    let Some(i) = &spec.import else {
-        diags.push(
-            loc.at_key(
-                base,
-                format!("slice `{}` has `backend: import` but no `import`", spec.id),
-                Some(
-                    "add `import: {file: results.json, format: google_benchmark, benchmark: BM_Name}` \
-                 (formats: google_benchmark, criterion, hyperfine, pytest_benchmark)"
-                        .into(),
-                ),
-            ),
-        );
-        return None;
-    };
-    if i.comparator.as_deref() == Some(i.benchmark.as_str()) {
-        diags.push(loc.at_value(
-            &format!("{base}/import/comparator"),
-            format!("the comparator is the benchmark itself (`{}`)", i.benchmark),
-            Some("name the baseline entry to compare against, or remove `comparator`".into()),
-        ));
-        return None;
-    }
-    Some(super::ImportSlice {
-        path: pack_dir(&loc.file).join(&i.file),
-        format: i.format,
-        benchmark: i.benchmark.clone(),
-        comparator: i.comparator.clone(),
-    })
-}
-
-/// Resolve a `sim` slice's preset: a built-in name, else a file relative to the pack.
-fn resolve_preset(name: &str, pack_file: &str) -> Result<crate::sim::Preset, crate::sim::SimError> {
-    let builtin = crate::sim::preset::BUILTIN.iter().any(|(n, _)| *n == name);
-    let path = std::path::Path::new(name);
-    if builtin || path.is_absolute() {
-        return crate::sim::Preset::resolve(name);
-    }
-    let beside = std::path::Path::new(pack_file)
-        .parent()
-        .map_or_else(|| path.to_path_buf(), |dir| dir.join(path));
-    crate::sim::Preset::resolve(&beside.display().to_string())
-}
-
 /// Run every semantic check; `Err` carries all problems found.
 pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackDiagnostic>> {
     let mut diags = Vec::new();
@@ -388,9 +247,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
     let pack_guardrails = guardrails(&pack.guardrails, "/guardrails", &backends, loc, &mut diags);
 
     let mut sparsities = Vec::with_capacity(pack.slices.len());
-    let mut presets = Vec::with_capacity(pack.slices.len());
-    let mut commands = Vec::with_capacity(pack.slices.len());
-    let mut imports = Vec::with_capacity(pack.slices.len());
+    let mut resolved_backends = Vec::with_capacity(pack.slices.len());
     let mut loads = Vec::with_capacity(pack.slices.len());
     let mut slice_guardrails = Vec::with_capacity(pack.slices.len());
     // Expanded id → pointer of the spec id that first produced it.
@@ -418,49 +275,9 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             }
         }
 
-        let preset = match (spec.backend, &spec.preset) {
-            (Backend::Sim, None) => {
-                diags.push(loc.at_key(
-                    &base,
-                    format!("slice `{}` has `backend: sim` but no `preset`", spec.id),
-                    Some(format!(
-                        "add `preset: h100` (built-in: {}) or the path of a preset YAML file",
-                        crate::sim::preset::builtin_names().join(", ")
-                    )),
-                ));
-                None
-            }
-            (Backend::Sim, Some(name)) => match resolve_preset(name, &loc.file) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    diags.push(
-                        loc.at_value(
-                            &format!("{base}/preset"),
-                            e.to_string(),
-                            Some(
-                                "use a built-in preset name or a preset file relative to the pack \
-                             (format: schemas/accelerator-preset.schema.json)"
-                                    .into(),
-                            ),
-                        ),
-                    );
-                    None
-                }
-            },
-            (b, Some(_)) => {
-                diags.push(loc.at_value(
-                    &format!("{base}/preset"),
-                    format!(
-                        "`preset` applies to `backend: sim`, but slice `{}` runs on {}",
-                        spec.id,
-                        b.as_str()
-                    ),
-                    Some("set `backend: sim` or remove `preset`".into()),
-                ));
-                None
-            }
-            (_, None) => None,
-        };
+        // The backend's own block, resolved; another backend's block is refused.
+        let resolved = super::pack::check_backend(spec, &base, loc, &mut diags);
+        let preset = resolved.as_ref().and_then(SliceBackend::preset);
 
         // Which blocks a slice needs follows from its backend; a block that belongs to
         // another backend is refused rather than silently ignored.
@@ -506,34 +323,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
                 }
             }
         }
-        for (key, present, wanted) in [
-            ("command", spec.command.is_some(), Backend::Command),
-            ("import", spec.import.is_some(), Backend::Import),
-        ] {
-            if present && spec.backend != wanted {
-                diags.push(loc.at_key(
-                    &format!("{base}/{key}"),
-                    format!(
-                        "`{key}` applies to `backend: {}`, but slice `{}` runs on {}",
-                        wanted.as_str(),
-                        spec.id,
-                        spec.backend.as_str()
-                    ),
-                    Some(format!("set `backend: {}` or remove `{key}`", wanted.as_str())),
-                ));
-            }
-        }
-        let command = (spec.backend == Backend::Command)
-            .then(|| check_command(spec, &base, loc, &mut diags))
-            .flatten();
-        let import = (spec.backend == Backend::Import)
-            .then(|| check_import(spec, &base, loc, &mut diags))
-            .flatten();
-        let has_comparator = match spec.backend {
-            Backend::Command => spec.command.as_ref().is_some_and(|c| c.comparator.is_some()),
-            Backend::Import => spec.import.as_ref().is_some_and(|i| i.comparator.is_some()),
-            Backend::Cpu | Backend::Sim => true,
-        };
+        let has_comparator = (spec.backend.rules().has_comparator)(spec);
         if !has_comparator {
             let all = pack
                 .guardrails
@@ -562,8 +352,6 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
                 }
             }
         }
-        commands.push(command);
-        imports.push(import);
         loads.push(check_load(pack, spec, &base, loc, &mut diags));
 
         let mut seen_precisions = HashSet::new();
@@ -678,7 +466,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             }
         }
         sparsities.push(parsed);
-        presets.push(preset);
+        resolved_backends.push(resolved);
     }
 
     if diags.is_empty() {
@@ -686,9 +474,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             sparsities,
             pack_guardrails,
             slice_guardrails,
-            presets,
-            commands,
-            imports,
+            backends: resolved_backends,
             loads,
         })
     } else {

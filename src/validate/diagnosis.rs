@@ -109,6 +109,9 @@ pub fn diagnose_all(
 pub fn diagnose(slice: &Slice, ev: &SliceEvidence, cpu_roofs: Option<&MachineRoofs>) -> SliceDiagnosis {
     let counter = |key: Counter| ev.counters.value(key);
     let (within_run_cv, between_run_cv) = noise_decomposition(ev);
+    // The CPU's roofs are measured at gate time; any other backend places itself by the
+    // roof counters it records (the simulator's preset), and one that records none (a
+    // user's program) has no roofs sparsegate could place it against.
     let roofs = match slice.backend.kind() {
         Backend::Cpu => cpu_roofs.map(|r| {
             (
@@ -118,14 +121,18 @@ pub fn diagnose(slice: &Slice, ev: &SliceEvidence, cpu_roofs: Option<&MachineRoo
                 r.bandwidth_gbps,
             )
         }),
-        Backend::Sim => {
-            let name = slice.backend.preset().map_or("sim", |p| p.name.as_str());
+        other => {
+            let (name, source) = match slice.backend.preset() {
+                Some(p) => (p.name.clone(), format!("preset {}", p.name)),
+                None => (
+                    other.as_str().to_owned(),
+                    format!("recorded by the {} backend", other.as_str()),
+                ),
+            };
             counter(Counter::RoofPeakGflops)
                 .zip(counter(Counter::RoofBandwidthGbps))
-                .map(|(p, b)| (name.to_owned(), format!("preset {name}"), p, b))
+                .map(|(p, b)| (name, source, p, b))
         }
-        // A user's program has no roofs sparsegate could place it against.
-        Backend::Command | Backend::Import => None,
     };
     let latency = latency_s(ev);
     let roofline = roofs.and_then(|(machine, roofs_source, peak, bandwidth)| {

@@ -6,8 +6,11 @@
 //! strings here and are parsed by the semantic checks, which can then point at the exact
 //! line and column of the offending value.
 
+mod backends;
+
 pub use crate::domain::Precision;
-use crate::domain::metric::Metric;
+pub use backends::Backend;
+pub(crate) use backends::check_backend;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -224,108 +227,6 @@ impl Default for SamplePolicy {
             max_runs: None,
             run_mode: None,
             sequential: false,
-        }
-    }
-}
-
-/// Where a slice runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// The built-in CPU kernels, timed on this machine.
-    Cpu,
-    /// The simulated accelerator (`src/sim/`) named by the slice's `preset`: deterministic,
-    /// so every sample of a metric is the same number.
-    Sim,
-    /// The user's own benchmark command (the slice's `command`), which prints its metrics as
-    /// JSON lines (`docs/command-backend.md`); sparsegate owns warm-up, repetitions, runs,
-    /// interleaving with the comparator command and timeouts.
-    Command,
-    /// Results another tool already measured (the slice's `import`): Google Benchmark,
-    /// criterion, hyperfine or pytest-benchmark files, so a team gates what it has.
-    Import,
-}
-
-impl Backend {
-    /// The lowercase name used in packs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Cpu => "cpu",
-            Backend::Sim => "sim",
-            Backend::Command => "command",
-            Backend::Import => "import",
-        }
-    }
-
-    /// Whether slices on this backend run the pack's GEMM `workload` at a `sparsity` (the
-    /// built-in backends) rather than someone else's benchmark.
-    pub fn runs_workload(self) -> bool {
-        matches!(self, Backend::Cpu | Backend::Sim)
-    }
-
-    /// Whether this backend produces values for `metric`; a guardrail over a metric the
-    /// slice's backend does not measure is refused at ingress.
-    pub fn measures(self, metric: Metric) -> bool {
-        match self {
-            Backend::Cpu => {
-                metric.is_speed()
-                    || matches!(
-                        metric,
-                        Metric::FallbackRate
-                    | Metric::MetadataOverhead
-                    // Only for model workloads; ingress refuses them on `ops` slices.
-                    | Metric::Accuracy
-                    | Metric::QualityDelta
-                    )
-            }
-            Backend::Sim => matches!(
-                metric,
-                Metric::Latency
-                    | Metric::Cycles
-                    | Metric::EnergyJ
-                    | Metric::TcOccupancy
-                    | Metric::FallbackRate
-                    | Metric::MetadataOverhead
-                    | Metric::DramBytes
-                    | Metric::EffectiveSpeedup
-                    | Metric::ThroughputGflops
-            ),
-            // A command reports whatever metrics it prints (a missing one fails the slice at
-            // execution); only the counters derived from a lowered plan are out of reach.
-            Backend::Command => !matches!(metric, Metric::FallbackRate | Metric::MetadataOverhead),
-            // Every supported format records times; the speedup needs a comparator entry.
-            Backend::Import => matches!(
-                metric,
-                Metric::Latency
-                    | Metric::LatencyP50
-                    | Metric::LatencyP95
-                    | Metric::LatencyP99
-                    | Metric::EffectiveSpeedup
-            ),
-        }
-    }
-
-    /// The metrics this backend measures, in vocabulary order.
-    pub fn measured_metrics(self) -> Vec<Metric> {
-        Metric::ALL
-            .iter()
-            .copied()
-            .filter(|&m| self.measures(m))
-            .collect()
-    }
-
-    /// The precisions this backend runs in this version: the CPU runs all four (fp16/bf16 as
-    /// 16-bit storage with f32 arithmetic, int8 into exact i32 sums).
-    pub fn supports_precision(self, precision: Precision) -> bool {
-        match self {
-            Backend::Cpu => matches!(
-                precision,
-                Precision::Fp32 | Precision::Fp16 | Precision::Bf16 | Precision::Int8
-            ),
-            // The preset decides; ingress checks the slice's precisions against it.
-            Backend::Sim => true,
-            // The user's benchmark owns its precision; the field is not used.
-            Backend::Command | Backend::Import => true,
         }
     }
 }

@@ -1,0 +1,69 @@
+//! `backend: sim`: the simulated accelerator named by the slice's `preset`, a built-in name
+//! or a preset file relative to the pack.
+
+use super::{At, Block, Metric, Rules, SliceBackend, SliceSpec};
+
+pub(super) const RULES: Rules = Rules {
+    name: "sim",
+    runs_workload: true,
+    block: Some(Block::scalar("preset", |spec| spec.preset.is_some(), example)),
+    measures: |metric| {
+        matches!(
+            metric,
+            Metric::Latency
+                | Metric::Cycles
+                | Metric::EnergyJ
+                | Metric::TcOccupancy
+                | Metric::FallbackRate
+                | Metric::MetadataOverhead
+                | Metric::DramBytes
+                | Metric::EffectiveSpeedup
+                | Metric::ThroughputGflops
+        )
+    },
+    // The preset decides; the semantic checks hold the slice's precisions against it.
+    supports_precision: |_| true,
+    // The simulated dense datapath of the same preset.
+    has_comparator: |_| true,
+    resolve,
+};
+
+fn example() -> String {
+    let names = crate::sim::preset::builtin_names().join(", ");
+    format!("`preset: h100` (built-in: {names}) or the path of a preset YAML file")
+}
+
+fn resolve(spec: &SliceSpec, at: At<'_>) -> Option<SliceBackend> {
+    let At { base, loc, diags } = at;
+    let name = spec.preset.as_ref()?;
+    match resolve_preset(name, &loc.file) {
+        Ok(p) => Some(SliceBackend::Sim(Box::new(p))),
+        Err(e) => {
+            diags.push(
+                loc.at_value(
+                    &format!("{base}/preset"),
+                    e.to_string(),
+                    Some(
+                        "use a built-in preset name or a preset file relative to the pack \
+                     (format: schemas/accelerator-preset.schema.json)"
+                            .into(),
+                    ),
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// Resolve a preset: a built-in name, else a file relative to the pack.
+fn resolve_preset(name: &str, pack_file: &str) -> Result<crate::sim::Preset, crate::sim::SimError> {
+    let builtin = crate::sim::preset::BUILTIN.iter().any(|(n, _)| *n == name);
+    let path = std::path::Path::new(name);
+    if builtin || path.is_absolute() {
+        return crate::sim::Preset::resolve(name);
+    }
+    let beside = std::path::Path::new(pack_file)
+        .parent()
+        .map_or_else(|| path.to_path_buf(), |dir| dir.join(path));
+    crate::sim::Preset::resolve(&beside.display().to_string())
+}
