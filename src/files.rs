@@ -75,12 +75,10 @@ impl FileError {
     }
 }
 
-/// The text of the regular file at `path`, at most `limit` bytes. Directories, FIFOs,
-/// sockets and devices are refused before they are opened (a FIFO would block the open),
-/// and the opened handle is checked again; the read stops at `limit + 1` bytes, so memory
-/// stays bounded whatever the file does meanwhile.
-pub fn read_bounded(path: &Path, limit: u64) -> Result<String, FileError> {
-    use std::io::Read;
+/// Open the regular file at `path` for reading. Directories, FIFOs, sockets and devices
+/// are refused before they are opened (a FIFO would block the open), and the opened handle
+/// is checked again.
+pub fn open_regular(path: &Path) -> Result<std::fs::File, FileError> {
     let read_error = |source| FileError::Read {
         path: path.to_owned(),
         source,
@@ -95,6 +93,20 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<String, FileError> {
     if !file.metadata().map_err(read_error)?.is_file() {
         return Err(not_a_file());
     }
+    Ok(file)
+}
+
+/// The text of the regular file at `path`, at most `limit` bytes. Directories, FIFOs,
+/// sockets and devices are refused before they are opened (a FIFO would block the open),
+/// and the opened handle is checked again; the read stops at `limit + 1` bytes, so memory
+/// stays bounded whatever the file does meanwhile.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<String, FileError> {
+    use std::io::Read;
+    let file = open_regular(path)?;
+    let read_error = |source| FileError::Read {
+        path: path.to_owned(),
+        source,
+    };
     let mut text = String::new();
     file.take(limit.saturating_add(1))
         .read_to_string(&mut text)

@@ -61,6 +61,8 @@ metrics! {
     MetadataOverhead => "metadata_overhead", "fraction", Lower, "Sparse metadata bytes / value bytes.";
     DramBytes => "dram_bytes", "B", Lower, "DRAM traffic per iteration.";
     Cycles => "cycles", "cycles", Lower, "Simulated cycles per iteration.";
+    PatternViolations => "pattern_violations", "groups", Lower, "Groups (or blocks) of a checkpoint's weights that break the slice's sparsity pattern.";
+    SparseCoverage => "sparse_coverage", "fraction", Higher, "Share of a checkpoint's GEMM FLOPs whose weights hold the pattern and run on a sparse kernel.";
 }
 
 impl Metric {

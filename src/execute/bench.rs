@@ -133,6 +133,7 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
         samples: req.samples.clone(),
         seed: req.seed,
         threads: req.threads.max(1),
+        checkpoint: None,
     };
     let plan = lower(&slice);
     let ev = execute_slice(&slice, &plan);

@@ -85,6 +85,24 @@ pub struct SliceEvidence {
     /// model). Raw counts and predictions, judged in validation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality: Option<QualityEvidence>,
+    /// For a checkpoint workload: each selected tensor's structure against the slice's
+    /// pattern, in name order (issue 21).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub structure: Vec<super::structure::TensorStructure>,
+    /// The artifact files the slice was measured from, with their digests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<ArtifactRecord>,
+}
+
+/// A file the slice was measured from (a checkpoint's weights, its index, its config).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ArtifactRecord {
+    /// The path relative to the pack's directory.
+    pub name: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// `sha256:<hex>` of the file.
+    pub digest: String,
 }
 
 /// One interim look of sequential sampling: after how many runs, what it spent, and
@@ -390,6 +408,8 @@ impl SliceEvidence {
             looks: vec![],
             op_costs: vec![],
             quality: None,
+            structure: vec![],
+            artifacts: vec![],
         }
     }
 }

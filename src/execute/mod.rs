@@ -16,6 +16,7 @@ pub mod roofs;
 mod run;
 pub mod shards;
 mod sim;
+pub mod structure;
 pub mod summary;
 mod weights;
 mod workload;
@@ -27,8 +28,8 @@ pub use error::{
     RecordError, StderrTail,
 };
 pub use evidence::{
-    EVIDENCE_SCHEMA_VERSION, EqualLatency, Evidence, Look, MetricSamples, ModelScore, OpCost, PackRecord,
-    PruneStep, QualityEvidence, RunSummary, SliceEvidence, SliceFailure,
+    ArtifactRecord, EVIDENCE_SCHEMA_VERSION, EqualLatency, Evidence, Look, MetricSamples, ModelScore, OpCost,
+    PackRecord, PruneStep, QualityEvidence, RunSummary, SliceEvidence, SliceFailure,
 };
 pub use import::{Imported, execute_import_slice, read_entry};
 pub use load::{LoadOutcome, execute_load_slice, serve};
@@ -55,12 +56,17 @@ pub fn execute_slice_on(
     launch: Option<&LaunchRun<'_>>,
     stop: Option<&StopRule<'_>>,
 ) -> SliceEvidence {
-    match &slice.backend {
+    let mut evidence = match &slice.backend {
         SliceBackend::Kernels { .. } => execute_slice_with(slice, plan, launch, stop),
         SliceBackend::Serving { load, .. } => execute_load_slice(slice, *load, plan),
         SliceBackend::Model(task) => execute_model_slice(slice, task, plan),
         SliceBackend::Sim(preset) => execute_sim_slice(slice, preset, plan),
         SliceBackend::Command(command) => execute_command_slice(slice, command, plan),
         SliceBackend::Import(import) => execute_import_slice(slice, import, plan),
+    };
+    // The shipped artifact is verified whatever the timing found (issue 21).
+    if let Some(w) = &slice.checkpoint {
+        structure::record(w, slice, plan, &mut evidence);
     }
+    evidence
 }

@@ -18,6 +18,7 @@ use super::kernels::dense::{DenseWeights, gemm_f32};
 use super::kernels::precision::{self, Half, HalfBuf, SparseI8};
 use super::kernels::{KernelError, SparseWeights};
 use crate::domain::{GemmOp, Precision, Sparsity};
+use crate::ingress::checkpoint::Checkpoint;
 use crate::ingress::{Slice, WeightDistribution};
 use crate::lower::{KernelPath, Plan};
 use crate::schedule::{CpuSchedule, schedule_cpu};
@@ -91,7 +92,7 @@ impl Workload {
                     &p.op,
                     p.path,
                     (slice.sparsity, slice.precision),
-                    slice.backend.weights(),
+                    WeightSource::of(slice),
                     threads,
                     &mut rng,
                 )
@@ -243,17 +244,58 @@ impl Workload {
     }
 }
 
+/// Where an op's weights come from: the shipped checkpoint's tensor of the op's name, or
+/// drawn from the slice seed.
+#[derive(Clone, Copy)]
+enum WeightSource<'a> {
+    Checkpoint(&'a Checkpoint),
+    Drawn(WeightDistribution),
+}
+
+impl<'a> WeightSource<'a> {
+    fn of(slice: &'a Slice) -> WeightSource<'a> {
+        match &slice.checkpoint {
+            Some(w) => WeightSource::Checkpoint(&w.checkpoint),
+            None => WeightSource::Drawn(slice.backend.weights()),
+        }
+    }
+
+    /// The `n × k` weights of `op`.
+    fn weights(self, op: &GemmOp, rng: &mut ChaCha8Rng) -> Result<Vec<f32>, PrepareError> {
+        let fail = |problem: String| PrepareError::Checkpoint {
+            tensor: op.name.clone(),
+            problem,
+        };
+        match self {
+            WeightSource::Drawn(d) => weights_for(rng, d, op.n, op.k),
+            WeightSource::Checkpoint(c) => {
+                let tensor = c
+                    .tensor(&op.name)
+                    .ok_or_else(|| fail("not in the checkpoint".into()))?;
+                c.read_f32(tensor)
+                    .map_err(|e| fail(e.to_string()))?
+                    .ok_or_else(|| {
+                        fail(format!(
+                            "dtype {} is not one the CPU kernels run",
+                            tensor.dtype.name()
+                        ))
+                    })
+            }
+        }
+    }
+}
+
 /// Prepare one op; the caller names the op in the error.
 fn prepare_op(
     op: &GemmOp,
     path: KernelPath,
     (sparsity, precision): (Sparsity, Precision),
-    weights: WeightDistribution,
+    source: WeightSource<'_>,
     threads: usize,
     rng: &mut ChaCha8Rng,
 ) -> Result<PreparedOp, PrepareError> {
     let GemmOp { m, n, k, .. } = *op;
-    let mut dense_w = weights_for(rng, weights, n, k)?;
+    let mut dense_w = source.weights(op, rng)?;
     let mut x = random(rng, k, m, 1.0)?;
     let mut reference = zeros(n, m)?;
     gemm_f32(threads, &dense_w, &x, &mut reference, n, k, m).map_err(PrepareError::Reference)?;

@@ -80,6 +80,10 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
         if let Some(task) = &model {
             ops = mlp_ops(&task.mlp);
         }
+        let checkpoint = checked.checkpoints.get(i).cloned().flatten();
+        if let Some(w) = &checkpoint {
+            ops = w.ops();
+        }
         let mut guardrails = checked.pack_guardrails.clone();
         guardrails.extend(checked.slice_guardrails.get(i).into_iter().flatten().cloned());
         let resolved = checked.backends.get(i).cloned().flatten();
@@ -99,6 +103,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                 guardrails,
                 samples: pack.samples.clone(),
                 threads,
+                checkpoint: None,
             });
             continue;
         }
@@ -141,6 +146,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     guardrails: guardrails.clone(),
                     samples: pack.samples.clone(),
                     threads,
+                    checkpoint: checkpoint.clone(),
                 });
             }
         }

@@ -6,6 +6,7 @@
 //! (every error, mapped back to `file:line:col`) → typed [`PackFile`] → semantic checks →
 //! matrix expansion into [`Slice`]s.
 
+pub mod checkpoint;
 pub mod environment;
 pub mod model;
 pub mod pack;
@@ -43,6 +44,14 @@ use std::path::PathBuf;
 /// Largest total operand memory (bytes) a single op may ask for. A pack asking for more is
 /// refused at ingress, before anything is allocated.
 pub const MEMORY_BUDGET_BYTES: u64 = 4 << 30;
+
+/// The directory a pack's relative paths resolve against.
+pub(crate) fn pack_dir(pack_file: &str) -> std::path::PathBuf {
+    match std::path::Path::new(pack_file).parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    }
+}
 
 /// A pack that passed every check, with its slices expanded.
 #[derive(Debug, Clone)]
@@ -83,6 +92,9 @@ pub struct Slice {
     pub seed: u64,
     /// Worker threads for the CPU kernels.
     pub threads: usize,
+    /// The checkpoint whose tensors are the ops (`workload.checkpoint`), shared by the
+    /// slices of its spec.
+    pub checkpoint: Option<std::sync::Arc<checkpoint::CheckpointWorkload>>,
 }
 
 /// Where a slice runs, each backend with its own settings (checked and resolved at

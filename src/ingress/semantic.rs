@@ -43,6 +43,8 @@ pub(crate) struct Checked {
     /// Each slice spec's backend settings where its backend resolves them once per spec
     /// (see `pack::backends::Rules::resolve`).
     pub backends: Vec<Option<super::SliceBackend>>,
+    /// Each slice spec's checkpoint, opened and its layers selected (`workload.checkpoint`).
+    pub checkpoints: Vec<Option<std::sync::Arc<super::checkpoint::CheckpointWorkload>>>,
     /// Each slice spec's serving loop (`backend: cpu` with `load` only).
     pub loads: Vec<Option<super::LoadPlan>>,
 }
@@ -248,6 +250,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
 
     let mut sparsities = Vec::with_capacity(pack.slices.len());
     let mut resolved_backends = Vec::with_capacity(pack.slices.len());
+    let mut checkpoints = Vec::with_capacity(pack.slices.len());
     let mut loads = Vec::with_capacity(pack.slices.len());
     let mut slice_guardrails = Vec::with_capacity(pack.slices.len());
     // Expanded id → pointer of the spec id that first produced it.
@@ -467,6 +470,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
         }
         sparsities.push(parsed);
         resolved_backends.push(resolved);
+        checkpoints.push(checkpoint_checks(spec, &base, widest, loc, &mut diags));
     }
 
     if diags.is_empty() {
@@ -475,10 +479,87 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             pack_guardrails,
             slice_guardrails,
             backends: resolved_backends,
+            checkpoints,
             loads,
         })
     } else {
         Err(diags)
+    }
+}
+
+/// Open a checkpoint workload (every header checked, every file digested) and select its
+/// layers; each problem is located at the pack key that names the file.
+fn checkpoint_checks(
+    spec: &super::pack::SliceSpec,
+    base: &str,
+    widest: u64,
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
+) -> Option<std::sync::Arc<super::checkpoint::CheckpointWorkload>> {
+    use super::checkpoint::{CheckpointError, OpenError};
+    let c = spec.workload.as_ref()?.checkpoint.as_ref()?;
+    let pointer = format!("{base}/workload/checkpoint");
+    if spec.backend != Backend::Cpu {
+        diags.push(loc.at_key(
+            &pointer,
+            format!(
+                "checkpoint workloads run on the cpu backend, but slice `{}` uses `{}`",
+                spec.id,
+                spec.backend.as_str()
+            ),
+            Some("set `backend: cpu`".into()),
+        ));
+        return None;
+    }
+    let dir = super::pack_dir(&loc.file);
+    match super::checkpoint::open_workload(&dir, c) {
+        Ok(w) => {
+            for op in w.ops() {
+                let bytes = operand_bytes(op.m as u64, op.n as u64, op.k as u64, widest);
+                if bytes > u128::from(MEMORY_BUDGET_BYTES) {
+                    diags.push(loc.at_value(
+                        &format!("{pointer}/tokens"),
+                        format!(
+                            "tensor `{}` at {} tokens needs {:.1} GiB of operand memory, over the {} GiB budget",
+                            op.name,
+                            op.m,
+                            bytes as f64 / GIB,
+                            MEMORY_BUDGET_BYTES as f64 / GIB
+                        ),
+                        Some("lower `tokens`, or select fewer layers with `layers`".into()),
+                    ));
+                    return None;
+                }
+            }
+            Some(std::sync::Arc::new(w))
+        }
+        Err(e) => {
+            let (key, hint) = match &e {
+                OpenError::Select(_) => ("layers", "`layers` is a pattern over tensor names where `*` matches any run of characters, e.g. `model.layers.*.mlp.*`".to_owned()),
+                OpenError::Checkpoint(inner) => {
+                    let in_config = c.config.as_deref().is_some_and(|name| match inner {
+                        CheckpointError::Json { file, .. } => file == name,
+                        CheckpointError::OutsidePack { name: n } => n == name,
+                        CheckpointError::File(f) => f.to_string().contains(name),
+                        _ => false,
+                    });
+                    (if in_config { "config" } else { "weights" }, inner.hint().to_owned())
+                }
+            };
+            let key_pointer = format!("{pointer}/{key}");
+            let at = if spec
+                .workload
+                .as_ref()
+                .and_then(|w| w.checkpoint.as_ref())
+                .is_some_and(|c| key != "layers" || c.layers.is_some())
+            {
+                loc.at_value(&key_pointer, e.to_string(), Some(hint))
+            } else {
+                loc.at_key(&pointer, e.to_string(), Some(hint))
+            };
+            diags.push(at);
+            None
+        }
     }
 }
 
@@ -586,7 +667,15 @@ fn model_checks(
     };
     let sources = usize::from(spec_workload.mlp.is_some())
         + usize::from(spec_workload.model.is_some())
+        + usize::from(spec_workload.checkpoint.is_some())
         + usize::from(!spec_workload.ops.is_empty());
+    if sources > 1 && spec_workload.checkpoint.is_some() {
+        diags.push(loc.at_key(
+            &format!("{workload}/checkpoint"),
+            format!("slice `{}` names a `checkpoint` next to another workload", spec.id),
+            Some("a checkpoint's ops are its tensors; give exactly one of `ops`, `mlp`, `model`, `checkpoint`".into()),
+        ));
+    }
     if sources > 1 && spec_workload.model.is_some() {
         diags.push(loc.at_key(
             &format!("{workload}/model"),
@@ -596,7 +685,7 @@ fn model_checks(
     }
     match (
         &spec_workload.mlp,
-        spec_workload.ops.is_empty() && spec_workload.model.is_none(),
+        spec_workload.ops.is_empty() && spec_workload.model.is_none() && spec_workload.checkpoint.is_none(),
     ) {
         (None, true) => diags.push(
             loc.at_key(

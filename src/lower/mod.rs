@@ -209,6 +209,7 @@ mod tests {
             samples: SamplePolicy::default(),
             seed: 1,
             threads: 1,
+            checkpoint: None,
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod bench;
 mod bless;
+mod checkpoint;
 mod ci;
 mod command;
 mod exit_codes;

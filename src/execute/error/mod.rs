@@ -168,6 +168,15 @@ pub enum PrepareError {
     /// Quantising or compressing the int8 operands failed.
     #[error("int8: {0}")]
     Int8(#[source] KernelError),
+    /// The checkpoint's tensor could not be read (the file changed after ingress, or its
+    /// dtype is not one the CPU runs).
+    #[error("checkpoint tensor `{tensor}`: {problem}")]
+    Checkpoint {
+        /// The tensor.
+        tensor: String,
+        /// What went wrong.
+        problem: String,
+    },
     /// The dense comparator's weight layout was refused.
     #[error(transparent)]
     DenseLayout(KernelError),

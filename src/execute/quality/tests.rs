@@ -50,6 +50,7 @@ fn model_slice(task: ModelTask, sparsity: Sparsity, threads: usize) -> Slice {
         },
         seed: 3,
         threads,
+        checkpoint: None,
     }
 }
 

@@ -542,6 +542,39 @@ pub struct Workload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "NamedModelSpec")]
     pub model: Option<NamedModelSpec>,
+    /// The checkpoint that ships (issue 21): its safetensors weights, read at ingress (every
+    /// header checked, every file digested), verified tensor by tensor against the slice's
+    /// `sparsity`, and timed on its own weights. The ops are its selected 2-D `.weight`
+    /// tensors at `tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "CheckpointSpec")]
+    pub checkpoint: Option<CheckpointSpec>,
+}
+
+/// A checkpoint workload: `checkpoint: {weights: model.safetensors, config: config.json,
+/// layers: "model.layers.*.mlp.*", tokens: 16}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSpec {
+    /// A `.safetensors` file, or the `model.safetensors.index.json` of a sharded one,
+    /// relative to the pack (and inside its directory tree).
+    #[schemars(length(min = 1))]
+    pub weights: String,
+    /// The Hugging Face `config.json`, relative to the pack: its sizes are checked, and its
+    /// `sparsity_config` (compressed-tensors) says which modules the checkpoint claims are
+    /// sparse and which it left dense (`ignore`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub config: Option<String>,
+    /// Which tensors are the slice's ops: a pattern over tensor names where `*` matches any
+    /// run of characters (e.g. `model.layers.*.mlp.*`); every 2-D `.weight` tensor when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub layers: Option<String>,
+    /// Tokens: the M of every op (`y[N×M] = W[N×K] · x[K×M]`).
+    #[schemars(range(min = 1, max = 65536))]
+    pub tokens: u64,
 }
 
 /// The GEMMs of one layer of a named transformer (or all distinct ResNet-50 convolutions)

@@ -68,6 +68,7 @@ pub(super) fn slice(id: &str, guardrails: Vec<GuardrailSpec>) -> Slice {
         samples: SamplePolicy::default(),
         seed: 42,
         threads: 1,
+        checkpoint: None,
     }
 }
 

@@ -17,6 +17,9 @@ pub(super) const RULES: Rules = Rules {
                     // Only for model workloads; ingress refuses them on `ops` slices.
                     | Metric::Accuracy
                     | Metric::QualityDelta
+                    // Only for checkpoint workloads.
+                    | Metric::PatternViolations
+                    | Metric::SparseCoverage
             )
     },
     // All four: fp16/bf16 as 16-bit storage with f32 accumulation, int8 into exact i32 sums.

@@ -16,7 +16,7 @@ use super::SliceSpec;
 use crate::domain::Precision;
 use crate::domain::metric::Metric;
 use crate::ingress::span::Locator;
-use crate::ingress::{PackDiagnostic, SliceBackend};
+use crate::ingress::{PackDiagnostic, SliceBackend, pack_dir};
 
 /// What ingress needs to know about one backend: each backend's file holds one `RULES`.
 pub(crate) struct Rules {
@@ -166,14 +166,6 @@ impl Backend {
     /// The precisions this backend runs in this version.
     pub fn supports_precision(self, precision: Precision) -> bool {
         (self.rules().supports_precision)(precision)
-    }
-}
-
-/// The directory a pack's relative paths resolve against.
-fn pack_dir(pack_file: &str) -> std::path::PathBuf {
-    match std::path::Path::new(pack_file).parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
     }
 }
 

@@ -1,0 +1,257 @@
+//! Structure verification of a shipped checkpoint (issue 21): for each tensor, its actual
+//! density and whether it holds the slice's sparsity pattern along the axis the kernels
+//! reduce over, with the count and the first locations of the groups that break it.
+//!
+//! A Linear weight is stored `[out_features, in_features]`, row-major; the GEMM reduces
+//! over `in_features`, so an N:M group is M consecutive elements of one row, starting at a
+//! multiple of M (a row whose length is not a multiple of M ends in a shorter group, which
+//! may keep at most N). A block pattern's blocks tile the matrix from the top-left corner.
+//! A value is zero when it is ±0 in its dtype.
+
+use crate::domain::Sparsity;
+use crate::ingress::checkpoint::{Dtype, TensorEntry};
+use serde::{Deserialize, Serialize};
+
+/// Locations of the first violating groups kept per tensor.
+const FIRST_VIOLATIONS: usize = 8;
+
+/// What one tensor of the checkpoint holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TensorStructure {
+    /// Tensor name.
+    pub tensor: String,
+    /// safetensors dtype, e.g. `BF16`.
+    pub dtype: String,
+    /// `[out_features, in_features]`.
+    pub shape: Vec<u64>,
+    /// Non-zero fraction of its values.
+    pub density: f64,
+    /// What was checked: the slice's sparsity tag, e.g. `2of4`.
+    pub pattern: String,
+    /// Groups (N:M) or blocks checked; for unstructured, the elements.
+    pub groups: u64,
+    /// Groups or blocks that break the pattern (for unstructured: 1 if the density is over
+    /// the pattern's, else 0).
+    pub violations: u64,
+    /// The first violating groups, `[row, first column]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_violations: Vec<[u64; 2]>,
+    /// Why the tensor is not run sparse, if it is not: left dense by the config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_dense: Option<String>,
+}
+
+/// Whether each element of `data` (of `dtype`) is non-zero.
+fn nonzeros(dtype: Dtype, data: &[u8]) -> Option<Vec<bool>> {
+    Some(match dtype {
+        Dtype::F32 => data
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) & 0x7fff_ffff != 0)
+            .collect(),
+        Dtype::F16 | Dtype::Bf16 => data
+            .chunks_exact(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7fff != 0)
+            .collect(),
+        Dtype::I8 | Dtype::U8 => data.iter().map(|&b| b != 0).collect(),
+        Dtype::Other(_) => return None,
+    })
+}
+
+/// Verify the 2-D `tensor`, whose bytes are `data`, against `pattern`. `None` for a dtype
+/// whose zeros are not read here.
+pub fn verify(tensor: &TensorEntry, data: &[u8], pattern: Sparsity) -> Option<TensorStructure> {
+    let nz = nonzeros(tensor.dtype, data)?;
+    let (rows, cols) = (tensor.shape[0] as usize, tensor.shape[1] as usize);
+    let kept = nz.iter().filter(|&&b| b).count();
+    let mut out = TensorStructure {
+        tensor: tensor.name.clone(),
+        dtype: tensor.dtype.name(),
+        shape: tensor.shape.clone(),
+        density: kept as f64 / nz.len().max(1) as f64,
+        pattern: pattern.tag(),
+        groups: 0,
+        violations: 0,
+        first_violations: Vec::new(),
+        left_dense: None,
+    };
+    let flag = |out: &mut TensorStructure, row: usize, col: usize| {
+        out.violations += 1;
+        if out.first_violations.len() < FIRST_VIOLATIONS {
+            out.first_violations.push([row as u64, col as u64]);
+        }
+    };
+    match pattern {
+        Sparsity::Dense => out.groups = nz.len() as u64,
+        Sparsity::NOfM { n, m } => {
+            let (n, m) = (n as usize, m as usize);
+            for (r, row) in nz.chunks_exact(cols).enumerate() {
+                for (g, group) in row.chunks(m).enumerate() {
+                    out.groups += 1;
+                    if group.iter().filter(|&&b| b).count() > n {
+                        flag(&mut out, r, g * m);
+                    }
+                }
+            }
+        }
+        Sparsity::Unstructured { density } => {
+            out.groups = nz.len() as u64;
+            // One weight of slack per row for the rounding of `density · cols`.
+            if kept as f64 > (density * cols as f64).ceil() * rows as f64 {
+                out.violations = 1;
+            }
+        }
+        Sparsity::Block {
+            rows: br,
+            cols: bc,
+            density,
+        } => {
+            let (br, bc) = (br as usize, bc as usize);
+            let mut kept_blocks = 0u64;
+            for r0 in (0..rows).step_by(br) {
+                for c0 in (0..cols).step_by(bc) {
+                    out.groups += 1;
+                    let any = (r0..(r0 + br).min(rows))
+                        .any(|r| nz[r * cols + c0..r * cols + (c0 + bc).min(cols)].contains(&true));
+                    kept_blocks += u64::from(any);
+                }
+            }
+            if kept_blocks as f64 > (density * out.groups as f64).ceil() {
+                out.violations = 1;
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Verify every tensor of `slice`'s checkpoint against its sparsity and record, in
+/// `evidence`: the per-tensor structure, `pattern_violations` (over the tensors the slice
+/// runs sparse), `sparse_coverage` (the share of the checkpoint's selected GEMM FLOPs whose
+/// weights hold the pattern and whose op the plan put on a sparse kernel) and the digests
+/// of the files read. A tensor that cannot be read fails the slice at execution.
+pub(crate) fn record(
+    w: &crate::ingress::checkpoint::CheckpointWorkload,
+    slice: &crate::ingress::Slice,
+    plan: &crate::lower::Plan,
+    evidence: &mut super::SliceEvidence,
+) {
+    use crate::domain::Metric;
+    use crate::lower::KernelPath;
+    evidence.artifacts = w
+        .checkpoint
+        .files
+        .iter()
+        .map(|f| super::evidence::ArtifactRecord {
+            name: f.name.clone(),
+            bytes: f.bytes,
+            digest: f.digest.clone(),
+        })
+        .collect();
+    let flops = |t: &TensorEntry| 2.0 * w.tokens as f64 * t.shape[0] as f64 * t.shape[1] as f64;
+    let (mut violations, mut covered, mut total) = (0u64, 0.0, 0.0);
+    let layers = w.layers.iter().map(|n| (n, None));
+    let dense = w.left_dense.iter().map(|(n, why)| (n, Some(why.clone())));
+    for (name, left_dense) in layers.chain(dense) {
+        let Some(tensor) = w.checkpoint.tensor(name) else {
+            continue;
+        };
+        let data = match w.checkpoint.read_tensor(tensor) {
+            Ok(d) => d,
+            Err(e) => {
+                evidence.failure = Some(super::SliceFailure {
+                    stage: crate::domain::Stage::Execution,
+                    message: format!("checkpoint tensor `{name}`: {e}"),
+                });
+                return;
+            }
+        };
+        let Some(mut s) = verify(tensor, &data, slice.sparsity) else {
+            continue;
+        };
+        total += flops(tensor);
+        let sparse_path = plan
+            .ops
+            .iter()
+            .any(|p| p.op.name == *name && p.path == KernelPath::Sparse);
+        if left_dense.is_none() {
+            violations += s.violations;
+            if s.violations == 0 && sparse_path {
+                covered += flops(tensor);
+            }
+        }
+        s.left_dense = left_dense;
+        evidence.structure.push(s);
+    }
+    evidence
+        .counters
+        .insert(Metric::PatternViolations, violations as f64);
+    evidence.counters.insert(
+        Metric::SparseCoverage,
+        if total > 0.0 { covered / total } else { 0.0 },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(dtype: Dtype, rows: u64, cols: u64) -> TensorEntry {
+        TensorEntry {
+            name: "w.weight".into(),
+            dtype,
+            shape: vec![rows, cols],
+            file: 0,
+            offset: 0,
+            len: 0,
+        }
+    }
+
+    fn f32_bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn a_2of4_tensor_holds_and_a_planted_third_weight_is_located() {
+        let mut w = vec![
+            1.0, 0.0, 2.0, 0.0, 0.0, 3.0, 0.0, -0.0, 4.0, 5.0, 0.0, 0.0, 0.0, 0.0, 6.0, 7.0,
+        ];
+        let two_of_four = Sparsity::NOfM { n: 2, m: 4 };
+        let ok = verify(&entry(Dtype::F32, 2, 8), &f32_bytes(&w), two_of_four).unwrap();
+        assert_eq!((ok.groups, ok.violations), (4, 0));
+        assert_eq!(ok.density, 7.0 / 16.0);
+        w[13] = 8.0; // row 1, group at column 4 now keeps 3
+        let bad = verify(&entry(Dtype::F32, 2, 8), &f32_bytes(&w), two_of_four).unwrap();
+        assert_eq!(bad.violations, 1);
+        assert_eq!(bad.first_violations, vec![[1, 4]]);
+    }
+
+    #[test]
+    fn negative_zero_is_zero_in_every_dtype() {
+        let bf16: Vec<u8> = [0x8000u16, 0x3f80, 0x0000, 0x8000]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let s = verify(&entry(Dtype::Bf16, 1, 4), &bf16, Sparsity::NOfM { n: 1, m: 4 }).unwrap();
+        assert_eq!((s.density, s.violations), (0.25, 0));
+        let i8s = [0u8, 3, 0, 0xff];
+        let s = verify(&entry(Dtype::I8, 1, 4), &i8s, Sparsity::NOfM { n: 1, m: 4 }).unwrap();
+        assert_eq!(s.violations, 1);
+    }
+
+    #[test]
+    fn blocks_count_kept_blocks_against_the_density() {
+        // 4×4 in 2×2 blocks: only the top-left block holds values.
+        let mut w = vec![0.0f32; 16];
+        w[0] = 1.0;
+        w[5] = 1.0;
+        let block = |density| Sparsity::Block {
+            rows: 2,
+            cols: 2,
+            density,
+        };
+        let s = verify(&entry(Dtype::F32, 4, 4), &f32_bytes(&w), block(0.25)).unwrap();
+        assert_eq!((s.groups, s.violations), (4, 0));
+        w[15] = 1.0;
+        let s = verify(&entry(Dtype::F32, 4, 4), &f32_bytes(&w), block(0.25)).unwrap();
+        assert_eq!(s.violations, 1);
+    }
+}

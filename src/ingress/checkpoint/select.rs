@@ -1,0 +1,162 @@
+//! Which tensors of a checkpoint are a slice's ops: the 2-D `.weight` tensors whose names
+//! match the pack's `layers` pattern, minus those the config's `sparsity_config` leaves
+//! dense (`ignore`, or outside `targets`), which are listed but not run sparse.
+
+use super::{Checkpoint, CheckpointError, Dtype, TensorEntry};
+use crate::domain::GemmOp;
+use serde::Serialize;
+
+/// A checkpoint resolved into a slice's workload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckpointWorkload {
+    /// The checkpoint, headers checked and files digested.
+    pub checkpoint: Checkpoint,
+    /// The tensors that are the slice's ops, in name order.
+    pub layers: Vec<String>,
+    /// Matching tensors the config leaves dense, with why.
+    pub left_dense: Vec<(String, String)>,
+    /// The M of every op.
+    pub tokens: u64,
+}
+
+impl CheckpointWorkload {
+    /// The slice's ops: one GEMM per layer, `N×K` from the tensor's `[out, in]` shape.
+    pub fn ops(&self) -> Vec<GemmOp> {
+        self.layers
+            .iter()
+            .filter_map(|name| self.checkpoint.tensor(name))
+            .map(|t| GemmOp {
+                name: t.name.clone(),
+                m: usize::try_from(self.tokens).unwrap_or(usize::MAX),
+                n: usize::try_from(t.shape[0]).unwrap_or(usize::MAX),
+                k: usize::try_from(t.shape[1]).unwrap_or(usize::MAX),
+            })
+            .collect()
+    }
+}
+
+/// Why no tensor could be selected.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectError {
+    /// The pattern matched nothing the CPU can run.
+    #[error(
+        "no 2-D f32, f16, bf16 or int8 `.weight` tensor of the checkpoint matches `{pattern}` ({tensors} tensors in all)"
+    )]
+    NoMatch {
+        /// The pattern.
+        pattern: String,
+        /// Tensors in the checkpoint.
+        tensors: usize,
+    },
+}
+
+/// Whether `name` matches `pattern`, where `*` matches any run of characters.
+pub fn matches_glob(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, rest) = (parts[0], &parts[1..]);
+    let Some(mut tail) = name.strip_prefix(first) else {
+        return false;
+    };
+    let Some((last, middle)) = rest.split_last() else {
+        return tail.is_empty();
+    };
+    for part in middle {
+        match tail.find(part) {
+            Some(i) => tail = &tail[i + part.len()..],
+            None => return false,
+        }
+    }
+    tail.ends_with(last)
+}
+
+fn runnable(t: &TensorEntry) -> bool {
+    t.shape.len() == 2
+        && t.shape.iter().all(|&d| d > 0)
+        && t.name.ends_with(".weight")
+        && matches!(t.dtype, Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::I8)
+}
+
+/// Select the slice's layers of `checkpoint`.
+pub fn select(
+    checkpoint: Checkpoint,
+    layers: Option<&str>,
+    tokens: u64,
+) -> Result<CheckpointWorkload, SelectError> {
+    let claim = checkpoint.config.as_ref().and_then(|c| c.sparsity.as_ref());
+    let mut chosen = Vec::new();
+    let mut left_dense = Vec::new();
+    for t in checkpoint.tensors.iter().filter(|t| runnable(t)) {
+        if !layers.is_none_or(|p| matches_glob(p, &t.name)) {
+            continue;
+        }
+        let module = t.name.strip_suffix(".weight").unwrap_or(&t.name);
+        match claim {
+            Some(c) if c.ignores(module) => left_dense.push((
+                t.name.clone(),
+                "in the config's sparsity_config.ignore".to_owned(),
+            )),
+            Some(c) if !c.targets(module) => left_dense.push((
+                t.name.clone(),
+                "not in the config's sparsity_config.targets".to_owned(),
+            )),
+            _ => chosen.push(t.name.clone()),
+        }
+    }
+    if chosen.is_empty() {
+        return Err(SelectError::NoMatch {
+            pattern: layers.unwrap_or("*").to_owned(),
+            tensors: checkpoint.tensors.len(),
+        });
+    }
+    Ok(CheckpointWorkload {
+        checkpoint,
+        layers: chosen,
+        left_dense,
+        tokens,
+    })
+}
+
+/// Open and select in one step, for the semantic checks.
+pub fn open_workload(
+    dir: &std::path::Path,
+    spec: &crate::ingress::pack::CheckpointSpec,
+) -> Result<CheckpointWorkload, OpenError> {
+    let checkpoint = Checkpoint::open(dir, &spec.weights, spec.config.as_deref())?;
+    Ok(select(checkpoint, spec.layers.as_deref(), spec.tokens)?)
+}
+
+/// Opening or selecting failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// A file of the checkpoint is malformed.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// Nothing matched.
+    #[error(transparent)]
+    Select(#[from] SelectError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches_glob;
+
+    #[test]
+    fn layer_patterns_match_as_globs() {
+        assert!(matches_glob(
+            "model.layers.*.mlp.*",
+            "model.layers.0.mlp.up_proj.weight"
+        ));
+        assert!(!matches_glob(
+            "model.layers.*.mlp.*",
+            "model.layers.0.self_attn.q_proj.weight"
+        ));
+        assert!(matches_glob("*", "anything"));
+        assert!(matches_glob("a.weight", "a.weight"));
+        assert!(!matches_glob("a.weight", "ba.weight"));
+        assert!(matches_glob(
+            "*up_proj.weight",
+            "model.layers.1.mlp.up_proj.weight"
+        ));
+        assert!(!matches_glob("*.bias", "x.weight"));
+    }
+}

@@ -1,0 +1,235 @@
+//! Issue 21: the checkpoint that ships is the subject of the gate. Fixtures are written by
+//! the real `safetensors` package (tests/data/checkpoint/make_fixtures.py); its
+//! `expected.json` says where the violations were planted.
+
+use crate::support::*;
+
+/// A sandbox holding the fixture files `names` (from tests/data/checkpoint/) under `ckpt/`
+/// and a pack whose one slice gates `weights` with the given extra checkpoint keys.
+fn sandbox(names: &[&str], weights: &str, extra: &str) -> Sandbox {
+    let sb = Sandbox::new();
+    for name in names {
+        let from = repo_file(&format!("tests/data/checkpoint/{name}"));
+        let to = sb.path().join("ckpt").join(name);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("{from}: {e}"));
+    }
+    sb.write(
+        "pack.yaml",
+        &format!(
+            "
+            schema_version: 1
+            name: ckpt
+            owners: [{{name: Ada, email: ada@example.com, role: owner}}]
+            rollback: {{trigger: any pattern violation}}
+            samples: {FAST}
+            guardrails:
+              - {{metric: pattern_violations, at_most: 0}}
+            slices:
+              - id: mlp
+                workload:
+                  checkpoint: {{weights: {weights}, tokens: 8{extra}}}
+                sparsity: [\"2:4\"]
+            "
+        ),
+    );
+    sb
+}
+
+fn expected() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(repo_file("tests/data/checkpoint/expected.json")).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn issue_21_the_gate_locates_the_planted_2of4_violations_in_the_shipped_weights() {
+    let sb = sandbox(
+        &["tiny.safetensors", "config.json"],
+        "ckpt/tiny.safetensors",
+        ", config: ckpt/config.json, layers: \"model.layers.*.mlp.*\"",
+    );
+    let (verdict, _memo) = sb.gate_fails_at("validation");
+    assert_eq!(verdict["guardrails"][0]["metric"], "pattern_violations");
+    let evidence = sb.json("out/evidence.json");
+    let slice = slice_named(&evidence, "mlp-2of4-fp32");
+    let down = slice["structure"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tensor"] == "model.layers.0.mlp.down_proj.weight")
+        .expect("down_proj verified");
+    let planted = &expected()["violations"]["model.layers.0.mlp.down_proj.weight"];
+    assert_eq!(&down["first_violations"], planted);
+    assert_eq!(down["violations"], planted.as_array().unwrap().len());
+    let up = slice["structure"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tensor"] == "model.layers.0.mlp.up_proj.weight")
+        .unwrap();
+    assert_eq!(up["violations"], 0);
+    assert_eq!(
+        up["density"],
+        expected()["density"]["model.layers.0.mlp.up_proj.weight"]
+    );
+    assert_eq!(slice["counters"]["pattern_violations"], 3.0);
+    // Half the FLOPs (up_proj) hold 2:4 and run sparse; down_proj breaks it.
+    assert_eq!(slice["counters"]["sparse_coverage"], 0.5);
+    // The shipped weights were timed, not generated ones: both ops ran on the 2:4 kernel.
+    assert!(
+        slice["metrics"]["latency"]["samples"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty())
+    );
+    let digests: Vec<&str> = slice["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(digests, ["ckpt/tiny.safetensors", "ckpt/config.json"]);
+}
+
+#[test]
+fn issue_21_the_configs_ignore_list_leaves_layers_dense_and_says_why() {
+    let sb = sandbox(
+        &["tiny.safetensors", "config.json"],
+        "ckpt/tiny.safetensors",
+        ", config: ckpt/config.json",
+    );
+    assert_exit(&sb.gate("pack.yaml", &[]), 1);
+    let evidence = sb.json("out/evidence.json");
+    let slice = slice_named(&evidence, "mlp-2of4-fp32");
+    let left: Vec<(&str, &str)> = slice["structure"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| Some((t["tensor"].as_str()?, t["left_dense"].as_str()?)))
+        .collect();
+    assert_eq!(
+        left,
+        [
+            ("lm_head.weight", "in the config's sparsity_config.ignore"),
+            (
+                "model.layers.0.self_attn.o_proj.weight",
+                "in the config's sparsity_config.ignore"
+            ),
+        ]
+    );
+    let ops: Vec<&str> = slice["plan"]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["op"]["name"].as_str().unwrap())
+        .collect();
+    assert!(!ops.contains(&"lm_head.weight") && ops.contains(&"model.layers.0.self_attn.q_proj.weight"));
+}
+
+#[test]
+fn issue_21_sharded_bf16_and_int8_checkpoints_are_read_and_verified() {
+    for (files, weights) in [
+        (
+            &[
+                "sharded/model.safetensors.index.json",
+                "sharded/model-00001-of-00002.safetensors",
+                "sharded/model-00002-of-00002.safetensors",
+            ][..],
+            "ckpt/sharded/model.safetensors.index.json",
+        ),
+        (&["tiny-bf16.safetensors"][..], "ckpt/tiny-bf16.safetensors"),
+        (&["tiny-int8.safetensors"][..], "ckpt/tiny-int8.safetensors"),
+    ] {
+        let sb = sandbox(files, weights, ", layers: \"*down_proj*\"");
+        assert_exit(&sb.gate("pack.yaml", &[]), 1);
+        let evidence = sb.json("out/evidence.json");
+        let slice = slice_named(&evidence, "mlp-2of4-fp32");
+        assert_eq!(slice["counters"]["pattern_violations"], 3.0, "{weights}");
+        assert_eq!(
+            slice["artifacts"].as_array().unwrap().len(),
+            files.len(),
+            "{weights}"
+        );
+    }
+}
+
+#[test]
+fn issue_21_a_tampered_weight_byte_changes_the_recorded_digest() {
+    let digest = |sb: &Sandbox| {
+        assert_exit(&sb.gate("pack.yaml", &[]), 1);
+        slice_named(&sb.json("out/evidence.json"), "mlp-2of4-fp32")["artifacts"][0]["digest"].clone()
+    };
+    let sb = sandbox(&["tiny.safetensors"], "ckpt/tiny.safetensors", "");
+    let before = digest(&sb);
+    let path = sb.path().join("ckpt/tiny.safetensors");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&path, bytes).unwrap();
+    assert_ne!(before, digest(&sb));
+}
+
+#[test]
+fn issue_21_malformed_checkpoints_are_refused_with_the_file_and_tensor() {
+    for (name, needles) in [
+        (
+            "truncated.safetensors",
+            &["ckpt/bad/truncated.safetensors", "the file is truncated"][..],
+        ),
+        ("short.safetensors", &["5 bytes is too short"][..]),
+        (
+            "length-past-end.safetensors",
+            &["the header length says", "only"][..],
+        ),
+        (
+            "huge-header.safetensors",
+            &["10000000000 bytes", "read up to 100000000"][..],
+        ),
+        (
+            "not-json.safetensors",
+            &["not a safetensors JSON header", "syntax error at line 1"][..],
+        ),
+        ("overlap.safetensors", &["overlap tensor"][..]),
+        (
+            "shape-vs-bytes.safetensors",
+            &["tensor `model.norm.weight`", "F32 × [65] is 260 bytes"][..],
+        ),
+        ("out-of-range.safetensors", &["run past the data section"][..]),
+    ] {
+        let sb = sandbox(&[&format!("bad/{name}")], &format!("ckpt/bad/{name}"), "");
+        let printed = sb.refused_at_ingress("pack.yaml");
+        assert_contains(&printed, "pack.yaml:11:29:");
+        for needle in needles {
+            assert_contains(&printed, needle);
+        }
+        assert!(!sb.path().join("out").exists(), "{name}: nothing is written");
+    }
+}
+
+#[test]
+fn issue_21_checkpoint_paths_stay_inside_the_pack_tree() {
+    let sb = sandbox(&["tiny.safetensors"], "../tiny.safetensors", "");
+    assert_contains(
+        &sb.refused_at_ingress("pack.yaml"),
+        "is outside the pack's directory",
+    );
+    #[cfg(unix)]
+    {
+        let sb = sandbox(&[], "ckpt/link.safetensors", "");
+        std::fs::create_dir_all(sb.path().join("ckpt")).unwrap();
+        std::os::unix::fs::symlink(
+            repo_file("tests/data/checkpoint/tiny.safetensors"),
+            sb.path().join("ckpt/link.safetensors"),
+        )
+        .unwrap();
+        assert_contains(
+            &sb.refused_at_ingress("pack.yaml"),
+            "is outside the pack's directory",
+        );
+    }
+}
+
+#[test]
+fn issue_21_the_example_checkpoint_pack_validates() {
+    let out = Sandbox::new().output(&["validate", &example_pack("checkpoint.yaml")]);
+    assert_exit(&out, 0);
+}

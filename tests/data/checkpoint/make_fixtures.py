@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Checkpoint fixtures for issue 21, written by the real `safetensors` package (PyPI), so the
+Rust reader is tested against the format as the reference implementation writes it.
+
+    python3 -m venv /tmp/fx && /tmp/fx/bin/pip install safetensors==0.8.0 numpy
+    /tmp/fx/bin/python tests/data/checkpoint/make_fixtures.py
+
+Writes, beside this script (small, committed; the tests never run Python):
+- tiny.safetensors (f32), tiny-bf16.safetensors, tiny-int8.safetensors: a one-layer
+  transformer-shaped checkpoint. `mlp.up_proj` is 2:4 along in_features, `mlp.down_proj` is
+  2:4 with planted violations, `self_attn.q_proj` is 50 % unstructured, `self_attn.o_proj`
+  and `lm_head` are dense (the config leaves them dense), `norm` is 1-D;
+- sharded/: the same f32 tensors in two shards with `model.safetensors.index.json`;
+- config.json: sizes plus a compressed-tensors `sparsity_config` (2:4, ignore list);
+- expected.json: where the violations were planted (the oracle of the tests);
+- bad/: headers that lie (truncated, length past the end, 10 GB length, overlapping and
+  out-of-range offsets, dtype/shape against byte size, not JSON).
+"""
+
+import json
+import os
+import struct
+
+import numpy as np
+from safetensors.numpy import save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+rng = np.random.default_rng(21)
+HIDDEN, INTER = 64, 128
+
+
+def two_of_four(rows, cols):
+    w = rng.standard_normal((rows, cols)).astype(np.float32)
+    for r in range(rows):
+        for g in range(0, cols, 4):
+            drop = rng.choice(4, size=2, replace=False)
+            w[r, g + drop] = 0.0
+    return w
+
+
+up = two_of_four(INTER, HIDDEN)  # [out, in]
+down = two_of_four(HIDDEN, INTER)
+planted = []
+for r, g in [(3, 8), (17, 40), (60, 124)]:
+    # A third kept weight in the group at columns g..g+3 of row r.
+    zeros = [c for c in range(g, g + 4) if down[r, c] == 0.0]
+    down[r, zeros[0]] = 0.5
+    planted.append([r, g])
+q = rng.standard_normal((HIDDEN, HIDDEN)).astype(np.float32)
+q[rng.random(q.shape) < 0.5] = 0.0
+o = rng.standard_normal((HIDDEN, HIDDEN)).astype(np.float32)
+head = rng.standard_normal((32, HIDDEN)).astype(np.float32)
+norm = np.ones(HIDDEN, dtype=np.float32)
+
+tensors = {
+    "model.layers.0.mlp.up_proj.weight": up,
+    "model.layers.0.mlp.down_proj.weight": down,
+    "model.layers.0.self_attn.q_proj.weight": q,
+    "model.layers.0.self_attn.o_proj.weight": o,
+    "lm_head.weight": head,
+    "model.norm.weight": norm,
+}
+
+
+def to_bf16(a):
+    bits = a.astype(np.float32).view(np.uint32)
+    # Round to nearest even, as torch does.
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return rounded
+
+
+save_file(tensors, os.path.join(HERE, "tiny.safetensors"), metadata={"format": "pt"})
+# bf16 through the numpy frontend: safetensors.numpy has no bfloat16, so write the raw
+# uint16 bits with the real library and relabel the dtype in its header (same bytes).
+bf = {k: to_bf16(v) for k, v in tensors.items()}
+path = os.path.join(HERE, "tiny-bf16.safetensors")
+save_file(bf, path)
+with open(path, "rb") as f:
+    data = f.read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8 : 8 + n])
+for k, v in header.items():
+    if k != "__metadata__":
+        v["dtype"] = "BF16"
+text = json.dumps(header, separators=(",", ":")).encode()
+text += b" " * (n - len(text)) if len(text) <= n else b""
+assert len(text) == n, "relabelled header must keep its length"
+with open(path, "wb") as f:
+    f.write(data[:8] + text + data[8 + n :])
+
+
+def to_i8(a):
+    scale = np.abs(a).max() / 127.0 if np.abs(a).max() > 0 else 1.0
+    return np.clip(np.round(a / scale), -127, 127).astype(np.int8)
+
+
+save_file({k: to_i8(v) for k, v in tensors.items()}, os.path.join(HERE, "tiny-int8.safetensors"))
+
+os.makedirs(os.path.join(HERE, "sharded"), exist_ok=True)
+names = sorted(tensors)
+shards = {"model-00001-of-00002.safetensors": names[:3], "model-00002-of-00002.safetensors": names[3:]}
+weight_map = {}
+for shard, keys in shards.items():
+    save_file({k: tensors[k] for k in keys}, os.path.join(HERE, "sharded", shard))
+    weight_map.update({k: shard for k in keys})
+with open(os.path.join(HERE, "sharded", "model.safetensors.index.json"), "w") as f:
+    json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=2)
+
+config = {
+    "model_type": "llama",
+    "num_hidden_layers": 1,
+    "hidden_size": HIDDEN,
+    "intermediate_size": INTER,
+    "num_attention_heads": 4,
+    "compression_config": {
+        "sparsity_config": {
+            "format": "sparse-24-bitmask",
+            "sparsity_structure": "2:4",
+            "targets": ["Linear"],
+            "ignore": ["lm_head", "re:.*o_proj"],
+        }
+    },
+}
+with open(os.path.join(HERE, "config.json"), "w") as f:
+    json.dump(config, f, indent=2)
+
+with open(os.path.join(HERE, "expected.json"), "w") as f:
+    json.dump(
+        {
+            "violations": {"model.layers.0.mlp.down_proj.weight": planted},
+            "density": {k: float((v != 0).mean()) for k, v in tensors.items()},
+        },
+        f,
+        indent=2,
+        sort_keys=True,
+    )
+
+# Malformed files, each from the good f32 file.
+bad = os.path.join(HERE, "bad")
+os.makedirs(bad, exist_ok=True)
+with open(os.path.join(HERE, "tiny.safetensors"), "rb") as f:
+    good = f.read()
+n = struct.unpack("<Q", good[:8])[0]
+header = json.loads(good[8 : 8 + n])
+body = good[8 + n :]
+
+
+def write(name, blob):
+    with open(os.path.join(bad, name), "wb") as f:
+        f.write(blob)
+
+
+def with_header(h):
+    t = json.dumps(h).encode()
+    return struct.pack("<Q", len(t)) + t
+
+
+write("truncated.safetensors", good[: len(good) - 100])
+write("short.safetensors", good[:5])
+write("length-past-end.safetensors", struct.pack("<Q", len(good)) + good[8:])
+write("huge-header.safetensors", struct.pack("<Q", 10 * 10**9) + good[8:])
+write("not-json.safetensors", struct.pack("<Q", 12) + b"{not json!!}" + body)
+h = json.loads(json.dumps(header))
+first, second = sorted((k for k in h if k != "__metadata__"), key=lambda k: h[k]["data_offsets"][0])[:2]
+h[second]["data_offsets"] = [h[first]["data_offsets"][0], h[first]["data_offsets"][0] + (h[second]["data_offsets"][1] - h[second]["data_offsets"][0])]
+write("overlap.safetensors", with_header(h) + body)
+h = json.loads(json.dumps(header))
+h["model.norm.weight"]["shape"] = [HIDDEN + 1]
+write("shape-vs-bytes.safetensors", with_header(h) + body)
+h = json.loads(json.dumps(header))
+last = max((k for k in h if k != "__metadata__"), key=lambda k: h[k]["data_offsets"][1])
+s, e = h[last]["data_offsets"]
+h[last]["data_offsets"] = [s + 10**6, e + 10**6]
+write("out-of-range.safetensors", with_header(h) + body)
+print("fixtures written; planted violations:", planted)
+
+# The example pack's copy (scenarios/examples/checkpoint/): packs may only read inside
+# their own directory tree.
+example = os.path.join(HERE, "..", "..", "..", "scenarios", "examples", "checkpoint")
+os.makedirs(example, exist_ok=True)
+for name in ["tiny.safetensors", "config.json"]:
+    with open(os.path.join(HERE, name), "rb") as src, open(os.path.join(example, name), "wb") as dst:
+        dst.write(src.read())
