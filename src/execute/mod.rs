@@ -2,6 +2,7 @@
 //! produces [`Evidence`]. It measures; it never judges.
 
 pub mod bench;
+mod checkpoint;
 mod child;
 pub mod children;
 mod command;
@@ -66,7 +67,7 @@ pub fn execute_slice_on(
     };
     // The shipped artifact is verified whatever the timing found (issue 21).
     if let Some(w) = &slice.checkpoint {
-        structure::record(w, slice, plan, &mut evidence);
+        checkpoint::record(w, slice, plan, &mut evidence);
     }
     evidence
 }
