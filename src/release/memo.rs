@@ -45,6 +45,14 @@ const PARTIALS: &[(&str, &str)] = &[
         include_str!("../../templates/memo.deployment.html.j2"),
     ),
     (
+        "memo.checkpoint.md",
+        include_str!("../../templates/memo.checkpoint.md.j2"),
+    ),
+    (
+        "memo.checkpoint.html",
+        include_str!("../../templates/memo.checkpoint.html.j2"),
+    ),
+    (
         "memo.fidelity.md",
         include_str!("../../templates/memo.fidelity.md.j2"),
     ),
@@ -283,6 +291,12 @@ pub struct MemoSlice {
     /// roofline point and what its dense fallbacks cost.
     #[serde(default)]
     pub diagnosis: Option<SliceDiagnosis>,
+    /// For a checkpoint slice: each tensor's structure as measured (issue 21).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub structure: Vec<crate::execute::structure::TensorStructure>,
+    /// The artifact files the slice was measured from, with their digests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<crate::execute::ArtifactRecord>,
 }
 
 /// Minimum, quartiles (type 7) and maximum of a sample: enough to draw a box plot.
@@ -629,6 +643,8 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
             .collect(),
         failure: s.failure.as_ref().map(|f| format!("{}: {}", f.stage, f.message)),
         diagnosis: diagnosis.cloned(),
+        structure: s.structure.clone(),
+        artifacts: s.artifacts.clone(),
     }
 }
 
@@ -802,6 +818,8 @@ mod tests {
                 within_run_cv: Some(2.1),
                 between_run_cv: Some(4.3),
                 diagnosis: Some(fixed_diagnosis()),
+                structure: vec![],
+                artifacts: vec![],
             }],
             guardrails: vec![
                 outcome(

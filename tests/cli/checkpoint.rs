@@ -48,7 +48,16 @@ fn issue_21_the_gate_locates_the_planted_2of4_violations_in_the_shipped_weights(
         "ckpt/tiny.safetensors",
         ", config: ckpt/config.json, layers: \"model.layers.*.mlp.*\"",
     );
-    let (verdict, _memo) = sb.gate_fails_at("validation");
+    let (verdict, memo) = sb.gate_fails_at("validation");
+    // The memo locates them too, tensor by tensor, and names the files with their digests.
+    assert_contains(
+        &memo,
+        "| `model.layers.0.mlp.down_proj.weight` | F32 | 64×128 | 0.5004 | 2048 | 3 | [3, 8] [17, 40] [60, 124] | 2:4 |",
+    );
+    assert_contains(
+        &memo,
+        "Artifacts read: `ckpt/tiny.safetensors` (107352 B, `sha256:",
+    );
     assert_eq!(verdict["guardrails"][0]["metric"], "pattern_violations");
     let evidence = sb.json("out/evidence.json");
     let slice = slice_named(&evidence, "mlp-2of4-fp32");
