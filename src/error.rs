@@ -112,6 +112,22 @@ pub enum Error {
         fields: Vec<FieldDiff>,
     },
 
+    /// A checkpoint slice's files differ from those its baseline was blessed on.
+    #[error("the checkpoint differs from the one golden baseline {} was blessed on:\n{}", baseline.display(), describe_drift(fields))]
+    #[diagnostic(
+        code(sparsegate::artifact_changed),
+        help(
+            "bless a baseline on this checkpoint, or set `lock: {{allow_artifact_change: true}}` in the pack \
+             to compare across checkpoints on purpose (the memo then lists what changed)"
+        )
+    )]
+    ArtifactChanged {
+        /// The baseline file.
+        baseline: PathBuf,
+        /// Each file whose digest differs.
+        fields: Vec<FieldDiff>,
+    },
+
     /// The pack requires a clean git work tree and it is not.
     #[error(
         "pack `{pack}` requires a clean git work tree (lock.require_clean_git), but it has uncommitted changes"

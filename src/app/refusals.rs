@@ -43,6 +43,7 @@ pub(super) fn baseline(e: BaselineError) -> Error {
             pack_path,
         },
         BaselineError::Drift { baseline, fields } => Error::EnvironmentDrift { baseline, fields },
+        BaselineError::ArtifactChanged { baseline, fields } => Error::ArtifactChanged { baseline, fields },
     }
 }
 

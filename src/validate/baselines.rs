@@ -24,6 +24,14 @@ pub enum BaselineError {
         /// The pack file.
         pack_path: String,
     },
+    /// A baseline was measured on other artifact files than the slice reads now.
+    #[error("the checkpoint differs from the one golden baseline {} was blessed on", baseline.display())]
+    ArtifactChanged {
+        /// The baseline file.
+        baseline: PathBuf,
+        /// Each file whose digest differs (`artifact <name>`), or that is new or gone.
+        fields: Vec<FieldDiff>,
+    },
     /// A baseline was taken under a different lock and drift is not allowed.
     #[error("environment does not match the golden baseline {}", baseline.display())]
     Drift {
@@ -71,7 +79,14 @@ pub fn load_required_baselines(
                 pack_path: pack.path.display().to_string(),
             })?;
             baseline.check_expiry(&path, now)?;
-            let fields = environment.lock_diff(&baseline.environment);
+            let artifacts = artifact_diff(slice, &baseline.artifacts);
+            if !artifacts.is_empty() && !pack.file.lock.allow_artifact_change {
+                return Err(BaselineError::ArtifactChanged {
+                    baseline: path,
+                    fields: artifacts,
+                });
+            }
+            let mut fields = environment.lock_diff(&baseline.environment);
             if !fields.is_empty() {
                 if !allow_drift {
                     return Err(BaselineError::Drift {
@@ -79,6 +94,10 @@ pub fn load_required_baselines(
                         fields,
                     });
                 }
+            }
+            // Allowed changes of the artifact are called out with the drift.
+            fields.extend(artifacts);
+            if !fields.is_empty() {
                 drift.push(BaselineDrift {
                     pack: slice.pack.clone(),
                     slice: slice.id.clone(),
@@ -89,4 +108,39 @@ pub fn load_required_baselines(
         }
     }
     Ok((baselines, drift))
+}
+
+/// How the artifact files `slice` reads now differ from those `baseline` recorded: one
+/// `artifact <name>` field per file whose digest changed, appeared or went away. A baseline
+/// without artifacts (blessed before checkpoints, or on a generated workload) binds none.
+fn artifact_diff(
+    slice: &crate::ingress::Slice,
+    baseline: &[crate::execute::ArtifactRecord],
+) -> Vec<FieldDiff> {
+    let Some(w) = &slice.checkpoint else {
+        return Vec::new();
+    };
+    if baseline.is_empty() {
+        return Vec::new();
+    }
+    let now: std::collections::BTreeMap<&str, &str> = w
+        .checkpoint
+        .files
+        .iter()
+        .map(|f| (f.name.as_str(), f.digest.as_str()))
+        .collect();
+    let then: std::collections::BTreeMap<&str, &str> = baseline
+        .iter()
+        .map(|a| (a.name.as_str(), a.digest.as_str()))
+        .collect();
+    let names: std::collections::BTreeSet<&str> = now.keys().chain(then.keys()).copied().collect();
+    names
+        .into_iter()
+        .filter(|n| now.get(n) != then.get(n))
+        .map(|n| FieldDiff {
+            field: format!("artifact {n}"),
+            baseline: then.get(n).unwrap_or(&"(absent)").to_string(),
+            current: now.get(n).unwrap_or(&"(absent)").to_string(),
+        })
+        .collect()
 }

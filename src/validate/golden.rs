@@ -76,6 +76,11 @@ pub struct Baseline {
     /// digests are unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
+    /// The artifact files (a checkpoint) the slice was measured from, with their digests: a
+    /// later gate against another checkpoint is refused unless its pack allows it (issue
+    /// 21). Absent for slices without artifacts, so older baselines' digests are unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<crate::execute::ArtifactRecord>,
     /// `sha256:<hex>` over the canonical JSON of every other field.
     pub digest: String,
 }
@@ -103,6 +108,7 @@ impl Baseline {
             metrics: evidence.metrics.clone(),
             counters: evidence.counters.clone(),
             expires_at: None,
+            artifacts: evidence.artifacts.clone(),
             digest: String::new(),
         };
         baseline.digest = baseline.compute_digest();

@@ -242,3 +242,55 @@ fn issue_21_the_example_checkpoint_pack_validates() {
     let out = Sandbox::new().output(&["validate", &example_pack("checkpoint.yaml")]);
     assert_exit(&out, 0);
 }
+
+/// A pack gating `ckpt/tiny.safetensors` against its golden baseline, with `lock`.
+fn baseline_pack(sb: &Sandbox, lock: &str) {
+    sb.write(
+        "pack.yaml",
+        &format!(
+            "
+            schema_version: 1
+            name: ckpt
+            owners: [{{name: Ada, email: ada@example.com, role: owner}}]
+            rollback: {{trigger: slower than the blessed checkpoint}}
+            samples: {FAST}
+            lock: {lock}
+            guardrails:
+              - {{metric: latency, regress_at_most: 50%}}
+            slices:
+              - id: up
+                workload:
+                  checkpoint: {{weights: ckpt/tiny.safetensors, layers: \"*up_proj*\", tokens: 8}}
+                sparsity: [\"2:4\"]
+            "
+        ),
+    );
+}
+
+#[test]
+fn issue_21_a_baseline_blessed_on_one_checkpoint_is_refused_against_another() {
+    let sb = sandbox(&["tiny.safetensors"], "ckpt/tiny.safetensors", "");
+    baseline_pack(&sb, "{}");
+    assert_exit(&sb.output(&["bless", "pack.yaml", "-q"]), 0);
+    let baseline = sb.json("golden/ckpt/up-2of4-fp32.json");
+    assert_eq!(baseline["artifacts"][0]["name"], "ckpt/tiny.safetensors");
+    // One weight byte of another tensor changes: same shapes, another checkpoint.
+    let path = sb.path().join("ckpt/tiny.safetensors");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&path, bytes).unwrap();
+    let out = sb.gate("pack.yaml", &[]);
+    assert_exit(&out, 2);
+    assert_contains(
+        &printed(&out),
+        "the checkpoint differs from the one golden baseline",
+    );
+    assert_contains(&printed(&out), "artifact ckpt/tiny.safetensors");
+    assert_contains(&printed(&out), "allow_artifact_change");
+    // Said on purpose, the comparison runs and the memo lists what changed.
+    baseline_pack(&sb, "{allow_artifact_change: true}");
+    let out = sb.gate("pack.yaml", &[]);
+    assert_ne!(out.status.code(), Some(2), "{}", printed(&out));
+    assert_contains(&sb.read("out/memo.md"), "artifact ckpt/tiny.safetensors");
+}

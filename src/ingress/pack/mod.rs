@@ -101,6 +101,11 @@ pub struct LockPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1024))]
     pub threads: Option<u32>,
+    /// Compare against golden baselines measured on another checkpoint (issue 21): the
+    /// changed files are then listed as environment drift in the memo. Off by default: a
+    /// baseline blessed on one checkpoint is refused against another.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_artifact_change: bool,
 }
 
 /// Sampling budget for each slice.

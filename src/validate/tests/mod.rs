@@ -143,6 +143,7 @@ pub(super) fn baseline(id: &str, metrics: Vec<(&str, Vec<f64>)>) -> Baselines {
             .collect(),
         counters: Default::default(),
         expires_at: None,
+        artifacts: vec![],
         digest: "sha256:0".into(),
     };
     BTreeMap::from([(crate::domain::SliceKey::new("p", id), b)])
