@@ -87,13 +87,11 @@ pub fn load_required_baselines(
                 });
             }
             let mut fields = environment.lock_diff(&baseline.environment);
-            if !fields.is_empty() {
-                if !allow_drift {
-                    return Err(BaselineError::Drift {
-                        baseline: path,
-                        fields,
-                    });
-                }
+            if !fields.is_empty() && !allow_drift {
+                return Err(BaselineError::Drift {
+                    baseline: path,
+                    fields,
+                });
             }
             // Allowed changes of the artifact are called out with the drift.
             fields.extend(artifacts);
