@@ -515,15 +515,13 @@ fn checkpoint_checks(
     match super::checkpoint::open_workload(&dir, c) {
         Ok(w) => {
             for op in w.ops() {
-                let bytes = operand_bytes(op.m as u64, op.n as u64, op.k as u64, widest);
-                if bytes > u128::from(MEMORY_BUDGET_BYTES) {
+                if let Some(gib) = over_budget(&op, widest) {
                     diags.push(loc.at_value(
                         &format!("{pointer}/tokens"),
                         format!(
-                            "tensor `{}` at {} tokens needs {:.1} GiB of operand memory, over the {} GiB budget",
+                            "tensor `{}` at {} tokens needs {gib:.1} GiB of operand memory, over the {} GiB budget",
                             op.name,
                             op.m,
-                            bytes as f64 / GIB,
                             MEMORY_BUDGET_BYTES as f64 / GIB
                         ),
                         Some("lower `tokens`, or select fewer layers with `layers`".into()),
@@ -561,6 +559,13 @@ fn checkpoint_checks(
             None
         }
     }
+}
+
+/// The operand memory `op` needs at the widest precision, in GiB, when it is over the
+/// budget.
+fn over_budget(op: &crate::domain::GemmOp, widest: u64) -> Option<f64> {
+    let bytes = operand_bytes(op.m as u64, op.n as u64, op.k as u64, widest);
+    (bytes > u128::from(MEMORY_BUDGET_BYTES)).then(|| bytes as f64 / GIB)
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -614,19 +619,17 @@ fn named_model_checks(
         return;
     }
     for op in named.name.select(named.tokens, &named.layers) {
-        let bytes = operand_bytes(op.m as u64, op.n as u64, op.k as u64, widest);
-        if bytes > u128::from(MEMORY_BUDGET_BYTES) {
+        if let Some(gib) = over_budget(&op, widest) {
             diags.push(loc.at_value(
                 &format!("{pointer}/tokens"),
                 format!(
-                    "layer `{}` of `{}` at {} tokens ({}x{}x{}) needs {:.1} GiB of operand memory, over the {} GiB budget",
+                    "layer `{}` of `{}` at {} tokens ({}x{}x{}) needs {gib:.1} GiB of operand memory, over the {} GiB budget",
                     op.name,
                     named.name.as_str(),
                     named.tokens,
                     op.m,
                     op.n,
                     op.k,
-                    bytes as f64 / GIB,
                     MEMORY_BUDGET_BYTES as f64 / GIB
                 ),
                 Some("scale `tokens` down for the cpu backend (the simulator takes full size)".into()),

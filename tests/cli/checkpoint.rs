@@ -14,6 +14,18 @@ fn sandbox(names: &[&str], weights: &str, extra: &str) -> Sandbox {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("{from}: {e}"));
     }
+    write_pack(
+        &sb,
+        "{}",
+        "{metric: pattern_violations, at_most: 0}",
+        "mlp",
+        &format!("{{weights: {weights}, tokens: 8{extra}}}"),
+    );
+    sb
+}
+
+/// `pack.yaml`: one 2:4 slice `id` over `checkpoint`, with `lock` and one pack guardrail.
+fn write_pack(sb: &Sandbox, lock: &str, guardrail: &str, id: &str, checkpoint: &str) {
     sb.write(
         "pack.yaml",
         &format!(
@@ -23,17 +35,17 @@ fn sandbox(names: &[&str], weights: &str, extra: &str) -> Sandbox {
             owners: [{{name: Ada, email: ada@example.com, role: owner}}]
             rollback: {{trigger: any pattern violation}}
             samples: {FAST}
+            lock: {lock}
             guardrails:
-              - {{metric: pattern_violations, at_most: 0}}
+              - {guardrail}
             slices:
-              - id: mlp
+              - id: {id}
                 workload:
-                  checkpoint: {{weights: {weights}, tokens: 8{extra}}}
+                  checkpoint: {checkpoint}
                 sparsity: [\"2:4\"]
             "
         ),
     );
-    sb
 }
 
 fn expected() -> serde_json::Value {
@@ -206,7 +218,7 @@ fn issue_21_malformed_checkpoints_are_refused_with_the_file_and_tensor() {
     ] {
         let sb = sandbox(&[&format!("bad/{name}")], &format!("ckpt/bad/{name}"), "");
         let printed = sb.refused_at_ingress("pack.yaml");
-        assert_contains(&printed, "pack.yaml:11:29:");
+        assert_contains(&printed, "pack.yaml:12:29:");
         for needle in needles {
             assert_contains(&printed, needle);
         }
@@ -245,25 +257,13 @@ fn issue_21_the_example_checkpoint_pack_validates() {
 
 /// A pack gating `ckpt/tiny.safetensors` against its golden baseline, with `lock`.
 fn baseline_pack(sb: &Sandbox, lock: &str) {
-    sb.write(
-        "pack.yaml",
-        &format!(
-            "
-            schema_version: 1
-            name: ckpt
-            owners: [{{name: Ada, email: ada@example.com, role: owner}}]
-            rollback: {{trigger: slower than the blessed checkpoint}}
-            samples: {FAST}
-            lock: {lock}
-            guardrails:
-              - {{metric: latency, regress_at_most: 50%}}
-            slices:
-              - id: up
-                workload:
-                  checkpoint: {{weights: ckpt/tiny.safetensors, layers: \"*up_proj*\", tokens: 8}}
-                sparsity: [\"2:4\"]
-            "
-        ),
+    let checkpoint = "{weights: ckpt/tiny.safetensors, layers: \"*up_proj*\", tokens: 8}";
+    write_pack(
+        sb,
+        lock,
+        "{metric: latency, regress_at_most: 50%}",
+        "up",
+        checkpoint,
     );
 }
 
