@@ -1074,7 +1074,8 @@ mod tests {
         assert!(Backend::Cpu.measures(Metric::EffectiveSpeedup));
         assert!(!Backend::Cpu.measures(Metric::EnergyJ));
         assert!(!Backend::Cpu.measures(Metric::TcOccupancy));
-        // Six speed metrics, two counters, and accuracy and quality_delta (model slices only).
-        assert_eq!(Backend::Cpu.measured_metrics().len(), 10);
+        // Six speed metrics, two counters, accuracy and quality_delta (model slices only), and
+        // pattern_violations and sparse_coverage (checkpoint slices only).
+        assert_eq!(Backend::Cpu.measured_metrics().len(), 12);
     }
 }
