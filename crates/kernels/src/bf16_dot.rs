@@ -243,7 +243,7 @@ trait Packed: Sync {
     fn pack_tile(x: &[u16], k: usize, m: usize, tile: usize, out: &mut [Self::Step]);
     /// Accumulate K steps `s0..s1` of block `b` against the packed tile `x` (at step `s0`)
     /// into the register tile of `panels` × `tokens`, its sums at `acc` (`[token][block
-    /// rows]`, read first when `load`).
+    /// rows]`), as `pass` says.
     ///
     /// # Safety
     /// [`available`] returned true; `b` is a block, `s0 < s1 ≤ steps`, `1 ≤ panels ≤
@@ -256,8 +256,20 @@ trait Packed: Sync {
         steps: (usize, usize),
         x: *const Self::Step,
         acc: *mut f32,
-        load: bool,
+        pass: Pass,
     );
+}
+
+/// How one register tile's pass over a K block starts and what it fetches ahead.
+#[derive(Clone, Copy)]
+struct Pass {
+    /// Start from the sums in the scratch (every K block but the first).
+    load: bool,
+    /// Prefetch the weights one K block ahead into L2 (the first token tile of a task's
+    /// pass over a block; the others find this block's weights in L1). The next K block,
+    /// or the next block's first, is the one that follows in memory, so the stream the
+    /// hardware would find anyway is fetched while the tiles compute instead of between.
+    prefetch: bool,
 }
 
 /// The product both layouts share: pack the activations per 8-token tile, then tasks of
@@ -321,7 +333,10 @@ unsafe fn product<L: Packed>(layout: &L, threads: usize, x: &[u16], y: &mut [f32
                             (s0, s1),
                             xt.as_ptr(),
                             sums[at..].as_mut_ptr(),
-                            s0 > 0,
+                            Pass {
+                                load: s0 > 0,
+                                prefetch: tile == tile_range.start,
+                            },
                         )
                     };
                 }
@@ -371,8 +386,8 @@ macro_rules! pick_tile {
 }
 
 /// A register tile: weights (and nibbles) at the block's first step, activations, steps,
-/// sums, load.
-type TileFn<W> = unsafe fn(W, *const u32, usize, *mut f32, bool);
+/// sums, pass.
+type TileFn<W> = unsafe fn(W, *const u32, usize, *mut f32, Pass);
 
 impl Packed for DensePairs {
     type Step = u32;
@@ -403,13 +418,13 @@ impl Packed for DensePairs {
         (s0, s1): (usize, usize),
         x: *const u32,
         acc: *mut f32,
-        load: bool,
+        pass: Pass,
     ) {
         let f = pick_tile!(dense_tile, panels, tokens, [1, 2, 3]);
         let w = self.w[(b * self.steps() + s0) * DENSE_PANELS..].as_ptr();
         // SAFETY: the trait's contract: block `b` holds `steps` pairs of `DENSE_PANELS`
         // lines from `w`'s start, and `f` reads `s1 - s0` of them.
-        unsafe { f(w, x, s1 - s0, acc, load) }
+        unsafe { f(w, x, s1 - s0, acc, pass) }
     }
 }
 
@@ -450,16 +465,23 @@ unsafe fn pack_pairs(x: &[u16], k: usize, m: usize, tile: usize, out: &mut [u32]
 /// # Safety
 /// AVX-512F/BW/BF16 are available; `w` addresses `pairs · DENSE_PANELS` lines and `x`
 /// `pairs · TOKENS` pairs; `acc` has `T` rows of `DENSE_PANELS · 16` floats (read when
-/// `load`), written by no one else meanwhile.
+/// `pass.load`), written by no one else meanwhile.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 unsafe fn dense_tile<const P: usize, const T: usize, const U: usize>(
     w: *const Line,
     x: *const u32,
     pairs: usize,
     acc: *mut f32,
-    load: bool,
+    pass: Pass,
 ) {
     let step = |a: &mut [[__m512; T]; P], q: usize| {
+        if pass.prefetch {
+            for p in 0..P {
+                // A hint: an address past the weights fetches nothing that matters.
+                let ahead = w.wrapping_add((q + KC_PAIRS) * DENSE_PANELS + p);
+                _mm_prefetch::<_MM_HINT_T1>(ahead.cast());
+            }
+        }
         // SAFETY: pair q < pairs of the block's lines.
         let wv: [__m512bh; P] =
             std::array::from_fn(|p| bh(unsafe { _mm512_load_si512(w.add(q * DENSE_PANELS + p).cast()) }));
@@ -472,7 +494,7 @@ unsafe fn dense_tile<const P: usize, const T: usize, const U: usize>(
         }
     };
     // SAFETY: the contract is the helper's.
-    unsafe { copies::<P, T, U>(pairs, acc, DENSE_PANELS * LANES, load, step) };
+    unsafe { copies::<P, T, U>(pairs, acc, DENSE_PANELS * LANES, pass.load, step) };
 }
 
 /// Run `step` over K steps `0..steps`, step `q` into copy `q % U` of the tile's sums, which
@@ -546,14 +568,14 @@ impl Packed for TwoOfFourPairs {
         (s0, s1): (usize, usize),
         x: *const u64,
         acc: *mut f32,
-        load: bool,
+        pass: Pass,
     ) {
         let f = pick_tile!(two_of_four_tile, panels, tokens, [1, 2]);
         let at = (b * self.steps() + s0) * SPARSE_PANELS;
         let (v, nib) = (self.values[at..].as_ptr(), self.nibbles[at..].as_ptr());
         // SAFETY: the trait's contract: block `b` holds `steps` groups of `SPARSE_PANELS`
         // lines and nibble words from `at`, and `f` reads `s1 - s0` of them.
-        unsafe { f((v, nib), x.cast(), s1 - s0, acc, load) }
+        unsafe { f((v, nib), x.cast(), s1 - s0, acc, pass) }
     }
 }
 
@@ -619,14 +641,14 @@ const NIBBLE_SHIFTS: [u8; 64] = {
 /// # Safety
 /// AVX-512F/BW/BF16/VBMI are available; `vn.0` addresses `groups · SPARSE_PANELS` lines,
 /// `vn.1` as many nibble words, `x` `groups · TOKENS` u64; `acc` has `T` rows of
-/// `SPARSE_PANELS · 16` floats (read when `load`), written by no one else meanwhile.
+/// `SPARSE_PANELS · 16` floats (read when `pass.load`), written by no one else meanwhile.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16,avx512vbmi")]
 unsafe fn two_of_four_tile<const P: usize, const T: usize, const U: usize>(
     (v, nib): (*const Line, *const u64),
     x: *const u32,
     groups: usize,
     acc: *mut f32,
-    load: bool,
+    pass: Pass,
 ) {
     let x = x.cast::<u64>();
     // SAFETY: 64 readable bytes.
@@ -634,6 +656,15 @@ unsafe fn two_of_four_tile<const P: usize, const T: usize, const U: usize>(
     let (keep, odd) = (_mm512_set1_epi8(0b110), _mm512_set1_epi32(0x0100_0100));
     let step = |a: &mut [[__m512; T]; P], g: usize| {
         let at = g * SPARSE_PANELS;
+        if pass.prefetch {
+            // Hints, as in the dense tile; a line holds the nibble words of four groups.
+            for p in 0..P {
+                _mm_prefetch::<_MM_HINT_T1>(v.wrapping_add(at + KC_GROUPS * SPARSE_PANELS + p).cast());
+            }
+            if g % 4 == 0 {
+                _mm_prefetch::<_MM_HINT_T1>(nib.wrapping_add(at + KC_GROUPS * SPARSE_PANELS).cast());
+            }
+        }
         // SAFETY: group g < groups of the block's lines.
         let wv: [__m512bh; P] =
             std::array::from_fn(|p| bh(unsafe { _mm512_load_si512(v.add(at + p).cast()) }));
@@ -652,7 +683,7 @@ unsafe fn two_of_four_tile<const P: usize, const T: usize, const U: usize>(
         }
     };
     // SAFETY: the contract is the helper's.
-    unsafe { copies::<P, T, U>(groups, acc, SPARSE_PANELS * LANES, load, step) };
+    unsafe { copies::<P, T, U>(groups, acc, SPARSE_PANELS * LANES, pass.load, step) };
 }
 
 /// A register tile's sums: the scratch's (`T` rows of `stride` floats) when `load`, else zero.
