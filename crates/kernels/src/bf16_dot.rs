@@ -44,7 +44,7 @@
 //!   compute; without them the weights came in bursts between the tiles' compute. Measured
 //!   on one core (thread CPU time, 4096², machine shared): 16 tokens dense 1.65–2.1 → 1.35–1.5
 //!   ms, 2:4 1.2–1.3 → 1.03 ms, K blocks of 128 instead of 64 slower at 16 tokens.
-
+//!
 //! Numerics: products of two bf16 (8-bit significands) are exact in f32, so the only error
 //! is that of the f32 sums: `|ŷ − y| ≤ γ_K · Σ_k |w·x|` with `γ_K ≈ K·2⁻²⁴` in the worst
 //! case, the bound of any f32 dot product of K terms (the bf16 inputs themselves are what
@@ -681,7 +681,7 @@ unsafe fn two_of_four_tile<const P: usize, const T: usize, const U: usize>(
                 _mm_prefetch::<_MM_HINT_T0>(v.wrapping_add(at + KC_GROUPS * SPARSE_PANELS + p).cast());
                 _mm_prefetch::<_MM_HINT_T1>(v.wrapping_add(at + FAR * KC_GROUPS * SPARSE_PANELS + p).cast());
             }
-            if g % 4 == 0 {
+            if g.is_multiple_of(4) {
                 _mm_prefetch::<_MM_HINT_T0>(nib.wrapping_add(at + KC_GROUPS * SPARSE_PANELS).cast());
                 _mm_prefetch::<_MM_HINT_T1>(nib.wrapping_add(at + FAR * KC_GROUPS * SPARSE_PANELS).cast());
             }
