@@ -168,6 +168,8 @@ impl DenseBf16 {
     /// [`Self::new`], on the widening path unless `fast` (tests run both on one CPU).
     fn build(w: &[half::bf16], n: usize, k: usize, fast: bool) -> Result<DenseBf16, KernelError> {
         check_len("w", w.len(), n, k)?;
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = fast;
         #[cfg(target_arch = "x86_64")]
         if fast && super::bf16_dot::available() {
             let stored = DenseBf16Stored::Pairs(super::bf16_dot::DensePairs::new(w.reinterpret_cast(), n, k));
@@ -248,6 +250,8 @@ impl TwoOfFourBf16 {
     fn from_nm_values(a: &NmMatrix, fast: bool) -> TwoOfFourBf16 {
         let (rows, k) = (a.rows(), a.k());
         let values: Vec<half::bf16> = a.values().iter().map(|&v| half::bf16::from_f32(v)).collect();
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = fast;
         #[cfg(target_arch = "x86_64")]
         if fast && super::bf16_dot::available() {
             let row_bytes = k.div_ceil(8);
