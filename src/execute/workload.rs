@@ -5,17 +5,19 @@
 //! the *comparator* runs the dense kernel on the same (pruned) weights, so the only thing the
 //! speedup measures is the kernel, never a difference in data.
 //!
-//! Precisions: fp16 and bf16 round the weights and activations to the storage type; the
-//! weights are widened to f32 panels once (weight-stationary, both sides) and every pass
-//! widens the stored activations to f32 before the f32 kernel runs (both sides again), so the
-//! accumulation is f32. int8 quantises the weights per output channel and the activations with
+//! Precisions: fp16 and bf16 round the weights and activations to the storage type, and the
+//! accumulation is f32. bf16 runs the bf16 kernels ([`DenseBf16`] as the comparator and for
+//! dense ops, [`TwoOfFourBf16`] for 2:4 ops: `vdpbf16ps` on the stored operands where the CPU
+//! has AVX-512 BF16, else widened inside the kernel); the other bf16 sparse formats, and
+//! fp16, widen: the weights to f32 panels once (weight-stationary), the stored activations
+//! on every pass before the f32 kernel runs. int8 quantises the weights per output channel and the activations with
 //! one scale, multiplies into exact i32 sums ([`super::kernels::precision`]) and dequantises;
 //! the check then requires the candidate's i32 sums to equal the comparator's exactly.
 
 use super::error::{ExecError, PrepareError};
 use super::evidence::OpFidelity;
 use super::kernels::dense::{DenseWeights, gemm_f32};
-use super::kernels::precision::{self, Half, HalfBuf, SparseI8};
+use super::kernels::precision::{self, DenseBf16, Half, HalfBuf, SparseI8, TwoOfFourBf16};
 use super::kernels::{KernelError, SparseWeights};
 use crate::domain::{GemmOp, Precision, Sparsity};
 use crate::ingress::checkpoint::Checkpoint;
@@ -40,9 +42,12 @@ struct PreparedOp {
     op: GemmOp,
     /// Dense weights as the comparator sees them: pruned for sparse ops, laid out once for
     /// the dense kernel as the sparse ones are for theirs.
-    dense_w: DenseWeights,
-    /// The compressed weights when the op takes the sparse path.
+    dense_w: DenseKernel,
+    /// The compressed weights when the op takes the sparse path (f32 values; a bf16 2:4 op
+    /// holds `two_of_four_bf16` instead).
     sparse: Option<SparseWeights>,
+    /// The bf16 2:4 weights when a bf16 op takes the sparse 2:4 path.
+    two_of_four_bf16: Option<TwoOfFourBf16>,
     x: Vec<f32>,
     y_candidate: Vec<f32>,
     y_comparator: Vec<f32>,
@@ -56,13 +61,48 @@ struct PreparedOp {
     int8: Option<Int8Op>,
 }
 
+/// The dense kernel of an op: f32 weights (fp32, fp16 widened, and the int8 slices' f32
+/// copy) or bf16 weights on the bf16 kernel.
+enum DenseKernel {
+    F32(DenseWeights),
+    Bf16(DenseBf16),
+}
+
+impl DenseKernel {
+    fn value_bytes(&self) -> usize {
+        match self {
+            DenseKernel::F32(d) => d.value_bytes(),
+            DenseKernel::Bf16(d) => d.value_bytes(),
+        }
+    }
+}
+
 impl PreparedOp {
-    /// Widen the stored fp16/bf16 activations into `x`, as every pass does (nothing to do
-    /// for fp32 and int8).
+    /// Widen the stored fp16/bf16 activations into `x`, as every pass of an f32 kernel does
+    /// (nothing to do for fp32 and int8).
     fn widen_activations(&mut self) -> Result<(), KernelError> {
         match &self.x_store {
             Some(store) => store.to_f32_into(&mut self.x),
             None => Ok(()),
+        }
+    }
+
+    /// The dense product into the candidate's output or the comparator's: bf16 on the stored
+    /// activations, f32 on the widened ones.
+    fn run_dense(&mut self, threads: usize, candidate: bool) -> Result<(), KernelError> {
+        if let DenseKernel::F32(_) = self.dense_w {
+            self.widen_activations()?;
+        }
+        let m = self.op.m;
+        let y = if candidate {
+            &mut self.y_candidate
+        } else {
+            &mut self.y_comparator
+        };
+        match (&self.dense_w, &self.x_store) {
+            (DenseKernel::Bf16(d), Some(HalfBuf::Bf16(x))) => d.gemm(threads, x, y, m),
+            (DenseKernel::Bf16(d), _) => d.gemm(threads, &[], y, m),
+            (DenseKernel::F32(d), _) => d.gemm(threads, &self.x, y, m),
         }
     }
 }
@@ -141,10 +181,16 @@ impl Workload {
             }
             return precision::dequantize(&q.acc_candidate, &q.w_scale, q.x_scale, &mut p.y_candidate, m);
         }
+        if let (Some(a), Some(HalfBuf::Bf16(x))) = (&p.two_of_four_bf16, &p.x_store) {
+            return a.spmm(threads, x, &mut p.y_candidate, m);
+        }
+        if p.sparse.is_none() {
+            return p.run_dense(threads, true);
+        }
         p.widen_activations()?;
         match &p.sparse {
             Some(a) => a.spmm_scheduled(&p.schedule, &p.x, &mut p.y_candidate, m),
-            None => p.dense_w.gemm(threads, &p.x, &mut p.y_candidate, m),
+            None => Ok(()),
         }
     }
 
@@ -159,8 +205,7 @@ impl Workload {
             precision::gemm_i8(threads, &q.w, &q.x, &mut q.acc_comparator, n, k, m)?;
             return precision::dequantize(&q.acc_comparator, &q.w_scale, q.x_scale, &mut p.y_comparator, m);
         }
-        p.widen_activations()?;
-        p.dense_w.gemm(threads, &p.x, &mut p.y_comparator, m)
+        p.run_dense(threads, false)
     }
 
     /// Bytes one candidate pass moves at the least, all ops: the weights as stored (values
@@ -227,7 +272,10 @@ impl Workload {
                     .as_ref()
                     .map_or(q.w.len(), |a| a.value_bytes() + a.metadata_bytes()),
                 (None, Some(a)) => a.value_bytes() + a.metadata_bytes(),
-                (None, None) => p.dense_w.value_bytes(),
+                (None, None) => p
+                    .two_of_four_bf16
+                    .as_ref()
+                    .map_or(p.dense_w.value_bytes(), |a| a.value_bytes() + a.metadata_bytes()),
             })
             .sum()
     }
@@ -238,7 +286,11 @@ impl Workload {
             .iter()
             .filter_map(|p| match &p.int8 {
                 Some(q) => q.sparse.as_ref().map(|a| (a.value_bytes(), a.metadata_bytes())),
-                None => p.sparse.as_ref().map(|a| (a.value_bytes(), a.metadata_bytes())),
+                None => p
+                    .sparse
+                    .as_ref()
+                    .map(|a| (a.value_bytes(), a.metadata_bytes()))
+                    .or_else(|| (p.two_of_four_bf16.as_ref()).map(|a| (a.value_bytes(), a.metadata_bytes()))),
             })
             .fold((0, 0), |(v, m), (a, b)| (v + a, m + b))
     }
@@ -344,11 +396,26 @@ fn prepare_op(
             sparse: kept,
         });
     }
-    let dense_w = DenseWeights::new(dense_w, n, k).map_err(PrepareError::DenseLayout)?;
+    // bf16: the bf16 kernels on the stored values (exact: the weights were rounded above);
+    // a 2:4 op's candidate is the compact bf16 form of its compressed weights.
+    let two_of_four_bf16 = match (&sparse, precision) {
+        (Some(SparseWeights::Nm(a)), Precision::Bf16) => TwoOfFourBf16::from_two_of_four(a),
+        _ => None,
+    };
+    if two_of_four_bf16.is_some() {
+        sparse = None;
+    }
+    let dense_w = if precision == Precision::Bf16 {
+        let stored: Vec<half::bf16> = dense_w.iter().map(|&v| half::bf16::from_f32(v)).collect();
+        DenseKernel::Bf16(DenseBf16::new(&stored, n, k).map_err(PrepareError::DenseLayout)?)
+    } else {
+        DenseKernel::F32(DenseWeights::new(dense_w, n, k).map_err(PrepareError::DenseLayout)?)
+    };
     Ok(PreparedOp {
         op: op.clone(),
         dense_w,
         sparse,
+        two_of_four_bf16,
         x,
         y_candidate: zeros(n, m)?,
         y_comparator: zeros(n, m)?,
@@ -452,5 +519,92 @@ mod weight_tests {
         .unwrap();
         let b = random(&mut ChaCha8Rng::seed_from_u64(1), n, k, (3.0f32 / 12.0).sqrt()).unwrap();
         assert_eq!(a, b);
+    }
+}
+
+#[cfg(test)]
+mod bf16_tests {
+    use super::*;
+    use crate::execute::kernels::isa::{Form, Operands, isa_path};
+
+    /// A bf16 op prepared and run on both sides, with the check the runs make.
+    fn run_bf16(sparsity: Sparsity, path: KernelPath) -> Workload {
+        let op = GemmOp {
+            name: "w".into(),
+            m: 9,
+            n: 40,
+            k: 68,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let p = prepare_op(
+            &op,
+            path,
+            (sparsity, Precision::Bf16),
+            WeightDistribution::Uniform,
+            2,
+            &mut rng,
+        )
+        .unwrap();
+        let mut w = Workload {
+            ops: vec![p],
+            threads: 2,
+        };
+        w.run_candidate().unwrap();
+        w.run_comparator().unwrap();
+        w.check().unwrap();
+        w
+    }
+
+    #[test]
+    fn issue_20_bf16_ops_run_the_bf16_kernels_on_stored_bf16() {
+        let (n, k) = (40, 68);
+        let dense = run_bf16(Sparsity::Dense, KernelPath::Dense);
+        let p = &dense.ops[0];
+        assert!(matches!(p.dense_w, DenseKernel::Bf16(_)));
+        assert_eq!(dense.weight_bytes(), n * k * 2, "bf16 weights, as stored");
+        if let DenseKernel::Bf16(d) = &p.dense_w {
+            assert_eq!(d.isa_path(), isa_path(Operands::Bf16, Form::Dense));
+        }
+        // The comparator's product is the f32 product of the stored operands.
+        let (w, x) = (p.dense_w_f32(), p.x_store.as_ref().unwrap().to_f32());
+        let mut want = vec![0.0; n * 9];
+        gemm_f32(1, &w, &x, &mut want, n, k, 9).unwrap();
+        let err = want
+            .iter()
+            .zip(&p.y_comparator)
+            .fold(0.0f32, |e, (a, b)| e.max((a - b).abs()));
+        assert!(err < 1e-5, "{err}");
+
+        let nm = run_bf16(Sparsity::NOfM { n: 2, m: 4 }, KernelPath::Sparse);
+        let p = &nm.ops[0];
+        assert!(p.sparse.is_none() && p.two_of_four_bf16.is_some());
+        // A nibble per group of four, each row on a byte (K = 68: 17 nibbles, 9 bytes).
+        let index_bytes = n * k.div_ceil(8);
+        assert_eq!(
+            nm.sparse_bytes(),
+            (n * k, index_bytes),
+            "bf16 pairs and their indices"
+        );
+        assert_eq!(nm.weight_bytes(), n * k + index_bytes);
+
+        // Other patterns keep the widened f32 kernels against the bf16 comparator.
+        let csr = run_bf16(Sparsity::Unstructured { density: 0.5 }, KernelPath::Sparse);
+        assert!(csr.ops[0].sparse.is_some() && csr.ops[0].two_of_four_bf16.is_none());
+        assert!(matches!(csr.ops[0].dense_w, DenseKernel::Bf16(_)));
+    }
+
+    impl PreparedOp {
+        /// The comparator's weights, widened (for the test's own product).
+        fn dense_w_f32(&self) -> Vec<f32> {
+            let (n, k) = (self.op.n, self.op.k);
+            let mut eye = vec![half::bf16::ZERO; k * k];
+            (0..k).for_each(|i| eye[i * k + i] = half::bf16::ONE);
+            let mut w = vec![0.0; n * k];
+            match &self.dense_w {
+                DenseKernel::Bf16(d) => d.gemm(1, &eye, &mut w, k).unwrap(),
+                DenseKernel::F32(_) => unreachable!("a bf16 op"),
+            }
+            w
+        }
     }
 }

@@ -111,10 +111,15 @@ fn select_sim(
     }
 }
 
-/// [`select`], with the storage conversion named for fp16/bf16 sparse kernels.
+/// [`select`], with the storage conversion named for fp16/bf16 sparse kernels (bf16 2:4 has
+/// a kernel of its own).
 fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath, String) {
     let (path, reason) = select(precision, sparsity, op);
     match precision {
+        Precision::Bf16 if path == KernelPath::Sparse && sparsity == (Sparsity::NOfM { n: 2, m: 4 }) => (
+            path,
+            format!("{reason}; bf16 2:4 compact kernel (bf16 pairs, 2-bit indices; {BF16_KERNEL})"),
+        ),
         Precision::Fp16 | Precision::Bf16 if path == KernelPath::Sparse => (
             path,
             format!("{reason}; {} storage widened to f32 panels", precision.as_str()),
@@ -123,13 +128,17 @@ fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelP
     }
 }
 
+/// How the bf16 kernels multiply, which lowering cannot know for the machine that will run
+/// them.
+const BF16_KERNEL: &str = "vdpbf16ps where the CPU has AVX-512 BF16, else widened to f32 panels";
+
 /// The dense kernel a precision runs on.
-fn dense_kernel(precision: Precision) -> &'static str {
+fn dense_kernel(precision: Precision) -> String {
     match precision {
-        Precision::Fp32 => "dense f32 GEMM",
-        Precision::Fp16 => "dense GEMM on f16 storage widened to f32 panels",
-        Precision::Bf16 => "dense GEMM on bf16 storage widened to f32 panels",
-        Precision::Int8 => "dense int8 GEMM into i32",
+        Precision::Fp32 => "dense f32 GEMM".into(),
+        Precision::Fp16 => "dense GEMM on f16 storage widened to f32 panels".into(),
+        Precision::Bf16 => format!("dense bf16 GEMM ({BF16_KERNEL})"),
+        Precision::Int8 => "dense int8 GEMM into i32".into(),
     }
 }
 

@@ -14,6 +14,8 @@
 //! and `unsafe` lives here (the gate itself forbids `unsafe`), under the lints in this crate's
 //! `Cargo.toml`: each unsafe block says why it is sound and each unsafe function its contract.
 
+#[cfg(target_arch = "x86_64")]
+mod bf16_dot;
 pub mod bsr;
 mod bsr_few_tokens;
 pub mod csr;
@@ -24,6 +26,7 @@ mod dense_lanes;
 mod error;
 #[cfg(target_arch = "x86_64")]
 mod int8_vnni;
+pub mod isa;
 mod lanes;
 pub mod nm;
 pub mod precision;

@@ -1,11 +1,18 @@
-//! Reduced precisions on the CPU: f16 and bf16 *storage* with f32 arithmetic, and
+//! Reduced precisions on the CPU: f16 and bf16 operands with f32 accumulation, and
 //! int8 × int8 → i32 with a per-channel scale.
 //!
-//! * **f16 / bf16.** Operands are stored as 16-bit values (the `half` crate converts). The CPU
-//!   has no 16-bit FMA worth using here, so a product converts the stored operands to f32
-//!   panels and runs the f32 kernels ([`super::dense::gemm_f32`] or a sparse format):
-//!   accumulation is f32, and the only error beyond f32's is the rounding of the operands to
-//!   the storage type. bf16 is handled exactly like f16 (convert to f32 panels, f32 kernel).
+//! * **bf16.** [`DenseBf16`] (the dense comparator) and [`TwoOfFourBf16`] (2:4, the compact
+//!   format: one bf16 pair and one nibble of indices per row and group of four) multiply
+//!   bf16 by bf16 into f32 sums with AVX-512 BF16 (`vdpbf16ps`, `super::bf16_dot`) where the
+//!   CPU has it, detected at run time: the operands are never widened, and the dense one is
+//!   what the CPU can do in bf16, not an f32 kernel on 16-bit storage. Without AVX-512 BF16
+//!   both widen (the weights once, the activations on every call) and run the f32 kernels.
+//!   [`gemm_half`] takes the bf16 kernel too. Other bf16 sparse formats still widen.
+//! * **f16.** Stored as 16-bit values and widened to f32 panels for the f32 kernels
+//!   ([`gemm_half`], [`super::dense::gemm_f32`]): this CPU (Zen 5) has no AVX512-FP16, and
+//!   F16C only converts, so an f16 fast path waits for hardware that multiplies f16.
+//!   Accumulation is f32, and the only error beyond f32's is the rounding of the operands to
+//!   the storage type.
 //! * **int8.** [`gemm_i8`] (dense) and [`SparseI8`] (any pruned pattern, kept entries per row)
 //!   multiply i8 by i8 into exact i32 sums; [`quantize_per_channel`] and [`dequantize`] map to
 //!   and from f32 with one scale per output channel (weight row) and one for the activations.
@@ -13,10 +20,19 @@
 //!   the AVX-512 VNNI kernel (`super::int8_vnni`, ~11× the axpy loop here) where the CPU
 //!   has it; [`SparseI8`] runs VNNI too (kept entries four at a time). The widening axpy loop
 //!   is the fallback for both.
+//!
+//! bf16 numerics: a product of two bf16 is exact in f32, so a bf16 kernel's only error is
+//! its f32 summation, `|ŷ − y| ≤ γ_K · Σ_k |w·x|` with `γ_K ≈ K · 2⁻²⁴` at worst against the
+//! exact product of the bf16 operands (plus at most `K · 2⁻¹²⁶` from `vdpbf16ps` flushing
+//! subnormals); the rounding of f32 data *to* bf16 is the caller's, before the product.
 
+use super::dense::DenseWeights;
 use super::error::{KernelError, check_gemm, check_len};
+use super::isa::IsaPath;
+use super::nm::NmMatrix;
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
+use std::cell::RefCell;
 
 /// A 16-bit storage type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,8 +94,10 @@ impl HalfBuf {
     }
 }
 
-/// `y[N×M] = w[N×K] · x[K×M]` with 16-bit stored operands and f32 accumulation: both are
-/// widened into the caller's f32 panels `w_panel`, `x_panel`, then the dense f32 kernel runs.
+/// `y[N×M] = w[N×K] · x[K×M]` with 16-bit stored operands and f32 accumulation, a one-off
+/// product: bf16 on the AVX-512 BF16 kernel where detected (the weights packed for this
+/// call, the panels unused), otherwise both operands widened into the caller's f32 panels
+/// `w_panel`, `x_panel` and the dense f32 kernel run.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_half(
     threads: usize,
@@ -92,9 +110,220 @@ pub fn gemm_half(
     m: usize,
 ) -> Result<(), KernelError> {
     check_gemm(w.len(), x.len(), y.len(), n, k, m)?;
+    #[cfg(target_arch = "x86_64")]
+    if let (HalfBuf::Bf16(wb), HalfBuf::Bf16(xb)) = (w, x)
+        && super::bf16_dot::available()
+    {
+        let packed = super::bf16_dot::DensePairs::new(wb.reinterpret_cast(), n, k);
+        // SAFETY: the features were detected and the lengths checked above.
+        unsafe { packed.gemm(threads, xb.reinterpret_cast(), y, m) };
+        return Ok(());
+    }
     w.to_f32_into(w_panel)?;
     x.to_f32_into(x_panel)?;
     super::dense::gemm_f32(threads, w_panel, x_panel, y, n, k, m)
+}
+
+thread_local! {
+    /// The widened activations of a bf16 product on a CPU without AVX-512 BF16, per thread.
+    static WIDENED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Run `f` on `x` widened to f32 (in a per-thread buffer).
+fn widened<R>(x: &[half::bf16], f: impl FnOnce(&[f32]) -> R) -> R {
+    let mut buf = WIDENED.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    buf.resize(x.len(), 0.0);
+    x.convert_to_f32_slice(&mut buf);
+    let r = f(&buf);
+    WIDENED.with(|b| *b.borrow_mut() = buf);
+    r
+}
+
+/// Dense `n × k` bf16 weights laid out once for repeated products (weight-stationary): the
+/// dense bf16 comparator.
+///
+/// With AVX-512 BF16 (detected when built) the weights are packed as K-pairs for
+/// `vdpbf16ps` and the activations are multiplied as bf16; without it they are widened to
+/// f32 once and every product widens its activations and runs [`DenseWeights`].
+#[derive(Debug, Clone)]
+pub struct DenseBf16 {
+    n: usize,
+    k: usize,
+    stored: DenseBf16Stored,
+}
+
+#[derive(Debug, Clone)]
+enum DenseBf16Stored {
+    #[cfg(target_arch = "x86_64")]
+    Pairs(super::bf16_dot::DensePairs),
+    Widened(DenseWeights),
+}
+
+impl DenseBf16 {
+    /// Lay out the row-major `n × k` bf16 weights `w`.
+    pub fn new(w: &[half::bf16], n: usize, k: usize) -> Result<DenseBf16, KernelError> {
+        DenseBf16::build(w, n, k, true)
+    }
+
+    /// [`Self::new`], on the widening path unless `fast` (tests run both on one CPU).
+    fn build(w: &[half::bf16], n: usize, k: usize, fast: bool) -> Result<DenseBf16, KernelError> {
+        check_len("w", w.len(), n, k)?;
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = fast;
+        #[cfg(target_arch = "x86_64")]
+        if fast && super::bf16_dot::available() {
+            let stored = DenseBf16Stored::Pairs(super::bf16_dot::DensePairs::new(w.reinterpret_cast(), n, k));
+            return Ok(DenseBf16 { n, k, stored });
+        }
+        let stored = DenseBf16Stored::Widened(DenseWeights::new(w.to_f32_vec(), n, k)?);
+        Ok(DenseBf16 { n, k, stored })
+    }
+
+    /// `y[n × m] = W · x[k × m]`, f32 sums, on `threads` workers of the current rayon pool
+    /// (1 runs on the calling thread).
+    pub fn gemm(&self, threads: usize, x: &[half::bf16], y: &mut [f32], m: usize) -> Result<(), KernelError> {
+        check_len("x", x.len(), self.k, m)?;
+        check_len("y", y.len(), self.n, m)?;
+        match &self.stored {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Pairs` is only built where the features were detected; the lengths
+            // were checked above.
+            DenseBf16Stored::Pairs(p) => unsafe { p.gemm(threads, x.reinterpret_cast(), y, m) },
+            DenseBf16Stored::Widened(d) => return widened(x, |xf| d.gemm(threads, xf, y, m)),
+        }
+        Ok(())
+    }
+
+    /// Which instruction-set path its products take.
+    pub fn isa_path(&self) -> IsaPath {
+        match self.stored {
+            #[cfg(target_arch = "x86_64")]
+            DenseBf16Stored::Pairs(_) => IsaPath::Avx512Bf16,
+            DenseBf16Stored::Widened(_) => IsaPath::WidenF32,
+        }
+    }
+
+    /// Bytes of weight values a product streams, as stored: `n · k` bf16.
+    pub fn value_bytes(&self) -> usize {
+        self.n * self.k * 2
+    }
+}
+
+/// 2:4 bf16 weights in the compact format: per row and group of four the two kept values as
+/// bf16 and their in-group positions as 2 bits each (a nibble per group), read as such by the
+/// kernel (`vpshufb` hands each row its activation pair, `vdpbf16ps` multiplies it) where the
+/// CPU has AVX-512 BF16 and VBMI. Without them it keeps the [`NmMatrix`] of the widened
+/// values and every product widens its activations.
+#[derive(Debug, Clone)]
+pub struct TwoOfFourBf16 {
+    rows: usize,
+    k: usize,
+    metadata_bytes: usize,
+    stored: TwoOfFourStored,
+}
+
+#[derive(Debug, Clone)]
+enum TwoOfFourStored {
+    #[cfg(target_arch = "x86_64")]
+    Pairs(super::bf16_dot::TwoOfFourPairs),
+    /// Boxed: the matrix carries its lazily built execution copies inline.
+    Widened(Box<NmMatrix>),
+}
+
+impl TwoOfFourBf16 {
+    /// Compress row-major `rows × k` bf16 weights that already satisfy 2:4 (at most two
+    /// non-zeros in every group of four along K; see [`super::nm::prune_magnitude`]).
+    pub fn compress(w: &[half::bf16], rows: usize, k: usize) -> Result<TwoOfFourBf16, KernelError> {
+        check_len("w", w.len(), rows, k)?;
+        let a = NmMatrix::compress(&w.to_f32_vec(), rows, k, 2, 4)?;
+        Ok(TwoOfFourBf16::from_nm_values(&a, true))
+    }
+
+    /// The bf16 form of a 2:4 [`NmMatrix`] (`None` for another pattern), its kept values
+    /// rounded to bf16: exact for weights that were bf16 already, as a bf16 slice's are.
+    pub fn from_two_of_four(a: &NmMatrix) -> Option<TwoOfFourBf16> {
+        (a.pattern() == (2, 4)).then(|| TwoOfFourBf16::from_nm_values(a, true))
+    }
+
+    /// [`Self::from_two_of_four`] for a matrix known to be 2:4, on the widening path unless
+    /// `fast`.
+    fn from_nm_values(a: &NmMatrix, fast: bool) -> TwoOfFourBf16 {
+        let (rows, k) = (a.rows(), a.k());
+        let values: Vec<half::bf16> = a.values().iter().map(|&v| half::bf16::from_f32(v)).collect();
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = fast;
+        #[cfg(target_arch = "x86_64")]
+        if fast && super::bf16_dot::available() {
+            let row_bytes = k.div_ceil(8);
+            let pairs = super::bf16_dot::TwoOfFourPairs::new(
+                rows,
+                k,
+                values.reinterpret_cast(),
+                a.indices(),
+                row_bytes,
+            );
+            return TwoOfFourBf16 {
+                rows,
+                k,
+                metadata_bytes: a.metadata_bytes(),
+                stored: TwoOfFourStored::Pairs(pairs),
+            };
+        }
+        let widened = if values.iter().zip(a.values()).all(|(b, &f)| b.to_f32() == f) {
+            a.clone()
+        } else {
+            let dense: Vec<f32> = a
+                .decompress()
+                .iter()
+                .map(|&v| half::bf16::from_f32(v).to_f32())
+                .collect();
+            // Rounding keeps every zero a zero (and may add some), so the pattern still holds.
+            NmMatrix::compress(&dense, rows, k, 2, 4).unwrap_or_else(|_| a.clone())
+        };
+        TwoOfFourBf16 {
+            rows,
+            k,
+            metadata_bytes: a.metadata_bytes(),
+            stored: TwoOfFourStored::Widened(Box::new(widened)),
+        }
+    }
+
+    /// `y[rows × m] = W · x[k × m]`, f32 sums, on `threads` workers of the current rayon pool
+    /// (1 runs on the calling thread).
+    pub fn spmm(&self, threads: usize, x: &[half::bf16], y: &mut [f32], m: usize) -> Result<(), KernelError> {
+        check_len("x", x.len(), self.k, m)?;
+        check_len("y", y.len(), self.rows, m)?;
+        match &self.stored {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Pairs` is only built where the features were detected; the lengths
+            // were checked above.
+            TwoOfFourStored::Pairs(p) => unsafe { p.spmm(threads, x.reinterpret_cast(), y, m) },
+            TwoOfFourStored::Widened(a) => {
+                let schedule = super::schedule::schedule_cpu(m, self.rows, self.k, threads);
+                return widened(x, |xf| a.spmm_scheduled(&schedule, xf, y, m));
+            }
+        }
+        Ok(())
+    }
+
+    /// Which instruction-set path its products take.
+    pub fn isa_path(&self) -> IsaPath {
+        match self.stored {
+            #[cfg(target_arch = "x86_64")]
+            TwoOfFourStored::Pairs(_) => IsaPath::Avx512Bf16,
+            TwoOfFourStored::Widened(_) => IsaPath::WidenF32,
+        }
+    }
+
+    /// Bytes of kept values, as stored: two bf16 per group of four.
+    pub fn value_bytes(&self) -> usize {
+        self.rows * self.k
+    }
+
+    /// Bytes of index metadata, as stored: 2 bits per kept value, each row on a byte.
+    pub fn metadata_bytes(&self) -> usize {
+        self.metadata_bytes
+    }
 }
 
 /// Symmetric per-channel quantisation of row-major `rows × cols` values: one scale per row,
@@ -411,6 +640,156 @@ mod tests {
             );
         }
         Ok(())
+    }
+
+    /// bf16 values in [-1, 1], one in eight an exact zero.
+    fn bf16_values(len: usize) -> impl Strategy<Value = Vec<half::bf16>> {
+        proptest::collection::vec(prop_oneof![7 => -1.0f32..1.0, 1 => Just(0.0f32)], len)
+            .prop_map(|v| v.into_iter().map(half::bf16::from_f32).collect())
+    }
+
+    /// Shapes around the bf16 kernels' edges (pairs, groups of four, 8-token tiles, 16-row
+    /// panels, 32- and 48-row blocks, 256- and 512-k blocks: `k_max` past the dense one) with
+    /// operands to match; `k` a multiple of `k_step`.
+    fn bf16_product(
+        max_n: usize,
+        k_max: usize,
+        k_step: usize,
+        max_m: usize,
+    ) -> impl Strategy<Value = (usize, usize, usize, Vec<half::bf16>, Vec<half::bf16>)> {
+        (1..max_n, 1..=k_max / k_step, 1..max_m).prop_flat_map(move |(n, kq, m)| {
+            let k = kq * k_step;
+            (Just(n), Just(k), Just(m), bf16_values(n * k), bf16_values(k * m))
+        })
+    }
+
+    /// The first output of a bf16 product off the exact product of its bf16 operands by more
+    /// than f32 summation allows: `2 · (K + 2) · 2⁻²⁴ · Σ|w·x|` (twice the worst-case bound,
+    /// for the f32 rounding of the reference itself). A wrong pair or index errs by a whole
+    /// term, about `Σ|w·x| / K`, far above it at these K.
+    fn bf16_mismatch(
+        y: &[f32],
+        w: &[half::bf16],
+        x: &[half::bf16],
+        n: usize,
+        k: usize,
+        m: usize,
+    ) -> Option<String> {
+        let (wf, xf) = (w.to_f32_vec(), x.to_f32_vec());
+        let mut want = vec![0.0; n * m];
+        gemm_naive(&wf, &xf, &mut want, n, k, m);
+        let scale = abs_sums(&wf, &xf, n, k, m);
+        let tol = 2.0 * (k as f32 + 2.0) * f32::EPSILON / 2.0;
+        (0..n * m)
+            .find(|&i| y[i].is_nan() || (y[i] - want[i]).abs() > tol * scale[i] + f32::MIN_POSITIVE)
+            .map(|i| {
+                format!(
+                    "y[{i}] (row {}, token {}) = {} vs {} (Σ|terms| {})",
+                    i / m,
+                    i % m,
+                    y[i],
+                    want[i],
+                    scale[i]
+                )
+            })
+    }
+
+    fn check_dense_bf16(
+        (n, k, m, w, x): (usize, usize, usize, Vec<half::bf16>, Vec<half::bf16>),
+        t: usize,
+    ) -> Result<(), TestCaseError> {
+        for fast in [true, false] {
+            let d = DenseBf16::build(&w, n, k, fast).unwrap();
+            let mut y = vec![f32::NAN; n * m];
+            d.gemm(t, &x, &mut y, m).unwrap();
+            if let Some(e) = bf16_mismatch(&y, &w, &x, n, k, m) {
+                prop_assert!(false, "DenseBf16 {n}x{k}x{m} t={t} {:?}: {e}", d.isa_path());
+            }
+        }
+        let (mut wp, mut xp, mut y) = (vec![0.0; n * k], vec![0.0; k * m], vec![f32::NAN; n * m]);
+        let (wh, xh) = (HalfBuf::Bf16(w.clone()), HalfBuf::Bf16(x.clone()));
+        gemm_half(t, &wh, &xh, (&mut wp, &mut xp), &mut y, n, k, m).unwrap();
+        if let Some(e) = bf16_mismatch(&y, &w, &x, n, k, m) {
+            prop_assert!(false, "gemm_half bf16 {n}x{k}x{m} t={t}: {e}");
+        }
+        Ok(())
+    }
+
+    fn check_two_of_four_bf16(
+        (n, k, m, w, x): (usize, usize, usize, Vec<half::bf16>, Vec<half::bf16>),
+        t: usize,
+    ) -> Result<(), TestCaseError> {
+        let pruned = nm::prune_magnitude(&w.to_f32_vec(), n, k, 2, 4);
+        let w: Vec<half::bf16> = pruned.iter().map(|&v| half::bf16::from_f32(v)).collect();
+        let a = nm::NmMatrix::compress(&w.to_f32_vec(), n, k, 2, 4).unwrap();
+        for fast in [true, false] {
+            let s = TwoOfFourBf16::from_nm_values(&a, fast);
+            prop_assert_eq!((s.value_bytes(), s.metadata_bytes()), (n * k, n * k.div_ceil(8)));
+            let mut y = vec![f32::NAN; n * m];
+            s.spmm(t, &x, &mut y, m).unwrap();
+            if let Some(e) = bf16_mismatch(&y, &w, &x, n, k, m) {
+                prop_assert!(false, "TwoOfFourBf16 {n}x{k}x{m} t={t} {:?}: {e}", s.isa_path());
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn issue_20_dense_bf16_matches_naive(p in bf16_product(110, 90, 1, 40), t in 1usize..3) {
+            check_dense_bf16(p, t)?;
+        }
+
+        #[test]
+        fn issue_20_two_of_four_bf16_matches_naive(p in bf16_product(80, 96, 4, 40), t in 1usize..3) {
+            check_two_of_four_bf16(p, t)?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(10))]
+        #[test]
+        fn issue_20_dense_bf16_matches_naive_across_k_blocks(p in bf16_product(60, 700, 1, 20), t in 1usize..3) {
+            check_dense_bf16(p, t)?;
+        }
+
+        #[test]
+        fn issue_20_two_of_four_bf16_matches_naive_across_k_blocks(p in bf16_product(40, 1200, 4, 20), t in 1usize..3) {
+            check_two_of_four_bf16(p, t)?;
+        }
+    }
+
+    #[test]
+    fn issue_20_bf16_kernels_refuse_wrong_lengths_and_bad_patterns() {
+        let w = vec![half::bf16::ONE; 2 * 8];
+        let d = DenseBf16::new(&w, 2, 8).unwrap();
+        let mut y = vec![0.0; 2 * 3];
+        let err = d.gemm(1, &[half::bf16::ZERO; 8 * 2], &mut y, 3).unwrap_err();
+        assert!(matches!(err, KernelError::Length { what: "x", .. }));
+        // Three non-zeros in a group of four is not 2:4.
+        assert!(matches!(
+            TwoOfFourBf16::compress(&w, 2, 8),
+            Err(KernelError::Overfull { .. })
+        ));
+        let a = nm::NmMatrix::compress(&[1.0, 0.0, 0.0, 0.0], 1, 4, 1, 4).unwrap();
+        assert!(TwoOfFourBf16::from_two_of_four(&a).is_none());
+    }
+
+    #[test]
+    fn issue_20_bf16_empty_k_writes_zeros() {
+        let mut y = vec![7.0; 6];
+        DenseBf16::new(&[], 2, 0)
+            .unwrap()
+            .gemm(2, &[], &mut y, 3)
+            .unwrap();
+        assert_eq!(y, vec![0.0; 6]);
+        let mut y = vec![7.0; 6];
+        TwoOfFourBf16::compress(&[], 2, 0)
+            .unwrap()
+            .spmm(2, &[], &mut y, 3)
+            .unwrap();
+        assert_eq!(y, vec![0.0; 6]);
     }
 
     proptest! {

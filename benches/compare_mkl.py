@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Side-by-side: sparsegate's dense comparators (fp32, bf16, int8) against Intel MKL, and
+our 2:4 kernels against our own dense, on the issue's shapes.
+
+Optional, never needed by the tests. Our numbers come from `sparsegate bench --json` (kernel
+and dense comparator interleaved in one process, medians); MKL is called here through ctypes
+(`cblas_sgemm`, `cblas_gemm_bf16bf16f32` with bf16 as uint16 arrays, `cblas_gemm_s8u8s32`),
+timed as the median of repeated calls after a warm-up, on the same shapes and thread count.
+As in `compare_numpy_scipy.py`, every row is `--rounds` alternations (ours dense, MKL, ours
+2:4, ours dense, ...): each round gives one ours/MKL ratio and one 2:4/own-dense speedup, and
+the table prints the median round and the range, so that drift on a shared machine shows up
+as a wide range instead of a biased number.
+
+Run:
+
+    python3 -m venv /tmp/mkl && /tmp/mkl/bin/pip install mkl numpy
+    cargo build --release
+    /tmp/mkl/bin/python benches/compare_mkl.py --threads 2
+
+MKL on an AMD CPU: MKL picks its code path by CPU vendor and model; `MKL_VERBOSE=1` names it
+in its first line (printed below as "MKL code path"; on the Zen 5 this was written on it says
+"Intel(R) Architecture processors", the generic path, not an AVX-512 one). `MKL_DEBUG_CPU_TYPE`
+is ignored by MKL since 2020; `MKL_ENABLE_INSTRUCTIONS` (AVX2, AVX512, AVX512_E1, AVX512_E4,
+AVX10_1) only caps what MKL would use, and changed nothing measurable there: sgemm ran at
+~200 GFLOP/s on two idle cores (an AVX2-class rate), bf16 at ~180, int8 at 20-40 GOP/s (no
+VNNI path), and bf16 with 8-16 tokens took 0.2-0.4 s a call. MKL's OpenMP threads spin
+between calls, which a machine shared with other work punishes: read its ranges with that in
+mind. Whatever is set is printed with the table.
+
+Convention: GEMM M×N×K = M tokens, N output features, K input features; the weight W is
+N×K, the activations X are K×M, the output W·X is N×M (what our kernels compute). MKL's int8
+GEMM multiplies unsigned by signed bytes (A u8, B s8), so it computes the transposed
+product Xᵀ·Wᵀ (activations unsigned, as our VNNI kernel shifts them): the same multiply-adds.
+"""
+
+import argparse
+import ctypes
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "target", "release", "sparsegate")
+
+# CBLAS enums (mkl_cblas.h).
+ROW_MAJOR, NO_TRANS, TRANS, FIX_OFFSET = 101, 111, 112, 173
+
+
+def ours(gemm, sparsity, precision, budget, threads):
+    cmd = [
+        BIN, "bench", "--gemm", gemm, "--sparsity", sparsity, "--precision", precision,
+        "--time-budget", str(budget), "--threads", str(threads), "--json",
+    ]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def dims(gemm):
+    m, n, k = (int(v) for v in gemm.split("x"))
+    return m, n, k
+
+
+def gflops(gemm, secs):
+    m, n, k = dims(gemm)
+    return 2.0 * m * n * k / secs / 1e9
+
+
+def timed(f, budget, warmup=2, min_reps=5, max_reps=200):
+    """Median seconds of `f` over repeated calls for about `budget` seconds."""
+    for _ in range(warmup):
+        f()
+    times = []
+    start = time.perf_counter()
+    while len(times) < min_reps or (time.perf_counter() - start < budget and len(times) < max_reps):
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+class Mkl:
+    def __init__(self, path, threads):
+        self.lib = ctypes.CDLL(path)
+        self.lib.mkl_set_dynamic(ctypes.byref(ctypes.c_int(0)))
+        self.lib.mkl_set_num_threads(ctypes.byref(ctypes.c_int(threads)))
+        buf = ctypes.create_string_buffer(512)
+        self.lib.MKL_Get_Version_String(buf, len(buf))
+        self.version = buf.value.decode().strip()
+        p, i, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
+        self.lib.cblas_sgemm.argtypes = [i] * 6 + [f, p, i, p, i, f, p, i]
+        self.lib.cblas_gemm_bf16bf16f32.argtypes = [i] * 6 + [f, p, i, p, i, f, p, i]
+        self.lib.cblas_gemm_s8u8s32.argtypes = [i] * 7 + [f, p, i, ctypes.c_int8, p, i, ctypes.c_int8, f, p, i, p]
+
+    def product(self, precision, gemm):
+        """A zero-argument callable running one MKL product of `gemm` in `precision`, with its
+        operands (uniform random) bound."""
+        m, n, k = dims(gemm)
+        rng = np.random.default_rng(1)
+        ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)
+        if precision == "fp32":
+            w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+            x = rng.uniform(-1, 1, (k, m)).astype(np.float32)
+            y = np.zeros((n, m), np.float32)
+            args = (ROW_MAJOR, NO_TRANS, NO_TRANS, n, m, k, 1.0, ptr(w), k, ptr(x), m, 0.0, ptr(y), m)
+            return lambda: self.lib.cblas_sgemm(*args), (w, x, y)
+        if precision == "bf16":
+            bits = lambda a: (a.view(np.uint32) >> 16).astype(np.uint16)
+            w = bits(rng.uniform(-1, 1, (n, k)).astype(np.float32))
+            x = bits(rng.uniform(-1, 1, (k, m)).astype(np.float32))
+            y = np.zeros((n, m), np.float32)
+            args = (ROW_MAJOR, NO_TRANS, NO_TRANS, n, m, k, 1.0, ptr(w), k, ptr(x), m, 0.0, ptr(y), m)
+            return lambda: self.lib.cblas_gemm_bf16bf16f32(*args), (w, x, y)
+        if precision == "int8":
+            w = rng.integers(-127, 128, (n, k), dtype=np.int8)
+            x = rng.integers(0, 256, (k, m), dtype=np.uint8)
+            yt = np.zeros((m, n), np.int32)
+            co = np.zeros(1, np.int32)
+            # Yᵀ[M×N] = Xᵀ (u8, X stored K×M) · Wᵀ (s8, W stored N×K).
+            args = (ROW_MAJOR, TRANS, TRANS, FIX_OFFSET, m, n, k, 1.0, ptr(x), m, 0, ptr(w), k, 0, 0.0,
+                    ptr(yt), n, ptr(co))
+            return lambda: self.lib.cblas_gemm_s8u8s32(*args), (w, x, yt, co)
+        raise ValueError(precision)
+
+    def check(self):
+        """Each product on a small shape against numpy, so a wrong binding cannot pass for a
+        fast one."""
+        gemm = "5x24x40"
+        m, n, k = dims(gemm)
+        for precision in ("fp32", "bf16", "int8"):
+            run, bufs = self.product(precision, gemm)
+            run()
+            if precision == "fp32":
+                w, x, y = bufs
+                ok = np.allclose(y, w @ x, atol=1e-4)
+            elif precision == "bf16":
+                w, x, y = bufs
+                wide = lambda a: (a.astype(np.uint32) << 16).view(np.float32)
+                ok = np.allclose(y, wide(w) @ wide(x), atol=1e-4)
+            else:
+                w, x, yt, _ = bufs
+                ok = np.array_equal(yt.T, w.astype(np.int64) @ x.astype(np.int64))
+            if not ok:
+                sys.exit(f"MKL {precision} product does not match numpy: check the bindings")
+
+
+def mkl_code_path(path):
+    """MKL_VERBOSE's first line in a child process (it prints the code path it dispatched to)."""
+    code = (
+        "import ctypes, numpy as np;"
+        f"l = ctypes.CDLL({path!r});"
+        "a = np.ones((8, 8), np.float32); p = lambda v: v.ctypes.data_as(ctypes.c_void_p);"
+        "f = l.cblas_sgemm;"
+        "f.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,"
+        " ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_int];"
+        "f(101, 111, 111, 8, 8, 8, 1.0, p(a), 8, p(a), 8, 0.0, p(a), 8)"
+    )
+    env = dict(os.environ, MKL_VERBOSE="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout
+    first = next((l for l in out.splitlines() if l.startswith("MKL_VERBOSE")), "(no MKL_VERBOSE output)")
+    return first.removeprefix("MKL_VERBOSE").strip()
+
+
+def cpu():
+    """The CPU model and the flags the kernels choose by."""
+    model, flags = "unknown", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown":
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return model, flags
+
+
+def isa_paths(flags):
+    """The ISA path of our dense comparators from the CPU flags, as the kernels crate's
+    `isa::isa_path` decides it (avx512_bf16 also needs avx512vbmi for the 2:4 kernel)."""
+    avx512 = "avx512f" in flags
+    return {
+        "fp32": "avx512-f32" if avx512 else ("avx2-f32" if "avx2" in flags else "portable-f32"),
+        "bf16": "avx512-bf16" if {"avx512f", "avx512bw", "avx512_bf16", "avx512vbmi"} <= flags else "widen-f32",
+        "int8": "avx512-vnni" if {"avx512f", "avx512bw", "avx512_vnni"} <= flags else "widen-i32",
+    }
+
+
+def span(values):
+    values = sorted(values)
+    return statistics.median(values), values[0], values[-1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--budget", type=float, default=1.0, help="seconds per sparsegate bench and per MKL timing")
+    ap.add_argument("--rounds", type=int, default=3, help="alternations of ours and MKL per row")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for ours and MKL (default: all)")
+    ap.add_argument("--precisions", default="fp32,bf16,int8", help="comma-separated subset of fp32,bf16,int8")
+    ap.add_argument("--tokens", default="1,8,16,128,512", help="token counts of the LLaMA-2-7B FFN shapes")
+    ap.add_argument("--quick", action="store_true", help="small shapes only (a smoke run)")
+    ap.add_argument("--mkl", default=None, help="path of libmkl_rt (default: sys.prefix/lib/libmkl_rt.so*)")
+    ap.add_argument("--json", default=None, help="also write every round's numbers to this file")
+    args = ap.parse_args()
+    if not os.path.exists(BIN):
+        sys.exit(f"{BIN} not found: run `cargo build --release` first")
+    path = args.mkl or next(iter(sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*")))), None)
+    if not path:
+        sys.exit("libmkl_rt not found under sys.prefix/lib: `pip install mkl` in this interpreter's environment")
+    os.environ["MKL_NUM_THREADS"] = str(args.threads)
+    mkl = Mkl(path, args.threads)
+    mkl.check()
+
+    model, flags = cpu()
+    paths = isa_paths(flags)
+    print(f"# CPU: {model}; {os.cpu_count()} logical CPUs")
+    print("# CPU flags: " + " ".join(f for f in ("avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_bf16", "amx_int8") if f in flags))
+    print("# ours, ISA path of the dense comparators: " + ", ".join(f"{p} {paths[p]}" for p in paths))
+    print(f"# MKL: {mkl.version} ({path})")
+    print(f"# MKL code path: {mkl_code_path(path)}")
+    for var in ("MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE", "MKL_CBWR"):
+        print(f"# {var}={os.environ.get(var, '(unset)')}")
+    print(f"# threads: {args.threads} (ours --threads, MKL mkl_set_num_threads, dynamic off); "
+          f"{args.rounds} rounds; {args.budget:.1f} s per timing")
+
+    if args.quick:
+        shapes = ["64x256x256", "8x512x256", "8x256x512"]
+    else:
+        tokens = [int(t) for t in args.tokens.split(",")]
+        # 2048³, and per token count 4096² and the LLaMA-2-7B FFN shapes (up: 4096 → 11008,
+        # down: 11008 → 4096); 512×4096×4096 is the issue's square shape.
+        shapes = ["2048x2048x2048"]
+        shapes += [f"{t}x{nk}" for t in tokens for nk in ("4096x4096", "11008x4096", "4096x11008")]
+
+    header = (
+        f"{'prec':>5} {'gemm':>16} {'ours ms':>9} {'GFLOP/s':>8} {'MKL ms':>9} {'GFLOP/s':>8} "
+        f"{'ours/MKL':>8} {'range':>13} {'2:4 ms':>8} {'GF/s eq':>8} {'2:4/dense':>9} {'range':>13}"
+    )
+    records = []
+    for precision in args.precisions.split(","):
+        print(f"\n## {precision}: dense ({paths[precision]}) vs MKL, and 2:4 vs our dense")
+        print(header)
+        for gemm in shapes:
+            run, bufs = mkl.product(precision, gemm)
+            rounds = []
+            for _ in range(args.rounds):
+                dense = ours(gemm, "dense", precision, args.budget, args.threads)
+                t_mkl = timed(run, args.budget)
+                sparse = ours(gemm, "2:4", precision, args.budget, args.threads)
+                rounds.append({
+                    "ours_s": dense["kernel_s"]["estimate"],
+                    "mkl_s": t_mkl,
+                    "two_of_four_s": sparse["kernel_s"]["estimate"],
+                    "two_of_four_speedup": sparse["speedup"]["estimate"],
+                    "two_of_four_path": sparse["path"],
+                })
+            del run, bufs
+            t = statistics.median(r["ours_s"] for r in rounds)
+            t_mkl = statistics.median(r["mkl_s"] for r in rounds)
+            t_24 = statistics.median(r["two_of_four_s"] for r in rounds)
+            ratio, lo, hi = span([r["mkl_s"] / r["ours_s"] for r in rounds])
+            sp, sp_lo, sp_hi = span([r["two_of_four_speedup"] for r in rounds])
+            print(
+                f"{precision:>5} {gemm:>16} {t*1e3:9.3f} {gflops(gemm, t):8.1f} {t_mkl*1e3:9.3f} "
+                f"{gflops(gemm, t_mkl):8.1f} {ratio:7.2f}x [{lo:5.2f},{hi:5.2f}] {t_24*1e3:8.3f} "
+                f"{gflops(gemm, t_24):8.1f} {sp:8.2f}x [{sp_lo:5.2f},{sp_hi:5.2f}]",
+                flush=True,
+            )
+            records.append({"precision": precision, "gemm": gemm, "rounds": rounds})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cpu": model, "threads": args.threads, "mkl": mkl.version, "rows": records}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
