@@ -540,7 +540,7 @@ mod bf16_tests {
             &op,
             path,
             (sparsity, Precision::Bf16),
-            WeightDistribution::Uniform,
+            WeightSource::Drawn(WeightDistribution::Uniform),
             2,
             &mut rng,
         )
