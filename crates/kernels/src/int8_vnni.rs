@@ -186,7 +186,7 @@ pub(super) unsafe fn gemm(threads: usize, w: &[i8], x: &[i8], y: &mut [i32], n: 
 
 /// `-128 · Σ w` over a weight row: the start of its accumulators, which removes the `+128`
 /// shift of the activations (wrapping, like the sums it corrects).
-fn row_correction(row: &[i8]) -> i32 {
+pub(super) fn row_correction(row: &[i8]) -> i32 {
     row.iter().map(|&v| i32::from(v)).sum::<i32>().wrapping_mul(-128)
 }
 
@@ -249,7 +249,7 @@ fn token_masks(m: usize, p: usize) -> [__mmask16; NR] {
 
 /// How a micro-tile's accumulators start.
 #[derive(Clone, Copy)]
-enum Init<'a> {
+pub(super) enum Init<'a> {
     /// First K block: the rows' corrections for the `+128` shift.
     Bias(&'a [i32]),
     /// Later K blocks: the partial sums already in `y`.
@@ -275,16 +275,8 @@ unsafe fn micro_tile(
 ) {
     let quads = x.len() / (TOKENS * 4);
     debug_assert!(w_rows.iter().all(|w| w.len() == quads * 4));
-    let mut acc = [[_mm512_setzero_si512(); NR]; MR];
-    for (r, acc_row) in acc.iter_mut().enumerate().take(rows) {
-        for (c, a) in acc_row.iter_mut().enumerate() {
-            *a = match init {
-                Init::Bias(bias) => _mm512_set1_epi32(bias[r]),
-                // SAFETY: row r < rows and the masked tokens are in bounds (caller).
-                Init::Load => unsafe { _mm512_maskz_loadu_epi32(masks[c], y.wrapping_add(r * ldy + c * 16)) },
-            };
-        }
-    }
+    // SAFETY: the tile's first `rows` rows and masked tokens are in bounds (caller).
+    let mut acc: [[__m512i; NR]; MR] = unsafe { start_tile(y, ldy, rows, masks, init) };
     let (wq, xq): ([*const u8; MR], _) = (w_rows.map(<[u8]>::as_ptr), x.as_ptr());
     for q in 0..quads {
         // SAFETY: quad q < quads is inside both packed slices.
@@ -298,6 +290,54 @@ unsafe fn micro_tile(
             }
         }
     }
+    // SAFETY: as for the start.
+    unsafe { store_tile(&acc, y, ldy, rows, masks) };
+}
+
+/// The accumulators of an `R`-row × `V`-zmm tile of 16-token groups as `init` says: the rows'
+/// corrections, or the partial sums in `y` (row stride `ldy`) under the token masks. Rows
+/// past `rows` (padding of the last row block) start at zero and are never stored. Shared by
+/// every VNNI kernel that vectorises along tokens.
+///
+/// # Safety
+/// AVX-512F is available; for [`Init::Load`] the first `rows` rows of `y` are readable under
+/// the masks; for [`Init::Bias`] the slice holds `rows` corrections.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) unsafe fn start_tile<const R: usize, const V: usize>(
+    y: *const i32,
+    ldy: usize,
+    rows: usize,
+    masks: [__mmask16; V],
+    init: Init<'_>,
+) -> [[__m512i; V]; R] {
+    let mut acc = [[_mm512_setzero_si512(); V]; R];
+    for (r, acc_row) in acc.iter_mut().enumerate().take(rows) {
+        for (c, a) in acc_row.iter_mut().enumerate() {
+            *a = match init {
+                Init::Bias(bias) => _mm512_set1_epi32(bias[r]),
+                // SAFETY: row r < rows and the masked tokens are in bounds (caller).
+                Init::Load => unsafe { _mm512_maskz_loadu_epi32(masks[c], y.wrapping_add(r * ldy + c * 16)) },
+            };
+        }
+    }
+    acc
+}
+
+/// Store the first `rows` rows of a tile started by [`start_tile`] under the token masks.
+///
+/// # Safety
+/// AVX-512F is available; the first `rows` rows of `y` (stride `ldy`) are writable under the
+/// masks and written by no one else meanwhile.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) unsafe fn store_tile<const R: usize, const V: usize>(
+    acc: &[[__m512i; V]; R],
+    y: *mut i32,
+    ldy: usize,
+    rows: usize,
+    masks: [__mmask16; V],
+) {
     for (r, acc_row) in acc.iter().enumerate().take(rows) {
         for (c, &a) in acc_row.iter().enumerate() {
             // SAFETY: row r < rows and the masked tokens are in bounds (caller).
