@@ -660,32 +660,36 @@ mod tests {
         // Where every term is -128 · -128 or 127 · 127 the shifted VNNI partial sums
         // ((x + 128) · w up to 255 · 127 per term) pass i32 long before K ends; the result
         // must still be the exact sum, which fits in i32 at K = INT8_MAX_K.
-        let (n, k, m) = (3, INT8_MAX_K, 19);
+        // m = 3 runs the few-token kernel (weights shifted instead, `(w + 128) · x`), m = 19
+        // the token panels.
+        let (n, k) = (3, INT8_MAX_K);
         let row_values = [i8::MIN, i8::MAX, -1];
         let w: Vec<i8> = (0..n * k).map(|i| row_values[i / k]).collect();
-        let x: Vec<i8> = (0..k * m)
-            .map(|i| match i % m {
-                0 | 17 => i8::MIN,
-                1 | 18 => i8::MAX,
-                c => [i8::MIN, i8::MAX, 0, 1][(i / m + c) % 4],
-            })
-            .collect();
-        let want = gemm_i8_naive(&w, &x, n, k, m);
-        assert_eq!(want[0], 128 * 128 * k as i64, "the worst case is in the test");
-        assert!(want.iter().all(|&v| i32::try_from(v).is_ok()));
-        for t in [1, 2] {
-            let mut y = vec![0i32; n * m];
-            gemm_i8(t, &w, &x, &mut y, n, k, m).unwrap();
-            assert!(
-                y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
-                "gemm_i8 t={t}"
-            );
-            let mut y = vec![0i32; n * m];
-            gemm_i8_axpy(t, &w, &x, &mut y, n, k, m).unwrap();
-            assert!(
-                y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
-                "axpy t={t}"
-            );
+        for m in [3, 19] {
+            let x: Vec<i8> = (0..k * m)
+                .map(|i| match i % m {
+                    0 | 17 => i8::MIN,
+                    1 | 18 => i8::MAX,
+                    c => [i8::MIN, i8::MAX, 0, 1][(i / m + c) % 4],
+                })
+                .collect();
+            let want = gemm_i8_naive(&w, &x, n, k, m);
+            assert_eq!(want[0], 128 * 128 * k as i64, "the worst case is in the test");
+            assert!(want.iter().all(|&v| i32::try_from(v).is_ok()));
+            for t in [1, 2] {
+                let mut y = vec![0i32; n * m];
+                gemm_i8(t, &w, &x, &mut y, n, k, m).unwrap();
+                assert!(
+                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
+                    "gemm_i8 m={m} t={t}"
+                );
+                let mut y = vec![0i32; n * m];
+                gemm_i8_axpy(t, &w, &x, &mut y, n, k, m).unwrap();
+                assert!(
+                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
+                    "axpy m={m} t={t}"
+                );
+            }
         }
     }
 
@@ -836,6 +840,37 @@ mod tests {
                 }
             }
             check_two_of_four((n, k, m), &w, &x, t, (1, 2))?;
+        }
+    }
+
+    #[test]
+    fn issue_20_int8_every_kernel_choice_by_token_count_is_exact() {
+        // Each token count the dense and compact 2:4 kernels dispatch on differently (1, 2,
+        // 3–8, 9–16, more; dense up to 48, then panels), with N, K and M tails.
+        let (n, k) = (13, 300);
+        let mut w: Vec<i8> = (0..n * k).map(|i| ((i * 7919 + 13) % 255) as i8).collect();
+        for (i, v) in w.iter_mut().enumerate() {
+            // Keep positions (i / 4 + row) % 3 and 3 of each group: every group shape occurs.
+            let (row, col) = (i / k, i % k);
+            let keep = [(col / 4 + row) % 3, 3];
+            if !keep.contains(&(col % 4)) {
+                *v = 0;
+            }
+        }
+        w[5] = i8::MIN;
+        let a = SparseI8::compress_nm(&w, n, k, 2, 4).unwrap();
+        assert_eq!(a.is_compact(), compact_expected());
+        for m in [1, 2, 3, 8, 9, 16, 17, 33, 47, 48, 49, 65] {
+            let x: Vec<i8> = (0..k * m).map(|i| ((i * 104729 + 7) % 256) as u8 as i8).collect();
+            let want = gemm_i8_naive(&w, &x, n, k, m);
+            for t in [1, 2] {
+                let mut y = vec![7i32; n * m];
+                a.spmm(t, &x, &mut y, m).unwrap();
+                assert!(y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b), "2:4 m={m} t={t}");
+                let mut y = vec![7i32; n * m];
+                gemm_i8(t, &w, &x, &mut y, n, k, m).unwrap();
+                assert!(y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b), "dense m={m} t={t}");
+            }
         }
     }
 
