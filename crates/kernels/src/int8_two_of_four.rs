@@ -23,16 +23,20 @@
 //! * **Selecting the activations.** One `vpdpbusd` covers an octet (four kept weights, eight
 //!   K positions) where dense needs two. Its unsigned operand must hold, per i32 lane, the
 //!   four activations at the row's kept positions, so every (row, octet) needs its own byte
-//!   selection: one `vpermt2b` (VBMI) per `vpdpbusd`, which is what bounds these kernels (on
-//!   Zen 5 the pair issues at ~0.7 cycles against 0.5 for a single `vpdpbusd`, so the
-//!   instruction-level limit is ~1.4× dense, not 2×).
+//!   selection: one `vpermt2b` (VBMI) per `vpdpbusd`, which is what bounds these kernels
+//!   wherever they are not bandwidth-bound. Measured on Zen 5: `vpermt2b` → `vpdpbusd` pairs
+//!   issue at ~0.76 cycles against ~0.54 for one `vpdpbusd` (they share a pipe), so the
+//!   instruction-level limit is ~1.4× dense, not 2×; with the control and weight loads the
+//!   token-lane loop runs at ~1.0 cycle a pair, about dense's speed. (`vpmultishiftqb`, which
+//!   selects bytes within a qword, issues on the `vpdpbusd` pipes: 0.98 a pair.)
 //! * **Token lanes** (more than [`FEW_TOKENS`] tokens). The activations are packed per
-//!   16-token tile as `[octet][token][8]` bytes of `x + 128`, so two zmm hold one octet of 16
-//!   tokens; the index byte picks a precomputed `vpermt2b` control ([`CONTROLS`], 16 KiB of
-//!   which a matrix touches the ≤ 36 valid lines) that gathers each token's four kept bytes
-//!   into its lane. An `R` × `V`-tile register block (8 × 2 or 12 × 1) runs over K blocks of
-//!   [`KC`] octets whose packed activations stay in L1, the weights streaming past, tasks as
-//!   in the dense kernel.
+//!   panel of `V` 16-token tiles as `[octet][tile][token][8]` bytes of `x + 128`, so two zmm
+//!   hold one octet of 16 tokens and a panel's K block is contiguous; the index byte picks a
+//!   precomputed `vpermt2b` control ([`CONTROLS`], 16 KiB of which a matrix touches the ≤ 36
+//!   valid lines) that gathers each token's four kept bytes into its lane. Register tiles of
+//!   8 rows × 2 tiles (16 rows × 1 tile up to 16 tokens) run over K blocks of [`KC`] chunks
+//!   whose packed activations stay in L1, the weights streaming past, tasks as in the dense
+//!   kernel.
 //! * **Feature lanes** (1 to [`FEW_TOKENS`] tokens). Token lanes would be mostly padding, so
 //!   K is in the lanes instead: one zmm is 64 kept values of a row (16 octets, 128 K
 //!   positions), its control decoded from the row's 16 index bytes (`vpmovzxwq`,

@@ -208,11 +208,11 @@ pub(super) unsafe fn gemm(threads: usize, w: &[i8], x: &[i8], y: &mut [i32], n: 
     SCRATCH.with(|s| *s.borrow_mut() = (padded, bias, xp));
 }
 
-/// [`gemm`] for `m ≤ FEW_TOKENS` in feature lanes, with `R`-row × `T`-token register tiles
+/// [`gemm()`] for `m ≤ FEW_TOKENS` in feature lanes, with `R`-row × `T`-token register tiles
 /// that hold `U` accumulators per (row, token), for `U` consecutive 64-byte chunks.
 ///
 /// # Safety
-/// As for [`gemm`].
+/// As for [`gemm()`].
 unsafe fn few_tokens<const R: usize, const T: usize, const U: usize>(
     threads: usize,
     w: &[i8],

@@ -866,10 +866,16 @@ mod tests {
             for t in [1, 2] {
                 let mut y = vec![7i32; n * m];
                 a.spmm(t, &x, &mut y, m).unwrap();
-                assert!(y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b), "2:4 m={m} t={t}");
+                assert!(
+                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
+                    "2:4 m={m} t={t}"
+                );
                 let mut y = vec![7i32; n * m];
                 gemm_i8(t, &w, &x, &mut y, n, k, m).unwrap();
-                assert!(y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b), "dense m={m} t={t}");
+                assert!(
+                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
+                    "dense m={m} t={t}"
+                );
             }
         }
     }
