@@ -193,13 +193,14 @@ impl TwoOfFourI8 {
         // SAFETY: the caller's contract, passed on.
         unsafe {
             // Tiles measured fastest on Zen 5 (4096 × 4096, one thread, alternated in one
-            // process): 8 rows × 1 and × 2 tokens, 4 × 4 up to 8 tokens; one 16-token tile of
-            // 16 rows to 16 tokens (against 4 × 4 feature lanes 1.0 vs 1.1 ms), 8 rows × two
+            // process): 8 rows × 1 and × 2 tokens, 4 × 4 up to 8 tokens (prefetching two
+            // chunks ahead: 4–12% at 8 tokens, a loss at 1 and 2); one 16-token tile of 16
+            // rows to 16 tokens (against 4 × 4 feature lanes 1.0 vs 1.1 ms), 8 rows × two
             // tiles beyond (at 32 tokens 1.6 against 1.9–2.3 ms).
             match m {
-                1 => self.few_tokens::<8, 1>(threads, x, y, m, &mut scratch),
-                2 => self.few_tokens::<8, 2>(threads, x, y, m, &mut scratch),
-                3..=FEW_TOKENS => self.few_tokens::<4, 4>(threads, x, y, m, &mut scratch),
+                1 => self.few_tokens::<8, 1, 0>(threads, x, y, m, &mut scratch),
+                2 => self.few_tokens::<8, 2, 0>(threads, x, y, m, &mut scratch),
+                3..=FEW_TOKENS => self.few_tokens::<4, 4, 2>(threads, x, y, m, &mut scratch),
                 _ if m <= TILE => self.token_lanes::<2, 1>(threads, x, y, m, &mut scratch),
                 _ => self.token_lanes::<1, 2>(threads, x, y, m, &mut scratch),
             }
@@ -289,11 +290,11 @@ impl TwoOfFourI8 {
     }
 
     /// The feature-lane kernel with `R`-row × `T`-token register tiles (`R` divides `RB`;
-    /// `m ≤ FEW_TOKENS`).
+    /// `m ≤ FEW_TOKENS`), prefetching the weights `PF` chunks ahead (0: none).
     ///
     /// # Safety
     /// As for [`Self::spmm`].
-    unsafe fn few_tokens<const R: usize, const T: usize>(
+    unsafe fn few_tokens<const R: usize, const T: usize, const PF: usize>(
         &self,
         threads: usize,
         x: &[i8],
@@ -323,7 +324,7 @@ impl TwoOfFourI8 {
                     // SAFETY: rows `sub .. sub + R` of the block exist (R divides RB) with
                     // `chunks` chunks, every token row has `chunks` chunks; the features
                     // were checked by the caller.
-                    let sums = unsafe { feature_tile::<R, T>(rows_at, x_rows, chunks) };
+                    let sums = unsafe { feature_tile::<R, T, PF>(rows_at, x_rows, chunks) };
                     for (r, row_sums) in sums.iter().enumerate().take(live) {
                         let bias = self.bias[r0 + r];
                         for (t, &s) in row_sums.iter().enumerate().take(valid) {
@@ -550,13 +551,15 @@ const fn group_bases() -> [u8; 64] {
 /// One `R`-row × `T`-token register tile over whole rows (`chunks` chunks): per chunk and row
 /// the 64 kept values and their decoded control; per token its 128 activation bytes, one
 /// `vpermt2b` and one `vpdpbusd` per row. Returns the sums without the rows' corrections.
+/// With `PF > 0` the rows' values and indices `PF` chunks ahead are prefetched (a hint: the
+/// addresses past the block are never read).
 ///
 /// # Safety
 /// AVX-512F/BW/VNNI/VBMI are available; `rows` points at the first of `R` rows of a stored
 /// block (`R` ≤ rows left in the block) with `chunks` chunks; each token pointer has
 /// `chunks · 128` bytes.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
-unsafe fn feature_tile<const R: usize, const T: usize>(
+unsafe fn feature_tile<const R: usize, const T: usize, const PF: usize>(
     (values, idx): (*const u8, *const u8),
     x: [*const u8; T],
     chunks: usize,
@@ -567,6 +570,12 @@ unsafe fn feature_tile<const R: usize, const T: usize>(
     let three = _mm512_set1_epi8(3);
     let mut acc = [[_mm512_setzero_si512(); T]; R];
     for c in 0..chunks {
+        if PF > 0 {
+            for r in 0..R {
+                _mm_prefetch::<_MM_HINT_T0>(values.wrapping_add((c + PF) * CHUNK_VALUES + r * 64).cast());
+            }
+            _mm_prefetch::<_MM_HINT_T0>(idx.wrapping_add((c + PF) * CHUNK_INDICES).cast());
+        }
         let rows: [(__m512i, __m512i); R] = std::array::from_fn(|r| {
             // SAFETY: row r's chunk c is inside the block (caller).
             let (wv, packed) = unsafe {
