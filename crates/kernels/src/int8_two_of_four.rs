@@ -27,8 +27,9 @@
 //!   wherever they are not bandwidth-bound. Measured on Zen 5: `vpermt2b` → `vpdpbusd` pairs
 //!   issue at ~0.76 cycles against ~0.54 for one `vpdpbusd` (they share a pipe), so the
 //!   instruction-level limit is ~1.4× dense, not 2×; with the control and weight loads the
-//!   token-lane loop runs at ~1.0 cycle a pair, about dense's speed. (`vpmultishiftqb`, which
-//!   selects bytes within a qword, issues on the `vpdpbusd` pipes: 0.98 a pair.)
+//!   token-lane loop runs at ~1.0 cycle a pair, 1.03–1.2× dense at 128–512 tokens.
+//!   (`vpmultishiftqb`, which selects bytes within a qword, issues on the `vpdpbusd` pipes:
+//!   0.98 a pair. Folding the weight broadcast into `vpdpbusd`'s memory operand did not help.)
 //! * **Token lanes** (more than [`FEW_TOKENS`] tokens). The activations are packed per
 //!   panel of `V` 16-token tiles as `[octet][tile][token][8]` bytes of `x + 128`, so two zmm
 //!   hold one octet of 16 tokens and a panel's K block is contiguous; the index byte picks a
@@ -262,8 +263,8 @@ impl TwoOfFourI8 {
                     let panel_at = xp[p * panel_bytes + c0 * CHUNK_OCTETS * V * OCTET_BYTES..].as_ptr();
                     for b in block_range.clone() {
                         let live = (rows - b * r_tile).min(r_tile);
-                        // A tile's second stored block past the last repeats the first (its
-                        // rows are never stored).
+                        // A tile's second block past the last stored one repeats that one
+                        // (its rows are never stored).
                         let stored: [(*const u8, *const u8); 2] =
                             std::array::from_fn(|j| self.block_at((b * B + j).min(stored_blocks - 1), c0));
                         let init = if c0 == 0 {

@@ -32,8 +32,8 @@
 //!   weights of a row, shifted to `w + 128`, by the same 64 activations of one token (signed),
 //!   read straight from the row-major weights, and the correction `-128 · Σ_k x[k, t]` comes
 //!   from the activations. One horizontal sum per (row, token). Measured on Zen 5, 4096 ×
-//!   4096, one thread: 4.0 ms → 0.24–0.26 ms at one token (~65 GB/s of weights), 4.0 →
-//!   1.3–1.5 ms at 16; the 64-token panels take over above [`FEW_TOKENS`].
+//!   4096, one thread: 4.0 ms → 0.24–0.26 ms at one token run alone (~65 GB/s of weights),
+//!   4.0 → 1.3–1.5 ms at 16; the 64-token panels take over above [`FEW_TOKENS`].
 //! * **Sparse.** [`SparseQuads`] is the same idea for pruned weights (`SparseI8`): kept
 //!   entries four at a time, their four activation rows interleaved per tile by shuffles.
 //!
