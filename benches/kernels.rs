@@ -104,7 +104,7 @@ fn precisions(c: &mut Criterion) {
     group.bench_function(BenchmarkId::new("dense", "int8"), |b| {
         b.iter(|| precision::gemm_i8(t, &wq, &xq, &mut acc, n, k, m).expect("int8"))
     });
-    let sparse = SparseI8::compress(&wq, n, k).expect("compress");
+    let sparse = SparseI8::compress_nm(&wq, n, k, 2, 4).expect("compress");
     group.bench_function(BenchmarkId::new("2:4", "int8"), |b| {
         b.iter(|| sparse.spmm(t, &xq, &mut acc, m).expect("int8 2:4"))
     });

@@ -381,9 +381,13 @@ fn prepare_op(
         let fail = PrepareError::Int8;
         let (w, w_scale) = precision::quantize_per_channel(&dense_w, n, k).map_err(fail)?;
         let (xq, x_scale) = precision::quantize_per_channel(&x, 1, x.len()).map_err(fail)?;
-        let kept = match sparse.take() {
-            Some(_) => Some(SparseI8::compress(&w, n, k).map_err(fail)?),
-            None => None,
+        // N:M keeps its pattern, so 2:4 (and 1:2) can take the compact int8 form.
+        let kept = match (sparse.take(), sparsity) {
+            (Some(_), Sparsity::NOfM { n: keep, m: group }) => {
+                Some(SparseI8::compress_nm(&w, n, k, keep as usize, group as usize).map_err(fail)?)
+            }
+            (Some(_), _) => Some(SparseI8::compress(&w, n, k).map_err(fail)?),
+            (None, _) => None,
         };
         let acc = || zeros(n, m).map(|v| v.into_iter().map(|_| 0i32).collect::<Vec<_>>());
         int8 = Some(Int8Op {

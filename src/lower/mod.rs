@@ -154,7 +154,14 @@ fn select(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath,
         ),
         Sparsity::NOfM { n, m } if precision == Precision::Int8 && op.k.is_multiple_of(m as usize) => (
             KernelPath::Sparse,
-            format!("{n}:{m} as int8 kept entries per row (i8 values, u32 positions, exact i32 sums)"),
+            if matches!((n, m), (2, 4) | (1, 2)) {
+                format!(
+                    "{n}:{m} as int8 compact 2:4 (i8 values, 2-bit indices) on AVX-512 VNNI+VBMI, \
+                     else kept entries per row (u32 positions); exact i32 sums"
+                )
+            } else {
+                format!("{n}:{m} as int8 kept entries per row (i8 values, u32 positions, exact i32 sums)")
+            },
         ),
         Sparsity::Unstructured { .. } if precision == Precision::Int8 => (
             KernelPath::Sparse,

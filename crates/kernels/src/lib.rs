@@ -25,6 +25,8 @@ pub mod dense;
 mod dense_lanes;
 mod error;
 #[cfg(target_arch = "x86_64")]
+mod int8_two_of_four;
+#[cfg(target_arch = "x86_64")]
 mod int8_vnni;
 pub mod isa;
 mod lanes;

@@ -509,72 +509,157 @@ fn gemm_i8_axpy(
     Ok(())
 }
 
-/// Pruned int8 weights, kept entries per row (values and their K positions): the int8 kernel
-/// for every sparsity pattern, which streams only the kept weights. Where VNNI is detected,
-/// `compress` also regroups the entries into quads for the VNNI kernel (the byte counts below
-/// describe the kept entries, not that padded copy).
+/// Pruned int8 weights: the int8 kernel for every sparsity pattern, which streams only the
+/// kept weights. Two forms:
+///
+/// * **Compact 2:4** ([`SparseI8::compress_nm`] with 2:4, or 1:2, which is a 2:4 matrix), where
+///   AVX-512 VNNI and VBMI are detected: i8 values and 2-bit in-group indices, 0.625 bytes per
+///   dense weight, read directly by the kernels in `int8_two_of_four`.
+/// * **Kept entries per row** (values and u32 K positions) for every other pattern or CPU;
+///   where VNNI is detected `compress` also regroups them into quads for the VNNI kernel (the
+///   byte counts below describe the kept entries, not that padded copy).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SparseI8 {
     rows: usize,
     k: usize,
-    row_start: Vec<usize>,
-    cols: Vec<u32>,
-    values: Vec<i8>,
-    /// The same entries regrouped for the VNNI kernel, where the CPU has it (built once here,
-    /// weight-stationary like the other sparse formats).
+    form: SparseForm,
+}
+
+/// How a [`SparseI8`] holds its weights.
+#[derive(Debug, Clone, PartialEq)]
+enum SparseForm {
+    Entries {
+        row_start: Vec<usize>,
+        cols: Vec<u32>,
+        values: Vec<i8>,
+        /// The same entries regrouped for the VNNI kernel, where the CPU has it (built once
+        /// here, weight-stationary like the other sparse formats).
+        #[cfg(target_arch = "x86_64")]
+        quads: Option<super::int8_vnni::SparseQuads>,
+    },
     #[cfg(target_arch = "x86_64")]
-    quads: Option<super::int8_vnni::SparseQuads>,
+    TwoOfFour(super::int8_two_of_four::TwoOfFourI8),
 }
 
 impl SparseI8 {
-    /// Keep the non-zeros of the row-major `rows × k` int8 weights.
+    /// Keep the non-zeros of the row-major `rows × k` int8 weights, as kept entries per row.
     pub fn compress(w: &[i8], rows: usize, k: usize) -> Result<SparseI8, KernelError> {
-        check_len("w", w.len(), rows, k)?;
-        if k > INT8_MAX_K || u32::try_from(k).is_err() {
-            return Err(KernelError::Overflow { rows, cols: k });
-        }
+        check_sparse_i8(w, rows, k)?;
         let (row_start, cols, values) = crate::csr::nonzero_rows(w, rows, k);
         Ok(SparseI8 {
             rows,
             k,
-            #[cfg(target_arch = "x86_64")]
-            quads: super::int8_vnni::available()
-                .then(|| super::int8_vnni::SparseQuads::from_rows(rows, k, &row_start, &cols, &values)),
-            row_start,
-            cols,
-            values,
+            form: SparseForm::Entries {
+                #[cfg(target_arch = "x86_64")]
+                quads: super::int8_vnni::available()
+                    .then(|| super::int8_vnni::SparseQuads::from_rows(rows, k, &row_start, &cols, &values)),
+                row_start,
+                cols,
+                values,
+            },
         })
     }
 
+    /// Compress row-major `rows × k` int8 weights pruned to `n:m` along K (at most `n`
+    /// non-zeros in every group of `m`, the last group possibly shorter; a fuller group is
+    /// refused as [`KernelError::Overfull`]). 2:4, and 1:2 (each group of four keeps one in
+    /// each half, so it is 2:4), take the compact 2:4 form where the CPU runs its kernels;
+    /// every other case keeps entries as [`Self::compress`] does.
+    ///
+    /// Why not other ratios in the compact form: four kept values of 1:4 or 2:8 span 16 K
+    /// positions, so a token's bytes no longer fit one two-register `vpermt2b` (16 tokens ×
+    /// 16 bytes) and the kernel would need two selections per `vpdpbusd`; they could run as
+    /// padded 2:4 (every group of four holds at most two), at 2:4's cost for half its work.
+    pub fn compress_nm(w: &[i8], rows: usize, k: usize, n: usize, m: usize) -> Result<SparseI8, KernelError> {
+        if n == 0 || n >= m || m > 256 {
+            return Err(KernelError::Pattern { n, m });
+        }
+        check_sparse_i8(w, rows, k)?;
+        for (row, wr) in w.chunks_exact(k.max(1)).take(rows).enumerate() {
+            for (group, g) in wr.chunks(m).enumerate() {
+                let nonzeros = g.iter().filter(|&&v| v != 0).count();
+                if nonzeros > n {
+                    return Err(KernelError::Overfull {
+                        row,
+                        group,
+                        nonzeros,
+                        n,
+                        m,
+                    });
+                }
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if matches!((n, m), (2, 4) | (1, 2)) && super::int8_two_of_four::available() {
+            let compact = super::int8_two_of_four::TwoOfFourI8::compress(w, rows, k)?;
+            return Ok(SparseI8 {
+                rows,
+                k,
+                form: SparseForm::TwoOfFour(compact),
+            });
+        }
+        SparseI8::compress(w, rows, k)
+    }
+
+    /// Whether the weights are held in the compact 2:4 form (see [`Self::compress_nm`]).
+    pub fn is_compact(&self) -> bool {
+        match self.form {
+            SparseForm::Entries { .. } => false,
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::TwoOfFour(_) => true,
+        }
+    }
+
     /// `y[rows × m] = W · x[k × m]`, exact in i32, on `threads` workers of the current rayon
-    /// pool (1 runs on the calling thread): on the VNNI kernel where the CPU has it (kept
-    /// entries four at a time per `vpdpbusd`), else the widening axpy loop.
+    /// pool (1 runs on the calling thread): the compact 2:4 kernels, else the VNNI kernel on
+    /// kept entries four at a time per `vpdpbusd` where the CPU has it, else the widening
+    /// axpy loop.
     pub fn spmm(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize) -> Result<(), KernelError> {
         check_len("x", x.len(), self.k, m)?;
         check_len("y", y.len(), self.rows, m)?;
-        #[cfg(target_arch = "x86_64")]
-        if let Some(quads) = &self.quads {
-            // SAFETY: `quads` exists only where the features were detected; the shapes were
-            // checked above and `k ≤ INT8_MAX_K` by `compress`.
-            unsafe { quads.spmm(threads, x, y, m) };
-            return Ok(());
+        match &self.form {
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::TwoOfFour(a) => {
+                // SAFETY: the compact form exists only where its features were detected; the
+                // shapes were checked above and `k ≤ INT8_MAX_K` by `compress_nm`.
+                unsafe { a.spmm(threads, x, y, m) };
+                Ok(())
+            }
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::Entries { quads: Some(q), .. } => {
+                // SAFETY: `quads` exists only where the features were detected; the shapes
+                // were checked above and `k ≤ INT8_MAX_K` by `compress`.
+                unsafe { q.spmm(threads, x, y, m) };
+                Ok(())
+            }
+            SparseForm::Entries { .. } => self.spmm_axpy(threads, x, y, m),
         }
-        self.spmm_axpy(threads, x, y, m)
     }
 
-    /// [`Self::spmm`] on the widening axpy loop.
+    /// [`Self::spmm`] on the widening axpy loop (kept entries only; the compact form has its
+    /// own kernels and answers with them).
     fn spmm_axpy(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize) -> Result<(), KernelError> {
         check_len("x", x.len(), self.k, m)?;
         check_len("y", y.len(), self.rows, m)?;
+        let (row_start, cols, values) = match &self.form {
+            SparseForm::Entries {
+                row_start,
+                cols,
+                values,
+                ..
+            } => (row_start, cols, values),
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::TwoOfFour(_) => return self.spmm(threads, x, y, m),
+        };
         if self.rows == 0 || m == 0 {
             return Ok(());
         }
         let isa = IntIsa::detect();
         let row = |(r, y_row): (usize, &mut [i32])| {
-            let span = self.row_start[r]..self.row_start[r + 1];
-            let entries = self.cols[span.clone()]
+            let span = row_start[r]..row_start[r + 1];
+            let entries = cols[span.clone()]
                 .iter()
-                .zip(&self.values[span])
+                .zip(&values[span])
                 .map(|(&c, &v)| (c as usize, v));
             axpy_rows(isa, entries, x, y_row);
         };
@@ -586,15 +671,36 @@ impl SparseI8 {
         Ok(())
     }
 
-    /// Bytes of kept values (1 each).
+    /// Bytes of stored values (1 each; the compact form's padding zeros included).
     pub fn value_bytes(&self) -> usize {
-        self.values.len()
+        match &self.form {
+            SparseForm::Entries { values, .. } => values.len(),
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::TwoOfFour(a) => a.value_bytes(),
+        }
     }
 
-    /// Bytes of index metadata (row starts and u32 columns).
+    /// Bytes of index metadata: row starts and u32 columns for kept entries; 2-bit indices
+    /// (one byte per eight K positions) and the per-row `+128` corrections for compact 2:4.
     pub fn metadata_bytes(&self) -> usize {
-        self.cols.len() * 4 + self.row_start.len() * std::mem::size_of::<usize>()
+        match &self.form {
+            SparseForm::Entries { row_start, cols, .. } => {
+                cols.len() * 4 + row_start.len() * std::mem::size_of::<usize>()
+            }
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::TwoOfFour(a) => a.metadata_bytes(),
+        }
     }
+}
+
+/// The shape checks both compressions make: `w` is `rows × k`, and K keeps every sum (and
+/// every u32 column) in range.
+fn check_sparse_i8(w: &[i8], rows: usize, k: usize) -> Result<(), KernelError> {
+    check_len("w", w.len(), rows, k)?;
+    if k > INT8_MAX_K || u32::try_from(k).is_err() {
+        return Err(KernelError::Overflow { rows, cols: k });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -933,32 +1039,36 @@ mod tests {
         // Where every term is -128 · -128 or 127 · 127 the shifted VNNI partial sums
         // ((x + 128) · w up to 255 · 127 per term) pass i32 long before K ends; the result
         // must still be the exact sum, which fits in i32 at K = INT8_MAX_K.
-        let (n, k, m) = (3, INT8_MAX_K, 19);
+        // m = 3 runs the few-token kernel (weights shifted instead, `(w + 128) · x`), m = 19
+        // the token panels.
+        let (n, k) = (3, INT8_MAX_K);
         let row_values = [i8::MIN, i8::MAX, -1];
         let w: Vec<i8> = (0..n * k).map(|i| row_values[i / k]).collect();
-        let x: Vec<i8> = (0..k * m)
-            .map(|i| match i % m {
-                0 | 17 => i8::MIN,
-                1 | 18 => i8::MAX,
-                c => [i8::MIN, i8::MAX, 0, 1][(i / m + c) % 4],
-            })
-            .collect();
-        let want = gemm_i8_naive(&w, &x, n, k, m);
-        assert_eq!(want[0], 128 * 128 * k as i64, "the worst case is in the test");
-        assert!(want.iter().all(|&v| i32::try_from(v).is_ok()));
-        for t in [1, 2] {
-            let mut y = vec![0i32; n * m];
-            gemm_i8(t, &w, &x, &mut y, n, k, m).unwrap();
-            assert!(
-                y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
-                "gemm_i8 t={t}"
-            );
-            let mut y = vec![0i32; n * m];
-            gemm_i8_axpy(t, &w, &x, &mut y, n, k, m).unwrap();
-            assert!(
-                y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
-                "axpy t={t}"
-            );
+        for m in [3, 19] {
+            let x: Vec<i8> = (0..k * m)
+                .map(|i| match i % m {
+                    0 | 17 => i8::MIN,
+                    1 | 18 => i8::MAX,
+                    c => [i8::MIN, i8::MAX, 0, 1][(i / m + c) % 4],
+                })
+                .collect();
+            let want = gemm_i8_naive(&w, &x, n, k, m);
+            assert_eq!(want[0], 128 * 128 * k as i64, "the worst case is in the test");
+            assert!(want.iter().all(|&v| i32::try_from(v).is_ok()));
+            for t in [1, 2] {
+                let mut y = vec![0i32; n * m];
+                gemm_i8(t, &w, &x, &mut y, n, k, m).unwrap();
+                assert!(
+                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
+                    "gemm_i8 m={m} t={t}"
+                );
+                let mut y = vec![0i32; n * m];
+                gemm_i8_axpy(t, &w, &x, &mut y, n, k, m).unwrap();
+                assert!(
+                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
+                    "axpy m={m} t={t}"
+                );
+            }
         }
     }
 
@@ -994,5 +1104,293 @@ mod tests {
     fn issue_3_int8_refuses_a_k_whose_sums_could_overflow() {
         let err = gemm_i8(1, &[], &[], &mut [], 0, INT8_MAX_K + 1, 0).unwrap_err();
         assert!(matches!(err, KernelError::Overflow { .. }));
+    }
+
+    /// Whether `compress_nm` should pick the compact 2:4 form on this CPU.
+    fn compact_expected() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return crate::int8_two_of_four::available();
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+
+    /// Weights pruned to 2:4 with every group shape: a pattern per group of four (0–5 the six
+    /// pairs, 6–9 a single position, 10 none) applied to random values with extremes.
+    fn two_of_four_weights(n: usize, k: usize) -> impl Strategy<Value = Vec<i8>> {
+        let groups = k.div_ceil(4);
+        (
+            proptest::collection::vec(0usize..11, n * groups),
+            proptest::collection::vec(i8_value(), n * k),
+        )
+            .prop_map(move |(patterns, mut w)| {
+                const PAIRS: [[usize; 2]; 6] = [[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]];
+                for (i, v) in w.iter_mut().enumerate() {
+                    let (row, col) = (i / k, i % k);
+                    let p = patterns[row * groups + col / 4];
+                    let keep = match p {
+                        0..=5 => PAIRS[p].contains(&(col % 4)),
+                        6..=9 => col % 4 == p - 6,
+                        _ => false,
+                    };
+                    if !keep {
+                        *v = 0;
+                    }
+                }
+                w
+            })
+    }
+
+    /// A 2:4 product around the compact kernels' edges (octets, 16-token tiles and two-tile
+    /// panels, 8- and 12-row blocks, 128-position chunks), with operands to match.
+    fn two_of_four_product(
+        max_n: usize,
+        k_range: std::ops::Range<usize>,
+        tokens: impl Strategy<Value = usize>,
+    ) -> impl Strategy<Value = (usize, usize, usize, Vec<i8>, Vec<i8>)> {
+        (1..max_n, k_range, tokens).prop_flat_map(|(n, k, m)| {
+            (
+                Just(n),
+                Just(k),
+                Just(m),
+                two_of_four_weights(n, k),
+                proptest::collection::vec(i8_value(), k * m),
+            )
+        })
+    }
+
+    fn check_two_of_four(
+        (n, k, m): (usize, usize, usize),
+        w: &[i8],
+        x: &[i8],
+        t: usize,
+        pattern: (usize, usize),
+    ) -> Result<(), TestCaseError> {
+        let a = SparseI8::compress_nm(w, n, k, pattern.0, pattern.1).unwrap();
+        prop_assert_eq!(a.is_compact(), compact_expected());
+        let want = gemm_i8_naive(w, x, n, k, m);
+        let mut y = vec![7i32; n * m];
+        a.spmm(t, x, &mut y, m).unwrap();
+        if let Some(i) = (0..n * m).find(|&i| i64::from(y[i]) != want[i]) {
+            prop_assert!(
+                false,
+                "{}:{} {n}x{k}x{m} t={t}: y[{i}] = {} vs {}",
+                pattern.0,
+                pattern.1,
+                y[i],
+                want[i]
+            );
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn issue_20_int8_two_of_four_compact_is_bit_exact(
+            (n, k, m, w, x) in two_of_four_product(30, 1..300, prop_oneof![1usize..=8, 9usize..=16, 17usize..80]),
+            t in 1usize..3,
+        ) {
+            check_two_of_four((n, k, m), &w, &x, t, (2, 4))?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(12))]
+        #[test]
+        fn issue_20_int8_two_of_four_is_bit_exact_across_k_blocks(
+            // The token-lane kernel's K blocks are 4096 positions: K crosses one or two.
+            (n, k, m, w, x) in two_of_four_product(14, 4000..9000, prop_oneof![1usize..=8, 9usize..40]),
+            t in 1usize..3,
+        ) {
+            check_two_of_four((n, k, m), &w, &x, t, (2, 4))?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+        #[test]
+        fn issue_20_int8_one_of_two_runs_as_compact_two_of_four(
+            (n, k, m, mut w, x) in two_of_four_product(12, 1..120, 1usize..40),
+            t in 1usize..3,
+        ) {
+            // Keep at most one of each pair of a row: 1:2, and so 2:4.
+            for pair in w.chunks_mut(k).flat_map(|row| row.chunks_mut(2)) {
+                if pair.len() == 2 && pair[0] != 0 {
+                    pair[1] = 0;
+                }
+            }
+            check_two_of_four((n, k, m), &w, &x, t, (1, 2))?;
+        }
+    }
+
+    #[test]
+    fn issue_20_int8_every_kernel_choice_by_token_count_is_exact() {
+        // Each token count the dense and compact 2:4 kernels dispatch on differently (1, 2,
+        // 3–8, 9–16, more; dense up to 48, then panels), with N, K and M tails.
+        let (n, k) = (13, 300);
+        let mut w: Vec<i8> = (0..n * k).map(|i| ((i * 7919 + 13) % 255) as i8).collect();
+        for (i, v) in w.iter_mut().enumerate() {
+            // Keep positions (i / 4 + row) % 3 and 3 of each group: every group shape occurs.
+            let (row, col) = (i / k, i % k);
+            let keep = [(col / 4 + row) % 3, 3];
+            if !keep.contains(&(col % 4)) {
+                *v = 0;
+            }
+        }
+        w[5] = i8::MIN;
+        let a = SparseI8::compress_nm(&w, n, k, 2, 4).unwrap();
+        assert_eq!(a.is_compact(), compact_expected());
+        for m in [1, 2, 3, 8, 9, 16, 17, 33, 47, 48, 49, 65] {
+            let x: Vec<i8> = (0..k * m).map(|i| ((i * 104729 + 7) % 256) as u8 as i8).collect();
+            let want = gemm_i8_naive(&w, &x, n, k, m);
+            for t in [1, 2] {
+                let mut y = vec![7i32; n * m];
+                a.spmm(t, &x, &mut y, m).unwrap();
+                assert!(
+                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
+                    "2:4 m={m} t={t}"
+                );
+                let mut y = vec![7i32; n * m];
+                gemm_i8(t, &w, &x, &mut y, n, k, m).unwrap();
+                assert!(
+                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
+                    "dense m={m} t={t}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn issue_20_int8_compact_reports_its_real_metadata() {
+        // (rows, k): whole blocks of 8 rows and chunks of 128 (value bytes = half the dense
+        // weights, index bytes an eighth), and a shape padded to them.
+        for (n, k) in [(16, 256), (5, 21)] {
+            let mut wf = data(n * k, 4);
+            for row in wf.chunks_mut(k) {
+                for g in row.chunks_mut(4) {
+                    g.iter_mut().skip(2).for_each(|v| *v = 0.0);
+                }
+            }
+            let (w, _) = quantize_per_channel(&wf, n, k).unwrap();
+            let a = SparseI8::compress_nm(&w, n, k, 2, 4).unwrap();
+            if a.is_compact() {
+                let (rows, chunks) = (n.div_ceil(8) * 8, k.div_ceil(128));
+                assert_eq!(a.value_bytes(), rows * chunks * 64, "{n}x{k}");
+                // Index bytes, padding included, and one i32 correction a row.
+                assert_eq!(a.metadata_bytes(), rows * chunks * 16 + n * 4, "{n}x{k}");
+                if (n, k) == (16, 256) {
+                    assert_eq!(
+                        (a.value_bytes(), a.metadata_bytes() - n * 4),
+                        (n * k / 2, n * k / 8)
+                    );
+                }
+            } else {
+                let e = SparseI8::compress(&w, n, k).unwrap();
+                assert_eq!(
+                    (a.value_bytes(), a.metadata_bytes()),
+                    (e.value_bytes(), e.metadata_bytes())
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn issue_20_int8_nm_refuses_overfull_groups_and_bad_patterns() {
+        let w = [1i8, 0, 2, 3, 0, 0, 0, 0];
+        let err = SparseI8::compress_nm(&w, 1, 8, 2, 4).unwrap_err();
+        assert!(matches!(
+            err,
+            KernelError::Overfull {
+                row: 0,
+                group: 0,
+                nonzeros: 3,
+                n: 2,
+                m: 4
+            }
+        ));
+        // The short last group counts too (K = 7: positions 4..7).
+        let w = [0i8, 0, 0, 0, 1, 1, 1];
+        assert!(matches!(
+            SparseI8::compress_nm(&w, 1, 7, 2, 4),
+            Err(KernelError::Overfull { group: 1, .. })
+        ));
+        assert!(matches!(
+            SparseI8::compress_nm(&w, 1, 7, 4, 4),
+            Err(KernelError::Pattern { n: 4, m: 4 })
+        ));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+        #[test]
+        fn issue_20_int8_other_ratios_keep_entries_and_stay_exact(
+            (n, k, m, w, x) in i8_sparse_product(),
+            t in 1usize..3,
+            pattern in prop_oneof![Just((1usize, 4usize)), Just((2, 8)), Just((4, 8))],
+        ) {
+            // Prune to the pattern: keep the first `n` non-zeros of each group.
+            let (keep, group) = pattern;
+            let mut w = w;
+            for row in w.chunks_mut(k) {
+                for g in row.chunks_mut(group) {
+                    let mut kept = 0;
+                    for v in g.iter_mut().filter(|v| **v != 0) {
+                        if kept == keep {
+                            *v = 0;
+                        } else {
+                            kept += 1;
+                        }
+                    }
+                }
+            }
+            let a = SparseI8::compress_nm(&w, n, k, keep, group).unwrap();
+            prop_assert!(!a.is_compact());
+            let want = gemm_i8_naive(&w, &x, n, k, m);
+            let mut y = vec![7i32; n * m];
+            a.spmm(t, &x, &mut y, m).unwrap();
+            prop_assert!(y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b));
+        }
+    }
+
+    #[test]
+    fn issue_20_int8_compact_is_exact_at_the_k_bound_with_extreme_values() {
+        // As for dense: every kept term -128 · -128 or 127 · 127 pushes the shifted partial
+        // sums past i32 long before K ends; the result must still be the exact sum. Each row
+        // keeps two extremes per group, at a different pair of positions.
+        let (n, k) = (3, INT8_MAX_K);
+        let w: Vec<i8> = (0..n * k)
+            .map(|i| {
+                let (r, c) = (i / k, i % k);
+                let kept = [[0, 1], [1, 3], [0, 2]][(r + c / 4) % 3].contains(&(c % 4));
+                match (kept, r) {
+                    (false, _) => 0,
+                    (true, 0) => i8::MIN,
+                    (true, 1) => i8::MAX,
+                    (true, _) => [i8::MIN, i8::MAX][c % 2],
+                }
+            })
+            .collect();
+        for m in [3, 19] {
+            let x: Vec<i8> = (0..k * m)
+                .map(|i| match i % m {
+                    0 | 17 => i8::MIN,
+                    1 | 18 => i8::MAX,
+                    c => [i8::MIN, i8::MAX, 0, 1][(i / m + c) % 4],
+                })
+                .collect();
+            let want = gemm_i8_naive(&w, &x, n, k, m);
+            assert!(want.iter().all(|&v| i32::try_from(v).is_ok()));
+            assert!(want[0] > i64::from(i32::MAX) / 4, "large sums are in the test");
+            let a = SparseI8::compress_nm(&w, n, k, 2, 4).unwrap();
+            assert_eq!(a.is_compact(), compact_expected());
+            for t in [1, 2] {
+                let mut y = vec![0i32; n * m];
+                a.spmm(t, &x, &mut y, m).unwrap();
+                assert!(
+                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
+                    "m={m} t={t}"
+                );
+            }
+        }
     }
 }
