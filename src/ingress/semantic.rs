@@ -471,6 +471,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
         sparsities.push(parsed);
         resolved_backends.push(resolved);
         checkpoints.push(checkpoint_checks(spec, &base, widest, loc, &mut diags));
+        artifact_guardrail_checks(spec, &base, &pack.guardrails, loc, &mut diags);
     }
 
     if diags.is_empty() {
@@ -484,6 +485,52 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
         })
     } else {
         Err(diags)
+    }
+}
+
+/// Guardrails on what only a checkpoint has (`pattern_violations`, `sparse_coverage`) on
+/// a built-in slice without one: refused, like quality guardrails on `ops` slices, instead of
+/// failing later for a counter that cannot exist.
+fn artifact_guardrail_checks(
+    spec: &super::pack::SliceSpec,
+    base: &str,
+    pack_guardrails: &[Guardrail],
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
+) {
+    let Some(w) = spec.workload.as_ref() else { return };
+    if w.checkpoint.is_some() {
+        return;
+    }
+    let of_artifact = |g: &&Guardrail| {
+        g.metric
+            .parse::<Metric>()
+            .is_ok_and(|m| matches!(m, Metric::PatternViolations | Metric::SparseCoverage))
+    };
+    for (i, g) in spec.guardrails.iter().enumerate().filter(|(_, g)| of_artifact(g)) {
+        diags.push(
+            loc.at_value(
+                &format!("{base}/guardrails/{i}/metric"),
+                format!(
+                    "`{}` needs a checkpoint workload, but slice `{}` has none",
+                    g.metric, spec.id
+                ),
+                Some(
+                    "the structure of shipped weights is measured on `workload: {checkpoint: {...}}` slices"
+                        .into(),
+                ),
+            ),
+        );
+    }
+    for (i, g) in pack_guardrails.iter().enumerate().filter(|(_, g)| of_artifact(g)) {
+        diags.push(loc.at_value(
+            &format!("/guardrails/{i}/metric"),
+            format!(
+                "pack-level `{}` applies to every slice, but slice `{}` has no checkpoint",
+                g.metric, spec.id
+            ),
+            Some("move the guardrail into the checkpoint slices' own `guardrails`".into()),
+        ));
     }
 }
 

@@ -294,3 +294,15 @@ fn issue_21_a_baseline_blessed_on_one_checkpoint_is_refused_against_another() {
     assert_ne!(out.status.code(), Some(2), "{}", printed(&out));
     assert_contains(&sb.read("out/memo.md"), "artifact ckpt/tiny.safetensors");
 }
+
+#[test]
+fn issue_21_checkpoint_guardrails_on_a_generated_workload_are_refused_at_ingress() {
+    let sb = Sandbox::with_pack(&tiny_pack(
+        "gen",
+        FAST,
+        &["{metric: pattern_violations, at_most: 0}"],
+    ));
+    let printed = sb.refused_at_ingress("pack.yaml");
+    assert_contains(&printed, "`pattern_violations` needs a checkpoint workload");
+    assert_contains(&printed, "workload: {checkpoint: {...}}");
+}
