@@ -92,6 +92,20 @@ pub struct SliceEvidence {
     /// The artifact files the slice was measured from, with their digests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<ArtifactRecord>,
+    /// For the CPU kernels: the instruction-set path the dense comparator and the candidate
+    /// took on this CPU (issue 20), e.g. `avx512-bf16`, so a bf16 speedup says what it was
+    /// measured against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isa: Option<IsaRecord>,
+}
+
+/// The instruction-set paths of a CPU slice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct IsaRecord {
+    /// The dense comparator's path.
+    pub comparator: String,
+    /// The candidate's path (its planned form: dense, 2:4 or another sparse format).
+    pub candidate: String,
 }
 
 /// A file the slice was measured from (a checkpoint's weights, its index, its config).
@@ -410,6 +424,7 @@ impl SliceEvidence {
             quality: None,
             structure: vec![],
             artifacts: vec![],
+            isa: None,
         }
     }
 }

@@ -29,8 +29,8 @@ pub use error::{
     RecordError, StderrTail,
 };
 pub use evidence::{
-    ArtifactRecord, EVIDENCE_SCHEMA_VERSION, EqualLatency, Evidence, Look, MetricSamples, ModelScore, OpCost,
-    PackRecord, PruneStep, QualityEvidence, RunSummary, SliceEvidence, SliceFailure,
+    ArtifactRecord, EVIDENCE_SCHEMA_VERSION, EqualLatency, Evidence, IsaRecord, Look, MetricSamples,
+    ModelScore, OpCost, PackRecord, PruneStep, QualityEvidence, RunSummary, SliceEvidence, SliceFailure,
 };
 pub use import::{Imported, execute_import_slice, read_entry};
 pub use load::{LoadOutcome, execute_load_slice, serve};
@@ -65,9 +65,40 @@ pub fn execute_slice_on(
         SliceBackend::Command(command) => execute_command_slice(slice, command, plan),
         SliceBackend::Import(import) => execute_import_slice(slice, import, plan),
     };
+    if matches!(
+        slice.backend,
+        SliceBackend::Kernels { .. } | SliceBackend::Serving { .. }
+    ) {
+        evidence.isa = Some(isa_record(slice, plan));
+    }
     // The shipped artifact is verified whatever the timing found (issue 21).
     if let Some(w) = &slice.checkpoint {
         checkpoint::record(w, slice, plan, &mut evidence);
     }
     evidence
+}
+
+/// Which instruction-set paths a CPU slice's comparator and candidate take here.
+fn isa_record(slice: &Slice, plan: &Plan) -> IsaRecord {
+    use crate::domain::{Precision, Sparsity};
+    use kernels::isa::{Form, Operands, isa_path};
+    let operands = match slice.precision {
+        Precision::Fp32 => Operands::F32,
+        Precision::Fp16 => Operands::F16,
+        Precision::Bf16 => Operands::Bf16,
+        Precision::Int8 => Operands::I8,
+    };
+    let sparse = plan
+        .ops
+        .iter()
+        .any(|p| p.path == crate::lower::KernelPath::Sparse);
+    let form = match slice.sparsity {
+        _ if !sparse => Form::Dense,
+        Sparsity::NOfM { n: 2, m: 4 } => Form::TwoOfFour,
+        _ => Form::OtherSparse,
+    };
+    IsaRecord {
+        comparator: isa_path(operands, Form::Dense).name().to_owned(),
+        candidate: isa_path(operands, form).name().to_owned(),
+    }
 }

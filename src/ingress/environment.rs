@@ -183,6 +183,7 @@ fn cpu_features() -> Vec<String> {
             "avx512f",
             "avx512bw",
             "avx512vnni",
+            "avx512vbmi",
             "avx512bf16"
         );
     }

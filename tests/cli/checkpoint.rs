@@ -109,6 +109,14 @@ fn issue_21_the_gate_locates_the_planted_2of4_violations_in_the_shipped_weights(
         .map(|a| a["name"].as_str().unwrap())
         .collect();
     assert_eq!(digests, ["ckpt/tiny.safetensors", "ckpt/config.json"]);
+    // Issue 20: what the comparator and the candidate ran on is recorded.
+    let paths = ["avx512-f32", "avx2-f32", "portable-f32"];
+    assert!(
+        paths.contains(&slice["isa"]["comparator"].as_str().unwrap()),
+        "{}",
+        slice["isa"]
+    );
+    assert_eq!(slice["isa"]["candidate"], slice["isa"]["comparator"]);
 }
 
 #[test]
