@@ -711,6 +711,12 @@ mod tests {
     use crate::testing::hashed as data;
     use proptest::prelude::*;
 
+    /// `y` equals the exact sums `want`, element for element.
+    #[track_caller]
+    fn assert_exact(y: &[i32], want: &[i64], what: std::fmt::Arguments<'_>) {
+        assert!(y.iter().zip(want).all(|(&a, &b)| i64::from(a) == b), "{what}");
+    }
+
     /// Σ|w·x| per output: the scale the rounding error of a K-term sum follows.
     fn abs_sums(w: &[f32], x: &[f32], n: usize, k: usize, m: usize) -> Vec<f32> {
         let (wa, xa): (Vec<f32>, Vec<f32>) = (
@@ -1058,16 +1064,10 @@ mod tests {
             for t in [1, 2] {
                 let mut y = vec![0i32; n * m];
                 gemm_i8(t, &w, &x, &mut y, n, k, m).unwrap();
-                assert!(
-                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
-                    "gemm_i8 m={m} t={t}"
-                );
+                assert_exact(&y, &want, format_args!("gemm_i8 m={m} t={t}"));
                 let mut y = vec![0i32; n * m];
                 gemm_i8_axpy(t, &w, &x, &mut y, n, k, m).unwrap();
-                assert!(
-                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
-                    "axpy m={m} t={t}"
-                );
+                assert_exact(&y, &want, format_args!("axpy m={m} t={t}"));
             }
         }
     }
@@ -1246,16 +1246,10 @@ mod tests {
             for t in [1, 2] {
                 let mut y = vec![7i32; n * m];
                 a.spmm(t, &x, &mut y, m).unwrap();
-                assert!(
-                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
-                    "2:4 m={m} t={t}"
-                );
+                assert_exact(&y, &want, format_args!("2:4 m={m} t={t}"));
                 let mut y = vec![7i32; n * m];
                 gemm_i8(t, &w, &x, &mut y, n, k, m).unwrap();
-                assert!(
-                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
-                    "dense m={m} t={t}"
-                );
+                assert_exact(&y, &want, format_args!("dense m={m} t={t}"));
             }
         }
     }
@@ -1386,10 +1380,7 @@ mod tests {
             for t in [1, 2] {
                 let mut y = vec![0i32; n * m];
                 a.spmm(t, &x, &mut y, m).unwrap();
-                assert!(
-                    y.iter().zip(&want).all(|(&a, &b)| i64::from(a) == b),
-                    "m={m} t={t}"
-                );
+                assert_exact(&y, &want, format_args!("m={m} t={t}"));
             }
         }
     }
