@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Side-by-side: sparsegate's dense comparators (fp32, bf16, int8) against Intel MKL, and
+"""Side-by-side: sparsegate's dense comparators (fp32, bf16, fp16, int8) against Intel MKL, and
 our 2:4 kernels against our own dense, on the issue's shapes.
 
 Optional, never needed by the tests. Our numbers come from `sparsegate bench --json` (kernel
 and dense comparator interleaved in one process, medians); MKL is called here through ctypes
-(`cblas_sgemm`, `cblas_gemm_bf16bf16f32` with bf16 as uint16 arrays, `cblas_gemm_s8u8s32`),
+(`cblas_sgemm`, `cblas_gemm_bf16bf16f32` with bf16 as uint16 arrays, `cblas_gemm_f16f16f32`
+with numpy float16, `cblas_gemm_s8u8s32`),
 timed as the median of repeated calls after a warm-up, on the same shapes and thread count.
 As in `compare_numpy_scipy.py`, every row is `--rounds` alternations (ours dense, MKL, ours
 2:4, ours dense, ...): each round gives one ours/MKL ratio and one 2:4/own-dense speedup, and
@@ -95,6 +96,7 @@ class Mkl:
         p, i, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
         self.lib.cblas_sgemm.argtypes = [i] * 6 + [f, p, i, p, i, f, p, i]
         self.lib.cblas_gemm_bf16bf16f32.argtypes = [i] * 6 + [f, p, i, p, i, f, p, i]
+        self.lib.cblas_gemm_f16f16f32.argtypes = [i] * 6 + [f, p, i, p, i, f, p, i]
         self.lib.cblas_gemm_s8u8s32.argtypes = [i] * 7 + [f, p, i, ctypes.c_int8, p, i, ctypes.c_int8, f, p, i, p]
 
     def product(self, precision, gemm):
@@ -116,6 +118,12 @@ class Mkl:
             y = np.zeros((n, m), np.float32)
             args = (ROW_MAJOR, NO_TRANS, NO_TRANS, n, m, k, 1.0, ptr(w), k, ptr(x), m, 0.0, ptr(y), m)
             return lambda: self.lib.cblas_gemm_bf16bf16f32(*args), (w, x, y)
+        if precision == "fp16":
+            w = rng.uniform(-1, 1, (n, k)).astype(np.float16)
+            x = rng.uniform(-1, 1, (k, m)).astype(np.float16)
+            y = np.zeros((n, m), np.float32)
+            args = (ROW_MAJOR, NO_TRANS, NO_TRANS, n, m, k, 1.0, ptr(w), k, ptr(x), m, 0.0, ptr(y), m)
+            return lambda: self.lib.cblas_gemm_f16f16f32(*args), (w, x, y)
         if precision == "int8":
             w = rng.integers(-127, 128, (n, k), dtype=np.int8)
             x = rng.integers(0, 256, (k, m), dtype=np.uint8)
@@ -132,7 +140,7 @@ class Mkl:
         fast one."""
         gemm = "5x24x40"
         m, n, k = dims(gemm)
-        for precision in ("fp32", "bf16", "int8"):
+        for precision in ("fp32", "bf16", "fp16", "int8"):
             run, bufs = self.product(precision, gemm)
             run()
             if precision == "fp32":
@@ -142,6 +150,9 @@ class Mkl:
                 w, x, y = bufs
                 wide = lambda a: (a.astype(np.uint32) << 16).view(np.float32)
                 ok = np.allclose(y, wide(w) @ wide(x), atol=1e-4)
+            elif precision == "fp16":
+                w, x, y = bufs
+                ok = np.allclose(y, w.astype(np.float32) @ x.astype(np.float32), atol=1e-4)
             else:
                 w, x, yt, _ = bufs
                 ok = np.array_equal(yt.T, w.astype(np.int64) @ x.astype(np.int64))
@@ -188,6 +199,7 @@ def isa_paths(flags):
     return {
         "fp32": "avx512-f32" if avx512 else ("avx2-f32" if "avx2" in flags else "portable-f32"),
         "bf16": "avx512-bf16" if {"avx512f", "avx512bw", "avx512_bf16", "avx512vbmi"} <= flags else "widen-f32",
+        "fp16": "avx512-f16-cvtph" if {"avx512f", "f16c", "avx512vbmi"} <= flags else "widen-f32",
         "int8": "avx512-vnni" if {"avx512f", "avx512bw", "avx512_vnni"} <= flags else "widen-i32",
     }
 
@@ -202,7 +214,7 @@ def main():
     ap.add_argument("--budget", type=float, default=1.0, help="seconds per sparsegate bench and per MKL timing")
     ap.add_argument("--rounds", type=int, default=3, help="alternations of ours and MKL per row")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for ours and MKL (default: all)")
-    ap.add_argument("--precisions", default="fp32,bf16,int8", help="comma-separated subset of fp32,bf16,int8")
+    ap.add_argument("--precisions", default="fp32,bf16,fp16,int8", help="comma-separated subset of fp32,bf16,fp16,int8")
     ap.add_argument("--tokens", default="1,8,16,128,512", help="token counts of the LLaMA-2-7B FFN shapes")
     ap.add_argument("--quick", action="store_true", help="small shapes only (a smoke run)")
     ap.add_argument("--mkl", default=None, help="path of libmkl_rt (default: sys.prefix/lib/libmkl_rt.so*)")

@@ -6,18 +6,21 @@
 //! speedup measures is the kernel, never a difference in data.
 //!
 //! Precisions: fp16 and bf16 round the weights and activations to the storage type, and the
-//! accumulation is f32. bf16 runs the bf16 kernels ([`DenseBf16`] as the comparator and for
-//! dense ops, [`TwoOfFourBf16`] for 2:4 ops: `vdpbf16ps` on the stored operands where the CPU
-//! has AVX-512 BF16, else widened inside the kernel); the other bf16 sparse formats, and
-//! fp16, widen: the weights to f32 panels once (weight-stationary), the stored activations
-//! on every pass before the f32 kernel runs. int8 quantises the weights per output channel and the activations with
+//! accumulation is f32. Both run the 16-bit kernels ([`DenseBf16`]/[`DenseF16`] as the
+//! comparator and for dense ops, [`TwoOfFourBf16`]/[`TwoOfFourF16`] for 2:4 ops: on the
+//! stored operands where the CPU runs them, `vdpbf16ps` for bf16 and in-register widening for
+//! f16, else widened inside the kernel); the other 16-bit sparse formats widen: the weights
+//! to f32 panels once (weight-stationary), the stored activations on every pass before the
+//! f32 kernel runs. int8 quantises the weights per output channel and the activations with
 //! one scale, multiplies into exact i32 sums ([`super::kernels::precision`]) and dequantises;
 //! the check then requires the candidate's i32 sums to equal the comparator's exactly.
 
 use super::error::{ExecError, PrepareError};
 use super::evidence::OpFidelity;
 use super::kernels::dense::{DenseWeights, gemm_f32};
-use super::kernels::precision::{self, DenseBf16, Half, HalfBuf, SparseI8, TwoOfFourBf16};
+use super::kernels::precision::{
+    self, DenseBf16, DenseF16, Half, HalfBuf, SparseI8, TwoOfFourBf16, TwoOfFourF16,
+};
 use super::kernels::{KernelError, SparseWeights};
 use crate::domain::{GemmOp, Precision, Sparsity};
 use crate::ingress::checkpoint::Checkpoint;
@@ -43,11 +46,11 @@ struct PreparedOp {
     /// Dense weights as the comparator sees them: pruned for sparse ops, laid out once for
     /// the dense kernel as the sparse ones are for theirs.
     dense_w: DenseKernel,
-    /// The compressed weights when the op takes the sparse path (f32 values; a bf16 2:4 op
-    /// holds `two_of_four_bf16` instead).
+    /// The compressed weights when the op takes the sparse path (f32 values; a 16-bit 2:4
+    /// op holds `two_of_four_half` instead).
     sparse: Option<SparseWeights>,
-    /// The bf16 2:4 weights when a bf16 op takes the sparse 2:4 path.
-    two_of_four_bf16: Option<TwoOfFourBf16>,
+    /// The 16-bit 2:4 weights when a bf16 or fp16 op takes the sparse 2:4 path.
+    two_of_four_half: Option<TwoOfFourHalf>,
     x: Vec<f32>,
     y_candidate: Vec<f32>,
     y_comparator: Vec<f32>,
@@ -61,11 +64,12 @@ struct PreparedOp {
     int8: Option<Int8Op>,
 }
 
-/// The dense kernel of an op: f32 weights (fp32, fp16 widened, and the int8 slices' f32
-/// copy) or bf16 weights on the bf16 kernel.
+/// The dense kernel of an op: f32 weights (fp32, and the int8 slices' f32 copy) or 16-bit
+/// weights on the 16-bit kernels.
 enum DenseKernel {
     F32(DenseWeights),
     Bf16(DenseBf16),
+    F16(DenseF16),
 }
 
 impl DenseKernel {
@@ -73,6 +77,41 @@ impl DenseKernel {
         match self {
             DenseKernel::F32(d) => d.value_bytes(),
             DenseKernel::Bf16(d) => d.value_bytes(),
+            DenseKernel::F16(d) => d.value_bytes(),
+        }
+    }
+}
+
+/// 2:4 weights in the compact 16-bit format of the op's precision.
+enum TwoOfFourHalf {
+    Bf16(TwoOfFourBf16),
+    F16(TwoOfFourF16),
+}
+
+impl TwoOfFourHalf {
+    /// The compact form of a 2:4 matrix for a 16-bit precision (`None` otherwise).
+    fn new(a: &super::kernels::nm::NmMatrix, precision: Precision) -> Option<TwoOfFourHalf> {
+        match precision {
+            Precision::Bf16 => TwoOfFourBf16::from_two_of_four(a).map(TwoOfFourHalf::Bf16),
+            Precision::Fp16 => TwoOfFourF16::from_two_of_four(a).map(TwoOfFourHalf::F16),
+            Precision::Fp32 | Precision::Int8 => None,
+        }
+    }
+
+    /// The product on the stored activations (of the same storage type, by construction).
+    fn spmm(&self, threads: usize, x: &HalfBuf, y: &mut [f32], m: usize) -> Result<(), KernelError> {
+        match (self, x) {
+            (TwoOfFourHalf::Bf16(a), HalfBuf::Bf16(x)) => a.spmm(threads, x, y, m),
+            (TwoOfFourHalf::F16(a), HalfBuf::F16(x)) => a.spmm(threads, x, y, m),
+            (TwoOfFourHalf::Bf16(a), _) => a.spmm(threads, &[], y, m),
+            (TwoOfFourHalf::F16(a), _) => a.spmm(threads, &[], y, m),
+        }
+    }
+
+    fn bytes(&self) -> (usize, usize) {
+        match self {
+            TwoOfFourHalf::Bf16(a) => (a.value_bytes(), a.metadata_bytes()),
+            TwoOfFourHalf::F16(a) => (a.value_bytes(), a.metadata_bytes()),
         }
     }
 }
@@ -87,8 +126,8 @@ impl PreparedOp {
         }
     }
 
-    /// The dense product into the candidate's output or the comparator's: bf16 on the stored
-    /// activations, f32 on the widened ones.
+    /// The dense product into the candidate's output or the comparator's: 16-bit on the
+    /// stored activations, f32 on the widened ones.
     fn run_dense(&mut self, threads: usize, candidate: bool) -> Result<(), KernelError> {
         if let DenseKernel::F32(_) = self.dense_w {
             self.widen_activations()?;
@@ -102,6 +141,8 @@ impl PreparedOp {
         match (&self.dense_w, &self.x_store) {
             (DenseKernel::Bf16(d), Some(HalfBuf::Bf16(x))) => d.gemm(threads, x, y, m),
             (DenseKernel::Bf16(d), _) => d.gemm(threads, &[], y, m),
+            (DenseKernel::F16(d), Some(HalfBuf::F16(x))) => d.gemm(threads, x, y, m),
+            (DenseKernel::F16(d), _) => d.gemm(threads, &[], y, m),
             (DenseKernel::F32(d), _) => d.gemm(threads, &self.x, y, m),
         }
     }
@@ -181,7 +222,7 @@ impl Workload {
             }
             return precision::dequantize(&q.acc_candidate, &q.w_scale, q.x_scale, &mut p.y_candidate, m);
         }
-        if let (Some(a), Some(HalfBuf::Bf16(x))) = (&p.two_of_four_bf16, &p.x_store) {
+        if let (Some(a), Some(x)) = (&p.two_of_four_half, &p.x_store) {
             return a.spmm(threads, x, &mut p.y_candidate, m);
         }
         if p.sparse.is_none() {
@@ -273,9 +314,9 @@ impl Workload {
                     .map_or(q.w.len(), |a| a.value_bytes() + a.metadata_bytes()),
                 (None, Some(a)) => a.value_bytes() + a.metadata_bytes(),
                 (None, None) => p
-                    .two_of_four_bf16
+                    .two_of_four_half
                     .as_ref()
-                    .map_or(p.dense_w.value_bytes(), |a| a.value_bytes() + a.metadata_bytes()),
+                    .map_or(p.dense_w.value_bytes(), |a| a.bytes().0 + a.bytes().1),
             })
             .sum()
     }
@@ -290,7 +331,7 @@ impl Workload {
                     .sparse
                     .as_ref()
                     .map(|a| (a.value_bytes(), a.metadata_bytes()))
-                    .or_else(|| (p.two_of_four_bf16.as_ref()).map(|a| (a.value_bytes(), a.metadata_bytes()))),
+                    .or_else(|| p.two_of_four_half.as_ref().map(TwoOfFourHalf::bytes)),
             })
             .fold((0, 0), |(v, m), (a, b)| (v + a, m + b))
     }
@@ -400,26 +441,34 @@ fn prepare_op(
             sparse: kept,
         });
     }
-    // bf16: the bf16 kernels on the stored values (exact: the weights were rounded above);
-    // a 2:4 op's candidate is the compact bf16 form of its compressed weights.
-    let two_of_four_bf16 = match (&sparse, precision) {
-        (Some(SparseWeights::Nm(a)), Precision::Bf16) => TwoOfFourBf16::from_two_of_four(a),
+    // bf16, fp16: the 16-bit kernels on the stored values (exact: the weights were rounded
+    // above); a 2:4 op's candidate is the compact 16-bit form of its compressed weights.
+    let two_of_four_half = match &sparse {
+        Some(SparseWeights::Nm(a)) => TwoOfFourHalf::new(a, precision),
         _ => None,
     };
-    if two_of_four_bf16.is_some() {
+    if two_of_four_half.is_some() {
         sparse = None;
     }
-    let dense_w = if precision == Precision::Bf16 {
-        let stored: Vec<half::bf16> = dense_w.iter().map(|&v| half::bf16::from_f32(v)).collect();
-        DenseKernel::Bf16(DenseBf16::new(&stored, n, k).map_err(PrepareError::DenseLayout)?)
-    } else {
-        DenseKernel::F32(DenseWeights::new(dense_w, n, k).map_err(PrepareError::DenseLayout)?)
+    let layout = PrepareError::DenseLayout;
+    let dense_w = match precision {
+        Precision::Bf16 => {
+            let stored: Vec<half::bf16> = dense_w.iter().map(|&v| half::bf16::from_f32(v)).collect();
+            DenseKernel::Bf16(DenseBf16::new(&stored, n, k).map_err(layout)?)
+        }
+        Precision::Fp16 => {
+            let stored: Vec<half::f16> = dense_w.iter().map(|&v| half::f16::from_f32(v)).collect();
+            DenseKernel::F16(DenseF16::new(&stored, n, k).map_err(layout)?)
+        }
+        Precision::Fp32 | Precision::Int8 => {
+            DenseKernel::F32(DenseWeights::new(dense_w, n, k).map_err(layout)?)
+        }
     };
     Ok(PreparedOp {
         op: op.clone(),
         dense_w,
         sparse,
-        two_of_four_bf16,
+        two_of_four_half,
         x,
         y_candidate: zeros(n, m)?,
         y_comparator: zeros(n, m)?,
@@ -527,12 +576,12 @@ mod weight_tests {
 }
 
 #[cfg(test)]
-mod bf16_tests {
+mod half_tests {
     use super::*;
     use crate::execute::kernels::isa::{Form, Operands, isa_path};
 
-    /// A bf16 op prepared and run on both sides, with the check the runs make.
-    fn run_bf16(sparsity: Sparsity, path: KernelPath) -> Workload {
+    /// A 16-bit op prepared and run on both sides, with the check the runs make.
+    fn run_half(sparsity: Sparsity, path: KernelPath, precision: Precision) -> Workload {
         let op = GemmOp {
             name: "w".into(),
             m: 9,
@@ -543,7 +592,7 @@ mod bf16_tests {
         let p = prepare_op(
             &op,
             path,
-            (sparsity, Precision::Bf16),
+            (sparsity, precision),
             WeightSource::Drawn(WeightDistribution::Uniform),
             2,
             &mut rng,
@@ -560,53 +609,84 @@ mod bf16_tests {
     }
 
     #[test]
-    fn issue_20_bf16_ops_run_the_bf16_kernels_on_stored_bf16() {
+    fn issue_20_16_bit_ops_run_the_16_bit_kernels_on_stored_values() {
         let (n, k) = (40, 68);
-        let dense = run_bf16(Sparsity::Dense, KernelPath::Dense);
-        let p = &dense.ops[0];
-        assert!(matches!(p.dense_w, DenseKernel::Bf16(_)));
-        assert_eq!(dense.weight_bytes(), n * k * 2, "bf16 weights, as stored");
-        if let DenseKernel::Bf16(d) = &p.dense_w {
-            assert_eq!(d.isa_path(), isa_path(Operands::Bf16, Form::Dense));
+        for (precision, operands) in [
+            (Precision::Bf16, Operands::Bf16),
+            (Precision::Fp16, Operands::F16),
+        ] {
+            let dense = run_half(Sparsity::Dense, KernelPath::Dense, precision);
+            let p = &dense.ops[0];
+            assert_eq!(
+                dense.weight_bytes(),
+                n * k * 2,
+                "{precision:?} weights, as stored"
+            );
+            let path = match &p.dense_w {
+                DenseKernel::Bf16(d) if precision == Precision::Bf16 => d.isa_path(),
+                DenseKernel::F16(d) if precision == Precision::Fp16 => d.isa_path(),
+                _ => panic!("{precision:?} on the wrong dense kernel"),
+            };
+            assert_eq!(path, isa_path(operands, Form::Dense));
+            // The comparator's product is the f32 product of the stored operands.
+            let (w, x) = (p.dense_w_f32(), p.x_store.as_ref().unwrap().to_f32());
+            let mut want = vec![0.0; n * 9];
+            gemm_f32(1, &w, &x, &mut want, n, k, 9).unwrap();
+            let err = want
+                .iter()
+                .zip(&p.y_comparator)
+                .fold(0.0f32, |e, (a, b)| e.max((a - b).abs()));
+            assert!(err < 1e-5, "{precision:?}: {err}");
+
+            let nm = run_half(Sparsity::NOfM { n: 2, m: 4 }, KernelPath::Sparse, precision);
+            let p = &nm.ops[0];
+            assert!(
+                p.sparse.is_none() && p.two_of_four_half.is_some(),
+                "{precision:?}"
+            );
+            // A nibble per group of four, each row on a byte (K = 68: 17 nibbles, 9 bytes).
+            let index_bytes = n * k.div_ceil(8);
+            assert_eq!(
+                nm.sparse_bytes(),
+                (n * k, index_bytes),
+                "{precision:?} values and indices"
+            );
+            assert_eq!(nm.weight_bytes(), n * k + index_bytes);
+
+            // Other patterns keep the widened f32 kernels against the 16-bit comparator.
+            let csr = run_half(
+                Sparsity::Unstructured { density: 0.5 },
+                KernelPath::Sparse,
+                precision,
+            );
+            assert!(csr.ops[0].sparse.is_some() && csr.ops[0].two_of_four_half.is_none());
+            assert!(
+                !matches!(csr.ops[0].dense_w, DenseKernel::F32(_)),
+                "{precision:?}"
+            );
         }
-        // The comparator's product is the f32 product of the stored operands.
-        let (w, x) = (p.dense_w_f32(), p.x_store.as_ref().unwrap().to_f32());
-        let mut want = vec![0.0; n * 9];
-        gemm_f32(1, &w, &x, &mut want, n, k, 9).unwrap();
-        let err = want
-            .iter()
-            .zip(&p.y_comparator)
-            .fold(0.0f32, |e, (a, b)| e.max((a - b).abs()));
-        assert!(err < 1e-5, "{err}");
-
-        let nm = run_bf16(Sparsity::NOfM { n: 2, m: 4 }, KernelPath::Sparse);
-        let p = &nm.ops[0];
-        assert!(p.sparse.is_none() && p.two_of_four_bf16.is_some());
-        // A nibble per group of four, each row on a byte (K = 68: 17 nibbles, 9 bytes).
-        let index_bytes = n * k.div_ceil(8);
-        assert_eq!(
-            nm.sparse_bytes(),
-            (n * k, index_bytes),
-            "bf16 pairs and their indices"
-        );
-        assert_eq!(nm.weight_bytes(), n * k + index_bytes);
-
-        // Other patterns keep the widened f32 kernels against the bf16 comparator.
-        let csr = run_bf16(Sparsity::Unstructured { density: 0.5 }, KernelPath::Sparse);
-        assert!(csr.ops[0].sparse.is_some() && csr.ops[0].two_of_four_bf16.is_none());
-        assert!(matches!(csr.ops[0].dense_w, DenseKernel::Bf16(_)));
     }
 
     impl PreparedOp {
         /// The comparator's weights, widened (for the test's own product).
         fn dense_w_f32(&self) -> Vec<f32> {
             let (n, k) = (self.op.n, self.op.k);
-            let mut eye = vec![half::bf16::ZERO; k * k];
-            (0..k).for_each(|i| eye[i * k + i] = half::bf16::ONE);
+            let eye = |one: f32| -> Vec<f32> {
+                (0..k * k)
+                    .map(|i| if i % (k + 1) == 0 { one } else { 0.0 })
+                    .collect()
+            };
             let mut w = vec![0.0; n * k];
             match &self.dense_w {
-                DenseKernel::Bf16(d) => d.gemm(1, &eye, &mut w, k).unwrap(),
-                DenseKernel::F32(_) => unreachable!("a bf16 op"),
+                DenseKernel::Bf16(d) => {
+                    let e: Vec<half::bf16> = eye(1.0).into_iter().map(half::bf16::from_f32).collect();
+                    d.gemm(1, &e, &mut w, k).unwrap()
+                }
+                DenseKernel::F16(d) => {
+                    let e: Vec<half::f16> = eye(1.0).into_iter().map(half::f16::from_f32).collect();
+                    d.gemm(1, &e, &mut w, k).unwrap()
+                }
+                DenseKernel::F32(_) => unreachable!("a 16-bit op"),
             }
             w
         }

@@ -111,14 +111,18 @@ fn select_sim(
     }
 }
 
-/// [`select`], with the storage conversion named for fp16/bf16 sparse kernels (bf16 2:4 has
-/// a kernel of its own).
+/// [`select`], with the storage conversion named for fp16/bf16 sparse kernels (bf16 and fp16
+/// 2:4 have kernels of their own).
 fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath, String) {
     let (path, reason) = select(precision, sparsity, op);
     match precision {
         Precision::Bf16 if path == KernelPath::Sparse && sparsity == (Sparsity::NOfM { n: 2, m: 4 }) => (
             path,
             format!("{reason}; bf16 2:4 compact kernel (bf16 pairs, 2-bit indices; {BF16_KERNEL})"),
+        ),
+        Precision::Fp16 if path == KernelPath::Sparse && sparsity == (Sparsity::NOfM { n: 2, m: 4 }) => (
+            path,
+            format!("{reason}; fp16 2:4 compact kernel (f16 values, 2-bit indices; {F16_KERNEL})"),
         ),
         Precision::Fp16 | Precision::Bf16 if path == KernelPath::Sparse => (
             path,
@@ -131,12 +135,16 @@ fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelP
 /// How the bf16 kernels multiply, which lowering cannot know for the machine that will run
 /// them.
 const BF16_KERNEL: &str = "vdpbf16ps where the CPU has AVX-512 BF16, else widened to f32 panels";
+/// How the f16 kernels multiply: no x86 instruction but AMX-FP16 multiplies f16 into f32
+/// sums, so the weights stream as f16 and widen in registers.
+const F16_KERNEL: &str =
+    "f16 streamed and widened in registers for f32 FMA where the CPU has AVX-512, else widened to f32 panels";
 
 /// The dense kernel a precision runs on.
 fn dense_kernel(precision: Precision) -> String {
     match precision {
         Precision::Fp32 => "dense f32 GEMM".into(),
-        Precision::Fp16 => "dense GEMM on f16 storage widened to f32 panels".into(),
+        Precision::Fp16 => format!("dense fp16 GEMM ({F16_KERNEL})"),
         Precision::Bf16 => format!("dense bf16 GEMM ({BF16_KERNEL})"),
         Precision::Int8 => "dense int8 GEMM into i32".into(),
     }

@@ -31,6 +31,8 @@ pub enum Form {
 pub enum IsaPath {
     /// bf16 pairs into f32 with `vdpbf16ps` (AVX-512 BF16).
     Avx512Bf16,
+    /// f16 weights streamed as f16, widened in registers (`vcvtph2ps`) for f32 FMA on zmm.
+    Avx512F16Widen,
     /// int8 quads into i32 with `vpdpbusd` (AVX-512 VNNI).
     Avx512Vnni,
     /// f32 FMA on zmm (AVX-512F).
@@ -50,6 +52,7 @@ impl IsaPath {
     pub fn name(self) -> &'static str {
         match self {
             IsaPath::Avx512Bf16 => "avx512-bf16",
+            IsaPath::Avx512F16Widen => "avx512-f16-cvtph",
             IsaPath::Avx512Vnni => "avx512-vnni",
             IsaPath::Avx512F32 => "avx512-f32",
             IsaPath::Avx2F32 => "avx2-f32",
@@ -71,8 +74,12 @@ impl std::fmt::Display for IsaPath {
 pub fn isa_path(operands: Operands, form: Form) -> IsaPath {
     match (operands, form) {
         #[cfg(target_arch = "x86_64")]
-        (Operands::Bf16, Form::Dense | Form::TwoOfFour) if super::bf16_dot::available() => {
+        (Operands::Bf16, Form::Dense | Form::TwoOfFour) if super::half_dot::available() => {
             IsaPath::Avx512Bf16
+        }
+        #[cfg(target_arch = "x86_64")]
+        (Operands::F16, Form::Dense | Form::TwoOfFour) if super::half_dot::f16_available() => {
+            IsaPath::Avx512F16Widen
         }
         (Operands::F16 | Operands::Bf16, _) => IsaPath::WidenF32,
         #[cfg(target_arch = "x86_64")]
@@ -105,12 +112,12 @@ mod tests {
     fn issue_20_paths_follow_the_detected_features() {
         let all = [Form::Dense, Form::TwoOfFour, Form::OtherSparse];
         for form in all {
-            assert_eq!(isa_path(Operands::F16, form), IsaPath::WidenF32, "{form:?}");
             assert_eq!(isa_path(Operands::F32, form), f32_path());
         }
+        assert_eq!(isa_path(Operands::F16, Form::OtherSparse), IsaPath::WidenF32);
         #[cfg(target_arch = "x86_64")]
         {
-            let bf16 = if crate::bf16_dot::available() {
+            let bf16 = if crate::half_dot::available() {
                 IsaPath::Avx512Bf16
             } else {
                 IsaPath::WidenF32
@@ -123,6 +130,13 @@ mod tests {
                 IsaPath::WidenI32
             };
             assert_eq!(isa_path(Operands::I8, Form::TwoOfFour), i8);
+            let f16 = if crate::half_dot::f16_available() {
+                IsaPath::Avx512F16Widen
+            } else {
+                IsaPath::WidenF32
+            };
+            assert_eq!(isa_path(Operands::F16, Form::Dense), f16);
+            assert_eq!(isa_path(Operands::F16, Form::TwoOfFour), f16);
         }
         assert_eq!(isa_path(Operands::Bf16, Form::OtherSparse), IsaPath::WidenF32);
         assert_eq!(IsaPath::Avx512Bf16.to_string(), "avx512-bf16");

@@ -14,8 +14,6 @@
 //! and `unsafe` lives here (the gate itself forbids `unsafe`), under the lints in this crate's
 //! `Cargo.toml`: each unsafe block says why it is sound and each unsafe function its contract.
 
-#[cfg(target_arch = "x86_64")]
-mod bf16_dot;
 pub mod bsr;
 mod bsr_few_tokens;
 pub mod csr;
@@ -24,6 +22,8 @@ mod csr_gather;
 pub mod dense;
 mod dense_lanes;
 mod error;
+#[cfg(target_arch = "x86_64")]
+mod half_dot;
 #[cfg(target_arch = "x86_64")]
 mod int8_two_of_four;
 #[cfg(target_arch = "x86_64")]

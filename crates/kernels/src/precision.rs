@@ -3,16 +3,19 @@
 //!
 //! * **bf16.** [`DenseBf16`] (the dense comparator) and [`TwoOfFourBf16`] (2:4, the compact
 //!   format: one bf16 pair and one nibble of indices per row and group of four) multiply
-//!   bf16 by bf16 into f32 sums with AVX-512 BF16 (`vdpbf16ps`, `super::bf16_dot`) where the
+//!   bf16 by bf16 into f32 sums with AVX-512 BF16 (`vdpbf16ps`, `super::half_dot`) where the
 //!   CPU has it, detected at run time: the operands are never widened, and the dense one is
 //!   what the CPU can do in bf16, not an f32 kernel on 16-bit storage. Without AVX-512 BF16
 //!   both widen (the weights once, the activations on every call) and run the f32 kernels.
-//!   [`gemm_half`] takes the bf16 kernel too. Other bf16 sparse formats still widen.
-//! * **f16.** Stored as 16-bit values and widened to f32 panels for the f32 kernels
-//!   ([`gemm_half`], [`super::dense::gemm_f32`]): this CPU (Zen 5) has no AVX512-FP16, and
-//!   F16C only converts, so an f16 fast path waits for hardware that multiplies f16.
-//!   Accumulation is f32, and the only error beyond f32's is the rounding of the operands to
-//!   the storage type.
+//!   [`gemm_half`] takes the bf16 kernel too. Other bf16 and f16 sparse formats still widen.
+//! * **f16.** [`DenseF16`] and [`TwoOfFourF16`] (the same compact 2:4 format) stream the
+//!   weights as f16 and widen them in registers (`vcvtph2ps`, `super::half_dot`) for f32
+//!   multiply-adds, on AVX-512F with F16C (and VBMI for 2:4): no x86 instruction short of
+//!   AMX-FP16 multiplies f16 into f32 sums (AVX-512 FP16's accumulate in f16), so this is
+//!   the best f16 comparator with f32 accumulation, and at few tokens, where the weight
+//!   bytes decide, twice the f32 one. Without AVX-512 both widen once and run the f32
+//!   kernels. Accumulation is f32; the only error beyond f32's is the rounding of the
+//!   operands to the storage type.
 //! * **int8.** [`gemm_i8`] (dense) and [`SparseI8`] (any pruned pattern, kept entries per row)
 //!   multiply i8 by i8 into exact i32 sums; [`quantize_per_channel`] and [`dequantize`] map to
 //!   and from f32 with one scale per output channel (weight row) and one for the activations.
@@ -95,9 +98,9 @@ impl HalfBuf {
 }
 
 /// `y[N×M] = w[N×K] · x[K×M]` with 16-bit stored operands and f32 accumulation, a one-off
-/// product: bf16 on the AVX-512 BF16 kernel where detected (the weights packed for this
-/// call, the panels unused), otherwise both operands widened into the caller's f32 panels
-/// `w_panel`, `x_panel` and the dense f32 kernel run.
+/// product: on the 16-bit kernel where detected (bf16 `vdpbf16ps`, f16 widened in registers;
+/// the weights packed for this call, the panels unused), otherwise both operands widened into
+/// the caller's f32 panels `w_panel`, `x_panel` and the dense f32 kernel run.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_half(
     threads: usize,
@@ -110,13 +113,12 @@ pub fn gemm_half(
     m: usize,
 ) -> Result<(), KernelError> {
     check_gemm(w.len(), x.len(), y.len(), n, k, m)?;
-    #[cfg(target_arch = "x86_64")]
-    if let (HalfBuf::Bf16(wb), HalfBuf::Bf16(xb)) = (w, x)
-        && super::bf16_dot::available()
-    {
-        let packed = super::bf16_dot::DensePairs::new(wb.reinterpret_cast(), n, k);
-        // SAFETY: the features were detected and the lengths checked above.
-        unsafe { packed.gemm(threads, xb.reinterpret_cast(), y, m) };
+    let done = match (w, x) {
+        (HalfBuf::Bf16(wb), HalfBuf::Bf16(xb)) => one_off(threads, wb, xb, y, (n, k, m)),
+        (HalfBuf::F16(wb), HalfBuf::F16(xb)) => one_off(threads, wb, xb, y, (n, k, m)),
+        _ => false,
+    };
+    if done {
         return Ok(());
     }
     w.to_f32_into(w_panel)?;
@@ -124,72 +126,154 @@ pub fn gemm_half(
     super::dense::gemm_f32(threads, w_panel, x_panel, y, n, k, m)
 }
 
+/// A one-off product on the 16-bit kernel of `T`, if this CPU runs it (lengths checked).
+fn one_off<T: Storage16>(
+    threads: usize,
+    w: &[T],
+    x: &[T],
+    y: &mut [f32],
+    (n, k, m): (usize, usize, usize),
+) -> bool {
+    match DenseHalf::<T>::build(w, n, k, true) {
+        Ok(d) if !matches!(d.stored, DenseHalfStored::Widened(_)) => d.gemm(threads, x, y, m).is_ok(),
+        _ => false,
+    }
+}
+
 thread_local! {
-    /// The widened activations of a bf16 product on a CPU without AVX-512 BF16, per thread.
+    /// The widened activations of a 16-bit product on a CPU without its kernel, per thread.
     static WIDENED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Run `f` on `x` widened to f32 (in a per-thread buffer).
-fn widened<R>(x: &[half::bf16], f: impl FnOnce(&[f32]) -> R) -> R {
+fn widened<T: Storage16, R>(x: &[T], f: impl FnOnce(&[f32]) -> R) -> R {
     let mut buf = WIDENED.with(|b| std::mem::take(&mut *b.borrow_mut()));
     buf.resize(x.len(), 0.0);
-    x.convert_to_f32_slice(&mut buf);
+    T::widen(x, &mut buf);
     let r = f(&buf);
     WIDENED.with(|b| *b.borrow_mut() = buf);
     r
 }
 
-/// Dense `n × k` bf16 weights laid out once for repeated products (weight-stationary): the
-/// dense bf16 comparator.
-///
-/// With AVX-512 BF16 (detected when built) the weights are packed as K-pairs for
-/// `vdpbf16ps` and the activations are multiplied as bf16; without it they are widened to
-/// f32 once and every product widens its activations and runs [`DenseWeights`].
-#[derive(Debug, Clone)]
-pub struct DenseBf16 {
-    n: usize,
-    k: usize,
-    stored: DenseBf16Stored,
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for half::bf16 {}
+    impl Sealed for half::f16 {}
 }
 
+/// A 16-bit storage type the 16-bit kernels take: [`half::bf16`] or [`half::f16`].
+pub trait Storage16: Copy + Send + Sync + 'static + sealed::Sealed {
+    /// Which one.
+    const KIND: Half;
+    /// Round to nearest even.
+    fn from_f32(v: f32) -> Self;
+    /// The value (exact).
+    fn to_f32(self) -> f32;
+    /// The values' bits.
+    fn bits(v: &[Self]) -> &[u16];
+    /// Widen `v` into `out` (same length).
+    fn widen(v: &[Self], out: &mut [f32]);
+}
+
+macro_rules! storage16 {
+    ($t:ty, $kind:expr) => {
+        impl Storage16 for $t {
+            const KIND: Half = $kind;
+            fn from_f32(v: f32) -> Self {
+                <$t>::from_f32(v)
+            }
+            fn to_f32(self) -> f32 {
+                <$t>::to_f32(self)
+            }
+            fn bits(v: &[Self]) -> &[u16] {
+                v.reinterpret_cast()
+            }
+            fn widen(v: &[Self], out: &mut [f32]) {
+                // The slice conversions use F16C when the CPU has it (runtime detection).
+                v.convert_to_f32_slice(out)
+            }
+        }
+    };
+}
+storage16!(half::bf16, Half::Bf16);
+storage16!(half::f16, Half::F16);
+
+/// Dense `n × k` 16-bit weights laid out once for repeated products (weight-stationary): the
+/// dense comparator of a bf16 or f16 slice.
+///
+/// Where the CPU runs the 16-bit kernels (detected when built) the weights are packed for
+/// them and streamed as 16-bit values: bf16 as K-pairs for `vdpbf16ps` (AVX-512 BF16), f16
+/// as 16-row halves widened in registers (AVX-512F + F16C; see `half_dot::f16` for why not
+/// AVX-512 FP16). Without them they are widened to f32 once and every product widens its
+/// activations and runs [`DenseWeights`].
 #[derive(Debug, Clone)]
-enum DenseBf16Stored {
+pub struct DenseHalf<T> {
+    n: usize,
+    k: usize,
+    stored: DenseHalfStored,
+    _storage: std::marker::PhantomData<T>,
+}
+
+/// The dense bf16 comparator.
+pub type DenseBf16 = DenseHalf<half::bf16>;
+/// The dense f16 comparator.
+pub type DenseF16 = DenseHalf<half::f16>;
+
+#[derive(Debug, Clone)]
+enum DenseHalfStored {
     #[cfg(target_arch = "x86_64")]
-    Pairs(super::bf16_dot::DensePairs),
+    Pairs(super::half_dot::DensePairs),
+    #[cfg(target_arch = "x86_64")]
+    Halves(super::half_dot::DenseHalves),
     Widened(DenseWeights),
 }
 
-impl DenseBf16 {
-    /// Lay out the row-major `n × k` bf16 weights `w`.
-    pub fn new(w: &[half::bf16], n: usize, k: usize) -> Result<DenseBf16, KernelError> {
-        DenseBf16::build(w, n, k, true)
+impl<T: Storage16> DenseHalf<T> {
+    /// Lay out the row-major `n × k` weights `w`.
+    pub fn new(w: &[T], n: usize, k: usize) -> Result<DenseHalf<T>, KernelError> {
+        DenseHalf::build(w, n, k, true)
     }
 
     /// [`Self::new`], on the widening path unless `fast` (tests run both on one CPU).
-    fn build(w: &[half::bf16], n: usize, k: usize, fast: bool) -> Result<DenseBf16, KernelError> {
+    fn build(w: &[T], n: usize, k: usize, fast: bool) -> Result<DenseHalf<T>, KernelError> {
         check_len("w", w.len(), n, k)?;
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = fast;
-        #[cfg(target_arch = "x86_64")]
-        if fast && super::bf16_dot::available() {
-            let stored = DenseBf16Stored::Pairs(super::bf16_dot::DensePairs::new(w.reinterpret_cast(), n, k));
-            return Ok(DenseBf16 { n, k, stored });
-        }
-        let stored = DenseBf16Stored::Widened(DenseWeights::new(w.to_f32_vec(), n, k)?);
-        Ok(DenseBf16 { n, k, stored })
+        let stored = match (fast, T::KIND) {
+            #[cfg(target_arch = "x86_64")]
+            (true, Half::Bf16) if super::half_dot::available() => {
+                DenseHalfStored::Pairs(super::half_dot::DensePairs::new(T::bits(w), n, k))
+            }
+            #[cfg(target_arch = "x86_64")]
+            (true, Half::F16) if super::half_dot::f16_available() => {
+                DenseHalfStored::Halves(super::half_dot::DenseHalves::new(T::bits(w), n, k))
+            }
+            _ => {
+                let mut wide = vec![0.0; w.len()];
+                T::widen(w, &mut wide);
+                DenseHalfStored::Widened(DenseWeights::new(wide, n, k)?)
+            }
+        };
+        Ok(DenseHalf {
+            n,
+            k,
+            stored,
+            _storage: std::marker::PhantomData,
+        })
     }
 
     /// `y[n × m] = W · x[k × m]`, f32 sums, on `threads` workers of the current rayon pool
     /// (1 runs on the calling thread).
-    pub fn gemm(&self, threads: usize, x: &[half::bf16], y: &mut [f32], m: usize) -> Result<(), KernelError> {
+    pub fn gemm(&self, threads: usize, x: &[T], y: &mut [f32], m: usize) -> Result<(), KernelError> {
         check_len("x", x.len(), self.k, m)?;
         check_len("y", y.len(), self.n, m)?;
         match &self.stored {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Pairs` is only built where the features were detected; the lengths
             // were checked above.
-            DenseBf16Stored::Pairs(p) => unsafe { p.gemm(threads, x.reinterpret_cast(), y, m) },
-            DenseBf16Stored::Widened(d) => return widened(x, |xf| d.gemm(threads, xf, y, m)),
+            DenseHalfStored::Pairs(p) => unsafe { p.gemm(threads, T::bits(x), y, m) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as for `Pairs`.
+            DenseHalfStored::Halves(h) => unsafe { h.gemm(threads, T::bits(x), y, m) },
+            DenseHalfStored::Widened(d) => return widened(x, |xf| d.gemm(threads, xf, y, m)),
         }
         Ok(())
     }
@@ -198,106 +282,119 @@ impl DenseBf16 {
     pub fn isa_path(&self) -> IsaPath {
         match self.stored {
             #[cfg(target_arch = "x86_64")]
-            DenseBf16Stored::Pairs(_) => IsaPath::Avx512Bf16,
-            DenseBf16Stored::Widened(_) => IsaPath::WidenF32,
+            DenseHalfStored::Pairs(_) => IsaPath::Avx512Bf16,
+            #[cfg(target_arch = "x86_64")]
+            DenseHalfStored::Halves(_) => IsaPath::Avx512F16Widen,
+            DenseHalfStored::Widened(_) => IsaPath::WidenF32,
         }
     }
 
-    /// Bytes of weight values a product streams, as stored: `n · k` bf16.
+    /// Bytes of weight values a product streams, as stored: `n · k` 16-bit values.
     pub fn value_bytes(&self) -> usize {
         self.n * self.k * 2
     }
 }
 
-/// 2:4 bf16 weights in the compact format: per row and group of four the two kept values as
-/// bf16 and their in-group positions as 2 bits each (a nibble per group), read as such by the
-/// kernel (`vpshufb` hands each row its activation pair, `vdpbf16ps` multiplies it) where the
-/// CPU has AVX-512 BF16 and VBMI. Without them it keeps the [`NmMatrix`] of the widened
-/// values and every product widens its activations.
+/// 2:4 16-bit weights in the compact format: per row and group of four the two kept values
+/// in the storage type and their in-group positions as 2 bits each (a nibble per group),
+/// read as such by the kernel where the CPU runs it: bf16 (`vpshufb` hands each row its
+/// activation pair, `vdpbf16ps` multiplies it; AVX-512 BF16 and VBMI), f16 (`vpermilps`
+/// hands each row its activation, the values widened in registers; AVX-512F and VBMI).
+/// Without them it keeps the [`NmMatrix`] of the widened values and every product widens its
+/// activations.
 #[derive(Debug, Clone)]
-pub struct TwoOfFourBf16 {
+pub struct TwoOfFourHalf<T> {
     rows: usize,
     k: usize,
     metadata_bytes: usize,
     stored: TwoOfFourStored,
+    _storage: std::marker::PhantomData<T>,
 }
+
+/// 2:4 bf16 weights in the compact format.
+pub type TwoOfFourBf16 = TwoOfFourHalf<half::bf16>;
+/// 2:4 f16 weights in the compact format.
+pub type TwoOfFourF16 = TwoOfFourHalf<half::f16>;
 
 #[derive(Debug, Clone)]
 enum TwoOfFourStored {
     #[cfg(target_arch = "x86_64")]
-    Pairs(super::bf16_dot::TwoOfFourPairs),
+    Pairs(super::half_dot::TwoOfFourPairs),
+    #[cfg(target_arch = "x86_64")]
+    Halves(super::half_dot::TwoOfFourHalves),
     /// Boxed: the matrix carries its lazily built execution copies inline.
     Widened(Box<NmMatrix>),
 }
 
-impl TwoOfFourBf16 {
-    /// Compress row-major `rows × k` bf16 weights that already satisfy 2:4 (at most two
+impl<T: Storage16> TwoOfFourHalf<T> {
+    /// Compress row-major `rows × k` weights that already satisfy 2:4 (at most two
     /// non-zeros in every group of four along K; see [`super::nm::prune_magnitude`]).
-    pub fn compress(w: &[half::bf16], rows: usize, k: usize) -> Result<TwoOfFourBf16, KernelError> {
+    pub fn compress(w: &[T], rows: usize, k: usize) -> Result<TwoOfFourHalf<T>, KernelError> {
         check_len("w", w.len(), rows, k)?;
-        let a = NmMatrix::compress(&w.to_f32_vec(), rows, k, 2, 4)?;
-        Ok(TwoOfFourBf16::from_nm_values(&a, true))
+        let mut wide = vec![0.0; w.len()];
+        T::widen(w, &mut wide);
+        let a = NmMatrix::compress(&wide, rows, k, 2, 4)?;
+        Ok(TwoOfFourHalf::from_nm_values(&a, true))
     }
 
-    /// The bf16 form of a 2:4 [`NmMatrix`] (`None` for another pattern), its kept values
-    /// rounded to bf16: exact for weights that were bf16 already, as a bf16 slice's are.
-    pub fn from_two_of_four(a: &NmMatrix) -> Option<TwoOfFourBf16> {
-        (a.pattern() == (2, 4)).then(|| TwoOfFourBf16::from_nm_values(a, true))
+    /// The 16-bit form of a 2:4 [`NmMatrix`] (`None` for another pattern), its kept values
+    /// rounded to `T`: exact for weights that were `T` already, as a slice's are.
+    pub fn from_two_of_four(a: &NmMatrix) -> Option<TwoOfFourHalf<T>> {
+        (a.pattern() == (2, 4)).then(|| TwoOfFourHalf::from_nm_values(a, true))
     }
 
     /// [`Self::from_two_of_four`] for a matrix known to be 2:4, on the widening path unless
     /// `fast`.
-    fn from_nm_values(a: &NmMatrix, fast: bool) -> TwoOfFourBf16 {
+    fn from_nm_values(a: &NmMatrix, fast: bool) -> TwoOfFourHalf<T> {
         let (rows, k) = (a.rows(), a.k());
-        let values: Vec<half::bf16> = a.values().iter().map(|&v| half::bf16::from_f32(v)).collect();
+        let values: Vec<T> = a.values().iter().map(|&v| T::from_f32(v)).collect();
+        let make = |stored| TwoOfFourHalf {
+            rows,
+            k,
+            metadata_bytes: a.metadata_bytes(),
+            stored,
+            _storage: std::marker::PhantomData,
+        };
         #[cfg(not(target_arch = "x86_64"))]
         let _ = fast;
         #[cfg(target_arch = "x86_64")]
-        if fast && super::bf16_dot::available() {
-            let row_bytes = k.div_ceil(8);
-            let pairs = super::bf16_dot::TwoOfFourPairs::new(
-                rows,
-                k,
-                values.reinterpret_cast(),
-                a.indices(),
-                row_bytes,
-            );
-            return TwoOfFourBf16 {
-                rows,
-                k,
-                metadata_bytes: a.metadata_bytes(),
-                stored: TwoOfFourStored::Pairs(pairs),
-            };
+        {
+            let (bits, row_bytes) = (T::bits(&values), k.div_ceil(8));
+            match T::KIND {
+                Half::Bf16 if fast && super::half_dot::available() => {
+                    let pairs = super::half_dot::TwoOfFourPairs::new(rows, k, bits, a.indices(), row_bytes);
+                    return make(TwoOfFourStored::Pairs(pairs));
+                }
+                Half::F16 if fast && super::half_dot::f16_available() => {
+                    let halves = super::half_dot::TwoOfFourHalves::new(rows, k, bits, a.indices(), row_bytes);
+                    return make(TwoOfFourStored::Halves(halves));
+                }
+                _ => {}
+            }
         }
         let widened = if values.iter().zip(a.values()).all(|(b, &f)| b.to_f32() == f) {
             a.clone()
         } else {
-            let dense: Vec<f32> = a
-                .decompress()
-                .iter()
-                .map(|&v| half::bf16::from_f32(v).to_f32())
-                .collect();
+            let dense: Vec<f32> = a.decompress().iter().map(|&v| T::from_f32(v).to_f32()).collect();
             // Rounding keeps every zero a zero (and may add some), so the pattern still holds.
             NmMatrix::compress(&dense, rows, k, 2, 4).unwrap_or_else(|_| a.clone())
         };
-        TwoOfFourBf16 {
-            rows,
-            k,
-            metadata_bytes: a.metadata_bytes(),
-            stored: TwoOfFourStored::Widened(Box::new(widened)),
-        }
+        make(TwoOfFourStored::Widened(Box::new(widened)))
     }
 
     /// `y[rows × m] = W · x[k × m]`, f32 sums, on `threads` workers of the current rayon pool
     /// (1 runs on the calling thread).
-    pub fn spmm(&self, threads: usize, x: &[half::bf16], y: &mut [f32], m: usize) -> Result<(), KernelError> {
+    pub fn spmm(&self, threads: usize, x: &[T], y: &mut [f32], m: usize) -> Result<(), KernelError> {
         check_len("x", x.len(), self.k, m)?;
         check_len("y", y.len(), self.rows, m)?;
         match &self.stored {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Pairs` is only built where the features were detected; the lengths
             // were checked above.
-            TwoOfFourStored::Pairs(p) => unsafe { p.spmm(threads, x.reinterpret_cast(), y, m) },
+            TwoOfFourStored::Pairs(p) => unsafe { p.spmm(threads, T::bits(x), y, m) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as for `Pairs`.
+            TwoOfFourStored::Halves(h) => unsafe { h.spmm(threads, T::bits(x), y, m) },
             TwoOfFourStored::Widened(a) => {
                 let schedule = super::schedule::schedule_cpu(m, self.rows, self.k, threads);
                 return widened(x, |xf| a.spmm_scheduled(&schedule, xf, y, m));
@@ -311,11 +408,13 @@ impl TwoOfFourBf16 {
         match self.stored {
             #[cfg(target_arch = "x86_64")]
             TwoOfFourStored::Pairs(_) => IsaPath::Avx512Bf16,
+            #[cfg(target_arch = "x86_64")]
+            TwoOfFourStored::Halves(_) => IsaPath::Avx512F16Widen,
             TwoOfFourStored::Widened(_) => IsaPath::WidenF32,
         }
     }
 
-    /// Bytes of kept values, as stored: two bf16 per group of four.
+    /// Bytes of kept values, as stored: two 16-bit values per group of four.
     pub fn value_bytes(&self) -> usize {
         self.rows * self.k
     }
@@ -754,40 +853,54 @@ mod tests {
         Ok(())
     }
 
-    /// bf16 values in [-1, 1], one in eight an exact zero.
-    fn bf16_values(len: usize) -> impl Strategy<Value = Vec<half::bf16>> {
+    /// 16-bit values in [-1, 1], one in eight an exact zero.
+    fn half_values<T: Storage16 + std::fmt::Debug>(len: usize) -> impl Strategy<Value = Vec<T>> {
         proptest::collection::vec(prop_oneof![7 => -1.0f32..1.0, 1 => Just(0.0f32)], len)
-            .prop_map(|v| v.into_iter().map(half::bf16::from_f32).collect())
+            .prop_map(|v| v.into_iter().map(T::from_f32).collect())
     }
 
-    /// Shapes around the bf16 kernels' edges (pairs, groups of four, 8-token tiles, 16-row
-    /// panels, 32- and 48-row blocks, 256- and 512-k blocks: `k_max` past the dense one) with
+    /// A product's shape and operands.
+    type HalfProduct<T> = (usize, usize, usize, Vec<T>, Vec<T>);
+
+    /// Shapes around the 16-bit kernels' edges (pairs, groups of four, 8-token tiles, 16-row
+    /// panels, 32- and 48-row blocks, 128- and 256-k blocks: `k_max` past the dense one) with
     /// operands to match; `k` a multiple of `k_step`.
-    fn bf16_product(
+    fn half_product<T: Storage16 + std::fmt::Debug>(
         max_n: usize,
         k_max: usize,
         k_step: usize,
         max_m: usize,
-    ) -> impl Strategy<Value = (usize, usize, usize, Vec<half::bf16>, Vec<half::bf16>)> {
+    ) -> impl Strategy<Value = HalfProduct<T>> {
         (1..max_n, 1..=k_max / k_step, 1..max_m).prop_flat_map(move |(n, kq, m)| {
             let k = kq * k_step;
-            (Just(n), Just(k), Just(m), bf16_values(n * k), bf16_values(k * m))
+            (
+                Just(n),
+                Just(k),
+                Just(m),
+                half_values::<T>(n * k),
+                half_values::<T>(k * m),
+            )
         })
     }
 
-    /// The first output of a bf16 product off the exact product of its bf16 operands by more
+    fn widen<T: Storage16>(v: &[T]) -> Vec<f32> {
+        v.iter().map(|e| e.to_f32()).collect()
+    }
+
+    /// The first output of a 16-bit product off the exact product of its operands by more
     /// than f32 summation allows: `2 · (K + 2) · 2⁻²⁴ · Σ|w·x|` (twice the worst-case bound,
-    /// for the f32 rounding of the reference itself). A wrong pair or index errs by a whole
-    /// term, about `Σ|w·x| / K`, far above it at these K.
-    fn bf16_mismatch(
+    /// for the f32 rounding of the reference itself; products of two bf16 or two f16 are
+    /// exact in f32). A wrong pair or index errs by a whole term, about `Σ|w·x| / K`, far
+    /// above it at these K.
+    fn half_mismatch<T: Storage16>(
         y: &[f32],
-        w: &[half::bf16],
-        x: &[half::bf16],
+        w: &[T],
+        x: &[T],
         n: usize,
         k: usize,
         m: usize,
     ) -> Option<String> {
-        let (wf, xf) = (w.to_f32_vec(), x.to_f32_vec());
+        let (wf, xf) = (widen(w), widen(x));
         let mut want = vec![0.0; n * m];
         gemm_naive(&wf, &xf, &mut want, n, k, m);
         let scale = abs_sums(&wf, &xf, n, k, m);
@@ -806,41 +919,54 @@ mod tests {
             })
     }
 
-    fn check_dense_bf16(
-        (n, k, m, w, x): (usize, usize, usize, Vec<half::bf16>, Vec<half::bf16>),
+    fn buf<T: Storage16>(v: &[T]) -> HalfBuf {
+        HalfBuf::from_f32(T::KIND, &widen(v))
+    }
+
+    fn check_dense_half<T: Storage16>(
+        (n, k, m, w, x): HalfProduct<T>,
         t: usize,
     ) -> Result<(), TestCaseError> {
         for fast in [true, false] {
-            let d = DenseBf16::build(&w, n, k, fast).unwrap();
+            let d = DenseHalf::<T>::build(&w, n, k, fast).unwrap();
             let mut y = vec![f32::NAN; n * m];
             d.gemm(t, &x, &mut y, m).unwrap();
-            if let Some(e) = bf16_mismatch(&y, &w, &x, n, k, m) {
-                prop_assert!(false, "DenseBf16 {n}x{k}x{m} t={t} {:?}: {e}", d.isa_path());
+            if let Some(e) = half_mismatch(&y, &w, &x, n, k, m) {
+                prop_assert!(
+                    false,
+                    "Dense {:?} {n}x{k}x{m} t={t} {:?}: {e}",
+                    T::KIND,
+                    d.isa_path()
+                );
             }
         }
         let (mut wp, mut xp, mut y) = (vec![0.0; n * k], vec![0.0; k * m], vec![f32::NAN; n * m]);
-        let (wh, xh) = (HalfBuf::Bf16(w.clone()), HalfBuf::Bf16(x.clone()));
-        gemm_half(t, &wh, &xh, (&mut wp, &mut xp), &mut y, n, k, m).unwrap();
-        if let Some(e) = bf16_mismatch(&y, &w, &x, n, k, m) {
-            prop_assert!(false, "gemm_half bf16 {n}x{k}x{m} t={t}: {e}");
+        gemm_half(t, &buf(&w), &buf(&x), (&mut wp, &mut xp), &mut y, n, k, m).unwrap();
+        if let Some(e) = half_mismatch(&y, &w, &x, n, k, m) {
+            prop_assert!(false, "gemm_half {:?} {n}x{k}x{m} t={t}: {e}", T::KIND);
         }
         Ok(())
     }
 
-    fn check_two_of_four_bf16(
-        (n, k, m, w, x): (usize, usize, usize, Vec<half::bf16>, Vec<half::bf16>),
+    fn check_two_of_four_half<T: Storage16>(
+        (n, k, m, w, x): HalfProduct<T>,
         t: usize,
     ) -> Result<(), TestCaseError> {
-        let pruned = nm::prune_magnitude(&w.to_f32_vec(), n, k, 2, 4);
-        let w: Vec<half::bf16> = pruned.iter().map(|&v| half::bf16::from_f32(v)).collect();
-        let a = nm::NmMatrix::compress(&w.to_f32_vec(), n, k, 2, 4).unwrap();
+        let pruned = nm::prune_magnitude(&widen(&w), n, k, 2, 4);
+        let w: Vec<T> = pruned.iter().map(|&v| T::from_f32(v)).collect();
+        let a = nm::NmMatrix::compress(&widen(&w), n, k, 2, 4).unwrap();
         for fast in [true, false] {
-            let s = TwoOfFourBf16::from_nm_values(&a, fast);
+            let s = TwoOfFourHalf::<T>::from_nm_values(&a, fast);
             prop_assert_eq!((s.value_bytes(), s.metadata_bytes()), (n * k, n * k.div_ceil(8)));
             let mut y = vec![f32::NAN; n * m];
             s.spmm(t, &x, &mut y, m).unwrap();
-            if let Some(e) = bf16_mismatch(&y, &w, &x, n, k, m) {
-                prop_assert!(false, "TwoOfFourBf16 {n}x{k}x{m} t={t} {:?}: {e}", s.isa_path());
+            if let Some(e) = half_mismatch(&y, &w, &x, n, k, m) {
+                prop_assert!(
+                    false,
+                    "2:4 {:?} {n}x{k}x{m} t={t} {:?}: {e}",
+                    T::KIND,
+                    s.isa_path()
+                );
             }
         }
         Ok(())
@@ -849,26 +975,48 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
-        fn issue_20_dense_bf16_matches_naive(p in bf16_product(110, 90, 1, 40), t in 1usize..3) {
-            check_dense_bf16(p, t)?;
+        fn issue_20_dense_bf16_matches_naive(p in half_product::<half::bf16>(110, 90, 1, 40), t in 1usize..3) {
+            check_dense_half(p, t)?;
         }
 
         #[test]
-        fn issue_20_two_of_four_bf16_matches_naive(p in bf16_product(80, 96, 4, 40), t in 1usize..3) {
-            check_two_of_four_bf16(p, t)?;
+        fn issue_20_two_of_four_bf16_matches_naive(p in half_product::<half::bf16>(80, 96, 4, 40), t in 1usize..3) {
+            check_two_of_four_half(p, t)?;
+        }
+
+        #[test]
+        fn issue_20_dense_f16_matches_naive(p in half_product::<half::f16>(110, 90, 1, 40), t in 1usize..3) {
+            check_dense_half(p, t)?;
+        }
+
+        #[test]
+        fn issue_20_two_of_four_f16_matches_naive(p in half_product::<half::f16>(80, 96, 4, 40), t in 1usize..3) {
+            check_two_of_four_half(p, t)?;
         }
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(10))]
         #[test]
-        fn issue_20_dense_bf16_matches_naive_across_k_blocks(p in bf16_product(60, 700, 1, 20), t in 1usize..3) {
-            check_dense_bf16(p, t)?;
+        fn issue_20_dense_bf16_matches_naive_across_k_blocks(p in half_product::<half::bf16>(60, 700, 1, 20), t in 1usize..3) {
+            check_dense_half(p, t)?;
         }
 
         #[test]
-        fn issue_20_two_of_four_bf16_matches_naive_across_k_blocks(p in bf16_product(40, 1200, 4, 20), t in 1usize..3) {
-            check_two_of_four_bf16(p, t)?;
+        fn issue_20_two_of_four_bf16_matches_naive_across_k_blocks(p in half_product::<half::bf16>(40, 1200, 4, 20), t in 1usize..3) {
+            check_two_of_four_half(p, t)?;
+        }
+
+        // Past 8 tokens a task runs several tiles over a K block: the first widens the block
+        // once for the others (issue 20).
+        #[test]
+        fn issue_20_dense_f16_matches_naive_across_k_blocks(p in half_product::<half::f16>(60, 700, 1, 40), t in 1usize..3) {
+            check_dense_half(p, t)?;
+        }
+
+        #[test]
+        fn issue_20_two_of_four_f16_matches_naive_across_k_blocks(p in half_product::<half::f16>(40, 1200, 4, 40), t in 1usize..3) {
+            check_two_of_four_half(p, t)?;
         }
     }
 

@@ -1,5 +1,6 @@
-//! bf16 products on AVX-512 BF16: `y[N×M] = w[N×K] · x[K×M]` with bf16 operands and f32
-//! accumulation, dense ([`DensePairs`]) and 2:4 compact ([`TwoOfFourPairs`]).
+//! 16-bit products with f32 sums, rows in lanes: `y[N×M] = w[N×K] · x[K×M]`. bf16 on
+//! AVX-512 BF16, dense ([`DensePairs`]) and 2:4 compact ([`TwoOfFourPairs`]), here; f16 on
+//! the same driver with in-register widening in [`f16`] (its doc says why not AVX-512 FP16).
 //!
 //! Why dedicated kernels: widening bf16 to f32 panels and running the f32 kernel does one
 //! multiply per f32 lane, while `vdpbf16ps` multiplies a *pair* of bf16 per lane and adds
@@ -399,6 +400,14 @@ macro_rules! pick_tile {
 /// A register tile: weights (and nibbles) at the block's first step, activations, steps,
 /// sums, pass.
 type TileFn<W> = unsafe fn(W, *const u32, usize, *mut f32, Pass);
+
+mod f16;
+pub(super) use f16::{DenseHalves, TwoOfFourHalves};
+
+/// Whether this CPU runs the f16 kernels ([`DenseHalves`], [`TwoOfFourHalves`]).
+pub(super) fn f16_available() -> bool {
+    f16::available()
+}
 
 impl Packed for DensePairs {
     type Step = u32;
