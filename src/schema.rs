@@ -39,6 +39,10 @@ pub const COMMITTED: &[CommittedSchema] = &[
         generate::<crate::execute::bench::BenchReport>,
     ),
     (
+        "bench-sweep.schema.json",
+        generate::<crate::execute::bench::SweepReport>,
+    ),
+    (
         "bless-report.schema.json",
         generate::<Vec<crate::validate::golden::BlessChange>>,
     ),

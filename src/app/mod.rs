@@ -20,7 +20,7 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
-pub use bench::bench;
+pub use bench::{bench, bench_sweep};
 pub use bless::bless;
 pub use gate::{GateReport, gate};
 pub use history::{HistoryOutcome, default_history_path, history_runs};

@@ -194,6 +194,96 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
     })
 }
 
+/// One shape at several token counts, and where the sparse kernel stops paying: the
+/// answer to "below how many tokens does sparse win on this CPU?" (issue 20). The type is
+/// the format (`schemas/bench-sweep.schema.json`, drift-checked).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct SweepReport {
+    /// The weights' shape, `NxK`.
+    pub weights: String,
+    /// The sparsity, in pack form.
+    pub sparsity: String,
+    /// The precision.
+    pub precision: Precision,
+    /// Worker threads.
+    pub threads: usize,
+    /// One benchmark per swept token count, in ascending order.
+    pub points: Vec<BenchReport>,
+    /// Where the speedup crosses 1.
+    pub break_even: BreakEven,
+}
+
+/// Where a sweep's speedup crosses 1, from the measured points and their intervals.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct BreakEven {
+    /// The largest swept token count up to which every point wins (its speedup interval
+    /// lies above 1); `null` when the first does not.
+    pub wins_through: Option<usize>,
+    /// The smallest swept token count from which every point loses (its interval lies below
+    /// 1); `null` when the last does not.
+    pub loses_from: Option<usize>,
+    /// Tokens at which the speedup estimate first falls through 1, interpolated on log tokens
+    /// between the two swept counts around it; `null` when it never does (or starts below).
+    pub tokens: Option<f64>,
+}
+
+/// [`bench_gemm`] of `req`'s weights at each of `tokens` (sorted, deduplicated), and the
+/// break-even point.
+pub fn sweep_tokens(req: &BenchRequest, tokens: &[usize]) -> Result<SweepReport, BenchError> {
+    let mut tokens = tokens.to_vec();
+    tokens.sort_unstable();
+    tokens.dedup();
+    if tokens.first().is_none_or(|&t| t == 0) {
+        return Err(BenchError::Execution(
+            "a sweep needs token counts of at least 1".into(),
+        ));
+    }
+    let points = tokens
+        .iter()
+        .map(|&m| bench_gemm(&BenchRequest { m, ..req.clone() }))
+        .collect::<Result<Vec<_>, _>>()?;
+    let measured: Vec<(usize, Interval)> = tokens
+        .iter()
+        .copied()
+        .zip(points.iter().map(|p| p.speedup))
+        .collect();
+    Ok(SweepReport {
+        weights: format!("{}x{}", req.n, req.k),
+        sparsity: req.sparsity.to_string(),
+        precision: req.precision,
+        threads: req.threads.max(1),
+        points,
+        break_even: break_even(&measured),
+    })
+}
+
+/// The break-even of speedups measured at ascending token counts.
+pub fn break_even(points: &[(usize, Interval)]) -> BreakEven {
+    let wins = |i: &Interval| i.low.is_some_and(|l| l > 1.0);
+    let loses = |i: &Interval| i.high.is_some_and(|h| h < 1.0);
+    let wins_through = points.iter().take_while(|(_, i)| wins(i)).last().map(|(t, _)| *t);
+    let loses_from = points
+        .iter()
+        .rev()
+        .take_while(|(_, i)| loses(i))
+        .last()
+        .map(|(t, _)| *t);
+    let tokens = points.windows(2).find_map(|w| {
+        let ((t0, a), (t1, b)) = (w[0], w[1]);
+        (a.estimate >= 1.0 && b.estimate < 1.0).then(|| {
+            let (l0, l1) = ((t0 as f64).ln(), (t1 as f64).ln());
+            (l0 + (l1 - l0) * (a.estimate - 1.0) / (a.estimate - b.estimate)).exp()
+        })
+    });
+    // A sweep that starts below 1 has no break-even below which sparse wins.
+    let tokens = tokens.filter(|_| points.first().is_some_and(|(_, i)| i.estimate >= 1.0));
+    BreakEven {
+        wins_through,
+        loses_from,
+        tokens,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +324,52 @@ mod tests {
             assert_eq!(r.path, want, "{s}: {}", r.reason);
             assert_eq!(r.value_bytes > 0.0, s != "dense", "{s}");
         }
+    }
+
+    fn interval(estimate: f64, low: f64, high: f64) -> Interval {
+        Interval {
+            estimate,
+            low: Some(low),
+            high: Some(high),
+            confidence: 0.95,
+        }
+    }
+
+    #[test]
+    fn issue_20_break_even_is_where_the_speedup_falls_through_one() {
+        let points = [
+            (1, interval(1.8, 1.7, 1.9)),
+            (16, interval(1.4, 1.3, 1.5)),
+            (128, interval(1.2, 0.95, 1.3)),
+            (512, interval(0.8, 0.7, 0.9)),
+            (1024, interval(0.7, 0.6, 0.8)),
+        ];
+        let b = break_even(&points);
+        assert_eq!((b.wins_through, b.loses_from), (Some(16), Some(512)));
+        // Log-linear between 128 (1.2) and 512 (0.8): halfway, 256.
+        assert!((b.tokens.unwrap() - 256.0).abs() < 1e-9, "{:?}", b.tokens);
+
+        // Winning everywhere: no break-even inside the sweep.
+        let all = [(1, interval(2.0, 1.9, 2.1)), (8, interval(1.5, 1.4, 1.6))];
+        let b = break_even(&all);
+        assert_eq!((b.wins_through, b.loses_from, b.tokens), (Some(8), None, None));
+        // Losing from the start: none either, whatever follows.
+        let below = [
+            (1, interval(0.9, 0.8, 0.95)),
+            (8, interval(1.1, 1.0, 1.2)),
+            (16, interval(0.9, 0.8, 1.0)),
+        ];
+        let b = break_even(&below);
+        assert_eq!((b.wins_through, b.loses_from, b.tokens), (None, None, None));
+    }
+
+    #[test]
+    fn issue_20_sweep_measures_every_token_count_in_order() {
+        let r = sweep_tokens(&request("2:4".parse().unwrap()), &[8, 1, 8, 3]).unwrap();
+        let tokens: Vec<&str> = r.points.iter().map(|p| p.gemm.as_str()).collect();
+        assert_eq!(tokens, ["1x32x48", "3x32x48", "8x32x48"]);
+        assert_eq!(r.weights, "32x48");
+        assert!(sweep_tokens(&request("2:4".parse().unwrap()), &[]).is_err());
     }
 
     #[test]

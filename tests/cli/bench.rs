@@ -111,3 +111,66 @@ fn issue_3_bench_int8_block_falls_back_with_its_reason() {
     assert_eq!(r["path"], "dense_fallback");
     assert!(r["reason"].as_str().unwrap().contains("int8"), "{}", r["reason"]);
 }
+
+#[test]
+fn issue_20_bench_sweep_reports_every_token_count_and_the_break_even() {
+    let sb = Sandbox::new();
+    let r = sb.output_report(
+        &[
+            "bench",
+            "--gemm",
+            "1x32x64",
+            "--sparsity",
+            "2:4",
+            "--precision",
+            "fp16",
+            "--threads",
+            "1",
+            "--sweep-tokens",
+            "16,1,4",
+            "--min-samples",
+            "3",
+            "--max-samples",
+            "6",
+            "--time-budget",
+            "0.01",
+            "--json",
+        ],
+        "bench-sweep.schema.json",
+    );
+    assert_eq!(r["weights"], "32x64");
+    let gemms: Vec<&str> = r["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["gemm"].as_str().unwrap())
+        .collect();
+    assert_eq!(gemms, ["1x32x64", "4x32x64", "16x32x64"]);
+    assert!(r["break_even"].as_object().unwrap().contains_key("tokens"));
+    // The text form names the break-even.
+    let out = sb
+        .cmd(&[
+            "bench",
+            "--gemm",
+            "1x32x64",
+            "--sparsity",
+            "2:4",
+            "--threads",
+            "1",
+            "--sweep-tokens",
+            "1,2",
+            "--min-samples",
+            "3",
+            "--max-samples",
+            "4",
+            "--time-budget",
+            "0.01",
+        ])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text.contains("break-even"), "{text}");
+    sb.cmd(&["bench", "--gemm", "1x32x64", "--sweep-tokens", "0,4"])
+        .assert()
+        .code(2);
+}

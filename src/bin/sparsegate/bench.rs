@@ -2,14 +2,19 @@
 
 use crate::cli::BenchArgs;
 use crate::report::print_report;
-use sparsegate::execute::bench::{BenchReport, BenchRequest, Interval};
+use sparsegate::execute::bench::{BenchReport, BenchRequest, Interval, SweepReport};
 use sparsegate::ingress::pack::SamplePolicy;
 use sparsegate::release::ExitCode;
 use sparsegate::{Error, Result, app};
 
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
-    let report = app::bench(&request(args)?)?;
-    print_report(&report, args.json, print_text);
+    let request = request(args)?;
+    if args.sweep_tokens.is_empty() {
+        print_report(&app::bench(&request)?, args.json, print_text);
+    } else {
+        let tokens: Vec<usize> = args.sweep_tokens.iter().map(|&t| t as usize).collect();
+        print_report(&app::bench_sweep(&request, &tokens)?, args.json, print_sweep);
+    }
     Ok(ExitCode::Pass)
 }
 
@@ -83,5 +88,49 @@ fn print_text(r: &BenchReport) {
             "  weights    {} value bytes, {} metadata bytes (overhead {:.4})",
             r.value_bytes, r.metadata_bytes, r.metadata_overhead
         );
+    }
+}
+
+fn print_sweep(r: &SweepReport) {
+    println!(
+        "weights {} {} {} on {} thread(s), swept over tokens:",
+        r.weights,
+        r.sparsity,
+        r.precision.as_str(),
+        r.threads
+    );
+    println!(
+        "  {:>7} {:>11} {:>11} {:>9} {:>18}  path",
+        "tokens", "kernel ms", "dense ms", "speedup", "interval"
+    );
+    for p in &r.points {
+        let tokens = p.gemm.split('x').next().unwrap_or("?");
+        let interval = match (p.speedup.low, p.speedup.high) {
+            (Some(l), Some(h)) => format!("[{l:.3}, {h:.3}]"),
+            _ => "[too few samples]".into(),
+        };
+        println!(
+            "  {:>7} {:>11.3} {:>11.3} {:>8.3}x {:>18}  {:?}",
+            tokens,
+            p.kernel_s.estimate * 1e3,
+            p.comparator_s.estimate * 1e3,
+            p.speedup.estimate,
+            interval,
+            p.path
+        );
+    }
+    let b = &r.break_even;
+    let wins = b
+        .wins_through
+        .map_or("at no swept count".into(), |t| format!("through {t} tokens"));
+    let loses = b
+        .loses_from
+        .map_or("at no swept count".into(), |t| format!("from {t} tokens"));
+    println!("  wins (interval above 1) {wins}; loses (interval below 1) {loses}");
+    match b.tokens {
+        Some(t) => println!("  break-even: sparse pays below ~{t:.0} tokens on this CPU"),
+        None => {
+            println!("  break-even: none inside the sweep (the speedup never falls through 1 from above)")
+        }
     }
 }

@@ -218,6 +218,11 @@ pub struct BenchArgs {
     /// The GEMM as MxNxK: M tokens, N output features, K input features.
     #[arg(long, value_name = "MxNxK", value_parser = parse_gemm)]
     pub gemm: (usize, usize, usize),
+    /// Benchmark the N×K weights at each of these token counts instead of M (e.g.
+    /// 1,8,16,128,512) and report the break-even: below how many tokens the kernel beats its
+    /// dense comparator on this CPU.
+    #[arg(long, value_name = "M,M,...", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
+    pub sweep_tokens: Vec<u32>,
     /// Weight sparsity: dense, N:M, unstructured:D or block:RxC:D (D = kept fraction).
     #[arg(long, default_value = "dense", value_parser = parse_sparsity)]
     pub sparsity: Sparsity,
