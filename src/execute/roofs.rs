@@ -1,5 +1,6 @@
-//! This machine's roofline roofs, measured at gate time (issue 6): the peak f32 FMA rate
-//! and the memory bandwidth of a STREAM-like triad, with the gate's worker threads.
+//! This machine's roofline roofs, measured at gate time (issue 6): the peak f32 FMA rate,
+//! the bf16 and int8 dot-product peaks where the CPU has those instructions (issue 20), and
+//! the memory bandwidth of a STREAM-like triad, with the gate's worker threads.
 //!
 //! Why measure instead of reading a spec sheet: CPU slices run on whatever machine CI gives
 //! them (often a shared VM with a few cores of a large part), so only a measurement says what
@@ -8,9 +9,11 @@
 //! has the cores to itself. The numbers vary run to run, so they are recorded in the
 //! environment, never in the lock.
 
+use crate::domain::Precision;
 use crate::ingress::MachineRoofs;
+use crate::ingress::PrecisionPeak;
 pub use sparsegate_kernels::roofs::fma_peak;
-use sparsegate_kernels::roofs::{last_level_cache_bytes, triad_bandwidth};
+use sparsegate_kernels::roofs::{DotPeak, dot_peak, last_level_cache_bytes, triad_bandwidth};
 use std::time::Instant;
 
 /// FMA trials; the best counts.
@@ -27,6 +30,16 @@ pub fn measure_roofs(threads: usize) -> MachineRoofs {
     let threads = threads.max(1);
     let start = Instant::now();
     let (peak_gflops, isa) = fma_peak(threads, FMA_TRIALS);
+    let precision_peaks = [(Precision::Bf16, DotPeak::Bf16), (Precision::Int8, DotPeak::Int8)]
+        .into_iter()
+        .filter_map(|(precision, kind)| {
+            dot_peak(kind, threads, FMA_TRIALS).map(|(peak_gops, instruction)| PrecisionPeak {
+                precision,
+                peak_gops,
+                instruction: instruction.to_owned(),
+            })
+        })
+        .collect();
     let llc = last_level_cache_bytes().unwrap_or(32 << 20);
     let triad_bytes = (llc * TRIAD_LLC_FACTOR).clamp(TRIAD_MIN_BYTES, TRIAD_MAX_BYTES);
     let (bandwidth_gbps, triad_bytes) = triad_bandwidth(threads, triad_bytes);
@@ -37,6 +50,7 @@ pub fn measure_roofs(threads: usize) -> MachineRoofs {
         threads,
         triad_bytes,
         measured_s: start.elapsed().as_secs_f64(),
+        precision_peaks,
     }
 }
 

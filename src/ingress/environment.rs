@@ -51,11 +51,39 @@ pub struct MachineRoofs {
     /// Bytes the triad moved per pass (three arrays, counted STREAM-style without write
     /// allocation), chosen well beyond the last-level cache.
     pub triad_bytes: u64,
-    /// Wall time both measurements took, seconds.
+    /// Wall time the measurements took, seconds.
     pub measured_s: f64,
+    /// The compute roofs of the precisions whose kernels run on an instruction of their own
+    /// (bf16 `vdpbf16ps`, int8 `vpdpbusd`), where the CPU has it: a bf16 or int8 slice is
+    /// placed against its own roof, not f32's (issue 20). fp16 multiplies on the f32 FMA.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub precision_peaks: Vec<PrecisionPeak>,
+}
+
+/// One precision's compute roof.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PrecisionPeak {
+    /// The precision whose kernels run on it.
+    pub precision: crate::domain::Precision,
+    /// Peak throughput in G(FL)OP/s, 2 per product, best of the trials.
+    pub peak_gops: f64,
+    /// The instruction the probe ran (`vdpbf16ps`, `vpdpbusd`).
+    pub instruction: String,
 }
 
 impl MachineRoofs {
+    /// The compute roof a slice of `precision` is placed against, and what it is: the
+    /// precision's own peak where one was measured, else the f32 FMA's (the kernels widen).
+    pub fn peak_for(&self, precision: crate::domain::Precision) -> (f64, String) {
+        match self.precision_peaks.iter().find(|p| p.precision == precision) {
+            Some(p) => (
+                p.peak_gops,
+                format!("{} peak, {}", precision.as_str(), p.instruction),
+            ),
+            None => (self.peak_gflops, format!("f32 FMA peak, {}", self.isa)),
+        }
+    }
+
     /// The ridge point in FLOP/byte: below it a kernel cannot reach the compute roof, however
     /// good it is, because memory cannot feed it.
     pub fn ridge_flop_per_byte(&self) -> f64 {

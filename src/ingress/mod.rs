@@ -23,7 +23,7 @@ mod semantic;
 mod span;
 
 pub use diagnostic::{Location, PackDiagnostic, PackError};
-pub use environment::{Environment, FieldDiff, GitInfo, MachineRoofs};
+pub use environment::{Environment, FieldDiff, GitInfo, MachineRoofs, PrecisionPeak};
 crate::of_slice!(Slice: pack, id);
 
 #[cfg(test)]

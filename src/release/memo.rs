@@ -740,6 +740,11 @@ mod tests {
                 threads: 2,
                 triad_bytes: 134_217_720,
                 measured_s: 0.19,
+                precision_peaks: vec![crate::ingress::PrecisionPeak {
+                    precision: crate::domain::Precision::Bf16,
+                    peak_gops: 446.2,
+                    instruction: "vdpbf16ps".into(),
+                }],
             }),
         };
         let outcome = |metric, rule, verdict, value, ci: (f64, f64), stage| GuardrailOutcome {

@@ -114,10 +114,11 @@ pub fn diagnose(slice: &Slice, ev: &SliceEvidence, cpu_roofs: Option<&MachineRoo
     // user's program) has no roofs sparsegate could place it against.
     let roofs = match slice.backend.kind() {
         Backend::Cpu => cpu_roofs.map(|r| {
+            let (peak, what) = r.peak_for(slice.precision);
             (
                 "cpu".to_owned(),
-                format!("measured at gate time ({}, {} thread(s))", r.isa, r.threads),
-                r.peak_gflops,
+                format!("measured at gate time ({what}, {} thread(s))", r.threads),
+                peak,
                 r.bandwidth_gbps,
             )
         }),

@@ -16,6 +16,7 @@ fn roofs(peak_gflops: f64, bandwidth_gbps: f64) -> MachineRoofs {
         threads: 2,
         triad_bytes: 1 << 27,
         measured_s: 0.1,
+        precision_peaks: vec![],
     }
 }
 
@@ -58,6 +59,32 @@ fn issue_6_cpu_class_follows_the_measured_ridge_with_its_numbers() {
     let d = diagnose(&s, &cpu_ev(), Some(&roofs(100.0, 10.0)));
     assert_eq!(d.class, Some(Bottleneck::Compute), "{}", d.rule);
     assert!(d.rule.contains("≥ ridge 10.00"), "{}", d.rule);
+}
+
+#[test]
+fn issue_20_a_bf16_slice_is_placed_against_the_bf16_roof() {
+    let mut r = roofs(100.0, 10.0);
+    r.precision_peaks.push(crate::ingress::PrecisionPeak {
+        precision: crate::domain::Precision::Bf16,
+        peak_gops: 400.0,
+        instruction: "vdpbf16ps".into(),
+    });
+    // fp32: ridge 100/10 = 10 ≤ 20 FLOP/B, compute bound on the FMA roof.
+    let d = diagnose(&slice("s", vec![]), &cpu_ev(), Some(&r));
+    assert_eq!(d.class, Some(Bottleneck::Compute), "{}", d.rule);
+    assert!(d.roofline.unwrap().roofs_source.contains("f32 FMA peak"));
+    // bf16: ridge 400/10 = 40 > 20, memory bound on its own roof, which it names.
+    let mut s = slice("s", vec![]);
+    s.precision = crate::domain::Precision::Bf16;
+    let d = diagnose(&s, &cpu_ev(), Some(&r));
+    assert_eq!(d.class, Some(Bottleneck::MemoryBandwidth), "{}", d.rule);
+    let point = d.roofline.unwrap();
+    assert_eq!(point.peak_gflops, 400.0);
+    assert!(
+        point.roofs_source.contains("bf16 peak, vdpbf16ps"),
+        "{}",
+        point.roofs_source
+    );
 }
 
 #[test]
