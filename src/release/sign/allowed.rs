@@ -84,3 +84,52 @@ pub fn principals_of(signers: &[AllowedSigner], key: &KeyData) -> Vec<String> {
         .flat_map(|a| a.principals.iter().cloned())
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ssh_key::PrivateKey;
+    use ssh_key::private::Ed25519Keypair;
+
+    fn public(seed: u8) -> PublicKey {
+        PrivateKey::from(Ed25519Keypair::from_seed(&[seed; 32]))
+            .public_key()
+            .clone()
+    }
+
+    /// Issue 23: a key signs a role only as a principal allowed_signers binds it to, and a
+    /// line restricted to other namespaces binds nothing here.
+    #[test]
+    fn a_key_is_bound_only_to_its_own_principals_in_this_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("allowed_signers");
+        let (ada, mallory) = (public(1), public(9));
+        std::fs::write(
+            &path,
+            format!(
+                "# comment\nada@example.com {}\nmallory@example.com namespaces=\"git\" {}\nmallory@example.com,x@example.com {}\n",
+                ada.to_openssh().unwrap(),
+                ada.to_openssh().unwrap(),
+                mallory.to_openssh().unwrap()
+            ),
+        )
+        .unwrap();
+        let signers = parse_allowed_signers(&path).unwrap();
+        assert_eq!(signers.len(), 2, "the git-only line is skipped");
+        let holders = vec!["ada@example.com".to_owned()];
+        assert_eq!(
+            bound(&signers, ada.key_data(), &holders).map(|(_, p)| p),
+            Some("ada@example.com")
+        );
+        assert!(bound(&signers, mallory.key_data(), &holders).is_none());
+        let mallory_holds = vec!["mallory@example.com".to_owned()];
+        assert!(
+            bound(&signers, ada.key_data(), &mallory_holds).is_none(),
+            "ada's key is bound to mallory only in the git namespace"
+        );
+        assert_eq!(
+            principals_of(&signers, mallory.key_data()),
+            ["mallory@example.com", "x@example.com"]
+        );
+    }
+}
