@@ -256,6 +256,11 @@ impl From<crate::release::ReleaseError> for Error {
             R::Signing { message, hint } => Error::Usage { message, hint },
             R::AmbiguousRole { roles } => Error::AmbiguousRole { roles },
             R::Verification { dir, problems } => Error::Verification { dir, problems },
+            e @ R::PackChanged { .. } => Error::Usage {
+                message: e.to_string(),
+                hint: "sign a memo from the pack it was gated on; re-run the gate if the pack changed".into(),
+            },
+            R::Pack(e) => Error::Pack(e),
         }
     }
 }

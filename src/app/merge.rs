@@ -2,19 +2,110 @@
 //! like `gate`'s.
 
 use super::gate::{GateReport, decide_and_write, required_baselines};
+use super::run::{RUN_MANIFEST, RunManifest};
 use super::{Options, refusals};
+use crate::domain::digest::sha256_hex;
+use crate::error::Error;
 use crate::error::Result;
 use crate::execute::shards::{combine, into_evidence, read_shards, reload_packs};
+use crate::files::{FileError, open_regular, read_bounded};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Combine the evidence of shard runs (`DIR/evidence.json` each) into one gate decision,
 /// written to `out_dir` like `gate`'s. Refuses shards measured under different locks, from
 /// different versions of a pack, overlapping shards, and an incomplete set.
 pub fn merge(dirs: &[PathBuf], out_dir: &Path, options: &Options) -> Result<GateReport> {
+    for dir in dirs {
+        check_manifest(dir)?;
+    }
     let shards = read_shards(dirs).map_err(refusals::shard)?;
     let combined = combine(&shards).map_err(refusals::shard)?;
     let packs = reload_packs(&combined.packs).map_err(refusals::shard)?;
     let evidence = into_evidence(combined, &packs).map_err(refusals::shard)?;
     let (baselines, drift) = required_baselines(&packs, &evidence.environment, options)?;
     decide_and_write("merge", &packs, evidence, &baselines, drift, out_dir, options)
+}
+
+/// The most bytes of a manifest read.
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+/// The most bytes of a shard's file hashed (evidence is read up to 256 MiB by `merge`).
+const MAX_SHARD_FILE_BYTES: u64 = 256 << 20;
+
+/// Check that every file of the shard in `dir` still has the digest its run recorded, and
+/// that the manifest covers `evidence.json` (issue 23).
+fn check_manifest(dir: &Path) -> Result<()> {
+    let refuse = |message: String, hint: &str| Error::Usage {
+        message,
+        hint: hint.to_owned(),
+    };
+    let path = dir.join(RUN_MANIFEST);
+    let text = match read_bounded(&path, MAX_MANIFEST_BYTES) {
+        Ok(text) => text,
+        Err(FileError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse(
+                format!(
+                    "{} is missing: the shard's evidence cannot be checked",
+                    path.display()
+                ),
+                "merge the output directories of `sparsegate run --shard K/N`, as they were written",
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let manifest: RunManifest = serde_json::from_str(&text)
+        .map_err(|e| FileError::json(&path, &e, "run-manifest.json is written by `sparsegate run`"))?;
+    if !manifest.files.iter().any(|f| f.name == "evidence.json") {
+        return Err(refuse(
+            format!("{} does not list evidence.json", path.display()),
+            "re-run the shard with `sparsegate run --shard K/N`",
+        ));
+    }
+    for entry in &manifest.files {
+        let plain = !entry.name.is_empty()
+            && !entry.name.starts_with('.')
+            && entry
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+        if !plain {
+            return Err(refuse(
+                format!(
+                    "{} names `{}`, which is not a file of the shard",
+                    path.display(),
+                    entry.name.escape_debug()
+                ),
+                "re-run the shard with `sparsegate run --shard K/N`",
+            ));
+        }
+        let file = dir.join(&entry.name);
+        let mut bytes = Vec::new();
+        open_regular(&file)?
+            .take(MAX_SHARD_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|source| FileError::Read {
+                path: file.clone(),
+                source,
+            })?;
+        if bytes.len() as u64 > MAX_SHARD_FILE_BYTES {
+            return Err(FileError::TooLarge {
+                path: file,
+                limit: MAX_SHARD_FILE_BYTES,
+            }
+            .into());
+        }
+        let now = sha256_hex(&bytes);
+        if now != entry.digest {
+            return Err(refuse(
+                format!(
+                    "{} changed since its run wrote it ({} recorded in {}, {now} now)",
+                    file.display(),
+                    entry.digest,
+                    path.display()
+                ),
+                "merge shard evidence as `sparsegate run --shard K/N` wrote it; re-run the shard",
+            ));
+        }
+    }
+    Ok(())
 }

@@ -26,10 +26,44 @@ pub fn run(
     Ok(run_under(packs, environment, None, &[], options, progress))
 }
 
-/// Write the evidence of a `run` to `out_dir/evidence.json`.
+/// The file beside a run's `evidence.json` that lists the sha256 of each file the run wrote,
+/// which `merge` checks before it trusts a shard (issue 23: edited shard evidence, latency
+/// ×1000, was merged as measured). An unkeyed digest: it catches evidence edited or
+/// corrupted after the run, not a forger who rewrites the manifest too.
+pub const RUN_MANIFEST: &str = "run-manifest.json";
+
+/// [`RUN_MANIFEST`]: what a run wrote, by digest.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunManifest {
+    /// Format version.
+    pub schema_version: u32,
+    /// Each file the run wrote, relative to its output directory.
+    pub files: Vec<ManifestEntry>,
+}
+
+/// One file of a [`RunManifest`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ManifestEntry {
+    /// File name in the output directory.
+    pub name: String,
+    /// `sha256:<hex>` of its bytes.
+    pub digest: String,
+}
+
+/// Write the evidence of a `run` to `out_dir/evidence.json`, and its digest to
+/// `out_dir/run-manifest.json`.
 pub fn write_evidence(evidence: &Evidence, out_dir: &Path) -> Result<PathBuf> {
     let path = out_dir.join("evidence.json");
-    write_atomic(&path, to_json(evidence).as_bytes())?;
+    let text = to_json(evidence);
+    write_atomic(&path, text.as_bytes())?;
+    let manifest = RunManifest {
+        schema_version: 1,
+        files: vec![ManifestEntry {
+            name: "evidence.json".into(),
+            digest: crate::domain::digest::sha256_hex(text.as_bytes()),
+        }],
+    };
+    write_atomic(&out_dir.join(RUN_MANIFEST), to_json(&manifest).as_bytes())?;
     Ok(path)
 }
 

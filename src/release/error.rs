@@ -32,6 +32,20 @@ pub enum ReleaseError {
         /// The memo's roles, sorted.
         roles: Vec<String>,
     },
+    /// A pack the memo names is not the file the gate read (issue 23: who must sign comes
+    /// from the pack, so it must be the same pack).
+    #[error("{} changed since the gate ran (recorded {recorded}, now {now})", path.display())]
+    PackChanged {
+        /// The pack file.
+        path: PathBuf,
+        /// The digest the memo recorded.
+        recorded: String,
+        /// The file's digest now.
+        now: String,
+    },
+    /// A pack the memo names no longer loads.
+    #[error(transparent)]
+    Pack(Box<crate::ingress::PackError>),
     /// A signed memo failed verification: every problem found.
     #[error("memo in {} failed verification:\n{}", dir.display(), problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
     Verification {

@@ -142,3 +142,35 @@ fn bless_one_slice_only() {
     let out = sb.output(&["bless", "pack.yaml", "--slice", "nope"]);
     assert_refused(&out, "tiny-2of4-fp32");
 }
+
+/// Issue 23, forged baselines: the choice made is review, not keys. The memo says plainly
+/// that golden files are protected by code review only and shows who blessed each baseline
+/// and when; the signed statement still covers the baseline file, so a baseline edited
+/// after the owners signed (digest recomputed) fails `memo verify`.
+#[test]
+fn the_memo_says_baselines_are_protected_by_review_and_who_blessed_them() {
+    let sb = golden_sandbox(true);
+    let path = "golden/golden-test/tiny-2of4-fp32.json";
+    let baseline = sb.json(path);
+    let out = sb.gate("pack.yaml", &["-q"]);
+    assert!(matches!(out.status.code(), Some(0) | Some(3)), "{}", stderr(&out));
+    let by = baseline["blessed_by"].as_str().unwrap();
+    for memo in ["out/memo.md", "out/memo.html"] {
+        let text = sb.read(memo);
+        assert_contains(&text, "Golden baselines are protected by code review only");
+        // The HTML escapes the `<email>` part.
+        assert_contains(&text, by.split(" <").next().unwrap());
+        assert_contains(&text, baseline["blessed_at"].as_str().unwrap());
+    }
+    assert_contains(&sb.read("out/memo.md"), by);
+
+    let owner = crate::memo::key(&sb, "owner", "owner@example.com", 4);
+    sb.write("allowed_signers", &format!("owner@example.com {owner}\n"));
+    assert_exit(&crate::memo::sign(&sb, "owner", "owner"), 0);
+    assert_exit(&crate::memo::verify(&sb), 0);
+    rewrite_baseline(&sb, |b| b.blessed_by = "mallory".into(), true);
+    assert_refused(
+        &crate::memo::verify(&sb),
+        "tiny-2of4-fp32.json changed since signing",
+    );
+}

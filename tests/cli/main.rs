@@ -7,6 +7,7 @@ mod checkpoint;
 mod ci;
 mod command;
 mod exit_codes;
+mod forgery;
 mod history;
 mod import;
 mod load;

@@ -8,7 +8,7 @@ use crate::support::{
 use ssh_key::private::Ed25519Keypair;
 use ssh_key::{LineEnding, PrivateKey};
 
-const PACK: &str = "
+pub(crate) const PACK: &str = "
 schema_version: 1
 name: signed
 owners:
@@ -28,7 +28,7 @@ slices:
 ";
 
 /// Write an ed25519 key made from `seed` as `<name>` / `<name>.pub`; returns the public line.
-fn key(sb: &Sandbox, name: &str, email: &str, seed: u8) -> String {
+pub(crate) fn key(sb: &Sandbox, name: &str, email: &str, seed: u8) -> String {
     let mut key = PrivateKey::from(Ed25519Keypair::from_seed(&[seed; 32]));
     key.set_comment(email);
     let private = key.to_openssh(LineEnding::LF).unwrap();
@@ -42,27 +42,43 @@ fn key(sb: &Sandbox, name: &str, email: &str, seed: u8) -> String {
 }
 
 /// A gated memo signed by both owners, with an allowed_signers file for them.
-fn signed_memo() -> Sandbox {
-    let sb = Sandbox::with_pack(PACK);
+pub(crate) fn signed_memo() -> Sandbox {
+    signed_memo_of(PACK, 0)
+}
+
+/// A memo of `pack` (whose gate exits `exit`) signed by both owners (Ada `owner`, Grace
+/// `release-manager`), with an allowed_signers file for them.
+pub(crate) fn signed_memo_of(pack: &str, exit: i32) -> Sandbox {
+    let sb = Sandbox::with_pack(pack);
     let ada = key(&sb, "ada", "ada@example.com", 1);
     let grace = key(&sb, "grace", "grace@example.com", 2);
     sb.write(
         "allowed_signers",
         &format!("ada@example.com {ada}\ngrace@example.com namespaces=\"sparsegate-memo\" {grace}\n"),
     );
-    assert_exit(&sb.gate("pack.yaml", &["-q"]), 0);
+    assert_exit(&sb.gate("pack.yaml", &["-q"]), exit);
     for (k, role) in [("ada", "owner"), ("grace", "release-manager")] {
         assert_exit(&sign(&sb, k, role), 0);
     }
     sb
 }
 
-/// `memo sign out --key KEY --role ROLE`.
-fn sign(sb: &Sandbox, key: &str, role: &str) -> std::process::Output {
-    sb.output(&["memo", "sign", "out", "--key", key, "--role", role])
+/// `memo sign out --key KEY --role ROLE --allowed-signers allowed_signers`.
+pub(crate) fn sign(sb: &Sandbox, key: &str, role: &str) -> std::process::Output {
+    sb.output(&[
+        "memo",
+        "sign",
+        "out",
+        "--key",
+        key,
+        "--role",
+        role,
+        "--allowed-signers",
+        "allowed_signers",
+    ])
 }
 
-fn verify(sb: &Sandbox) -> std::process::Output {
+pub(crate) fn verify(sb: &Sandbox) -> std::process::Output {
     sb.output(&["memo", "verify", "out", "--allowed-signers", "allowed_signers"])
 }
 
@@ -97,7 +113,18 @@ fn verify_and_sign_print_the_reports_their_schemas_describe() {
     assert_eq!(verified["roles"].as_array().unwrap().len(), 2, "{verified}");
     assert_eq!(verified["envelope_signatures"], 2, "{verified}");
 
-    let out = sb.output(&["memo", "sign", "out", "--key", "ada", "--role", "owner", "--json"]);
+    let out = sb.output(&[
+        "memo",
+        "sign",
+        "out",
+        "--key",
+        "ada",
+        "--role",
+        "owner",
+        "--allowed-signers",
+        "allowed_signers",
+        "--json",
+    ]);
     assert_exit(&out, 0);
     assert_stdout_matches_schema(&out, "memo-sign-report.schema.json");
     let signed = stdout_json(&out);
@@ -111,8 +138,9 @@ fn verify_and_sign_print_the_reports_their_schemas_describe() {
 #[test]
 fn issue_6_stock_ssh_keygen_accepts_the_signature() {
     let sb = signed_memo();
-    let Ok(memo) = std::fs::File::open(sb.path().join("out/memo.json")) else {
-        panic!("no memo.json")
+    // Issue 23: each role signs the statement (every digest, every role), not memo.json.
+    let Ok(memo) = std::fs::File::open(sb.path().join("out/memo.statement.json")) else {
+        panic!("no memo.statement.json")
     };
     let status = std::process::Command::new("ssh-keygen")
         .current_dir(sb.path())
@@ -126,7 +154,7 @@ fn issue_6_stock_ssh_keygen_accepts_the_signature() {
             "-I",
             "grace@example.com",
         ])
-        .args(["-s", "out/memo.json.release-manager.sig"])
+        .args(["-s", "out/memo.statement.json.release-manager.sig"])
         .stdin(memo)
         .output();
     match status {
@@ -157,18 +185,35 @@ fn issue_6_memo_replayed_against_other_evidence_fails() {
     assert_refused(&verify(&sb), "evidence.json changed since signing");
 }
 
+/// Issue 23: `memo sign` itself refuses a key that allowed_signers does not bind to a holder
+/// of the role (issue 6 only caught it at verify).
 #[test]
-fn issue_6_a_key_not_bound_to_the_role_fails() {
+fn signing_with_a_key_not_bound_to_the_role_is_refused() {
     let sb = signed_memo();
+    let before = sb.read("out/memo.statement.json.owner.sig");
     key(&sb, "mallory", "mallory@example.com", 9);
-    assert_exit(&sign(&sb, "mallory", "owner"), 0);
-    assert_refused(&verify(&sb), "does not bind to an owner with that role");
+    assert_refused(&sign(&sb, "mallory", "owner"), "does not list the key");
+    // Listed, but as someone who holds no role in the pack.
+    let mallory = key(&sb, "mallory", "mallory@example.com", 9);
+    let signers = sb.read("allowed_signers");
+    sb.write(
+        "allowed_signers",
+        &format!("{signers}mallory@example.com {mallory}\n"),
+    );
+    assert_refused(
+        &sign(&sb, "mallory", "owner"),
+        "is bound to mallory@example.com, and role `owner` is held by ada@example.com",
+    );
+    // Grace's key is bound, but to the other role.
+    assert_refused(&sign(&sb, "grace", "owner"), "refusing to sign for `owner`");
+    assert_eq!(sb.read("out/memo.statement.json.owner.sig"), before);
+    assert_exit(&verify(&sb), 0);
 }
 
 #[test]
 fn issue_6_a_missing_role_fails() {
     let sb = signed_memo();
-    std::fs::remove_file(sb.path().join("out/memo.json.release-manager.sig")).unwrap();
+    std::fs::remove_file(sb.path().join("out/memo.statement.json.release-manager.sig")).unwrap();
     assert_refused(&verify(&sb), "role `release-manager` has not signed");
 }
 
@@ -243,9 +288,18 @@ slices:
 #[test]
 fn signing_a_memo_with_several_roles_needs_a_role() {
     let sb = Sandbox::with_pack(PACK);
-    key(&sb, "ada", "ada@example.com", 1);
+    let ada = key(&sb, "ada", "ada@example.com", 1);
+    sb.write("allowed_signers", &format!("ada@example.com {ada}\n"));
     assert_exit(&sb.gate("pack.yaml", &["-q"]), 0);
-    let out = sb.output(&["memo", "sign", "out", "--key", "ada"]);
+    let out = sb.output(&[
+        "memo",
+        "sign",
+        "out",
+        "--key",
+        "ada",
+        "--allowed-signers",
+        "allowed_signers",
+    ]);
     assert_refused(
         &out,
         "this memo has several owner roles; say which one you sign for",

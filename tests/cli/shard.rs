@@ -105,6 +105,11 @@ fn issue_8_merge_refuses_gaps_overlaps_and_changed_packs() {
     sb.write_raw("shard1/evidence.json", &evidence.to_string());
     refused(
         &["merge", "shard1", "shard2", "shard3"],
+        "shard1/evidence.json changed since its run wrote it",
+    );
+    rehash(&sb, "shard1");
+    refused(
+        &["merge", "shard1", "shard2", "shard3"],
         "different locks (cpu_model)",
     );
     run_shards(&sb);
@@ -116,6 +121,72 @@ fn issue_8_merge_refuses_gaps_overlaps_and_changed_packs() {
     refused(
         &["merge", "shard1", "shard2", "shard3"],
         "changed since the shards ran",
+    );
+}
+
+/// Rewrite `dir/run-manifest.json` for the evidence as it is now, as a forger who knows the
+/// format would: the digest is unkeyed.
+fn rehash(sb: &Sandbox, dir: &str) {
+    use sha2::Digest;
+    let bytes = std::fs::read(sb.path().join(dir).join("evidence.json")).unwrap();
+    let hex: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut manifest = sb.json(&format!("{dir}/run-manifest.json"));
+    manifest["files"][0]["digest"] = format!("sha256:{hex}").into();
+    sb.write_raw(&format!("{dir}/run-manifest.json"), &manifest.to_string());
+}
+
+/// Issue 23: shard evidence edited after its run (latency ×1000) is refused by `merge`,
+/// naming the file, with exit 2; so is a shard without its manifest.
+#[test]
+fn merge_refuses_shard_evidence_edited_after_its_run() {
+    let sb = Sandbox::with_pack(PACK);
+    run_shards(&sb);
+    let text = sb.read("shard2/evidence.json");
+    let mut evidence: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // Latency ×1000: every sample of every slice's metrics.
+    fn scale(v: &mut serde_json::Value, in_samples: bool, scaled: &mut usize) {
+        match v {
+            serde_json::Value::Number(n) if in_samples => {
+                *v = (n.as_f64().unwrap() * 1000.0).into();
+                *scaled += 1;
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(|x| scale(x, in_samples, scaled)),
+            serde_json::Value::Object(o) => {
+                for (k, x) in o.iter_mut() {
+                    scale(x, in_samples || k == "samples", scaled);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut scaled = 0;
+    for s in evidence["slices"].as_array_mut().unwrap() {
+        scale(&mut s["metrics"], false, &mut scaled);
+    }
+    assert!(scaled > 0, "{text}");
+    let edited = evidence.to_string();
+    assert_ne!(edited, text);
+    sb.write_raw("shard2/evidence.json", &edited);
+    let out = sb.output(&["merge", "shard1", "shard2", "shard3", "--out", "merged"]);
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("shard2/evidence.json changed since its run wrote it"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!sb.path().join("merged").exists());
+
+    std::fs::remove_file(sb.path().join("shard3/run-manifest.json")).unwrap();
+    sb.write_raw("shard2/evidence.json", &text);
+    let out = sb.output(&["merge", "shard1", "shard2", "shard3", "--out", "merged"]);
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("shard3/run-manifest.json is missing"),
+        "{}",
+        stderr(&out)
     );
 }
 

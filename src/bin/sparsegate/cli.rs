@@ -180,9 +180,14 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
 /// Signing and verifying closure memos.
 #[derive(Debug, Subcommand)]
 pub enum MemoCommand {
-    /// Sign DIR/memo.json for a role with your SSH ed25519 key: writes memo.json.ROLE.sig
-    /// (SSHSIG, checkable with `ssh-keygen -Y verify -n sparsegate-memo`) and adds your
-    /// signature to the in-toto DSSE envelope memo.intoto.json.
+    /// Sign the gate's outputs in DIR for a role with your SSH ed25519 key. What is signed is
+    /// the statement memo.statement.json: the sha256 of every output, pack, baseline and
+    /// artifact, the verdict, and the roles the packs' owners hold. Writes
+    /// memo.statement.json.ROLE.sig (SSHSIG, checkable with `ssh-keygen -Y verify -n
+    /// sparsegate-memo`) and adds your signature to the DSSE envelope memo.intoto.json.
+    /// Refused unless the allowed-signers file binds your key to an owner the pack gives the
+    /// role; never overwrites another signer's signature. Signing a memo whose gate did not
+    /// pass is allowed (it records the failure) and warns.
     Sign {
         /// The gate's output directory.
         #[arg(default_value = "out")]
@@ -190,15 +195,21 @@ pub enum MemoCommand {
         /// OpenSSH ed25519 private key.
         #[arg(long, value_name = "PATH")]
         key: PathBuf,
-        /// The owner role you sign for; needed when the memo has more than one role.
+        /// The owner role you sign for; needed when the packs have more than one role.
         #[arg(long)]
         role: Option<String>,
+        /// OpenSSH allowed_signers file (`email ssh-ed25519 AAAA…` per line): it must bind
+        /// your key to an owner holding the role.
+        #[arg(long, value_name = "FILE")]
+        allowed_signers: PathBuf,
         /// Print the result as JSON on stdout.
         #[arg(long)]
         json: bool,
     },
-    /// Check every signature, that each required role signed with a key allowed_signers
-    /// binds to an owner with that role, and that every file the memo vouches for is unchanged.
+    /// Check that every role the (unchanged) packs name signed the statement, in both forms,
+    /// with a key allowed_signers binds to an owner holding that role, and that every file
+    /// the statement names is unchanged; print the signed verdict. Exit 0 when the
+    /// signatures hold (whatever the verdict, unless --require-pass), 2 when they do not.
     Verify {
         /// The gate's output directory.
         #[arg(default_value = "out")]
@@ -206,6 +217,15 @@ pub enum MemoCommand {
         /// OpenSSH allowed_signers file (`email ssh-ed25519 AAAA…` per line).
         #[arg(long, value_name = "FILE")]
         allowed_signers: PathBuf,
+        /// Also fail unless the signed gate passed (verdict pass or warn, the gate's exit 0):
+        /// exits with the gate's own code (1 fail, 3 inconclusive), so
+        /// `memo verify --require-pass && deploy` never ships a failed gate.
+        #[arg(long)]
+        require_pass: bool,
+        /// The pack(s) the memo must be for (e.g. the pack on the protected branch): a memo
+        /// gated on any other pack is refused. Repeat for several packs.
+        #[arg(long = "pack", value_name = "PACK")]
+        packs: Vec<PathBuf>,
         /// Print the result as JSON on stdout.
         #[arg(long)]
         json: bool,

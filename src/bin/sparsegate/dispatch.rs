@@ -22,14 +22,20 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             decide,
         } => crate::merge::run(&shards, &out, golden, &decide),
         Command::Gate { run, out, decide } => crate::gate::run(&run, &out, &decide),
-        Command::Memo(MemoCommand::Sign { dir, key, role, json }) => {
-            crate::memo::sign(&dir, &key, role.as_deref(), json)
-        }
+        Command::Memo(MemoCommand::Sign {
+            dir,
+            key,
+            role,
+            allowed_signers,
+            json,
+        }) => crate::memo::sign(&dir, &key, role.as_deref(), &allowed_signers, json),
         Command::Memo(MemoCommand::Verify {
             dir,
             allowed_signers,
+            require_pass,
+            packs,
             json,
-        }) => crate::memo::verify(&dir, &allowed_signers, json),
+        }) => crate::memo::verify(&dir, &allowed_signers, &packs, require_pass, json),
         Command::Bless {
             run,
             slices,

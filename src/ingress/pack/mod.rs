@@ -73,8 +73,10 @@ pub struct Owner {
     /// Contact, also the identity used for signatures.
     #[schemars(length(min = 3))]
     pub email: String,
-    /// Role in sign-off, e.g. `owner`, `release-manager`, `reviewer`.
-    #[schemars(length(min = 1))]
+    /// Role in sign-off, e.g. `owner`, `release-manager`, `reviewer`. It names the role's
+    /// signature file, so it is a plain name (issue 23: a role with `/` and `..` once made
+    /// `memo sign` write outside the output directory).
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = 64))]
     pub role: String,
 }
 
