@@ -212,8 +212,22 @@ fn cpu_features() -> Vec<String> {
             "avx512bw",
             "avx512vnni",
             "avx512vbmi",
-            "avx512bf16"
+            "avx512bf16",
+            "avx512fp16"
         );
+        // AMX: the matrix engines change what a dense bf16/int8 comparator can reach, so a
+        // baseline taken on an AMX part must not compare silently with one taken without
+        // (issue 20). `is_x86_feature_detected!` has no stable AMX names yet; CPUID leaf 7
+        // says it (EDX bits 22 AMX-BF16, 24 AMX-TILE, 25 AMX-INT8).
+        #[cfg(target_arch = "x86_64")]
+        {
+            let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
+            for (bit, name) in [(24, "amx-tile"), (22, "amx-bf16"), (25, "amx-int8")] {
+                if edx >> bit & 1 == 1 {
+                    found.push(name.to_owned());
+                }
+            }
+        }
     }
     #[cfg(target_arch = "aarch64")]
     {
