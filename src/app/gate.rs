@@ -78,7 +78,7 @@ pub(super) fn required_baselines(
         packs,
         environment,
         &options.golden_dir,
-        options.allow_env_drift,
+        (options.allow_env_drift, options.baseline_build.is_some()),
         &now_rfc3339(),
     )
     .map_err(refusals::baseline)?;
