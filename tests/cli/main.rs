@@ -12,6 +12,7 @@ mod import;
 mod load;
 mod malformed;
 mod memo;
+mod paired;
 mod quality;
 mod reports;
 mod runs;
