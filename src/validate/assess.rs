@@ -14,6 +14,7 @@ use super::rules::{
     Judgement, absolute, absolute_by_run, normalise_by_calibration, paired_regression, pairs_decide, quality,
     regression,
 };
+use super::session_drift::{account_for_drift, drifts};
 use crate::domain::OfSlice;
 use crate::domain::metric::{Metric, Series};
 use crate::domain::stage::Stage;
@@ -372,6 +373,9 @@ fn judge_measured(
                             }
                             None => judge(&obs, &base),
                         };
+                        if let Some(drift) = b.session_drift.as_ref().filter(|_| drifts(g.metric)) {
+                            account_for_drift(&mut j, drift, g.metric.better(), margin, g.confidence);
+                        }
                         if let Some(note) = note_for(slice, g.metric, margin, g.confidence, b)
                             .filter(|n| !n.plan.margin_resolvable)
                         {

@@ -19,6 +19,7 @@ mod outcome;
 mod power_check;
 pub mod quality;
 mod rules;
+pub mod session_drift;
 #[cfg(test)]
 mod tests;
 
