@@ -16,7 +16,6 @@ mod proportion;
 mod quantile;
 mod ranks;
 mod sequential;
-mod signed_rank;
 mod tost;
 mod u_distribution;
 mod welch;
@@ -39,6 +38,5 @@ pub use power::{DEFAULT_POWER, PowerPlan, mde, pass_probability, plan_from_basel
 pub use proportion::{McNemar, mcnemar, newcombe_paired, wilson};
 pub use quantile::{median, quantile, quantile_ci, quantile_ci_ranks};
 pub use sequential::{SequentialLook, obrien_fleming_alpha};
-pub use signed_rank::{SIGNED_RANK_MIN_N, SignedRank, signed_rank_interval, signed_rank_p_greater};
 pub use tost::{Decision, Tost, non_inferiority, tost_welch};
 pub use welch::{Welch, welch_t};
