@@ -129,9 +129,11 @@ pub fn execute_slice_paired(
     evidence.finish(outcome, start)
 }
 
-/// The runs of a slice, in order, with the looks of sequential sampling.
+/// What [`take_runs`] took: the run mode, the records, the looks, the baseline's pairs.
 type Runs = (RunMode, Vec<RunRecord>, Vec<Look>, Option<BaselineRuns>);
 
+/// The runs of a slice, in order, with the looks of sequential sampling and, with a
+/// baseline build, its runs interleaved (see [`execute_slice_paired`]).
 fn take_runs(
     slice: &Slice,
     plan: &Plan,
