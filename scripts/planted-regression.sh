@@ -13,12 +13,15 @@
 # (must be caught). Prints pass/inconclusive/fail counts and the mean wall time per gate.
 # The golden baseline is blessed before the busy process starts (a quiet session), the
 # gates run beside it (a busy one); PLANTED_BLESS_BUSY=1 blesses beside it too.
-# Needs a C compiler (cc). Takes about 4 minutes with the defaults.
+# PLANTED_PAIRS (default 6) sets the pairs per run (5 runs), PLANTED_MODES (default
+# "paired golden") the yardsticks, PLANTED_LOOP the loop size. Needs a C compiler (cc). Takes about 4 minutes with the defaults.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../target/release/sparsegate}
 gates=${2:-20}
 loop=${PLANTED_LOOP:-1500000}
+pairs=${PLANTED_PAIRS:-6}
+modes=${PLANTED_MODES:-paired golden}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 work=$(mktemp -d)
 busy=""
@@ -36,7 +39,7 @@ schema_version: 1
 name: planted
 owners: [{name: Harness, email: h@example.com, role: owner}]
 rollback: {trigger: latency regressed}
-samples: {warmup: 1, min: 6, max: 6, time_budget_s: 0.01, runs: 5}
+samples: {warmup: 1, min: $pairs, max: $pairs, time_budget_s: 0.01, runs: 5}
 slices:
   - id: work
     backend: command
@@ -57,7 +60,7 @@ pack bless 0 no
 "$bin" bless bless.yaml --golden golden >/dev/null 2>&1
 [ -z "$busy" ] && { yes >/dev/null & busy=$!; }
 printf '%-8s %-6s %5s %13s %5s %9s\n' yardstick change pass inconclusive fail s/gate
-for mode in paired golden; do
+for mode in $modes; do
 	for pct in 0 3 10; do
 		paired=no
 		[ "$mode" = paired ] && paired=yes
