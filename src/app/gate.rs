@@ -13,6 +13,7 @@ use crate::release::memo_trends::memo_trends;
 use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
 use crate::validate::baselines::load_required_baselines;
 use crate::validate::golden::Baselines;
+use crate::validate::session_drift::SessionDrift;
 use crate::validate::{RunPlan, assess, plan_runs, power_check};
 use std::path::{Path, PathBuf};
 
@@ -78,10 +79,12 @@ pub(super) fn required_baselines(
         packs,
         environment,
         &options.golden_dir,
-        options.allow_env_drift,
+        (options.allow_env_drift, options.baseline_build.is_some()),
         &now_rfc3339(),
     )
     .map_err(refusals::baseline)?;
+    let mut baselines = baselines;
+    attach_session_drift(&mut baselines, options.history.as_deref());
     let drift = drift
         .into_iter()
         .map(|d| DriftNote {
@@ -91,6 +94,29 @@ pub(super) fn required_baselines(
         })
         .collect();
     Ok((baselines, drift))
+}
+
+/// Give every golden baseline the between-session drift of its slice's latency (issue
+/// 22): estimated from the run history's repeated gates of one commit when it holds them,
+/// else assumed. A history that cannot be read is no reason to refuse a gate: the drift is
+/// then assumed too.
+fn attach_session_drift(baselines: &mut Baselines, history: Option<&Path>) {
+    let history = history
+        .filter(|p| p.is_file())
+        .and_then(|p| crate::release::history::History::open(p).ok());
+    for b in baselines.values_mut() {
+        let points: Vec<(String, f64)> = history
+            .as_ref()
+            .and_then(|h| h.series(Some(&b.pack), &b.slice, "latency").ok())
+            .map(|(_, points)| {
+                points
+                    .into_iter()
+                    .filter_map(|p| p.git_commit.map(|c| (c, p.value)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        b.session_drift = Some(SessionDrift::from_history(&points).unwrap_or_else(SessionDrift::assumed));
+    }
 }
 
 /// Validate evidence against the packs' guardrails, decide, and write every output.

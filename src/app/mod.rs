@@ -61,6 +61,20 @@ pub struct Options {
     pub run_launcher: Option<Arc<dyn RunLauncher>>,
     /// The run-history database `gate` and `merge` record into; `None` records nothing.
     pub history: Option<PathBuf>,
+    /// The baseline build (issue 22): another sparsegate binary whose runs are
+    /// interleaved with the candidate's on the built-in kernels' slices, so
+    /// `regress_at_most` is decided on same-session paired ratios.
+    pub baseline_build: Option<BaselineBuild>,
+}
+
+/// A baseline binary that answered the child-run protocol handshake, and how to start its
+/// runs (the binary injects a launcher for `BASELINE __run-slice`).
+#[derive(Debug, Clone)]
+pub struct BaselineBuild {
+    /// Starts one run of the baseline build.
+    pub launcher: Arc<dyn RunLauncher>,
+    /// What the evidence and the memo call it.
+    pub source: String,
 }
 
 /// Progress of a run, for the binary to display.

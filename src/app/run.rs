@@ -4,9 +4,9 @@
 use super::{Options, Progress, all_slices, capture_environment};
 use crate::domain::OfSlice;
 use crate::error::Result;
-use crate::execute::children::launch_child_run;
+use crate::execute::children::{launch_baseline_run, launch_child_run};
 use crate::execute::dispatch::{pack_evidence, place_roofs};
-use crate::execute::{Evidence, LaunchRun, SliceEvidence, execute_slice_on};
+use crate::execute::{BaselineLaunch, Evidence, LaunchRun, SliceEvidence, execute_slice_on};
 use crate::files::{to_json, write_atomic};
 use crate::ingress::pack::SamplePolicy;
 use crate::ingress::{Environment, LoadedPack, Slice};
@@ -110,10 +110,19 @@ pub(super) fn run_under(
             .as_deref()
             .map(|launcher| move |run: u32| launch_child_run(launcher, pack, slice, run, environment));
         let launch = launch.as_ref().map(|l| l as &LaunchRun<'_>);
+        let base = options.baseline_build.as_ref().map(|b| {
+            let launcher = &*b.launcher;
+            let launch = move |run: u32| launch_baseline_run(launcher, pack, slice, run, environment);
+            (launch, b.source.clone())
+        });
+        let base_launch = base.as_ref().map(|(l, source)| BaselineLaunch {
+            launch: l as &LaunchRun<'_>,
+            source: source.clone(),
+        });
         // Sequential sampling: execution asks validate's interim check after each run.
         let baseline = baselines.and_then(|b| b.get(&slice.slice_key()));
         let stop = |ev: &SliceEvidence| interim_look(slice, ev, baseline);
-        let evidence = execute_slice_on(slice, &plan, launch, Some(&stop));
+        let evidence = execute_slice_on(slice, &plan, launch, base_launch.as_ref(), Some(&stop));
         progress(Progress::SliceFinished { evidence: &evidence });
         slices.push(evidence);
     }

@@ -33,7 +33,11 @@ pub fn serve_run(request: &RunRequest, options: &Options) -> Result<RunReply> {
             hint: "`__run-slice` is started by the gate; do not call it by hand".into(),
         })?;
     let environment = Environment::capture(slice.threads, &options.work_dir);
-    let fields = environment.lock_diff(&request.environment);
+    let mut fields = environment.lock_diff(&request.environment);
+    // A baseline build's run differs from the gate's build by design (issue 22).
+    if request.baseline {
+        fields.retain(|f| !crate::execute::BUILD_LOCK_FIELDS.contains(&f.field.as_str()));
+    }
     if !fields.is_empty() {
         let diffs: Vec<String> = fields
             .iter()

@@ -24,6 +24,7 @@ fn options(dir: &Path, launcher: Option<Arc<dyn RunLauncher>>) -> Options {
         work_dir: dir.to_owned(),
         run_launcher: launcher,
         history: None,
+        baseline_build: None,
     }
 }
 

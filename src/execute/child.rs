@@ -34,6 +34,110 @@ pub struct RunRequest {
     pub run: u32,
     /// The parent's environment: the child refuses to measure under a different lock.
     pub environment: Environment,
+    /// This run is the baseline build's (issue 22): another version of sparsegate, so
+    /// the lock fields that name the build ([`BUILD_LOCK_FIELDS`]) may differ; the
+    /// machine's may not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub baseline: bool,
+}
+
+/// The version of the child-run protocol (request on stdin, reply on stdout, the
+/// `__child-protocol` handshake) this build speaks. A baseline binary must speak the same
+/// one; builds from before the handshake (version 1) cannot answer it and are refused.
+pub const CHILD_RUN_PROTOCOL: u32 = 2;
+
+/// Lock fields that describe the build rather than the machine: a baseline build differs
+/// in them by design.
+pub const BUILD_LOCK_FIELDS: &[&str] = &["tool_version", "kernel_libs"];
+
+/// What `sparsegate __child-protocol` prints: the protocol it speaks and its version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtocolHello {
+    /// The child-run protocol version, [`CHILD_RUN_PROTOCOL`] for this build.
+    pub child_run_protocol: u32,
+    /// The sparsegate version of the build.
+    pub tool_version: String,
+}
+
+impl ProtocolHello {
+    /// This build's answer.
+    pub fn this_build() -> ProtocolHello {
+        ProtocolHello {
+            child_run_protocol: CHILD_RUN_PROTOCOL,
+            tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+}
+
+/// Why a program cannot serve as a baseline build.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// It could not be started.
+    #[error("cannot start baseline binary {}: {source}", program.display())]
+    Start {
+        /// The program.
+        program: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It did not answer the handshake: not sparsegate, or one too old to have it.
+    #[error(
+        "baseline binary {} does not answer the child-run protocol handshake ({status}{stderr}); it is not \
+         sparsegate, or one older than child-run protocol {CHILD_RUN_PROTOCOL}",
+        program.display()
+    )]
+    NoAnswer {
+        /// The program.
+        program: PathBuf,
+        /// How it ended, or what it printed instead.
+        status: String,
+        /// The end of its stderr.
+        stderr: StderrTail,
+    },
+    /// It speaks another version of the protocol.
+    #[error(
+        "baseline binary {} (sparsegate {}) speaks child-run protocol {}, this build speaks {CHILD_RUN_PROTOCOL}",
+        program.display(), hello.tool_version, hello.child_run_protocol
+    )]
+    Mismatch {
+        /// The program.
+        program: PathBuf,
+        /// Its answer.
+        hello: ProtocolHello,
+    },
+}
+
+/// Ask `program args…` which child-run protocol it speaks (within 30 s), and refuse it
+/// unless it is this build's.
+pub fn probe_protocol(program: &std::path::Path, args: &[&str]) -> Result<ProtocolHello, ProtocolError> {
+    let out = run_with_stdin(program, args, b"", Duration::from_secs(30)).map_err(|e| match e {
+        ChildError::Start { source, .. } => ProtocolError::Start {
+            program: program.to_owned(),
+            source,
+        },
+        other => ProtocolError::NoAnswer {
+            program: program.to_owned(),
+            status: other.to_string(),
+            stderr: StderrTail(String::new()),
+        },
+    })?;
+    let no_answer = |status: String| ProtocolError::NoAnswer {
+        program: program.to_owned(),
+        status,
+        stderr: out.stderr.clone(),
+    };
+    if !out.status.success() {
+        return Err(no_answer(out.status.to_string()));
+    }
+    let hello: ProtocolHello = serde_json::from_slice(&out.stdout)
+        .map_err(|e| no_answer(format!("its answer is not a protocol hello: {e}")))?;
+    if hello.child_run_protocol != CHILD_RUN_PROTOCOL {
+        return Err(ProtocolError::Mismatch {
+            program: program.to_owned(),
+            hello,
+        });
+    }
+    Ok(hello)
 }
 
 /// A child's answer: its own environment (the parent checks the lock again) and the run.
@@ -77,61 +181,89 @@ impl ChildProcessLauncher {
 impl RunLauncher for ChildProcessLauncher {
     fn launch(&self, request: &RunRequest, timeout: Duration) -> Result<RunReply, ChildError> {
         let request_json = serde_json::to_vec(request).map_err(ChildError::Encode)?;
-        let mut child = Command::new(&self.program)
-            .args(&self.args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|source| ChildError::Start {
-                program: self.program.clone(),
-                source,
-            })?;
-        // Drain both pipes on their own threads so a chatty child can never block on a full
-        // pipe while we wait for it to exit.
-        let drain = |pipe: Option<Box<dyn Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                if let Some(mut pipe) = pipe {
-                    let _ = pipe.read_to_end(&mut bytes);
-                }
-                bytes
-            })
-        };
-        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-        // A child that exits without reading its request closes the pipe: not our error
-        // to report (its exit status and stderr say more).
-        if let Some(mut stdin) = child.stdin.take() {
-            let _ = stdin.write_all(&request_json);
+        let out = run_with_stdin(&self.program, &self.args, &request_json, timeout)?;
+        if !out.status.success() {
+            return Err(ChildError::Failed {
+                status: out.status,
+                stderr: out.stderr,
+            });
         }
-        let start = Instant::now();
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if start.elapsed() >= timeout => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break None;
-                }
-                Ok(None) => std::thread::sleep(POLL),
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(ChildError::Wait(e));
-                }
-            }
-        };
-        let stdout = stdout.join().unwrap_or_default();
-        let stderr = StderrTail(tail(&stderr.join().unwrap_or_default()));
-        let Some(status) = status else {
-            return Err(ChildError::TimedOut { timeout, stderr });
-        };
-        if !status.success() {
-            return Err(ChildError::Failed { status, stderr });
-        }
-        serde_json::from_slice(&stdout).map_err(|source| ChildError::BadReply { source, stderr })
+        serde_json::from_slice(&out.stdout).map_err(|source| ChildError::BadReply {
+            source,
+            stderr: out.stderr,
+        })
     }
+}
+
+/// What a finished child left.
+struct ChildOutput {
+    status: std::process::ExitStatus,
+    stdout: Vec<u8>,
+    stderr: StderrTail,
+}
+
+/// Run `program args…` with `input` on stdin until it exits (killed at `timeout`).
+fn run_with_stdin(
+    program: &std::path::Path,
+    args: &[impl AsRef<std::ffi::OsStr>],
+    input: &[u8],
+    timeout: Duration,
+) -> Result<ChildOutput, ChildError> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| ChildError::Start {
+            program: program.to_owned(),
+            source,
+        })?;
+    // Drain both pipes on their own threads so a chatty child can never block on a full
+    // pipe while we wait for it to exit.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    // A child that exits without reading its request closes the pipe: not our error
+    // to report (its exit status and stderr say more).
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input);
+    }
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(POLL),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(ChildError::Wait(e));
+            }
+        }
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = StderrTail(tail(&stderr.join().unwrap_or_default()));
+    let Some(status) = status else {
+        return Err(ChildError::TimedOut { timeout, stderr });
+    };
+    Ok(ChildOutput {
+        status,
+        stdout,
+        stderr,
+    })
 }
 
 /// The last [`STDERR_TAIL_BYTES`] of a child's stderr, as trimmed text.
@@ -157,6 +289,7 @@ mod tests {
             slice: "s".into(),
             run: 0,
             environment: Environment::capture(1, std::path::Path::new(".")),
+            baseline: false,
         }
     }
 
@@ -208,6 +341,20 @@ mod tests {
         let reply = sh(&script).launch(&request(), LONG).unwrap();
         assert_eq!(reply.record.pid, Some(42));
         assert_eq!(reply.environment, request().environment);
+    }
+
+    #[test]
+    fn issue_22_a_program_without_the_handshake_is_refused_as_a_baseline() {
+        let sh = std::path::Path::new("/bin/sh");
+        let err = probe_protocol(sh, &["-c", "echo 'unrecognized subcommand' >&2; exit 2"]).unwrap_err();
+        assert!(matches!(err, ProtocolError::NoAnswer { .. }), "{err}");
+        assert!(err.to_string().contains("unrecognized subcommand"), "{err}");
+        let old = r#"printf '{"child_run_protocol": 1, "tool_version": "0.2.0"}'"#;
+        let err = probe_protocol(sh, &["-c", old]).unwrap_err();
+        assert!(err.to_string().contains("speaks child-run protocol 1"), "{err}");
+        let hello = serde_json::to_string(&ProtocolHello::this_build()).unwrap();
+        let ok = probe_protocol(sh, &["-c", &format!("printf '%s' '{hello}'")]).unwrap();
+        assert_eq!(ok, ProtocolHello::this_build());
     }
 
     #[test]

@@ -22,15 +22,43 @@ pub fn launch_child_run(
     run: u32,
     environment: &Environment,
 ) -> Result<RunRecord, ChildError> {
+    launch(launcher, pack, slice, run, environment, false)
+}
+
+/// [`launch_child_run`] for a run of the baseline build (issue 22): its launcher starts
+/// the baseline binary, which may differ from the gate in the lock fields that name the
+/// build ([`super::child::BUILD_LOCK_FIELDS`]) but not in the machine's.
+pub fn launch_baseline_run(
+    launcher: &dyn RunLauncher,
+    pack: &LoadedPack,
+    slice: &Slice,
+    run: u32,
+    environment: &Environment,
+) -> Result<RunRecord, ChildError> {
+    launch(launcher, pack, slice, run, environment, true)
+}
+
+fn launch(
+    launcher: &dyn RunLauncher,
+    pack: &LoadedPack,
+    slice: &Slice,
+    run: u32,
+    environment: &Environment,
+    baseline: bool,
+) -> Result<RunRecord, ChildError> {
     let request = RunRequest {
         pack_path: pack.path.clone(),
         pack_digest: pack.digest.clone(),
         slice: slice.id.clone(),
         run,
         environment: environment.clone(),
+        baseline,
     };
     let reply = launcher.launch(&request, child_timeout(slice))?;
-    let fields = environment.lock_diff(&reply.environment);
+    let mut fields = environment.lock_diff(&reply.environment);
+    if baseline {
+        fields.retain(|f| !super::child::BUILD_LOCK_FIELDS.contains(&f.field.as_str()));
+    }
     if !fields.is_empty() {
         return Err(ChildError::LockMismatch {
             fields: fields.into_iter().map(|f| f.field).collect(),

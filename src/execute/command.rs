@@ -9,6 +9,7 @@
 use super::error::{CommandError, CommandStderr, ExecError, PairSide, RecordError};
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
 use super::numbers::{median, zero_if_nan};
+use super::paired::{BaselineRuns, PairOrder};
 use crate::domain::Counter;
 use crate::domain::metric::Metric;
 use crate::ingress::{CommandInvocation, CommandSlice, Slice};
@@ -61,6 +62,10 @@ fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) 
         MetricSamples::single_run("x", vec![]),
     );
     let mut invocations = 0u64;
+    let mut baseline = command
+        .baseline
+        .as_ref()
+        .map(|b| BaselineRuns::new(format!("baseline command `{}`", b.display()), "invocation"));
     for run in 0..policy.runs.max(1) {
         let start = Instant::now();
         let elapsed = || start.elapsed().as_secs_f64();
@@ -70,8 +75,8 @@ fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) 
         loop {
             let records = invoke(&command.candidate, timeout)?;
             invocations += 1;
-            if let Some(c) = &command.comparator {
-                invoke(c, timeout)?;
+            for other in [&command.comparator, &command.baseline].into_iter().flatten() {
+                invoke(other, timeout)?;
                 invocations += 1;
             }
             warm.push(latency_of(&records));
@@ -93,19 +98,40 @@ fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) 
         let (mut run_latency, mut run_comparator, mut run_speedup) = (Vec::new(), Vec::new(), Vec::new());
         let mut n = 0u32;
         loop {
-            // Alternate which side goes first so order effects cancel in the ratio.
-            let (cand, comp) = match &command.comparator {
-                None => (invoke(&command.candidate, timeout)?, None),
-                Some(c) if n.is_multiple_of(2) => {
+            // Alternate which side goes first so order effects cancel in the ratio. The
+            // baseline build (issue 22) runs right next to the candidate, on the other
+            // side of it from the comparator: C B K, then K B C, …
+            let order = PairOrder::of_pair(n as usize);
+            let (cand, comp, base) = match order {
+                PairOrder::CandidateFirst => {
                     let a = invoke(&command.candidate, timeout)?;
-                    (a, Some(invoke(c, timeout)?))
+                    let base = invoke_opt(&command.baseline, timeout)?;
+                    (a, invoke_opt(&command.comparator, timeout)?, base)
                 }
-                Some(c) => {
-                    let b = invoke(c, timeout)?;
-                    (invoke(&command.candidate, timeout)?, Some(b))
+                PairOrder::BaselineFirst => {
+                    let comp = invoke_opt(&command.comparator, timeout)?;
+                    let base = invoke_opt(&command.baseline, timeout)?;
+                    (invoke(&command.candidate, timeout)?, comp, base)
                 }
             };
-            invocations += 1 + u64::from(comp.is_some());
+            invocations += 1 + u64::from(comp.is_some()) + u64::from(base.is_some());
+            if let (Some(base), Some(paired)) = (base, baseline.as_mut()) {
+                let (Some(a), Some(b)) = (latency_of(&cand), latency_of(&base)) else {
+                    return Err(CommandError::NoBaselineLatency {
+                        silent: if latency_of(&cand).is_none() {
+                            PairSide::Command
+                        } else {
+                            PairSide::Baseline
+                        },
+                        command: command.candidate.display(),
+                        baseline: command
+                            .baseline
+                            .as_ref()
+                            .map_or_else(String::new, |c| c.display()),
+                    });
+                };
+                paired.push(run, order, a, b);
+            }
             if let Some(comp) = comp {
                 let (Some(a), Some(b)) = (latency_of(&cand), latency_of(&comp)) else {
                     return Err(CommandError::NoLatencyToPair {
@@ -187,7 +213,13 @@ fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) 
         evidence.metrics.insert(Metric::EffectiveSpeedup, speedup);
         evidence.comparator = Some(comparator);
     }
+    evidence.baseline_build = baseline;
     Ok(())
+}
+
+/// [`invoke`] when there is a process to invoke.
+fn invoke_opt(inv: &Option<CommandInvocation>, timeout: Duration) -> Result<Option<Records>, CommandError> {
+    inv.as_ref().map(|i| invoke(i, timeout)).transpose()
 }
 
 /// Whether the last three values lie within [`STABLE_SPREAD`] of their median.

@@ -97,6 +97,10 @@ pub struct SliceEvidence {
     /// measured against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isa: Option<IsaRecord>,
+    /// The baseline build measured in this session, interleaved with the candidate
+    /// (issue 22): what ran, its latencies and the per-pair ratios candidate/baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_build: Option<super::paired::BaselineRuns>,
 }
 
 /// The instruction-set paths of a CPU slice.
@@ -425,6 +429,7 @@ impl SliceEvidence {
             structure: vec![],
             artifacts: vec![],
             isa: None,
+            baseline_build: None,
         }
     }
 }

@@ -12,6 +12,7 @@ mod evidence;
 mod import;
 mod load;
 mod numbers;
+mod paired;
 pub mod quality;
 pub mod roofs;
 mod run;
@@ -22,7 +23,10 @@ pub mod summary;
 mod weights;
 mod workload;
 
-pub use child::{ChildProcessLauncher, RunLauncher, RunReply, RunRequest};
+pub use child::{
+    BUILD_LOCK_FIELDS, CHILD_RUN_PROTOCOL, ChildProcessLauncher, ProtocolError, ProtocolHello, RunLauncher,
+    RunReply, RunRequest, probe_protocol,
+};
 pub use command::{COMMAND_CONTRACT_VERSION, execute_command_slice, parse_records};
 pub use error::{
     ChildError, CommandError, CommandStderr, ExecError, ImportError, ModelError, PairSide, PrepareError,
@@ -34,8 +38,12 @@ pub use evidence::{
 };
 pub use import::{Imported, execute_import_slice, read_entry};
 pub use load::{LoadOutcome, execute_load_slice, serve};
+pub use paired::{BaselineRuns, PairOrder};
 pub use quality::execute_model_slice;
-pub use run::{LaunchRun, RunRecord, StopDecision, StopRule, execute_slice, execute_slice_with, measure_run};
+pub use run::{
+    BaselineLaunch, LaunchRun, RunRecord, StopDecision, StopRule, execute_slice, execute_slice_with,
+    measure_run,
+};
 pub use sim::execute_sim_slice;
 /// The CPU kernels, a crate of their own (`crates/kernels`); re-exported so that
 /// `execute::kernels::…` paths name them as before.
@@ -49,16 +57,19 @@ use crate::lower::Plan;
 /// on the simulated part, run as the user's command, or read from another tool's results.
 /// The one entry point of the stage; a new backend is one arm here.
 ///
-/// `launch` delegates the runs of a CPU-kernel slice to child processes; `stop` is the
+/// `launch` delegates the runs of a CPU-kernel slice to child processes; `baseline`, when
+/// a baseline binary was given, runs the baseline build's runs interleaved with them
+/// (issue 22; a `command` slice names its baseline in the pack instead); `stop` is the
 /// interim check sequential sampling asks after each run (see [`StopRule`]).
 pub fn execute_slice_on(
     slice: &Slice,
     plan: &Plan,
     launch: Option<&LaunchRun<'_>>,
+    baseline: Option<&BaselineLaunch<'_>>,
     stop: Option<&StopRule<'_>>,
 ) -> SliceEvidence {
     let mut evidence = match &slice.backend {
-        SliceBackend::Kernels { .. } => execute_slice_with(slice, plan, launch, stop),
+        SliceBackend::Kernels { .. } => run::execute_slice_paired(slice, plan, launch, baseline, stop),
         SliceBackend::Serving { load, .. } => execute_load_slice(slice, *load, plan),
         SliceBackend::Model(task) => execute_model_slice(slice, task, plan),
         SliceBackend::Sim(preset) => execute_sim_slice(slice, preset, plan),

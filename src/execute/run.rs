@@ -8,6 +8,7 @@ use super::error::ExecError;
 use super::evidence::{Look, MetricSamples, OpCost, RunSummary, SliceEvidence, SliceFailure};
 use super::kernels::KernelError;
 use super::numbers::{median, paired_speedups};
+use super::paired::{BaselineRuns, PairOrder};
 use super::workload::Workload;
 use crate::domain::stage::Stage;
 use crate::domain::{Counter, Counters, Metric, Series};
@@ -54,6 +55,15 @@ pub struct RunRecord {
 /// record, or why it could not. Given the run index.
 pub type LaunchRun<'a> = dyn Fn(u32) -> Result<RunRecord, ChildError> + 'a;
 
+/// The baseline build's runs (issue 22): how to start one (in practice a child process of
+/// the baseline binary) and what to call it in the evidence.
+pub struct BaselineLaunch<'a> {
+    /// Runs one run of the baseline build, given the run index.
+    pub launch: &'a LaunchRun<'a>,
+    /// What runs, e.g. `baseline binary /tmp/base/sparsegate (sparsegate 0.3.0)`.
+    pub source: String,
+}
+
 /// What the validate stage answers at an interim look of sequential sampling.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StopDecision {
@@ -88,33 +98,56 @@ pub fn execute_slice_with(
     launch: Option<&LaunchRun<'_>>,
     stop: Option<&StopRule<'_>>,
 ) -> SliceEvidence {
+    execute_slice_paired(slice, plan, launch, None, stop)
+}
+
+/// [`execute_slice_with`], with the runs of a baseline build interleaved run by run with
+/// the candidate's (issue 22): run `i` of the candidate and run `i` of the baseline form
+/// pair `i`, the candidate first in even pairs and the baseline first in odd ones. With a
+/// baseline, the candidate's runs go to `launch` whatever the run mode, so both sides are
+/// fresh processes.
+pub fn execute_slice_paired(
+    slice: &Slice,
+    plan: &Plan,
+    launch: Option<&LaunchRun<'_>>,
+    baseline: Option<&BaselineLaunch<'_>>,
+    stop: Option<&StopRule<'_>>,
+) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::of_plan(slice, plan);
     let dense_flops = plan.dense_flops();
     evidence
         .counters
         .insert(Counter::UsefulFlops, useful_flops(plan, slice.sparsity.density()));
-    let outcome =
-        take_runs(slice, plan, launch, stop, &evidence, dense_flops).map(|(mode, records, looks)| {
+    let outcome = take_runs(slice, plan, (launch, baseline), stop, &evidence, dense_flops).map(
+        |(mode, records, looks, paired)| {
             merge_runs(&mut evidence, mode, records, dense_flops);
             evidence.looks = looks;
-        });
+            evidence.baseline_build = paired;
+        },
+    );
     evidence.finish(outcome, start)
 }
 
-/// The runs of a slice, in order, with the looks of sequential sampling.
+/// What [`take_runs`] took: the run mode, the records, the looks, the baseline's pairs.
+type Runs = (RunMode, Vec<RunRecord>, Vec<Look>, Option<BaselineRuns>);
+
+/// The runs of a slice, in order, with the looks of sequential sampling and, with a
+/// baseline build, its runs interleaved (see [`execute_slice_paired`]).
 fn take_runs(
     slice: &Slice,
     plan: &Plan,
-    launch: Option<&LaunchRun<'_>>,
+    (launch, baseline): (Option<&LaunchRun<'_>>, Option<&BaselineLaunch<'_>>),
     stop: Option<&StopRule<'_>>,
     empty: &SliceEvidence,
     dense_flops: f64,
-) -> Result<(RunMode, Vec<RunRecord>, Vec<Look>), ExecError> {
+) -> Result<Runs, ExecError> {
     if plan.ops.is_empty() {
         return Err(ExecError::NoOps);
     }
-    let launch = launch.filter(|_| slice.samples.effective_run_mode() == RunMode::Process);
+    let launch =
+        launch.filter(|_| baseline.is_some() || slice.samples.effective_run_mode() == RunMode::Process);
+    let mut paired = baseline.map(|b| BaselineRuns::new(b.source.clone(), "run"));
     let mut local = match launch {
         Some(_) => None,
         None => Some(InProcessRuns::prepare(slice, plan)?),
@@ -132,11 +165,30 @@ fn take_runs(
     };
     let (mut records, mut looks) = (Vec::new(), Vec::new());
     for run in 0..most {
+        let order = PairOrder::of_pair(run as usize);
+        let base_run = |b: &BaselineLaunch<'_>| {
+            (b.launch)(run).map_err(|source| ExecError::BaselineChild { run, source })
+        };
+        let base_first = match (baseline, order) {
+            (Some(b), PairOrder::BaselineFirst) => Some(base_run(b)?),
+            _ => None,
+        };
         let record = match (&mut local, launch) {
             (Some(local), _) => local.run(slice, run)?,
             (None, Some(launch)) => launch(run).map_err(|source| ExecError::Child { run, source })?,
             (None, None) => unreachable!("a launcher or in-process runs"),
         };
+        let base = match (baseline, base_first) {
+            (_, Some(b)) => Some(b),
+            (Some(b), None) => Some(base_run(b)?),
+            (None, None) => None,
+        };
+        if let (Some(base), Some(paired)) = (base, paired.as_mut()) {
+            if let Some(error) = check_record(run as usize, &base) {
+                return Err(error);
+            }
+            paired.push(run, order, median(&record.candidate), median(&base.candidate));
+        }
         records.push(record);
         let Some(stop) = stop.filter(|_| run + 1 >= first) else {
             continue;
@@ -158,7 +210,7 @@ fn take_runs(
             break;
         }
     }
-    Ok((mode, records, looks))
+    Ok((mode, records, looks, paired))
 }
 
 /// One run of `slice` in a fresh workload, as a child process does it: prepare, check the

@@ -253,6 +253,9 @@ pub struct CommandSlice {
     pub candidate: CommandInvocation,
     /// The comparator, interleaved with the candidate.
     pub comparator: Option<CommandInvocation>,
+    /// The baseline build of the benchmark, interleaved with the candidate (issue 22).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<CommandInvocation>,
     /// Seconds one invocation may run before its process group is killed.
     pub timeout_s: f64,
 }

@@ -125,6 +125,7 @@ mod tests {
             stage,
             detail: String::new(),
             location: None,
+            yardstick: None,
         }
     }
 

@@ -638,6 +638,7 @@ mod tests {
                 stage: Stage::Validation,
                 detail: String::new(),
                 location: None,
+                yardstick: None,
             });
             h.record("gate", "t", &evidence(1.0), &d).unwrap();
         }

@@ -769,6 +769,7 @@ mod tests {
                 line: 9,
                 col: 5,
             }),
+            yardstick: None,
         };
         Memo {
             schema_version: MEMO_SCHEMA_VERSION,

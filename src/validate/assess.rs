@@ -8,9 +8,13 @@ use super::golden::Baselines;
 use super::looks::{at_look, describe_look, look_for};
 use super::observe::Observed;
 use super::observe::observe;
-use super::outcome::{Assessment, GuardrailOutcome};
+use super::outcome::{Assessment, GuardrailOutcome, Yardstick};
 use super::power_check::note_for;
-use super::rules::{Judgement, absolute, absolute_by_run, normalise_by_calibration, quality, regression};
+use super::rules::{
+    Judgement, absolute, absolute_by_run, normalise_by_calibration, paired_regression, pairs_decide, quality,
+    regression,
+};
+use super::session_drift::{account_for_drift, drifts};
 use crate::domain::OfSlice;
 use crate::domain::metric::{Metric, Series};
 use crate::domain::stage::Stage;
@@ -216,6 +220,20 @@ fn guardrail_seed(slice_seed: u64, index: usize) -> u64 {
     slice_seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// What a `regress_at_most` guardrail is decided against: the baseline build when the
+/// slice's evidence holds one and the metric can be paired, else the golden baseline.
+fn yardstick(g: &GuardrailSpec, ev: Option<&SliceEvidence>) -> Option<Yardstick> {
+    if !matches!(g.rule, Rule::RegressAtMost { .. }) {
+        return None;
+    }
+    let paired = ev.is_some_and(|e| e.baseline_build.is_some() && pairs_decide(g.metric));
+    Some(if paired {
+        Yardstick::BaselineBuild
+    } else {
+        Yardstick::Golden
+    })
+}
+
 pub(crate) fn judge(
     slice: &Slice,
     index: usize,
@@ -246,6 +264,7 @@ pub(crate) fn judge(
             bottleneck,
             stage,
             // The detail reads the underlying check ("…: fail"); say why the verdict is milder.
+            yardstick: yardstick(g, ev),
             detail: if verdict == Verdict::Warn {
                 format!(
                     "{} (advisory guardrail: reported as warn, never blocks)",
@@ -316,6 +335,9 @@ fn judge_measured(
         Ok(obs) => match g.rule {
             Rule::AtMost { bound } => absolute_rule(g.metric, ev, &obs, bound, true, g.confidence),
             Rule::AtLeast { bound } => absolute_rule(g.metric, ev, &obs, bound, false, g.confidence),
+            Rule::RegressAtMost { margin } if yardstick(g, Some(ev)) == Some(Yardstick::BaselineBuild) => {
+                paired_rule(slice, index, g, ev, baseline, opts, margin)
+            }
             Rule::RegressAtMost { margin } => match baseline {
                 None => Judgement::inconclusive("no baseline: inconclusive".into()),
                 Some(b) => match observe(g.metric, &b.metrics, &b.counters, None) {
@@ -351,6 +373,9 @@ fn judge_measured(
                             }
                             None => judge(&obs, &base),
                         };
+                        if let Some(drift) = b.session_drift.as_ref().filter(|_| drifts(g.metric)) {
+                            account_for_drift(&mut j, drift, g.metric.better(), margin, g.confidence);
+                        }
                         if let Some(note) = note_for(slice, g.metric, margin, g.confidence, b)
                             .filter(|n| !n.plan.margin_resolvable)
                         {
@@ -362,4 +387,57 @@ fn judge_measured(
             },
         },
     }
+}
+
+/// `regress_at_most` against the baseline build of this session (issue 22); the golden
+/// baseline, when there is one, is judged too and reported as history beside it.
+fn paired_rule(
+    slice: &Slice,
+    index: usize,
+    g: &GuardrailSpec,
+    ev: &SliceEvidence,
+    golden: Option<&super::golden::Baseline>,
+    opts: &AssessOptions,
+    margin: f64,
+) -> Judgement {
+    let Some(paired) = &ev.baseline_build else {
+        return Judgement::inconclusive("internal: no baseline build: inconclusive".into());
+    };
+    let latency = ev
+        .metrics
+        .get(Metric::Latency)
+        .and_then(|m| crate::stats::median(&m.samples).ok());
+    let mut j = paired_regression(g.metric, paired, latency, margin, g.confidence);
+    let context = match golden {
+        None => "no golden baseline".to_owned(),
+        Some(b) => {
+            // The golden comparison, as it would have decided without the baseline build.
+            let mut spec = g.clone();
+            spec.severity = Severity::Block;
+            let without = SliceEvidence {
+                baseline_build: None,
+                ..ev.clone()
+            };
+            let gj = judge_measured(
+                slice,
+                index,
+                &spec,
+                &without,
+                Some(b),
+                opts,
+                ev.plan.fallback_rate(),
+            );
+            format!(
+                "golden baseline blessed {}: ratio CI {}, {}",
+                b.blessed_at,
+                gj.ci
+                    .map_or_else(|| "?".into(), |c| super::describe::range(c.0, c.1)),
+                gj.verdict
+            )
+        }
+    };
+    j.detail.push_str(&format!(
+        "; yardstick: the baseline build (golden timings are history here: {context})"
+    ));
+    j
 }

@@ -3,7 +3,7 @@
 //! (or, where drift is allowed, the drift is returned for the memo to call out).
 
 use super::golden::{self, Baselines, GoldenError};
-use crate::ingress::{Environment, FieldDiff, LoadedPack};
+use crate::ingress::{Environment, FieldDiff, LoadedPack, Slice, SliceBackend};
 use std::path::{Path, PathBuf};
 
 /// Why the baselines a run needs cannot be used.
@@ -53,14 +53,30 @@ pub struct BaselineDrift {
     pub fields: Vec<FieldDiff>,
 }
 
+/// Whether `slice` is measured against a baseline build in this session (issue 22): a
+/// `command` slice that names its `baseline`, or a built-in kernels slice when the gate
+/// was given a baseline binary (`baseline_bin`).
+pub fn has_baseline_build(slice: &Slice, baseline_bin: bool) -> bool {
+    match &slice.backend {
+        SliceBackend::Command(c) => c.baseline.is_some(),
+        SliceBackend::Kernels { .. } => baseline_bin,
+        _ => false,
+    }
+}
+
 /// Load the baselines every baseline-relative guardrail of `packs` needs from
 /// `golden_dir`, refusing a missing baseline, one expired at `now` (RFC 3339), and, unless
 /// `allow_drift`, one taken under a lock other than `environment`'s.
+///
+/// A slice measured against a baseline build ([`has_baseline_build`]) needs no golden
+/// baseline for the guardrails the pairs decide: its golden file, if there is a usable one
+/// (present, unexpired, same lock and artifacts), is loaded as history for the memo, and
+/// skipped otherwise.
 pub fn load_required_baselines(
     packs: &[LoadedPack],
     environment: &Environment,
     golden_dir: &Path,
-    allow_drift: bool,
+    (allow_drift, baseline_bin): (bool, bool),
     now: &str,
 ) -> Result<(Baselines, Vec<BaselineDrift>), BaselineError> {
     let mut baselines = Baselines::new();
@@ -71,6 +87,23 @@ pub fn load_required_baselines(
             .iter()
             .filter(|s| s.guardrails.iter().any(|g| g.rule.needs_baseline()))
         {
+            let paired = has_baseline_build(slice, baseline_bin);
+            let needs_golden = slice
+                .guardrails
+                .iter()
+                .any(|g| g.rule.needs_baseline() && !(paired && super::rules::pairs_decide(g.metric)));
+            if !needs_golden {
+                let path = golden::baseline_path(golden_dir, &slice.pack, &slice.id);
+                let usable = golden::load_baseline(&path).ok().flatten().filter(|b| {
+                    b.check_expiry(&path, now).is_ok()
+                        && artifact_diff(slice, &b.artifacts).is_empty()
+                        && environment.lock_diff(&b.environment).is_empty()
+                });
+                if let Some(b) = usable {
+                    baselines.insert(crate::domain::OfSlice::slice_key(slice), b);
+                }
+                continue;
+            }
             let path = golden::baseline_path(golden_dir, &slice.pack, &slice.id);
             let baseline = golden::load_baseline(&path)?.ok_or_else(|| BaselineError::Missing {
                 pack: slice.pack.clone(),

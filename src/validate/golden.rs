@@ -83,6 +83,12 @@ pub struct Baseline {
     pub artifacts: Vec<crate::execute::ArtifactRecord>,
     /// `sha256:<hex>` over the canonical JSON of every other field.
     pub digest: String,
+    /// How much this slice's timings drift between sessions, attached by the gate when it
+    /// loads the baseline (from the run history, else assumed; issue 22). Never in the
+    /// file: it is about the runner, not the baseline. `None`: not accounted for.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub session_drift: Option<super::session_drift::SessionDrift>,
 }
 
 /// Baselines by (pack name, slice id).
@@ -110,6 +116,7 @@ impl Baseline {
             expires_at: None,
             artifacts: evidence.artifacts.clone(),
             digest: String::new(),
+            session_drift: None,
         };
         baseline.digest = baseline.compute_digest();
         baseline

@@ -19,11 +19,12 @@ mod outcome;
 mod power_check;
 pub mod quality;
 mod rules;
+pub mod session_drift;
 #[cfg(test)]
 mod tests;
 
 pub use assess::{AssessOptions, assess, assess_with};
 pub use diagnosis::{FallbackImpact, RooflinePoint, SliceDiagnosis};
 pub use interim::interim_look;
-pub use outcome::{Assessment, GuardrailOutcome};
+pub use outcome::{Assessment, GuardrailOutcome, Yardstick};
 pub use power_check::{PowerNote, RunPlan, plan_runs, power_check};

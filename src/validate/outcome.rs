@@ -49,6 +49,20 @@ pub struct GuardrailOutcome {
     pub detail: String,
     /// Where the guardrail is declared.
     pub location: Option<Location>,
+    /// For `regress_at_most`: what the candidate was compared with (issue 22).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub yardstick: Option<Yardstick>,
+}
+
+/// What decided a baseline-relative guardrail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Yardstick {
+    /// The baseline build, measured in this session interleaved with the candidate: the
+    /// per-pair ratios decided (the golden baseline, if any, is context in the detail).
+    BaselineBuild,
+    /// The golden baseline, blessed in an earlier session.
+    Golden,
 }
 
 /// Everything validation concluded for one gate run.

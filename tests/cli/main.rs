@@ -13,6 +13,7 @@ mod import;
 mod load;
 mod malformed;
 mod memo;
+mod paired;
 mod quality;
 mod reports;
 mod runs;

@@ -64,6 +64,14 @@ pub enum Command {
         /// Output directory.
         #[arg(long, value_name = "DIR", default_value = "out")]
         out: PathBuf,
+        /// A baseline build: another sparsegate binary (e.g. built from the merge base).
+        /// Its runs of the built-in kernels' slices are interleaved with this build's in
+        /// the same session, and `regress_at_most` on latency is decided on the per-pair
+        /// ratios; golden baselines become history. It must speak this build's child-run
+        /// protocol. (`backend: command` slices name theirs in the pack:
+        /// `command: {baseline: {argv: [...]}}`.)
+        #[arg(long, value_name = "PATH")]
+        baseline_bin: Option<PathBuf>,
         #[command(flatten)]
         decide: DecideArgs,
     },
@@ -114,6 +122,10 @@ pub enum Command {
     /// timings (JSON) on stdout.
     #[command(name = "__run-slice", hide = true)]
     RunSlice,
+    /// Internal: print the child-run protocol this build speaks (JSON), so a gate can
+    /// check a `--baseline-bin` before starting its runs.
+    #[command(name = "__child-protocol", hide = true)]
+    ChildProtocol,
     /// Micro-benchmark one built-in kernel against its dense comparator, interleaved in one
     /// process: median times, GFLOP/s (dense-equivalent and useful), speedup with its interval.
     Bench(BenchArgs),

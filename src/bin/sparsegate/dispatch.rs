@@ -9,6 +9,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Validate { packs, json } => crate::validate::run(&packs, json),
         Command::RunSlice => crate::run_slice::run(),
+        Command::ChildProtocol => crate::run_slice::protocol(),
         Command::Run {
             run,
             out,
@@ -21,7 +22,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             golden,
             decide,
         } => crate::merge::run(&shards, &out, golden, &decide),
-        Command::Gate { run, out, decide } => crate::gate::run(&run, &out, &decide),
+        Command::Gate {
+            run,
+            out,
+            baseline_bin,
+            decide,
+        } => crate::gate::run(&run, &out, baseline_bin.as_deref(), &decide),
         Command::Memo(MemoCommand::Sign {
             dir,
             key,

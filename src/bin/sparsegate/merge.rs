@@ -15,6 +15,7 @@ pub fn run(shards: &[PathBuf], out: &Path, golden: PathBuf, decide: &DecideArgs)
         history: record_path(&decide.history, &work_dir),
         work_dir,
         run_launcher: None,
+        baseline_build: None,
     };
     let report = app::merge(shards, out, &options)?;
     crate::gate::print_report(&report, decide.json)?;

@@ -4,7 +4,7 @@
 
 use crate::cli::{RecordArgs, RunArgs};
 use sparsegate::app::{self, Options};
-use sparsegate::execute::{ChildProcessLauncher, RunLauncher};
+use sparsegate::execute::{CHILD_RUN_PROTOCOL, ChildProcessLauncher, RunLauncher, probe_protocol};
 use sparsegate::release::history::HISTORY_ENV;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,6 +22,7 @@ pub fn options(run: &RunArgs, allow_env_drift: bool) -> Options {
         work_dir: work_dir(),
         run_launcher: run_launcher(),
         history: None,
+        baseline_build: None,
     }
 }
 
@@ -43,6 +44,28 @@ pub fn record_path(args: &RecordArgs, work_dir: &Path) -> Option<PathBuf> {
             .or_else(|| std::env::var_os(HISTORY_ENV).map(Into::into))
             .unwrap_or_else(|| app::default_history_path(work_dir)),
     )
+}
+
+/// The baseline build at `path` (`gate --baseline-bin`), refused (exit 2) unless it
+/// answers this build's child-run protocol handshake.
+pub fn baseline_build(path: &Path) -> sparsegate::Result<app::BaselineBuild> {
+    let hello = probe_protocol(path, &["__child-protocol"]).map_err(|e| sparsegate::Error::Usage {
+        message: e.to_string(),
+        hint: format!(
+            "`--baseline-bin` takes a sparsegate binary that speaks child-run protocol {CHILD_RUN_PROTOCOL}: \
+             build the base revision with this version or later (scripts/gate-against-base.sh does it), or \
+             gate without `--baseline-bin` against the golden baselines"
+        ),
+    })?;
+    let program = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    Ok(app::BaselineBuild {
+        source: format!(
+            "baseline binary {} (sparsegate {})",
+            program.display(),
+            hello.tool_version
+        ),
+        launcher: Arc::new(ChildProcessLauncher::new(program, ["__run-slice"])),
+    })
 }
 
 /// `process`-mode runs start this very executable with the hidden `__run-slice` command,

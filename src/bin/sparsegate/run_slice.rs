@@ -32,8 +32,19 @@ pub fn run() -> Result<ExitCode> {
         work_dir: work_dir(),
         run_launcher: None,
         history: None,
+        baseline_build: None,
     };
     let reply = app::serve_run(&request, &options)?;
     print!("{}", app::to_json(&reply));
+    Ok(ExitCode::Pass)
+}
+
+/// The hidden `__child-protocol` command: this build's child-run protocol, for a gate
+/// that was given this binary as its `--baseline-bin`.
+pub fn protocol() -> Result<ExitCode> {
+    print!(
+        "{}",
+        app::to_json(&sparsegate::execute::ProtocolHello::this_build())
+    );
     Ok(ExitCode::Pass)
 }

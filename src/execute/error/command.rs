@@ -87,6 +87,19 @@ pub enum CommandError {
         /// The comparator invocation.
         comparator: String,
     },
+    /// A pair with the baseline build needs a `latency` record from both sides (issue 22).
+    #[error(
+        "paired baseline runs compare `latency` records, but {silent} printed none (command `{command}`, \
+         baseline `{baseline}`)"
+    )]
+    NoBaselineLatency {
+        /// The side that printed no latency.
+        silent: PairSide,
+        /// The candidate invocation.
+        command: String,
+        /// The baseline invocation.
+        baseline: String,
+    },
     /// A guardrail judges a metric the command never printed.
     #[error(
         "command `{command}` printed no `{}` records, but a guardrail on `{}` needs them",
@@ -110,6 +123,8 @@ pub enum PairSide {
     Command,
     /// The comparator command.
     Comparator,
+    /// The baseline build's command.
+    Baseline,
 }
 
 impl std::fmt::Display for PairSide {
@@ -117,6 +132,7 @@ impl std::fmt::Display for PairSide {
         f.write_str(match self {
             PairSide::Command => "the command",
             PairSide::Comparator => "the comparator",
+            PairSide::Baseline => "the baseline",
         })
     }
 }

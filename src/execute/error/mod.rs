@@ -91,6 +91,15 @@ pub enum ExecError {
         /// Why.
         source: ChildError,
     },
+    /// A run of the baseline build (issue 22), in a child process of the baseline
+    /// binary, produced no record.
+    #[error("baseline run {run} (child process of the baseline binary): {source}")]
+    BaselineChild {
+        /// The run index.
+        run: u32,
+        /// Why.
+        source: ChildError,
+    },
     /// A run's record holds different numbers of slice, comparator and calibration
     /// timings, or none.
     #[error(

@@ -412,9 +412,20 @@ pub struct CommandSpec {
     /// timeout, so `effective_speedup` is a same-moment ratio of `latency`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comparator: Option<ComparatorCommand>,
+    /// The baseline build of this benchmark (issue 22): the previous version, e.g. the
+    /// same program built from the pull request's merge base. Its invocations are
+    /// interleaved with this command's in the same session (candidate and baseline
+    /// alternate which goes first), and `regress_at_most` on `latency` is then decided on
+    /// the per-pair ratios candidate/baseline, run-aware, instead of against the golden
+    /// baseline (which stays in the memo as history). `cwd` and `env` default to the
+    /// command's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<ComparatorCommand>,
 }
 
-/// The comparator side of a `command` slice.
+/// Another process run beside a `command` slice's own: its comparator (a different
+/// computation, for `effective_speedup`) or its baseline build (the previous version of
+/// the same computation, for `regress_at_most`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComparatorCommand {

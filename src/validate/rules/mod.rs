@@ -2,11 +2,13 @@
 //! the good side, fail when it lies wholly on the bad side, inconclusive otherwise.
 
 mod absolute;
+mod paired;
 mod quality;
 mod regression;
 mod runs;
 
 pub(crate) use absolute::absolute;
+pub(crate) use paired::{paired_regression, pairs_decide};
 pub(crate) use quality::quality;
 pub(crate) use regression::{Quantity, regression};
 pub(crate) use runs::{absolute_by_run, normalise_by_calibration};

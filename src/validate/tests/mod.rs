@@ -145,6 +145,7 @@ pub(super) fn baseline(id: &str, metrics: Vec<(&str, Vec<f64>)>) -> Baselines {
         expires_at: None,
         artifacts: vec![],
         digest: "sha256:0".into(),
+        session_drift: None,
     };
     BTreeMap::from([(crate::domain::SliceKey::new("p", id), b)])
 }

@@ -18,7 +18,9 @@ pub(super) const RULES: Rules = Rules {
 };
 
 fn example() -> String {
-    "`command: {argv: [sh, bench.sh], timeout_s: 60}` (see docs/command-backend.md)".into()
+    "`command: {argv: [sh, bench.sh], timeout_s: 60}`, optionally with `comparator: {argv: [...]}` \
+     and `baseline: {argv: [...]}` (see docs/command-backend.md)"
+        .into()
 }
 
 /// Check a `command` slice's block and resolve it against the pack's directory.
@@ -44,11 +46,16 @@ fn check_command(spec: &SliceSpec, at: At<'_>) -> Option<CommandSlice> {
         Some(_) => resolve_cwd(&k.cwd, &format!("{base}/command/comparator/cwd")),
         None => cwd.clone(),
     });
-    for (argv, pointer) in std::iter::once((&c.argv, format!("{base}/command/argv"))).chain(
-        c.comparator
-            .as_ref()
-            .map(|k| (&k.argv, format!("{base}/command/comparator/argv"))),
-    ) {
+    let baseline_cwd = c.baseline.as_ref().map(|k| match &k.cwd {
+        Some(_) => resolve_cwd(&k.cwd, &format!("{base}/command/baseline/cwd")),
+        None => cwd.clone(),
+    });
+    let sides = [("comparator", &c.comparator), ("baseline", &c.baseline)];
+    let others = sides.iter().filter_map(|(name, side)| {
+        side.as_ref()
+            .map(|k| (&k.argv, format!("{base}/command/{name}/argv")))
+    });
+    for (argv, pointer) in std::iter::once((&c.argv, format!("{base}/command/argv"))).chain(others) {
         if argv.first().is_none_or(|p| p.trim().is_empty()) {
             ok = false;
             diags.push(loc.at_value(
@@ -82,9 +89,19 @@ fn check_command(spec: &SliceSpec, at: At<'_>) -> Option<CommandSlice> {
             cwd,
             env: k.env.clone().unwrap_or_else(|| c.env.clone()),
         });
+    let baseline = c
+        .baseline
+        .as_ref()
+        .zip(baseline_cwd)
+        .map(|(k, cwd)| CommandInvocation {
+            argv: k.argv.clone(),
+            cwd,
+            env: k.env.clone().unwrap_or_else(|| c.env.clone()),
+        });
     ok.then_some(CommandSlice {
         candidate,
         comparator,
+        baseline,
         timeout_s: c.timeout_s,
     })
 }

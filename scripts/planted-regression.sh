@@ -1,0 +1,86 @@
+#!/bin/sh
+# Planted-regression harness for paired baseline runs (issue 22).
+#
+#   scripts/planted-regression.sh [SPARSEGATE] [GATES]
+#
+# A `backend: command` slice runs scripts/planted/work.c (a compiled loop whose work
+# SLOWDOWN_PCT makes a few percent larger), its comparator the same program at a fixed
+# size, and guards `latency regress_at_most: 5%`. With one core kept busy (`yes`), it
+# gates GATES times (default 20) per configuration:
+#   paired   — the pack names `baseline: work LOOP 0`, interleaved in the same session;
+#   golden   — no baseline build: against a golden baseline blessed once at the start;
+# for an unchanged candidate (A/A), +3% (inside the margin: must never fail) and +10%
+# (must be caught). Prints pass/inconclusive/fail counts and the mean wall time per gate.
+# The golden baseline is blessed before the busy process starts (a quiet session), the
+# gates run beside it (a busy one); PLANTED_BLESS_BUSY=1 blesses beside it too.
+# PLANTED_PAIRS (default 6) sets the pairs per run (5 runs), PLANTED_MODES (default
+# "paired golden") the yardsticks, PLANTED_LOOP the loop size. Needs a C compiler (cc). Takes about 4 minutes with the defaults.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${1:-$here/../target/release/sparsegate}
+gates=${2:-20}
+loop=${PLANTED_LOOP:-1500000}
+pairs=${PLANTED_PAIRS:-6}
+modes=${PLANTED_MODES:-paired golden}
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+work=$(mktemp -d)
+busy=""
+trap 'if [ -n "$busy" ]; then kill "$busy" 2>/dev/null; fi; rm -rf "$work"' EXIT INT TERM
+cc -O2 -o "$work/work" "$here/planted/work.c"
+
+# pack NAME SLOWDOWN_PCT PAIRED(yes|no)
+pack() {
+	baseline=""
+	if [ "$3" = yes ]; then
+		baseline="      baseline: {argv: [./work, \"$loop\", \"0\"]}"
+	fi
+	cat >"$work/$1.yaml" <<PACK
+schema_version: 1
+name: planted
+owners: [{name: Harness, email: h@example.com, role: owner}]
+rollback: {trigger: latency regressed}
+samples: {warmup: 1, min: $pairs, max: $pairs, time_budget_s: 0.01, runs: 5}
+slices:
+  - id: work
+    backend: command
+    command:
+      argv: [./work, "$loop", "$2"]
+      comparator: {argv: [./work, "$((loop * 2))", "0"]}
+$baseline
+    guardrails:
+      - {metric: latency, regress_at_most: 5%}
+PACK
+}
+
+cd "$work"
+# The golden baseline, blessed once "in an earlier session": on a quiet machine (set
+# PLANTED_BLESS_BUSY=1 to bless with the core already busy, as the gates run).
+[ "${PLANTED_BLESS_BUSY:-0}" = 1 ] && { yes >/dev/null & busy=$!; }
+pack bless 0 no
+"$bin" bless bless.yaml --golden golden >/dev/null 2>&1
+[ -z "$busy" ] && { yes >/dev/null & busy=$!; }
+printf '%-8s %-6s %5s %13s %5s %9s\n' yardstick change pass inconclusive fail s/gate
+for mode in $modes; do
+	for pct in 0 3 10; do
+		paired=no
+		[ "$mode" = paired ] && paired=yes
+		pack "g$pct$mode" "$pct" "$paired"
+		pass=0 inc=0 fail=0
+		start=$(date +%s%N)
+		i=0
+		while [ "$i" -lt "$gates" ]; do
+			rc=0
+			"$bin" gate "g$pct$mode.yaml" --golden golden --out out --no-history --quiet >/dev/null 2>&1 || rc=$?
+			case $rc in
+			0) pass=$((pass + 1)) ;;
+			1) fail=$((fail + 1)) ;;
+			3) inc=$((inc + 1)) ;;
+			*) echo "gate exited $rc:" >&2 && "$bin" gate "g$pct$mode.yaml" --golden golden --out out --no-history --quiet >&2 && exit 1 ;;
+			esac
+			i=$((i + 1))
+		done
+		end=$(date +%s%N)
+		printf '%-8s %-6s %5d %13d %5d %9.2f\n' "$mode" "+$pct%" "$pass" "$inc" "$fail" \
+			"$(echo "($end - $start) / 1000000000 / $gates" | bc -l)"
+	done
+done
