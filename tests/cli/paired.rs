@@ -35,7 +35,7 @@ slices:
 
 #[test]
 fn issue_22_paired_a_a_passes_and_the_evidence_alternates_baseline_and_candidate() {
-    let sb = paired_pack("3000", "3000");
+    let sb = paired_pack("20000", "20000");
     // No golden baseline exists: the baseline build is the yardstick, so none is needed.
     assert_exit(&sb.gate("pack.yaml", &["--no-history"]), 0);
     let v = sb.json("out/verdict.json");
@@ -44,7 +44,7 @@ fn issue_22_paired_a_a_passes_and_the_evidence_alternates_baseline_and_candidate
     assert_eq!(g["yardstick"], "baseline_build", "{g}");
     let detail = g["detail"].as_str().unwrap();
     assert!(
-        detail.contains("paired with the baseline command `sh busy.sh 3000`"),
+        detail.contains("paired with the baseline command `sh busy.sh 20000`"),
         "{detail}"
     );
     assert!(detail.contains("smallest regression detectable"), "{detail}");

@@ -129,28 +129,10 @@ pub(super) struct DensePairs {
 impl DensePairs {
     /// Pack the row-major `n × k` bf16 weights (their bits).
     pub(super) fn new(w: &[u16], n: usize, k: usize) -> DensePairs {
-        debug_assert_eq!(w.len(), n * k);
-        let pairs = k.div_ceil(2);
-        let block_rows = DENSE_PANELS * LANES;
-        let mut lines = vec![Line::default(); n.div_ceil(block_rows) * pairs * DENSE_PANELS];
-        if pairs > 0 {
-            lines
-                .par_chunks_mut(pairs * DENSE_PANELS)
-                .enumerate()
-                .for_each(|(b, block)| {
-                    for (i, line) in block.iter_mut().enumerate() {
-                        let (q, p) = (i / DENSE_PANELS, i % DENSE_PANELS);
-                        for (lane, v) in line.0.iter_mut().enumerate() {
-                            let row = b * block_rows + p * LANES + lane;
-                            if row < n {
-                                let at = |kk: usize| if kk < k { w[row * k + kk] } else { 0 };
-                                *v = pair(at(2 * q), at(2 * q + 1));
-                            }
-                        }
-                    }
-                });
-        }
-        DensePairs { n, k, w: lines }
+        let w = pack_dense(w, n, k, |lo, hi| {
+            Line(std::array::from_fn(|r| pair(lo[r], hi[r])))
+        });
+        DensePairs { n, k, w }
     }
 
     /// `y[n × m] = W · x[k × m]`, f32 sums, on `threads` workers of the current rayon pool
@@ -188,36 +170,14 @@ impl TwoOfFourPairs {
         indices: &[u8],
         row_bytes: usize,
     ) -> TwoOfFourPairs {
-        debug_assert!(k.is_multiple_of(4) && values.len() == n * k / 2 && indices.len() == n * row_bytes);
-        let groups = k / 4;
-        let block_rows = SPARSE_PANELS * LANES;
-        let blocks = n.div_ceil(block_rows);
-        let mut lines = vec![Line::default(); blocks * groups * SPARSE_PANELS];
-        let mut nibbles = vec![0u64; blocks * groups * SPARSE_PANELS];
-        if groups > 0 {
-            lines
-                .par_chunks_mut(groups * SPARSE_PANELS)
-                .zip(nibbles.par_chunks_mut(groups * SPARSE_PANELS))
-                .enumerate()
-                .for_each(|(b, (block, nib))| {
-                    for (i, (line, word)) in block.iter_mut().zip(nib.iter_mut()).enumerate() {
-                        let (g, p) = (i / SPARSE_PANELS, i % SPARSE_PANELS);
-                        for (lane, v) in line.0.iter_mut().enumerate() {
-                            let row = b * block_rows + p * LANES + lane;
-                            if row < n {
-                                let at = row * (k / 2) + 2 * g;
-                                *v = pair(values[at], values[at + 1]);
-                                let byte = indices[row * row_bytes + g / 2] >> (4 * (g % 2));
-                                *word |= u64::from(byte & 0xF) << (4 * lane);
-                            }
-                        }
-                    }
-                });
-        }
+        let line = |first: &[u16; LANES], second: &[u16; LANES]| {
+            Line(std::array::from_fn(|r| pair(first[r], second[r])))
+        };
+        let (values, nibbles) = pack_two_of_four(n, k, (values, indices, row_bytes), line);
         TwoOfFourPairs {
             n,
             k,
-            values: lines,
+            values,
             nibbles,
         }
     }
@@ -232,6 +192,76 @@ impl TwoOfFourPairs {
         // SAFETY: the caller's contract.
         unsafe { product(self, threads, x, y, m) }
     }
+}
+
+/// Pack row-major `n × k` 16-bit weights (their bits) as `[block][pair][panel]` lines of
+/// [`DENSE_PANELS`] panels a block: `line(lo, hi)` makes a panel's line from its 16 rows'
+/// values at K `2q` and `2q + 1` (zero past `n` and `k`).
+fn pack_dense(w: &[u16], n: usize, k: usize, line: fn(&[u16; LANES], &[u16; LANES]) -> Line) -> Vec<Line> {
+    debug_assert_eq!(w.len(), n * k);
+    let pairs = k.div_ceil(2);
+    let block_rows = DENSE_PANELS * LANES;
+    let mut lines = vec![Line::default(); n.div_ceil(block_rows) * pairs * DENSE_PANELS];
+    if pairs > 0 {
+        lines
+            .par_chunks_mut(pairs * DENSE_PANELS)
+            .enumerate()
+            .for_each(|(b, block)| {
+                for (i, out) in block.iter_mut().enumerate() {
+                    let (q, p) = (i / DENSE_PANELS, i % DENSE_PANELS);
+                    let at = |lane: usize, kk: usize| {
+                        let row = b * block_rows + p * LANES + lane;
+                        if row < n && kk < k { w[row * k + kk] } else { 0 }
+                    };
+                    let lo = std::array::from_fn(|lane| at(lane, 2 * q));
+                    let hi = std::array::from_fn(|lane| at(lane, 2 * q + 1));
+                    *out = line(&lo, &hi);
+                }
+            });
+    }
+    lines
+}
+
+/// Pack `n` rows of 2:4 weights as the stored format holds them (per row, two kept values
+/// per group in ascending position; 2-bit positions four to a byte, `row_bytes` per row) as
+/// `[block][group][panel]` lines of [`SPARSE_PANELS`] panels a block and as many nibble words
+/// (row `r`'s nibble `ia | ib << 2` in bits `4r..`): `line(first, second)` makes a panel's
+/// line from its 16 rows' kept values of a group (zero past `n`).
+fn pack_two_of_four(
+    n: usize,
+    k: usize,
+    (values, indices, row_bytes): (&[u16], &[u8], usize),
+    line: impl Fn(&[u16; LANES], &[u16; LANES]) -> Line + Sync,
+) -> (Vec<Line>, Vec<u64>) {
+    debug_assert!(k.is_multiple_of(4) && values.len() == n * k / 2 && indices.len() == n * row_bytes);
+    let groups = k / 4;
+    let block_rows = SPARSE_PANELS * LANES;
+    let blocks = n.div_ceil(block_rows);
+    let mut lines = vec![Line::default(); blocks * groups * SPARSE_PANELS];
+    let mut nibbles = vec![0u64; blocks * groups * SPARSE_PANELS];
+    if groups > 0 {
+        lines
+            .par_chunks_mut(groups * SPARSE_PANELS)
+            .zip(nibbles.par_chunks_mut(groups * SPARSE_PANELS))
+            .enumerate()
+            .for_each(|(b, (block, nib))| {
+                for (i, (out, word)) in block.iter_mut().zip(nib.iter_mut()).enumerate() {
+                    let (g, p) = (i / SPARSE_PANELS, i % SPARSE_PANELS);
+                    let (mut first, mut second) = ([0u16; LANES], [0u16; LANES]);
+                    for lane in 0..LANES {
+                        let row = b * block_rows + p * LANES + lane;
+                        if row < n {
+                            let at = row * (k / 2) + 2 * g;
+                            (first[lane], second[lane]) = (values[at], values[at + 1]);
+                            let byte = indices[row * row_bytes + g / 2] >> (4 * (g % 2));
+                            *word |= u64::from(byte & 0xF) << (4 * lane);
+                        }
+                    }
+                    *out = line(&first, &second);
+                }
+            });
+    }
+    (lines, nibbles)
 }
 
 /// What the shared driver needs of a packed weight layout: its shape, how it packs the

@@ -30,11 +30,10 @@
 //! only error is the f32 summation, `|ŷ − y| ≤ γ_K · Σ_k |w·x|` with `γ_K ≈ K · 2⁻²⁴`;
 //! f16 subnormals convert exactly.
 
-use super::{DENSE_PANELS, SPARSE_PANELS};
+use super::{DENSE_PANELS, SPARSE_PANELS, pack_dense, pack_two_of_four};
 use super::{
     FAR, KC_GROUPS, KC_PAIRS, LANES, Line, Packed, Pass, TOKENS, TileFn, load_sums, product, store_sums,
 };
-use rayon::prelude::*;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
 use std::thread::LocalKey;
@@ -76,29 +75,8 @@ pub(crate) struct DenseHalves {
 impl DenseHalves {
     /// Pack the row-major `n × k` f16 weights (their bits).
     pub(crate) fn new(w: &[u16], n: usize, k: usize) -> DenseHalves {
-        debug_assert_eq!(w.len(), n * k);
-        let pairs = k.div_ceil(2);
-        let block_rows = DENSE_PANELS * LANES;
-        let mut lines = vec![Line::default(); n.div_ceil(block_rows) * pairs * DENSE_PANELS];
-        if pairs > 0 {
-            lines
-                .par_chunks_mut(pairs * DENSE_PANELS)
-                .enumerate()
-                .for_each(|(b, block)| {
-                    for (i, line) in block.iter_mut().enumerate() {
-                        let (q, p) = (i / DENSE_PANELS, i % DENSE_PANELS);
-                        let at = |lane: usize, kk: usize| {
-                            let row = b * block_rows + p * LANES + lane;
-                            if row < n && kk < k { w[row * k + kk] } else { 0 }
-                        };
-                        *line = halves(
-                            std::array::from_fn(|lane| at(lane, 2 * q)),
-                            std::array::from_fn(|lane| at(lane, 2 * q + 1)),
-                        );
-                    }
-                });
-        }
-        DenseHalves { n, k, w: lines }
+        let w = pack_dense(w, n, k, |lo, hi| halves(*lo, *hi));
+        DenseHalves { n, k, w }
     }
 
     /// `y[n × m] = W · x[k × m]` (x as f16 bits), f32 sums, on `threads` workers of the
@@ -136,38 +114,11 @@ impl TwoOfFourHalves {
         indices: &[u8],
         row_bytes: usize,
     ) -> TwoOfFourHalves {
-        debug_assert!(k.is_multiple_of(4) && values.len() == n * k / 2 && indices.len() == n * row_bytes);
-        let groups = k / 4;
-        let block_rows = SPARSE_PANELS * LANES;
-        let blocks = n.div_ceil(block_rows);
-        let mut lines = vec![Line::default(); blocks * groups * SPARSE_PANELS];
-        let mut nibbles = vec![0u64; blocks * groups * SPARSE_PANELS];
-        if groups > 0 {
-            lines
-                .par_chunks_mut(groups * SPARSE_PANELS)
-                .zip(nibbles.par_chunks_mut(groups * SPARSE_PANELS))
-                .enumerate()
-                .for_each(|(b, (block, nib))| {
-                    for (i, (line, word)) in block.iter_mut().zip(nib.iter_mut()).enumerate() {
-                        let (g, p) = (i / SPARSE_PANELS, i % SPARSE_PANELS);
-                        let (mut lo, mut hi) = ([0u16; LANES], [0u16; LANES]);
-                        for lane in 0..LANES {
-                            let row = b * block_rows + p * LANES + lane;
-                            if row < n {
-                                let at = row * (k / 2) + 2 * g;
-                                (lo[lane], hi[lane]) = (values[at], values[at + 1]);
-                                let byte = indices[row * row_bytes + g / 2] >> (4 * (g % 2));
-                                *word |= u64::from(byte & 0xF) << (4 * lane);
-                            }
-                        }
-                        *line = halves(lo, hi);
-                    }
-                });
-        }
+        let (values, nibbles) = pack_two_of_four(n, k, (values, indices, row_bytes), |a, b| halves(*a, *b));
         TwoOfFourHalves {
             n,
             k,
-            values: lines,
+            values,
             nibbles,
         }
     }
