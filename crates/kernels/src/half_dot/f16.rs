@@ -161,10 +161,14 @@ unsafe fn widen_block(from: *const Line, lines: usize, pass: Pass) -> Source {
         if pass.prefetch.0 == 0 {
             wide.clear();
             for i in 0..lines {
-                // SAFETY: line i < lines (contract); each half is 16 f16.
-                let line = unsafe { from.add(i) }.cast::<__m256i>();
-                wide.push(_mm512_cvtph_ps(unsafe { _mm256_load_si256(line) }));
-                wide.push(_mm512_cvtph_ps(unsafe { _mm256_load_si256(line.add(1)) }));
+                // SAFETY: line i < lines (contract); a line is two aligned 32-byte halves of
+                // 16 f16 each.
+                let (lo, hi) = unsafe {
+                    let line = from.add(i).cast::<__m256i>();
+                    (_mm256_load_si256(line), _mm256_load_si256(line.add(1)))
+                };
+                wide.push(_mm512_cvtph_ps(lo));
+                wide.push(_mm512_cvtph_ps(hi));
             }
         }
         // Later tiles of the pass read what the first wrote: the tiles of a task run one
@@ -184,8 +188,8 @@ unsafe fn widened(source: Source, w: *const Line, i: usize) -> (__m512, __m512) 
         Source::Wide(wide) => unsafe { (wide.add(2 * i).read(), wide.add(2 * i + 1).read()) },
         Source::Convert => {
             // SAFETY: the contract; a line is two aligned 32-byte halves.
-            let line = unsafe { w.add(i) }.cast::<__m256i>();
             unsafe {
+                let line = w.add(i).cast::<__m256i>();
                 (
                     _mm512_cvtph_ps(_mm256_load_si256(line)),
                     _mm512_cvtph_ps(_mm256_load_si256(line.add(1))),
@@ -348,9 +352,10 @@ unsafe fn dense_tile<const P: usize, const T: usize, const U: usize>(
                     _mm_prefetch::<_MM_HINT_T1>(far.cast());
                 }
             }
-            // SAFETY: pair q < pairs of the block's lines.
-            let wv: [(__m512, __m512); P] =
-                std::array::from_fn(|p| unsafe { widened(source, w, q * DENSE_PANELS + p) });
+            let wv: [(__m512, __m512); P] = std::array::from_fn(|p| {
+                // SAFETY: pair q < pairs of the block's lines.
+                unsafe { widened(source, w, q * DENSE_PANELS + p) }
+            });
             for t in 0..T {
                 // SAFETY: pair q, token t < TOKENS of the packed tile.
                 let (x0, x1) = unsafe {
@@ -471,8 +476,10 @@ unsafe fn two_of_four_tile<const P: usize, const T: usize, const U: usize>(
                     );
                 }
             }
-            // SAFETY: group g < groups of the block's lines.
-            let wv: [(__m512, __m512); P] = std::array::from_fn(|p| unsafe { widened(source, v, at + p) });
+            let wv: [(__m512, __m512); P] = std::array::from_fn(|p| {
+                // SAFETY: group g < groups of the block's lines.
+                unsafe { widened(source, v, at + p) }
+            });
             let ctrl: [(__m512i, __m512i); P] = std::array::from_fn(|p| {
                 // SAFETY: as above, for the nibble words.
                 let word = _mm512_set1_epi64(unsafe { nib.add(at + p).read() } as i64);
