@@ -286,7 +286,19 @@ fn pytest_benchmark(json: &Value, name: &str) -> Result<Imported, ImportError> {
 /// criterion: `<dir>/<id>/new/sample.json`, whose `times[i] / iters[i]` (ns) is one
 /// sample's time per iteration.
 fn criterion(dir: &Path, id: &str) -> Result<Imported, ImportError> {
+    let outside = || ImportError::CriterionOutside { id: id.to_owned() };
+    if std::path::Path::new(id)
+        .components()
+        .any(|c| !matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+    {
+        return Err(outside());
+    }
     let file = dir.join(id).join("new").join("sample.json");
+    if let (Ok(real_dir), Ok(real)) = (dir.canonicalize(), file.canonicalize())
+        && !real.starts_with(real_dir)
+    {
+        return Err(outside());
+    }
     if !file.is_file() {
         let mut known = Vec::new();
         collect_criterion_ids(dir, dir, 0, &mut known);
