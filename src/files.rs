@@ -179,6 +179,50 @@ pub fn read_bounded_optional(path: &Path, limit: u64) -> Result<Option<String>, 
     }
 }
 
+/// Why a path a pack names is not used.
+#[derive(Debug)]
+pub enum ConfineError {
+    /// It is absolute, has a `..`, or resolves (through links) outside the directory.
+    Outside,
+    /// It cannot be resolved (missing, unreadable).
+    File(FileError),
+}
+
+/// `target` (as a pack wrote it) resolved against `dir` (the pack's directory), refused
+/// if it leaves it: absolute paths and `..` lexically, links out once resolved. Every path
+/// a pack names goes through this (checkpoints, presets: issue 23).
+pub fn confined(dir: &Path, target: &str) -> Result<PathBuf, ConfineError> {
+    let relative = Path::new(target);
+    if relative.is_absolute()
+        || relative.components().any(|c| {
+            matches!(
+                c,
+                std::path::Component::ParentDir | std::path::Component::Prefix(_)
+            )
+        })
+    {
+        return Err(ConfineError::Outside);
+    }
+    let path = dir.join(relative);
+    // Links may still point out: compare the resolved paths once the file exists.
+    let real_dir = dir.canonicalize().map_err(|source| {
+        ConfineError::File(FileError::Read {
+            path: dir.to_owned(),
+            source,
+        })
+    })?;
+    let real = path.canonicalize().map_err(|source| {
+        ConfineError::File(FileError::Read {
+            path: path.clone(),
+            source,
+        })
+    })?;
+    if !real.starts_with(&real_dir) {
+        return Err(ConfineError::Outside);
+    }
+    Ok(path)
+}
+
 /// Pretty JSON with a trailing newline: our files are read by people in PRs too.
 pub fn to_json<T: serde::Serialize>(value: &T) -> String {
     let mut s = serde_json::to_string_pretty(value).expect("sparsegate types serialize to JSON");

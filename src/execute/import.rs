@@ -137,7 +137,8 @@ fn read_json(path: &Path) -> Result<Value, ImportError> {
     if !std::fs::metadata(path).map_err(ImportError::Open)?.is_file() {
         return Err(ImportError::Open(not_a_file()));
     }
-    let file = std::fs::File::open(path).map_err(ImportError::Open)?;
+    // Non-blocking open: a FIFO swapped in after the check cannot hang it (issue 23).
+    let file = crate::files::open_regular(path).map_err(|e| ImportError::Open(e.into_io()))?;
     let meta = file.metadata().map_err(ImportError::Open)?;
     if !meta.is_file() {
         return Err(ImportError::Open(not_a_file()));
@@ -415,6 +416,17 @@ mod tests {
         .unwrap();
         assert_eq!(by_name, by_full);
         assert_eq!(by_name.samples.len(), 12);
+    }
+
+    #[test]
+    fn criterion_ids_cannot_leave_the_criterion_directory() {
+        let dir = fixture("criterion");
+        for id in ["../criterion/x", "/etc", "a/../../b"] {
+            assert!(
+                matches!(criterion(&dir, id), Err(ImportError::CriterionOutside { .. })),
+                "{id}"
+            );
+        }
     }
 
     #[test]

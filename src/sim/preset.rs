@@ -12,6 +12,19 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// "unknown field `k`" or "missing field `k`" from a parse error, when `k` is a plain
+/// identifier: a key name helps and discloses nothing; any other text of the file is not
+/// repeated.
+fn field_problem(message: &str) -> Option<String> {
+    ["unknown field `", "missing field `"].iter().find_map(|lead| {
+        let start = message.find(lead)? + lead.len();
+        let key = message[start..].split('`').next()?;
+        let plain =
+            !key.is_empty() && key.len() <= 40 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        plain.then(|| format!("{}{key}`", lead))
+    })
+}
+
 /// Largest preset file read: the built-ins are ~1 KB each.
 pub const MAX_PRESET_BYTES: u64 = 1 << 20;
 
@@ -458,9 +471,11 @@ impl Preset {
                     || origin.to_owned(),
                     |l| format!("{origin}:{}:{}", l.line().max(1), l.column().max(1)),
                 ),
-                message: "not a valid accelerator preset (the file's text is not shown; \
-                          check it against schemas/accelerator-preset.schema.json)"
-                    .to_owned(),
+                message: field_problem(&e.to_string()).unwrap_or_else(|| {
+                    "not a valid accelerator preset (the file's text is not shown; \
+                     check it against schemas/accelerator-preset.schema.json)"
+                        .to_owned()
+                }),
             })?;
         preset.check(origin)?;
         Ok(preset)

@@ -70,25 +70,23 @@ fn resolve_preset(name: &str, pack_file: &str) -> Result<crate::sim::Preset, cra
         path: name.into(),
         message,
     };
-    let beside = match crate::ingress::checkpoint::confined(dir, name) {
+    let beside = match crate::files::confined(dir, name) {
         Ok(path) => path,
-        Err(crate::ingress::checkpoint::CheckpointError::OutsidePack { .. }) => {
+        Err(crate::files::ConfineError::Outside) => {
             return Err(unreadable(
                 "outside the pack's directory tree (no absolute paths, `..` or links out)".into(),
             ));
         }
-        Err(crate::ingress::checkpoint::CheckpointError::File(crate::files::FileError::Read {
-            source,
-            ..
-        })) if source.kind() == std::io::ErrorKind::NotFound
-            && !name.contains('/')
-            && !name.ends_with(".yaml")
-            && !name.ends_with(".yml") =>
+        Err(crate::files::ConfineError::File(crate::files::FileError::Read { source, .. }))
+            if source.kind() == std::io::ErrorKind::NotFound
+                && !name.contains('/')
+                && !name.ends_with(".yaml")
+                && !name.ends_with(".yml") =>
         {
             // Neither a built-in nor a file: the error lists the built-ins.
             return crate::sim::Preset::resolve(name);
         }
-        Err(e) => return Err(unreadable(e.to_string())),
+        Err(crate::files::ConfineError::File(e)) => return Err(unreadable(e.into_io().to_string())),
     };
     crate::sim::Preset::resolve(&beside.display().to_string())
 }
