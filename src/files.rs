@@ -333,7 +333,7 @@ mod tests {
         let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
         assert!(made.success());
         assert!(matches!(read_bounded(&fifo, 10), Err(FileError::NotAFile { .. })));
-        assert!(matches!(open_nonblocking(&fifo), Ok(_)));
+        assert!(open_nonblocking(&fifo).is_ok());
     }
 
     #[cfg(target_os = "linux")]
