@@ -63,6 +63,22 @@ pub enum FileError {
 }
 
 impl FileError {
+    /// The reason alone, as an OS-style error, for errors that carry their own path.
+    pub fn into_io(self) -> std::io::Error {
+        use std::io::{Error, ErrorKind};
+        match self {
+            FileError::Read { source, .. } | FileError::Write { source, .. } => source,
+            FileError::NotAFile { .. } => Error::new(
+                ErrorKind::InvalidInput,
+                "not a regular file (a directory, FIFO, socket or device)",
+            ),
+            FileError::TooLarge { limit, .. } => {
+                Error::new(ErrorKind::InvalidData, format!("over the {limit}-byte limit"))
+            }
+            FileError::Json { message, .. } => Error::new(ErrorKind::InvalidData, message),
+        }
+    }
+
     /// A [`FileError::Json`] from a serde_json error in `path`.
     pub fn json(path: impl Into<PathBuf>, err: &serde_json::Error, hint: &str) -> FileError {
         FileError::Json {
@@ -76,8 +92,8 @@ impl FileError {
 }
 
 /// Open the regular file at `path` for reading. Directories, FIFOs, sockets and devices
-/// are refused before they are opened (a FIFO would block the open), and the opened handle
-/// is checked again.
+/// are refused: the open itself does not block (`O_NONBLOCK`, so a FIFO swapped in after
+/// the first check cannot hang it either), and the opened handle is checked again.
 pub fn open_regular(path: &Path) -> Result<std::fs::File, FileError> {
     let read_error = |source| FileError::Read {
         path: path.to_owned(),
@@ -89,35 +105,122 @@ pub fn open_regular(path: &Path) -> Result<std::fs::File, FileError> {
     if !std::fs::metadata(path).map_err(read_error)?.is_file() {
         return Err(not_a_file());
     }
-    let file = std::fs::File::open(path).map_err(read_error)?;
+    let file = open_nonblocking(path).map_err(read_error)?;
     if !file.metadata().map_err(read_error)?.is_file() {
         return Err(not_a_file());
     }
     Ok(file)
 }
 
-/// The text of the regular file at `path`, at most `limit` bytes. Directories, FIFOs,
-/// sockets and devices are refused before they are opened (a FIFO would block the open),
-/// and the opened handle is checked again; the read stops at `limit + 1` bytes, so memory
-/// stays bounded whatever the file does meanwhile.
-pub fn read_bounded(path: &Path, limit: u64) -> Result<String, FileError> {
+#[cfg(unix)]
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NONBLOCK has no effect on reads of a regular file; it only keeps the open of a
+    // FIFO from waiting for a writer.
+    let flags = rustix::fs::OFlags::NONBLOCK.bits();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(i32::try_from(flags).unwrap_or(0))
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
+/// The bytes of the regular file at `path`, at most `limit` of them: the one way
+/// sparsegate reads a file it did not just write. Non-regular files are refused without
+/// blocking ([`open_regular`]), the size is checked on the open handle, and the read stops
+/// at `limit + 1` bytes, so memory stays bounded whatever the file does meanwhile.
+pub fn read_bounded_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
     use std::io::Read;
     let file = open_regular(path)?;
     let read_error = |source| FileError::Read {
         path: path.to_owned(),
         source,
     };
-    let mut text = String::new();
-    file.take(limit.saturating_add(1))
-        .read_to_string(&mut text)
-        .map_err(read_error)?;
-    if text.len() as u64 > limit {
-        return Err(FileError::TooLarge {
-            path: path.to_owned(),
-            limit,
-        });
+    let too_large = || FileError::TooLarge {
+        path: path.to_owned(),
+        limit,
+    };
+    if file.metadata().map_err(read_error)?.len() > limit {
+        return Err(too_large());
     }
-    Ok(text)
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// The text of the regular file at `path`, at most `limit` bytes ([`read_bounded_bytes`]);
+/// text that is not UTF-8 is a read error that says where it stops being text.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<String, FileError> {
+    let bytes = read_bounded_bytes(path, limit)?;
+    String::from_utf8(bytes).map_err(|e| FileError::Read {
+        path: path.to_owned(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+        ),
+    })
+}
+
+/// [`read_bounded`], but a missing file is `Ok(None)` (optional inputs such as baselines).
+pub fn read_bounded_optional(path: &Path, limit: u64) -> Result<Option<String>, FileError> {
+    match read_bounded(path, limit) {
+        Ok(text) => Ok(Some(text)),
+        Err(FileError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Why a path a pack names is not used.
+#[derive(Debug)]
+pub enum ConfineError {
+    /// It is absolute, has a `..`, or resolves (through links) outside the directory.
+    Outside,
+    /// It cannot be resolved (missing, unreadable).
+    File(FileError),
+}
+
+/// `target` (as a pack wrote it) resolved against `dir` (the pack's directory), refused
+/// if it leaves it: absolute paths and `..` lexically, links out once resolved. Every path
+/// a pack names goes through this (checkpoints, presets: issue 23).
+pub fn confined(dir: &Path, target: &str) -> Result<PathBuf, ConfineError> {
+    let relative = Path::new(target);
+    if relative.is_absolute()
+        || relative.components().any(|c| {
+            matches!(
+                c,
+                std::path::Component::ParentDir | std::path::Component::Prefix(_)
+            )
+        })
+    {
+        return Err(ConfineError::Outside);
+    }
+    let path = dir.join(relative);
+    // Links may still point out: compare the resolved paths once the file exists.
+    let real_dir = dir.canonicalize().map_err(|source| {
+        ConfineError::File(FileError::Read {
+            path: dir.to_owned(),
+            source,
+        })
+    })?;
+    let real = path.canonicalize().map_err(|source| {
+        ConfineError::File(FileError::Read {
+            path: path.clone(),
+            source,
+        })
+    })?;
+    if !real.starts_with(&real_dir) {
+        return Err(ConfineError::Outside);
+    }
+    Ok(path)
 }
 
 /// Pretty JSON with a trailing newline: our files are read by people in PRs too.
@@ -149,6 +252,17 @@ pub fn write_atomic_with(
         _ => Path::new("."),
     };
     std::fs::create_dir_all(dir).map_err(werr)?;
+    // A symlinked output directory (`out`, `golden/<pack>`) would put our files outside
+    // the tree the user named (issue 23): refused rather than followed.
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(werr(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a symbolic link; sparsegate writes only into real directories",
+                dir.display()
+            ),
+        )));
+    }
     let mut tmp = tempfile::Builder::new()
         .prefix(".sparsegate-")
         .suffix(".tmp")
@@ -219,5 +333,23 @@ mod tests {
         let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
         assert!(made.success());
         assert!(matches!(read_bounded(&fifo, 10), Err(FileError::NotAFile { .. })));
+        assert!(open_nonblocking(&fifo).is_ok());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn bounded_reads_refuse_devices_and_sparse_giants_by_size() {
+        assert!(matches!(
+            read_bounded(Path::new("/dev/zero"), 10),
+            Err(FileError::NotAFile { .. })
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.json");
+        std::fs::File::create(&big).unwrap().set_len(1 << 40).unwrap();
+        assert!(matches!(
+            read_bounded(&big, 1 << 20),
+            Err(FileError::TooLarge { .. })
+        ));
+        assert_eq!(read_bounded_optional(&dir.path().join("no"), 9).unwrap(), None);
     }
 }

@@ -129,7 +129,14 @@ impl FromStr for Sparsity {
             return Ok(Sparsity::Block { rows, cols, density });
         }
         if let Some((n, m)) = s.split_once(':') {
-            let (Ok(n), Ok(m)) = (n.trim().parse::<u32>(), m.trim().parse::<u32>()) else {
+            // Digits only: `2 :4` or `+2:4` is a typo, not a sparsity (issue 23).
+            let digits = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
+            if !(digits(n) && digits(m)) {
+                return Err(err(format!(
+                    "unknown sparsity `{s}` (N:M takes digits only, no spaces or signs)"
+                )));
+            }
+            let (Ok(n), Ok(m)) = (n.parse::<u32>(), m.parse::<u32>()) else {
                 return Err(err(format!("unknown sparsity `{s}`")));
             };
             let nm = |message: String| SparsityError {
@@ -170,7 +177,9 @@ fn parse_density(d: &str) -> Result<f64, DensityError> {
         .trim()
         .parse()
         .map_err(|_| DensityError::NotANumber(d.to_owned()))?;
-    if !(v.is_finite() && v > 0.0 && v <= 1.0) {
+    // `is_normal`: a subnormal density (1e-310) keeps no weight of any real matrix and
+    // breaks the arithmetic downstream (issue 23).
+    if !(v.is_normal() && v > 0.0 && v <= 1.0) {
         return Err(DensityError::OutOfRange(d.to_owned()));
     }
     Ok(v)
@@ -179,6 +188,21 @@ fn parse_density(d: &str) -> Result<f64, DensityError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spaced_signed_or_subnormal_sparsities_are_refused() {
+        for bad in [
+            "2 :4",
+            "2: 4",
+            "+2:4",
+            "2:+4",
+            "unstructured:1e-310",
+            "block:4x4:5e-324",
+        ] {
+            assert!(bad.parse::<Sparsity>().is_err(), "{bad} was accepted");
+        }
+        assert_eq!("2:4".parse::<Sparsity>().unwrap(), Sparsity::NOfM { n: 2, m: 4 });
+    }
 
     #[test]
     fn a_bad_density_says_which_sparsity_and_why() {

@@ -137,7 +137,8 @@ fn read_json(path: &Path) -> Result<Value, ImportError> {
     if !std::fs::metadata(path).map_err(ImportError::Open)?.is_file() {
         return Err(ImportError::Open(not_a_file()));
     }
-    let file = std::fs::File::open(path).map_err(ImportError::Open)?;
+    // Non-blocking open: a FIFO swapped in after the check cannot hang it (issue 23).
+    let file = crate::files::open_regular(path).map_err(|e| ImportError::Open(e.into_io()))?;
     let meta = file.metadata().map_err(ImportError::Open)?;
     if !meta.is_file() {
         return Err(ImportError::Open(not_a_file()));
@@ -286,7 +287,19 @@ fn pytest_benchmark(json: &Value, name: &str) -> Result<Imported, ImportError> {
 /// criterion: `<dir>/<id>/new/sample.json`, whose `times[i] / iters[i]` (ns) is one
 /// sample's time per iteration.
 fn criterion(dir: &Path, id: &str) -> Result<Imported, ImportError> {
+    let outside = || ImportError::CriterionOutside { id: id.to_owned() };
+    if std::path::Path::new(id)
+        .components()
+        .any(|c| !matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+    {
+        return Err(outside());
+    }
     let file = dir.join(id).join("new").join("sample.json");
+    if let (Ok(real_dir), Ok(real)) = (dir.canonicalize(), file.canonicalize())
+        && !real.starts_with(real_dir)
+    {
+        return Err(outside());
+    }
     if !file.is_file() {
         let mut known = Vec::new();
         collect_criterion_ids(dir, dir, 0, &mut known);
@@ -403,6 +416,17 @@ mod tests {
         .unwrap();
         assert_eq!(by_name, by_full);
         assert_eq!(by_name.samples.len(), 12);
+    }
+
+    #[test]
+    fn criterion_ids_cannot_leave_the_criterion_directory() {
+        let dir = fixture("criterion");
+        for id in ["../criterion/x", "/etc", "a/../../b"] {
+            assert!(
+                matches!(criterion(&dir, id), Err(ImportError::CriterionOutside { .. })),
+                "{id}"
+            );
+        }
     }
 
     #[test]

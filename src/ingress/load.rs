@@ -47,33 +47,28 @@ pub fn load_pack(path: &Path) -> Result<LoadedPack, PackError> {
         source_text: text,
         diagnostics: vec![diag],
     };
-    let bytes = match std::fs::read(path) {
+    // Bounded and non-blocking: a FIFO, a device or a sparse giant is refused before any
+    // byte is read (issue 23).
+    let bytes = match crate::files::read_bounded_bytes(path, MAX_PACK_BYTES as u64) {
         Ok(b) => b,
         Err(e) => {
-            return Err(fail(
-                start_diag(
-                    &file,
+            let (message, hint) = match &e {
+                crate::files::FileError::TooLarge { .. } => (
+                    format!("pack is over the {} MiB limit", MAX_PACK_BYTES >> 20),
+                    "split the pack, or move generated data out of it",
+                ),
+                crate::files::FileError::NotAFile { .. } => (
+                    "cannot read pack: not a regular file (a directory, FIFO, socket or device)".to_owned(),
+                    "point at the pack's YAML file itself",
+                ),
+                _ => (
                     format!("cannot read pack: {e}"),
                     "check the path and that the file is readable",
                 ),
-                String::new(),
-            ));
+            };
+            return Err(fail(start_diag(&file, message, hint), String::new()));
         }
     };
-    if bytes.len() > MAX_PACK_BYTES {
-        return Err(fail(
-            start_diag(
-                &file,
-                format!(
-                    "pack is {:.1} MiB; packs are limited to {} MiB",
-                    bytes.len() as f64 / f64::from(1 << 20),
-                    MAX_PACK_BYTES >> 20
-                ),
-                "split the pack, or move generated data out of it",
-            ),
-            String::new(),
-        ));
-    }
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => {
@@ -271,6 +266,8 @@ fn parse_yaml(file: &str, text: &str) -> Result<Value, Vec<PackDiagnostic>> {
     options.budget = Some(budget);
     options.alias_limits.max_total_replayed_events = 200_000;
     options.with_snippet = false;
+    // `!!python/object` and other tags we do not know were ignored silently (issue 23).
+    options.reject_unsupported_tags = true;
     serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| {
         let message = UserMessageFormatter
             .format_message(&e)

@@ -12,6 +12,22 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// "unknown field `k`" or "missing field `k`" from a parse error, when `k` is a plain
+/// identifier: a key name helps and discloses nothing; any other text of the file is not
+/// repeated.
+fn field_problem(message: &str) -> Option<String> {
+    ["unknown field `", "missing field `"].iter().find_map(|lead| {
+        let start = message.find(lead)? + lead.len();
+        let key = message[start..].split('`').next()?;
+        let plain =
+            !key.is_empty() && key.len() <= 40 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        plain.then(|| format!("{}{key}`", lead))
+    })
+}
+
+/// Largest preset file read: the built-ins are ~1 KB each.
+pub const MAX_PRESET_BYTES: u64 = 1 << 20;
+
 /// A simulated accelerator: compute fabric, memory system, sparse features, energy table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -441,18 +457,33 @@ impl Preset {
         crate::domain::digest::sha256_hex(value.to_string().as_bytes())
     }
 
-    /// Parse a preset from YAML text; `origin` names it in errors.
+    /// Parse a preset from YAML text; `origin` names it in errors. A preset that does not
+    /// parse is located (`origin:line:col`) but its text is never quoted: a preset path may
+    /// name a file that is not a preset at all, and its bytes must not reach a CI log
+    /// (issue 23: `/proc/self/environ` leaked a token this way).
     pub fn from_yaml(text: &str, origin: &str) -> Result<Preset, SimError> {
-        let preset: Preset = serde_saphyr::from_str(text).map_err(|e| SimError::BadPreset {
-            origin: origin.to_owned(),
-            message: e.to_string(),
-        })?;
+        let mut options = serde_saphyr::Options::default();
+        options.with_snippet = false;
+        options.reject_unsupported_tags = true;
+        let preset: Preset =
+            serde_saphyr::from_str_with_options(text, options).map_err(|e| SimError::BadPreset {
+                origin: e.location().map_or_else(
+                    || origin.to_owned(),
+                    |l| format!("{origin}:{}:{}", l.line().max(1), l.column().max(1)),
+                ),
+                message: field_problem(&e.to_string()).unwrap_or_else(|| {
+                    "not a valid accelerator preset (the file's text is not shown; \
+                     check it against schemas/accelerator-preset.schema.json)"
+                        .to_owned()
+                }),
+            })?;
         preset.check(origin)?;
         Ok(preset)
     }
 
     /// A built-in preset by name, or a YAML file by path. A name that is neither is an
-    /// [`SimError::UnknownPreset`] listing the built-ins.
+    /// [`SimError::UnknownPreset`] listing the built-ins. Files are read bounded
+    /// ([`MAX_PRESET_BYTES`]); FIFOs, devices and directories are refused.
     pub fn resolve(name_or_file: &str) -> Result<Preset, SimError> {
         if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_file) {
             return Preset::from_yaml(text, name_or_file);
@@ -462,11 +493,21 @@ impl Preset {
             || name_or_file.ends_with(".yml")
             || name_or_file.contains(std::path::MAIN_SEPARATOR)
             || name_or_file.contains('/');
-        if path.is_file() || looks_like_path {
-            let text = std::fs::read_to_string(path).map_err(|e| SimError::ReadPreset {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?;
+        if path.exists() || looks_like_path {
+            let text =
+                crate::files::read_bounded(path, MAX_PRESET_BYTES).map_err(|e| SimError::ReadPreset {
+                    path: path.to_path_buf(),
+                    message: match e {
+                        crate::files::FileError::NotAFile { .. } => {
+                            "not a regular file (a directory, FIFO, socket or device)".to_owned()
+                        }
+                        crate::files::FileError::TooLarge { limit, .. } => {
+                            format!("over the {limit}-byte limit for a preset")
+                        }
+                        crate::files::FileError::Read { source, .. } => source.to_string(),
+                        other => other.to_string(),
+                    },
+                })?;
             return Preset::from_yaml(&text, &path.display().to_string());
         }
         Err(SimError::UnknownPreset {

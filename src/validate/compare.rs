@@ -118,11 +118,22 @@ impl Samples {
 
 /// Read and parse a samples file.
 pub fn read_samples(path: &Path) -> Result<Samples, InputError> {
-    let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
+    // Bounded (issue 23): 32 MiB is millions of samples.
+    let text = crate::files::read_bounded(path, 32 << 20).map_err(|e| InputError::Read {
         path: path.to_owned(),
-        source,
+        source: e.into_io(),
     })?;
     parse_samples(path, &text)
+}
+
+/// "`x` is not a number", quoting only a short token: a long line may be a file that is
+/// not a samples file at all, and its bytes must not reach a CI log (issue 23).
+fn not_a_number(token: &str) -> String {
+    if token.len() <= 24 && token.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
+        format!("`{token}` is not a number")
+    } else {
+        format!("not a number (a {}-byte line, not shown)", token.len())
+    }
 }
 
 /// Parse samples from `text` (see the module docs for the formats); `path` is for messages.
@@ -141,7 +152,7 @@ pub fn parse_samples(path: &Path, text: &str) -> Result<Samples, InputError> {
             .ok_or_else(|| err(1, "expected a JSON array".into()))?;
         let number = |v: &serde_json::Value, flat_index: usize| -> Result<f64, InputError> {
             v.as_f64()
-                .ok_or_else(|| err(line_of(flat_index), format!("`{v}` is not a number")))
+                .ok_or_else(|| err(line_of(flat_index), not_a_number(&v.to_string())))
         };
         if arr.iter().any(serde_json::Value::is_array) {
             let mut runs = Vec::with_capacity(arr.len());
@@ -179,9 +190,7 @@ pub fn parse_samples(path: &Path, text: &str) -> Result<Samples, InputError> {
             if line.is_empty() {
                 continue;
             }
-            let v: f64 = line
-                .parse()
-                .map_err(|_| err(i + 1, format!("`{line}` is not a number")))?;
+            let v: f64 = line.parse().map_err(|_| err(i + 1, not_a_number(line)))?;
             if !v.is_finite() {
                 return Err(InputError::NonFinite {
                     path: path.to_owned(),

@@ -46,6 +46,9 @@ type Result<T, E = GoldenError> = std::result::Result<T, E>;
 /// Version of the baseline file format.
 pub const BASELINE_SCHEMA_VERSION: u32 = 1;
 
+/// Largest baseline file read.
+pub const MAX_BASELINE_BYTES: u64 = 64 << 20;
+
 /// The recorded evidence of one slice that later runs are compared with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Baseline {
@@ -190,16 +193,9 @@ pub fn baseline_path(golden_dir: &Path, pack: &str, slice: &str) -> PathBuf {
 /// Read and verify a baseline: `Ok(None)` when the file does not exist; an error when it
 /// exists but is unreadable, malformed, of an unknown version, or fails its digest.
 pub fn load_baseline(path: &Path) -> Result<Option<Baseline>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(FileError::Read {
-                path: path.to_owned(),
-                source,
-            }
-            .into());
-        }
+    // Bounded and non-blocking (issue 23); baselines are raw samples, a few MB at most.
+    let Some(text) = crate::files::read_bounded_optional(path, MAX_BASELINE_BYTES)? else {
+        return Ok(None);
     };
     let version: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| FileError::json(path, &e, "baselines are JSON written by `sparsegate bless`"))?;

@@ -9,6 +9,7 @@ mod command;
 mod exit_codes;
 mod forgery;
 mod history;
+mod hostile;
 mod import;
 mod load;
 mod malformed;

@@ -392,8 +392,9 @@ pub struct SimArgs {
     #[arg(long, value_name = "PATTERN")]
     pub traffic: Option<String>,
     /// Requests to simulate under --traffic (a p99 claim needs at least 662, MLPerf
-    /// LoadGen's early-stopping minimum).
-    #[arg(long, default_value_t = 1000)]
+    /// LoadGen's early-stopping minimum). At most 10 million: each request is held in
+    /// memory (issue 23: a u64-sized count overflowed the allocation).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub requests: u64,
     /// Seed of the arrival process.
     #[arg(long, default_value_t = 0x5eed)]

@@ -1,6 +1,16 @@
 //! The `sparsegate` binary: parse the arguments, make one `app` call per verb, print its
 //! result, and decide the exit code (0 pass, 1 fail, 2 bad input or error, 3 inconclusive).
 
+// Every `print!`/`println!` below goes through `stdout`: these shadow std's macros for the
+// whole binary (defined before the modules that use them).
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::stdout(format_args!($($arg)*), false) };
+}
+macro_rules! println {
+    () => { $crate::stdout(format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::stdout(format_args!($($arg)*), true) };
+}
+
 mod bench;
 mod bless;
 mod cli;
@@ -24,4 +34,28 @@ fn main() -> std::process::ExitCode {
     errors::install_hook();
     let code = dispatch::dispatch(clap::Parser::parse()).unwrap_or_else(errors::report);
     std::process::ExitCode::from(code.code() as u8)
+}
+
+/// Write to stdout. A reader that has gone away (`sparsegate gate … | head -1`: EPIPE) is
+/// not an error of ours: the rest of the output is dropped and the exit code still says
+/// the verdict; std's `print!` panicked there (exit 101, issue 23). Any other write error
+/// is reported once on stderr.
+pub(crate) fn stdout(args: std::fmt::Arguments<'_>, newline: bool) {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static CLOSED: AtomicBool = AtomicBool::new(false);
+    if CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let written = out
+        .write_fmt(args)
+        .and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) })
+        .and_then(|()| out.flush());
+    if let Err(e) = written {
+        CLOSED.store(true, Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("warning: cannot write to stdout: {e}");
+        }
+    }
 }

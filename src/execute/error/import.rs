@@ -78,6 +78,13 @@ pub enum ImportError {
         /// The benchmark ids found below the directory.
         known: Vec<String>,
     },
+    /// A criterion id that would leave the criterion directory (`..`, an absolute path or
+    /// a link out: issue 23).
+    #[error("criterion id `{id}` leaves the criterion directory (no `..`, absolute paths or links out)")]
+    CriterionOutside {
+        /// The id as given.
+        id: String,
+    },
     /// A criterion `sample.json` whose `iters` and `times` differ in length.
     #[error("`{}` has {iters} iteration counts for {times} times", file.display())]
     RaggedCriterionSample {

@@ -214,37 +214,15 @@ impl CheckpointError {
     }
 }
 
-/// `target` resolved against `dir` (the pack's directory), refused if it leaves it.
+/// `target` resolved against `dir` (the pack's directory), refused if it leaves it
+/// ([`crate::files::confined`]).
 pub fn confined(dir: &Path, target: &str) -> Result<PathBuf, CheckpointError> {
-    let outside = || CheckpointError::OutsidePack {
-        name: target.to_owned(),
-    };
-    let relative = Path::new(target);
-    if relative.is_absolute()
-        || relative.components().any(|c| {
-            matches!(
-                c,
-                std::path::Component::ParentDir | std::path::Component::Prefix(_)
-            )
-        })
-    {
-        return Err(outside());
-    }
-    let path = dir.join(relative);
-    // Links may still point out: compare the resolved paths once the file exists.
-    let read = |source| FileError::Read {
-        path: path.clone(),
-        source,
-    };
-    let real_dir = dir.canonicalize().map_err(|source| FileError::Read {
-        path: dir.to_owned(),
-        source,
-    })?;
-    let real = path.canonicalize().map_err(read)?;
-    if !real.starts_with(&real_dir) {
-        return Err(outside());
-    }
-    Ok(path)
+    crate::files::confined(dir, target).map_err(|e| match e {
+        crate::files::ConfineError::Outside => CheckpointError::OutsidePack {
+            name: target.to_owned(),
+        },
+        crate::files::ConfineError::File(e) => CheckpointError::File(e),
+    })
 }
 
 /// `sha256:<hex>` of the regular file at `path`, streamed (bounded memory), with its size.

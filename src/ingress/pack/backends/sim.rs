@@ -55,15 +55,38 @@ fn resolve(spec: &SliceSpec, at: At<'_>) -> Option<SliceBackend> {
     }
 }
 
-/// Resolve a preset: a built-in name, else a file relative to the pack.
+/// Resolve a preset: a built-in name, else a file inside the pack's directory tree (no
+/// absolute paths, no `..`, no links out: issue 23).
 fn resolve_preset(name: &str, pack_file: &str) -> Result<crate::sim::Preset, crate::sim::SimError> {
     let builtin = crate::sim::preset::BUILTIN.iter().any(|(n, _)| *n == name);
-    let path = std::path::Path::new(name);
-    if builtin || path.is_absolute() {
+    if builtin {
         return crate::sim::Preset::resolve(name);
     }
-    let beside = std::path::Path::new(pack_file)
-        .parent()
-        .map_or_else(|| path.to_path_buf(), |dir| dir.join(path));
+    let dir = match std::path::Path::new(pack_file).parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let unreadable = |message: String| crate::sim::SimError::ReadPreset {
+        path: name.into(),
+        message,
+    };
+    let beside = match crate::files::confined(dir, name) {
+        Ok(path) => path,
+        Err(crate::files::ConfineError::Outside) => {
+            return Err(unreadable(
+                "outside the pack's directory tree (no absolute paths, `..` or links out)".into(),
+            ));
+        }
+        Err(crate::files::ConfineError::File(crate::files::FileError::Read { source, .. }))
+            if source.kind() == std::io::ErrorKind::NotFound
+                && !name.contains('/')
+                && !name.ends_with(".yaml")
+                && !name.ends_with(".yml") =>
+        {
+            // Neither a built-in nor a file: the error lists the built-ins.
+            return crate::sim::Preset::resolve(name);
+        }
+        Err(crate::files::ConfineError::File(e)) => return Err(unreadable(e.into_io().to_string())),
+    };
     crate::sim::Preset::resolve(&beside.display().to_string())
 }
