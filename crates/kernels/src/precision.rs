@@ -10,10 +10,10 @@
 //!   [`gemm_half`] takes the bf16 kernel too. Other bf16 and f16 sparse formats still widen.
 //! * **f16.** [`DenseF16`] and [`TwoOfFourF16`] (the same compact 2:4 format) stream the
 //!   weights as f16 and widen them in registers (`vcvtph2ps`, `super::half_dot`) for f32
-//!   multiply-adds, on AVX-512F with F16C (and VBMI for 2:4): no x86 instruction short of
+//!   multiply-adds, on AVX-512F, F16C and VBMI (detected together): no x86 instruction short of
 //!   AMX-FP16 multiplies f16 into f32 sums (AVX-512 FP16's accumulate in f16), so this is
 //!   the best f16 comparator with f32 accumulation, and at few tokens, where the weight
-//!   bytes decide, twice the f32 one. Without AVX-512 both widen once and run the f32
+//!   bytes decide, twice the f32 one. Without them both widen once and run the f32
 //!   kernels. Accumulation is f32; the only error beyond f32's is the rounding of the
 //!   operands to the storage type.
 //! * **int8.** [`gemm_i8`] (dense) and [`SparseI8`] (any pruned pattern, kept entries per row)
