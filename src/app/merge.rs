@@ -8,8 +8,7 @@ use crate::domain::digest::sha256_hex;
 use crate::error::Error;
 use crate::error::Result;
 use crate::execute::shards::{combine, into_evidence, read_shards, reload_packs};
-use crate::files::{FileError, open_regular, read_bounded};
-use std::io::Read;
+use crate::files::{FileError, read_bounded, read_bounded_bytes};
 use std::path::{Path, PathBuf};
 
 /// Combine the evidence of shard runs (`DIR/evidence.json` each) into one gate decision,
@@ -79,21 +78,7 @@ fn check_manifest(dir: &Path) -> Result<()> {
             ));
         }
         let file = dir.join(&entry.name);
-        let mut bytes = Vec::new();
-        open_regular(&file)?
-            .take(MAX_SHARD_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|source| FileError::Read {
-                path: file.clone(),
-                source,
-            })?;
-        if bytes.len() as u64 > MAX_SHARD_FILE_BYTES {
-            return Err(FileError::TooLarge {
-                path: file,
-                limit: MAX_SHARD_FILE_BYTES,
-            }
-            .into());
-        }
+        let bytes = read_bounded_bytes(&file, MAX_SHARD_FILE_BYTES)?;
         let now = sha256_hex(&bytes);
         if now != entry.digest {
             return Err(refuse(

@@ -185,24 +185,9 @@ pub fn signature_file(role: &str) -> Result<String> {
     }
 }
 
-/// The bytes of the regular file at `path`, at most `limit`.
+/// The bytes of the regular file at `path`, at most `limit` (the shared bounded reader).
 pub(super) fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>> {
-    let file = open_regular(path)?;
-    let mut bytes = Vec::new();
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|source| FileError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-    if bytes.len() as u64 > limit {
-        return Err(FileError::TooLarge {
-            path: path.to_owned(),
-            limit,
-        }
-        .into());
-    }
-    Ok(bytes)
+    Ok(crate::files::read_bounded_bytes(path, limit)?)
 }
 
 /// sha256 hex of the regular file at `path`, streamed (checkpoints may be gigabytes).
