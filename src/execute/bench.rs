@@ -213,8 +213,10 @@ pub struct SweepReport {
     pub break_even: BreakEven,
 }
 
-/// Where a sweep's speedup crosses 1, from the measured points and their intervals.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+/// Where a sweep's speedup crosses 1, from the measured points and their intervals. Decode
+/// (few tokens) is memory-bound and prefill compute-bound, so a sparse kernel may win only
+/// at few tokens (it falls through 1) or only at many (it rises through 1): both are named.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct BreakEven {
     /// The largest swept token count up to which every point wins (its speedup interval
     /// lies above 1); `null` when the first does not.
@@ -225,6 +227,14 @@ pub struct BreakEven {
     /// Tokens at which the speedup estimate first falls through 1, interpolated on log tokens
     /// between the two swept counts around it; `null` when it never does (or starts below).
     pub tokens: Option<f64>,
+    /// The smallest swept token count from which every point wins; `null` when the last
+    /// does not.
+    #[serde(default)]
+    pub wins_from: Option<usize>,
+    /// Tokens at which an estimate that starts below 1 first rises through it (sparse starts
+    /// to win), interpolated as `tokens`; `null` when it never does (or starts above).
+    #[serde(default)]
+    pub rises_at: Option<f64>,
 }
 
 /// [`bench_gemm`] of `req`'s weights at each of `tokens` (sorted, deduplicated), and the
@@ -268,19 +278,37 @@ pub fn break_even(points: &[(usize, Interval)]) -> BreakEven {
         .take_while(|(_, i)| loses(i))
         .last()
         .map(|(t, _)| *t);
-    let tokens = points.windows(2).find_map(|w| {
-        let ((t0, a), (t1, b)) = (w[0], w[1]);
-        (a.estimate >= 1.0 && b.estimate < 1.0).then(|| {
-            let (l0, l1) = ((t0 as f64).ln(), (t1 as f64).ln());
-            (l0 + (l1 - l0) * (a.estimate - 1.0) / (a.estimate - b.estimate)).exp()
+    let wins_from = points
+        .iter()
+        .rev()
+        .take_while(|(_, i)| wins(i))
+        .last()
+        .map(|(t, _)| *t);
+    // The first crossing of 1 in the given direction, log-interpolated between the two
+    // swept counts around it.
+    let crossing = |falling: bool| {
+        points.windows(2).find_map(|w| {
+            let ((t0, a), (t1, b)) = (w[0], w[1]);
+            let crosses = if falling {
+                a.estimate >= 1.0 && b.estimate < 1.0
+            } else {
+                a.estimate < 1.0 && b.estimate >= 1.0
+            };
+            crosses.then(|| {
+                let (l0, l1) = ((t0 as f64).ln(), (t1 as f64).ln());
+                (l0 + (l1 - l0) * (a.estimate - 1.0) / (a.estimate - b.estimate)).exp()
+            })
         })
-    });
-    // A sweep that starts below 1 has no break-even below which sparse wins.
-    let tokens = tokens.filter(|_| points.first().is_some_and(|(_, i)| i.estimate >= 1.0));
+    };
+    let starts_above = points.first().is_some_and(|(_, i)| i.estimate >= 1.0);
+    // A sweep that starts below 1 has no break-even below which sparse wins, and one that
+    // starts above has none from which it starts to.
     BreakEven {
         wins_through,
         loses_from,
-        tokens,
+        tokens: crossing(true).filter(|_| starts_above),
+        wins_from,
+        rises_at: crossing(false).filter(|_| !starts_above),
     }
 }
 
@@ -361,6 +389,26 @@ mod tests {
         ];
         let b = break_even(&below);
         assert_eq!((b.wins_through, b.loses_from, b.tokens), (None, None, None));
+    }
+
+    #[test]
+    fn issue_21_break_even_names_where_a_sparse_path_starts_to_win() {
+        // Prefill-only wins: below 1 at few tokens, above from 64 on.
+        let rising = [
+            (1, interval(0.4, 0.35, 0.45)),
+            (16, interval(0.8, 0.7, 0.9)),
+            (64, interval(1.25, 1.2, 1.3)),
+            (256, interval(1.3, 1.2, 1.4)),
+        ];
+        let b = break_even(&rising);
+        assert_eq!((b.wins_through, b.tokens), (None, None));
+        assert_eq!((b.wins_from, b.loses_from), (Some(64), None));
+        // Log-linear between 16 (0.8) and 64 (1.25): 4/9 of the way in log tokens.
+        let expected = (16f64.ln() + (64f64.ln() - 16f64.ln()) * 0.2 / 0.45).exp();
+        assert!((b.rises_at.unwrap() - expected).abs() < 1e-9, "{:?}", b.rises_at);
+        // A sweep that starts above 1 never "starts to win".
+        let falling = [(1, interval(1.5, 1.4, 1.6)), (8, interval(0.5, 0.4, 0.6))];
+        assert_eq!(break_even(&falling).rises_at, None);
     }
 
     #[test]

@@ -92,6 +92,10 @@ pub struct SliceEvidence {
     /// The artifact files the slice was measured from, with their digests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<ArtifactRecord>,
+    /// For a checkpoint slice timed at several token counts: per layer, its speedup at each
+    /// count and where it crosses 1 (issue 21).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub break_even: Vec<LayerBreakEven>,
     /// For the CPU kernels: the instruction-set path the dense comparator and the candidate
     /// took on this CPU (issue 20), e.g. `avx512-bf16`, so a bf16 speedup says what it was
     /// measured against.
@@ -161,6 +165,37 @@ pub struct OpCost {
     /// dense output of the *unpruned* weights on the same inputs. `None` on the simulator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fidelity: Option<OpFidelity>,
+    /// CPU: the lowest and highest of the runs' own per-op speedups (comparator ÷
+    /// candidate, each run's medians), so a per-op claim says how much it moved between
+    /// fresh processes. `None` on the simulator, which is exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_range: Option<[f64; 2]>,
+}
+
+/// One layer of a checkpoint across the slice's token counts: where its sparse path stops
+/// paying (`bench --sweep-tokens` does the same for one shape).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LayerBreakEven {
+    /// The tensor, e.g. `model.layers.0.mlp.up_proj.weight`.
+    pub tensor: String,
+    /// Its per-op speedup at each token count, ascending; the interval is the range over
+    /// the runs (a point wins only when every run's speedup is above 1).
+    pub points: Vec<TokenSpeedup>,
+    /// Where the speedup crosses 1.
+    pub break_even: super::bench::BreakEven,
+}
+
+/// One layer's speedup at one token count.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TokenSpeedup {
+    /// The M of the op.
+    pub tokens: u64,
+    /// Comparator ÷ candidate, the median over runs of each run's per-op medians.
+    pub speedup: f64,
+    /// The lowest run's speedup.
+    pub low: f64,
+    /// The highest run's speedup.
+    pub high: f64,
 }
 
 /// Numerical fidelity of one op's output `y` against a reference `y_ref`.
@@ -428,6 +463,7 @@ impl SliceEvidence {
             quality: None,
             structure: vec![],
             artifacts: vec![],
+            break_even: vec![],
             isa: None,
             baseline_build: None,
         }

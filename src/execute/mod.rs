@@ -33,8 +33,9 @@ pub use error::{
     RecordError, StderrTail,
 };
 pub use evidence::{
-    ArtifactRecord, EVIDENCE_SCHEMA_VERSION, EqualLatency, Evidence, IsaRecord, Look, MetricSamples,
-    ModelScore, OpCost, PackRecord, PruneStep, QualityEvidence, RunSummary, SliceEvidence, SliceFailure,
+    ArtifactRecord, EVIDENCE_SCHEMA_VERSION, EqualLatency, Evidence, IsaRecord, LayerBreakEven, Look,
+    MetricSamples, ModelScore, OpCost, PackRecord, PruneStep, QualityEvidence, RunSummary, SliceEvidence,
+    SliceFailure, TokenSpeedup,
 };
 pub use import::{Imported, execute_import_slice, read_entry};
 pub use load::{LoadOutcome, execute_load_slice, serve};

@@ -452,6 +452,14 @@ fn merge_op_costs(records: &[RunRecord]) -> Vec<OpCost> {
             let of = |f: fn(&OpCost) -> f64| -> f64 {
                 median(&records.iter().map(|r| f(&r.op_costs[i])).collect::<Vec<_>>())
             };
+            let speedups: Vec<f64> = records
+                .iter()
+                .map(|r| r.op_costs[i].comparator_s / r.op_costs[i].candidate_s)
+                .filter(|s| s.is_finite())
+                .collect();
+            let range = speedups.iter().copied().fold(None, |acc: Option<[f64; 2]>, s| {
+                Some(acc.map_or([s, s], |[lo, hi]| [lo.min(s), hi.max(s)]))
+            });
             OpCost {
                 op: first.op_costs[i].op.clone(),
                 candidate_s: of(|c| c.candidate_s),
@@ -461,6 +469,7 @@ fn merge_op_costs(records: &[RunRecord]) -> Vec<OpCost> {
                 comparator_energy_j: None,
                 // Seeded inputs and weights: every run computes the same outputs.
                 fidelity: first.op_costs[i].fidelity,
+                speedup_range: range,
             }
         })
         .collect()
@@ -504,6 +513,7 @@ fn op_costs(work: &mut Workload) -> Result<Vec<OpCost>, ExecError> {
             candidate_energy_j: None,
             comparator_energy_j: None,
             fidelity,
+            speedup_range: None,
         })
         .collect())
 }

@@ -171,6 +171,7 @@ pub fn execute_sim_slice(slice: &Slice, preset: &Preset, plan: &Plan) -> SliceEv
                     candidate_energy_j: Some(ce),
                     comparator_energy_j: Some(de),
                     fidelity: None,
+                    speedup_range: None,
                 })
                 .collect();
             Ok(())

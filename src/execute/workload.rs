@@ -356,14 +356,14 @@ impl<'a> WeightSource<'a> {
     /// The `n × k` weights of `op`.
     fn weights(self, op: &GemmOp, rng: &mut ChaCha8Rng) -> Result<Vec<f32>, PrepareError> {
         let fail = |problem: String| PrepareError::Checkpoint {
-            tensor: op.name.clone(),
+            tensor: crate::ingress::checkpoint::tensor_of(&op.name).to_owned(),
             problem,
         };
         match self {
             WeightSource::Drawn(d) => weights_for(rng, d, op.n, op.k),
             WeightSource::Checkpoint(c) => {
                 let tensor = c
-                    .tensor(&op.name)
+                    .tensor(crate::ingress::checkpoint::tensor_of(&op.name))
                     .ok_or_else(|| fail("not in the checkpoint".into()))?;
                 c.read_f32(tensor)
                     .map_err(|e| fail(e.to_string()))?

@@ -297,6 +297,9 @@ pub struct MemoSlice {
     /// The artifact files the slice was measured from, with their digests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<crate::execute::ArtifactRecord>,
+    /// For a checkpoint slice at several token counts: each layer's break-even.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub break_even: Vec<crate::execute::LayerBreakEven>,
 }
 
 /// Minimum, quartiles (type 7) and maximum of a sample: enough to draw a box plot.
@@ -645,6 +648,7 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
         diagnosis: diagnosis.cloned(),
         structure: s.structure.clone(),
         artifacts: s.artifacts.clone(),
+        break_even: s.break_even.clone(),
     }
 }
 
@@ -825,6 +829,7 @@ mod tests {
                 between_run_cv: Some(4.3),
                 diagnosis: Some(fixed_diagnosis()),
                 structure: vec![],
+                break_even: vec![],
                 artifacts: vec![],
             }],
             guardrails: vec![

@@ -155,6 +155,70 @@ fn issue_21_the_configs_ignore_list_leaves_layers_dense_and_says_why() {
 }
 
 #[test]
+fn issue_21_a_token_list_times_each_layer_at_every_count_and_reports_its_break_even() {
+    let sb = sandbox(
+        &["tiny.safetensors", "config.json"],
+        "ckpt/tiny.safetensors",
+        ", config: ckpt/config.json, layers: \"*up_proj*\"",
+    );
+    // The same pack with a token list instead of the sandbox's one count.
+    write_pack(
+        &sb,
+        "{}",
+        "{metric: pattern_violations, at_most: 0}",
+        "mlp",
+        "{weights: ckpt/tiny.safetensors, config: ckpt/config.json, layers: \"*up_proj*\", tokens: [32, 1, 4, 4]}",
+    );
+    assert_exit(&sb.gate("pack.yaml", &[]), 0);
+    let evidence = sb.json("out/evidence.json");
+    let slice = slice_named(&evidence, "mlp-2of4-fp32");
+    let up = "model.layers.0.mlp.up_proj.weight";
+    // One op per token count, ascending and deduplicated, each named after its tensor.
+    let ops: Vec<(String, u64)> = slice["plan"]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["op"]["name"].as_str().unwrap().to_owned(),
+                o["op"]["m"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            (format!("{up}@1"), 1),
+            (format!("{up}@4"), 4),
+            (format!("{up}@32"), 32)
+        ]
+    );
+    // Every op ran the checkpoint's 2:4 weights on the sparse kernel: full coverage.
+    assert_eq!(slice["counters"]["sparse_coverage"], 1.0);
+    let layers = slice["break_even"].as_array().unwrap();
+    assert_eq!(layers.len(), 1);
+    assert_eq!(layers[0]["tensor"], up);
+    let points = layers[0]["points"].as_array().unwrap();
+    let tokens: Vec<u64> = points.iter().map(|p| p["tokens"].as_u64().unwrap()).collect();
+    assert_eq!(tokens, [1, 4, 32]);
+    for p in points {
+        let (s, lo, hi) = (
+            p["speedup"].as_f64().unwrap(),
+            p["low"].as_f64().unwrap(),
+            p["high"].as_f64().unwrap(),
+        );
+        assert!(s > 0.0 && lo <= s && s <= hi, "{p}");
+    }
+    let memo = sb.read("out/memo.md");
+    assert_contains(&memo, "### Break-even per layer: mlp-2of4-fp32");
+    assert_contains(
+        &memo,
+        "| tensor | 1 tok | 4 tok | 32 tok | wins | loses from | break-even |",
+    );
+    assert_contains(&memo, &format!("| `{up}` | "));
+}
+
+#[test]
 fn issue_21_sharded_bf16_and_int8_checkpoints_are_read_and_verified() {
     for (files, weights) in [
         (

@@ -127,10 +127,9 @@ fn print_sweep(r: &SweepReport) {
         .loses_from
         .map_or("at no swept count".into(), |t| format!("from {t} tokens"));
     println!("  wins (interval above 1) {wins}; loses (interval below 1) {loses}");
-    match b.tokens {
-        Some(t) => println!("  break-even: sparse pays below ~{t:.0} tokens on this CPU"),
-        None => {
-            println!("  break-even: none inside the sweep (the speedup never falls through 1 from above)")
-        }
+    match (b.tokens, b.rises_at) {
+        (Some(t), _) => println!("  break-even: sparse pays below ~{t:.0} tokens on this CPU"),
+        (None, Some(t)) => println!("  break-even: sparse pays from ~{t:.0} tokens on this CPU"),
+        (None, None) => println!("  break-even: none inside the sweep (the speedup never crosses 1)"),
     }
 }

@@ -15,7 +15,9 @@ mod header;
 mod select;
 
 pub use config::{ModelConfig, SparsityClaim};
-pub use select::{CheckpointWorkload, OpenError, SelectError, matches_glob, open_workload, select};
+pub use select::{
+    CheckpointWorkload, OpenError, SelectError, matches_glob, open_workload, select, tensor_of,
+};
 
 use crate::files::FileError;
 use serde::Serialize;

@@ -15,23 +15,41 @@ pub struct CheckpointWorkload {
     pub layers: Vec<String>,
     /// Matching tensors the config leaves dense, with why.
     pub left_dense: Vec<(String, String)>,
-    /// The M of every op.
-    pub tokens: u64,
+    /// The token counts (ascending, each once): every layer is an op at each.
+    pub tokens: Vec<u64>,
 }
 
 impl CheckpointWorkload {
-    /// The slice's ops: one GEMM per layer, `N×K` from the tensor's `[out, in]` shape.
+    /// The slice's ops: one GEMM per layer and token count, `N×K` from the tensor's `[out,
+    /// in]` shape. With one token count an op is named after its tensor; with several,
+    /// `<tensor>@<tokens>` ([`tensor_of`] reads the tensor back).
     pub fn ops(&self) -> Vec<GemmOp> {
+        let several = self.tokens.len() > 1;
         self.layers
             .iter()
             .filter_map(|name| self.checkpoint.tensor(name))
-            .map(|t| GemmOp {
-                name: t.name.clone(),
-                m: usize::try_from(self.tokens).unwrap_or(usize::MAX),
-                n: usize::try_from(t.shape[0]).unwrap_or(usize::MAX),
-                k: usize::try_from(t.shape[1]).unwrap_or(usize::MAX),
+            .flat_map(|t| {
+                self.tokens.iter().map(move |&m| GemmOp {
+                    name: if several {
+                        format!("{}@{m}", t.name)
+                    } else {
+                        t.name.clone()
+                    },
+                    m: usize::try_from(m).unwrap_or(usize::MAX),
+                    n: usize::try_from(t.shape[0]).unwrap_or(usize::MAX),
+                    k: usize::try_from(t.shape[1]).unwrap_or(usize::MAX),
+                })
             })
             .collect()
+    }
+}
+
+/// The tensor an op of a checkpoint slice runs: its name without the `@<tokens>` that
+/// [`CheckpointWorkload::ops`] appends when the slice has several token counts.
+pub fn tensor_of(op: &str) -> &str {
+    match op.rsplit_once('@') {
+        Some((tensor, m)) if !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()) => tensor,
+        _ => op,
     }
 }
 
@@ -80,7 +98,7 @@ fn runnable(t: &TensorEntry) -> bool {
 pub fn select(
     checkpoint: Checkpoint,
     layers: Option<&str>,
-    tokens: u64,
+    tokens: Vec<u64>,
 ) -> Result<CheckpointWorkload, SelectError> {
     let claim = checkpoint.config.as_ref().and_then(|c| c.sparsity.as_ref());
     let mut chosen = Vec::new();
@@ -122,7 +140,7 @@ pub fn open_workload(
     spec: &crate::ingress::pack::CheckpointSpec,
 ) -> Result<CheckpointWorkload, OpenError> {
     let checkpoint = Checkpoint::open(dir, &spec.weights, spec.config.as_deref())?;
-    Ok(select(checkpoint, spec.layers.as_deref(), spec.tokens)?)
+    Ok(select(checkpoint, spec.layers.as_deref(), spec.tokens.counts())?)
 }
 
 /// Opening or selecting failed.
@@ -138,7 +156,22 @@ pub enum OpenError {
 
 #[cfg(test)]
 mod tests {
-    use super::matches_glob;
+    use super::{matches_glob, tensor_of};
+
+    #[test]
+    fn op_names_of_several_token_counts_name_their_tensor() {
+        assert_eq!(
+            tensor_of("model.layers.0.mlp.up_proj.weight@16"),
+            "model.layers.0.mlp.up_proj.weight"
+        );
+        assert_eq!(
+            tensor_of("model.layers.0.mlp.up_proj.weight"),
+            "model.layers.0.mlp.up_proj.weight"
+        );
+        // Only a trailing `@<digits>` is a token count.
+        assert_eq!(tensor_of("odd@name.weight"), "odd@name.weight");
+        assert_eq!(tensor_of("odd@"), "odd@");
+    }
 
     #[test]
     fn layer_patterns_match_as_globs() {

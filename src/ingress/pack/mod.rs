@@ -570,7 +570,7 @@ pub struct Workload {
 }
 
 /// A checkpoint workload: `checkpoint: {weights: model.safetensors, config: config.json,
-/// layers: "model.layers.*.mlp.*", tokens: 16}`.
+/// layers: "model.layers.*.mlp.*", tokens: [1, 16, 512]}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointSpec {
@@ -590,9 +590,37 @@ pub struct CheckpointSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub layers: Option<String>,
-    /// Tokens: the M of every op (`y[N×M] = W[N×K] · x[K×M]`).
-    #[schemars(range(min = 1, max = 65536))]
-    pub tokens: u64,
+    /// Tokens: the M of every op (`y[N×M] = W[N×K] · x[K×M]`). A list (e.g. `[1, 16, 512]`)
+    /// times every layer at each count and reports, per layer, the token count at which the
+    /// sparse path stops winning (its break-even).
+    pub tokens: CheckpointTokens,
+}
+
+/// One token count, or several (ascending after ingress, duplicates dropped).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum CheckpointTokens {
+    /// Every op at this M.
+    One(#[schemars(range(min = 1, max = 65536))] u64),
+    /// Every op at each of these M (one op per layer and count).
+    Many(
+        #[schemars(length(min = 1, max = 16))]
+        #[schemars(inner(range(min = 1, max = 65536)))]
+        Vec<u64>,
+    ),
+}
+
+impl CheckpointTokens {
+    /// The counts, ascending, each once.
+    pub fn counts(&self) -> Vec<u64> {
+        let mut counts = match self {
+            CheckpointTokens::One(t) => vec![*t],
+            CheckpointTokens::Many(ts) => ts.clone(),
+        };
+        counts.sort_unstable();
+        counts.dedup();
+        counts
+    }
 }
 
 /// The GEMMs of one layer of a named transformer (or all distinct ResNet-50 convolutions)

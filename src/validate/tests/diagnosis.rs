@@ -130,6 +130,7 @@ fn cost(candidate_s: f64, comparator_s: f64, energy: Option<(f64, f64)>) -> OpCo
         candidate_energy_j: energy.map(|e| e.0),
         comparator_energy_j: energy.map(|e| e.1),
         fidelity: None,
+        speedup_range: None,
     }
 }
 
