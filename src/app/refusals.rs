@@ -58,6 +58,10 @@ pub(super) fn shard(e: ShardError) -> Error {
             "run every shard on the same machine class with the same sparsegate build",
         ),
         e @ ShardError::PackVersions { .. } => usage(e, "run every shard from the same commit"),
+        e @ ShardError::ArtifactVersions { .. } => usage(
+            e,
+            "run every shard on the same checkpoint files (compare their digests)",
+        ),
         e @ ShardError::Overlap { .. } => Error::OverlappingShards(e),
         e @ ShardError::PackChanged { .. } => usage(e, "merge the shards of this commit, or run them again"),
         e @ ShardError::Missing(_) => usage(e, "pass the output directory of every shard (K = 1..N)"),

@@ -38,6 +38,21 @@ pub enum ShardError {
         /// The shard that differs.
         path: PathBuf,
     },
+    /// Two shards measured different contents of one artifact file (a checkpoint rewritten
+    /// between jobs): their results are about different weights.
+    #[error("shards measured different contents of artifact `{name}` of pack `{pack}` ({first} in one, {other} in {})", path.display())]
+    ArtifactVersions {
+        /// The pack name.
+        pack: String,
+        /// The artifact, relative to the pack.
+        name: String,
+        /// The digest the first shard recorded.
+        first: String,
+        /// The digest the other recorded.
+        other: String,
+        /// The shard that differs.
+        path: PathBuf,
+    },
     /// A slice was measured by more than one shard.
     #[error("slice `{pack}/{slice}` appears in more than one shard")]
     Overlap {
@@ -95,6 +110,8 @@ pub fn combine(shards: &[(PathBuf, Evidence)]) -> Result<Combined> {
     };
     let mut records: Vec<PackRecord> = Vec::new();
     let mut slices: Vec<SliceEvidence> = Vec::new();
+    // Each artifact's digest as first recorded, by pack and file (issue 21).
+    let mut artifacts: std::collections::BTreeMap<(String, String), String> = Default::default();
     for (path, evidence) in shards {
         let fields = evidence.environment.lock_diff(&first.environment);
         if !fields.is_empty() {
@@ -125,6 +142,24 @@ pub fn combine(shards: &[(PathBuf, Evidence)]) -> Result<Combined> {
                     pack: slice.pack.clone(),
                     slice: slice.slice.clone(),
                 });
+            }
+            for a in &slice.artifacts {
+                let key = (slice.pack.clone(), a.name.clone());
+                match artifacts.get(&key) {
+                    Some(first) if *first != a.digest => {
+                        return Err(ShardError::ArtifactVersions {
+                            pack: key.0,
+                            name: key.1,
+                            first: first.clone(),
+                            other: a.digest.clone(),
+                            path: path.clone(),
+                        });
+                    }
+                    Some(_) => {}
+                    None => {
+                        artifacts.insert(key, a.digest.clone());
+                    }
+                }
             }
             slices.push(slice.clone());
         }

@@ -262,6 +262,59 @@ fn issue_21_a_tampered_weight_byte_changes_the_recorded_digest() {
 }
 
 #[test]
+fn issue_21_merge_refuses_shards_that_measured_different_checkpoint_bytes() {
+    let sb = Sandbox::new();
+    let to = sb.path().join("ckpt/tiny.safetensors");
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    std::fs::copy(repo_file("tests/data/checkpoint/tiny.safetensors"), &to).unwrap();
+    sb.write(
+        "pack.yaml",
+        &format!(
+            "
+            schema_version: 1
+            name: ckpt
+            owners: [{{name: Ada, email: ada@example.com, role: owner}}]
+            rollback: {{trigger: any pattern violation}}
+            samples: {FAST}
+            slices:
+              - {{id: up, workload: {{checkpoint: {{weights: ckpt/tiny.safetensors, layers: \"*up_proj*\", tokens: 4}}}}, sparsity: [\"2:4\"]}}
+              - {{id: q, workload: {{checkpoint: {{weights: ckpt/tiny.safetensors, layers: \"*q_proj*\", tokens: 4}}}}, sparsity: [\"2:4\"]}}
+            "
+        ),
+    );
+    let shard = |k: &str| {
+        sb.output(&[
+            "run",
+            "pack.yaml",
+            "--shard",
+            k,
+            "--out",
+            &format!("s{}", &k[..1]),
+            "-q",
+        ])
+    };
+    assert_exit(&shard("1/2"), 0);
+    // The checkpoint is rewritten between the two CI jobs.
+    let mut bytes = std::fs::read(&to).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&to, bytes).unwrap();
+    assert_exit(&shard("2/2"), 0);
+    let merged = sb.output(&["merge", "s1", "s2", "--out", "merged"]);
+    assert_exit(&merged, 2);
+    let err = stderr(&merged);
+    assert_contains(
+        &err,
+        "different contents of artifact `ckpt/tiny.safetensors` of pack `ckpt`",
+    );
+    assert_contains(&err, "same checkpoint files");
+    assert!(
+        !sb.path().join("merged").exists(),
+        "a refused merge writes nothing"
+    );
+}
+
+#[test]
 fn issue_21_malformed_checkpoints_are_refused_with_the_file_and_tensor() {
     for (name, needles) in [
         (
