@@ -68,11 +68,16 @@ fn totals(
     let mut t = Totals::default();
     let mut per_op = Vec::with_capacity(plan.ops.len());
     for op in &plan.ops {
+        let sparsity = if dense {
+            Sparsity::Dense
+        } else {
+            shipped_sparsity(slice, &op.op.name)?
+        };
         let layer = Layer::new(
             op.op.m as u64,
             op.op.n as u64,
             op.op.k as u64,
-            if dense { Sparsity::Dense } else { slice.sparsity },
+            sparsity,
             slice.precision,
         );
         let r = evaluate(preset, &layer).map_err(|source| ExecError::Sim {
@@ -95,6 +100,42 @@ fn totals(
         }
     }
     Ok((t, per_op))
+}
+
+/// The sparsity the simulator models for op `name`: the slice's, or, for a checkpoint slice
+/// (issue 21), what its tensor really holds. A structured pattern the tensor keeps is
+/// modelled as such, one it breaks as dense (no structured-sparse unit can run it); an
+/// unstructured or block claim is modelled at the tensor's measured density.
+fn shipped_sparsity(slice: &Slice, name: &str) -> Result<Sparsity, ExecError> {
+    let Some(w) = &slice.checkpoint else {
+        return Ok(slice.sparsity);
+    };
+    let tensor_name = crate::ingress::checkpoint::tensor_of(name);
+    let fail = |problem: String| ExecError::Prepare {
+        op: name.to_owned(),
+        problem: super::error::PrepareError::Checkpoint {
+            tensor: tensor_name.to_owned(),
+            problem,
+        },
+    };
+    let tensor = w
+        .checkpoint
+        .tensor(tensor_name)
+        .ok_or_else(|| fail("not in the checkpoint".into()))?;
+    let data = w
+        .checkpoint
+        .read_tensor(tensor)
+        .map_err(|e| fail(e.to_string()))?;
+    let measured = super::structure::verify(tensor, &data, slice.sparsity)
+        .ok_or_else(|| fail(format!("dtype {} cannot be verified", tensor.dtype.name())))?;
+    // A density of 0 would be an all-zero layer; the model needs a kept fraction in (0, 1].
+    let density = measured.density.max(f64::MIN_POSITIVE);
+    Ok(match slice.sparsity {
+        Sparsity::Dense => Sparsity::Dense,
+        Sparsity::NOfM { .. } | Sparsity::Block { .. } if measured.violations > 0 => Sparsity::Dense,
+        s @ (Sparsity::NOfM { .. } | Sparsity::Block { .. }) => s,
+        Sparsity::Unstructured { .. } => Sparsity::Unstructured { density },
+    })
 }
 
 /// The preset's roofs at the slice's precision: dense peak GFLOP/s (2 FLOPs per MAC at the

@@ -546,22 +546,23 @@ fn checkpoint_checks(
     use super::checkpoint::{CheckpointError, OpenError};
     let c = spec.workload.as_ref()?.checkpoint.as_ref()?;
     let pointer = format!("{base}/workload/checkpoint");
-    if spec.backend != Backend::Cpu {
+    if !matches!(spec.backend, Backend::Cpu | Backend::Sim) {
         diags.push(loc.at_key(
             &pointer,
             format!(
-                "checkpoint workloads run on the cpu backend, but slice `{}` uses `{}`",
+                "checkpoint workloads run on the cpu or sim backend, but slice `{}` uses `{}`",
                 spec.id,
                 spec.backend.as_str()
             ),
-            Some("set `backend: cpu`".into()),
+            Some("set `backend: cpu` (its own weights timed) or `backend: sim` (its per-layer densities modelled)".into()),
         ));
         return None;
     }
     let dir = super::pack_dir(&loc.file);
     match super::checkpoint::open_workload(&dir, c) {
         Ok(w) => {
-            for op in w.ops() {
+            // The simulator holds no operands: only the CPU's memory is budgeted.
+            for op in w.ops().into_iter().filter(|_| spec.backend == Backend::Cpu) {
                 if let Some(gib) = over_budget(&op, widest) {
                     diags.push(loc.at_value(
                         &format!("{pointer}/tokens"),

@@ -315,6 +315,49 @@ fn issue_21_merge_refuses_shards_that_measured_different_checkpoint_bytes() {
 }
 
 #[test]
+fn issue_21_the_simulator_models_each_tensor_with_the_structure_it_really_holds() {
+    let sb = sandbox(&["tiny.safetensors"], "ckpt/tiny.safetensors", "");
+    sb.write(
+        "pack.yaml",
+        &format!(
+            "
+            schema_version: 1
+            name: ckpt
+            owners: [{{name: Ada, email: ada@example.com, role: owner}}]
+            rollback: {{trigger: any pattern violation}}
+            samples: {FAST}
+            slices:
+              - id: mlp
+                backend: sim
+                preset: h100
+                precision: [fp16]
+                workload: {{checkpoint: {{weights: ckpt/tiny.safetensors, layers: \"*mlp*\", tokens: 64}}}}
+                sparsity: [\"2:4\"]
+                guardrails: [{{metric: pattern_violations, at_most: 0}}]
+            "
+        ),
+    );
+    assert_exit(&sb.gate("pack.yaml", &[]), 1);
+    let evidence = sb.json("out/evidence.json");
+    let slice = slice_named(&evidence, "mlp-2of4-fp16");
+    let speedup = |op: &str| {
+        let c = slice["op_costs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["op"] == op)
+            .unwrap();
+        c["comparator_s"].as_f64().unwrap() / c["candidate_s"].as_f64().unwrap()
+    };
+    // down_proj breaks 2:4 in three groups: modelled dense, exactly the dense time.
+    assert_eq!(speedup("model.layers.0.mlp.down_proj.weight"), 1.0);
+    // up_proj holds 2:4: modelled on the sparse tensor cores, so its time differs.
+    assert_ne!(speedup("model.layers.0.mlp.up_proj.weight"), 1.0);
+    assert_eq!(slice["counters"]["pattern_violations"], 3.0);
+    assert_eq!(slice["counters"]["sparse_coverage"], 0.5);
+}
+
+#[test]
 fn issue_21_malformed_checkpoints_are_refused_with_the_file_and_tensor() {
     for (name, needles) in [
         (

@@ -19,6 +19,9 @@ pub(super) const RULES: Rules = Rules {
                 | Metric::DramBytes
                 | Metric::EffectiveSpeedup
                 | Metric::ThroughputGflops
+                // Only for checkpoint workloads (issue 21): the shipped tensors verified.
+                | Metric::PatternViolations
+                | Metric::SparseCoverage
         )
     },
     // The preset decides; the semantic checks hold the slice's precisions against it.
