@@ -62,6 +62,13 @@ pub(crate) fn record(
                 covered += flops(tensor);
             }
         }
+        s.stacks = super::eligibility::judge(
+            tensor.shape[0],
+            tensor.shape[1],
+            slice.precision,
+            slice.sparsity,
+            s.violations,
+        );
         s.left_dense = left_dense;
         evidence.structure.push(s);
     }

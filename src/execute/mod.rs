@@ -7,6 +7,7 @@ mod child;
 pub mod children;
 mod command;
 pub mod dispatch;
+pub mod eligibility;
 mod error;
 mod evidence;
 mod import;

@@ -39,6 +39,9 @@ pub struct TensorStructure {
     /// Why the tensor is not run sparse, if it is not: left dense by the config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_dense: Option<String>,
+    /// Whether real stacks would run it on their 2:4 path, with why (issue 21).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<super::eligibility::StackEligibility>,
 }
 
 /// Whether each element of `data` (of `dtype`) is non-zero.
@@ -73,6 +76,7 @@ pub fn verify(tensor: &TensorEntry, data: &[u8], pattern: Sparsity) -> Option<Te
         violations: 0,
         first_violations: Vec::new(),
         left_dense: None,
+        stacks: Vec::new(),
     };
     let flag = |out: &mut TensorStructure, row: usize, col: usize| {
         out.violations += 1;
