@@ -48,6 +48,22 @@ fn write_pack(sb: &Sandbox, lock: &str, guardrail: &str, id: &str, checkpoint: &
     );
 }
 
+/// `pack.yaml` with the given `slices:` items (YAML, indented 14 spaces) and no pack guardrails.
+fn write_slices(sb: &Sandbox, slices: &str) {
+    sb.write(
+        "pack.yaml",
+        &format!(
+            "
+            schema_version: 1
+            name: ckpt
+            owners: [{{name: Ada, email: ada@example.com, role: owner}}]
+            rollback: {{trigger: any pattern violation}}
+            samples: {FAST}
+            slices:{slices}"
+        ),
+    );
+}
+
 fn expected() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(repo_file("tests/data/checkpoint/expected.json")).unwrap())
         .unwrap()
@@ -274,20 +290,12 @@ fn issue_21_merge_refuses_shards_that_measured_different_checkpoint_bytes() {
     let to = sb.path().join("ckpt/tiny.safetensors");
     std::fs::create_dir_all(to.parent().unwrap()).unwrap();
     std::fs::copy(repo_file("tests/data/checkpoint/tiny.safetensors"), &to).unwrap();
-    sb.write(
-        "pack.yaml",
-        &format!(
-            "
-            schema_version: 1
-            name: ckpt
-            owners: [{{name: Ada, email: ada@example.com, role: owner}}]
-            rollback: {{trigger: any pattern violation}}
-            samples: {FAST}
-            slices:
-              - {{id: up, workload: {{checkpoint: {{weights: ckpt/tiny.safetensors, layers: \"*up_proj*\", tokens: 4}}}}, sparsity: [\"2:4\"]}}
-              - {{id: q, workload: {{checkpoint: {{weights: ckpt/tiny.safetensors, layers: \"*q_proj*\", tokens: 4}}}}, sparsity: [\"2:4\"]}}
-            "
-        ),
+    write_slices(
+        &sb,
+        r#"
+              - {id: up, workload: {checkpoint: {weights: ckpt/tiny.safetensors, layers: "*up_proj*", tokens: 4}}, sparsity: ["2:4"]}
+              - {id: q, workload: {checkpoint: {weights: ckpt/tiny.safetensors, layers: "*q_proj*", tokens: 4}}, sparsity: ["2:4"]}
+"#,
     );
     let shard = |k: &str| {
         sb.output(&[
@@ -324,25 +332,17 @@ fn issue_21_merge_refuses_shards_that_measured_different_checkpoint_bytes() {
 #[test]
 fn issue_21_the_simulator_models_each_tensor_with_the_structure_it_really_holds() {
     let sb = sandbox(&["tiny.safetensors"], "ckpt/tiny.safetensors", "");
-    sb.write(
-        "pack.yaml",
-        &format!(
-            "
-            schema_version: 1
-            name: ckpt
-            owners: [{{name: Ada, email: ada@example.com, role: owner}}]
-            rollback: {{trigger: any pattern violation}}
-            samples: {FAST}
-            slices:
+    write_slices(
+        &sb,
+        r#"
               - id: mlp
                 backend: sim
                 preset: h100
                 precision: [fp16]
-                workload: {{checkpoint: {{weights: ckpt/tiny.safetensors, layers: \"*mlp*\", tokens: 64}}}}
-                sparsity: [\"2:4\"]
-                guardrails: [{{metric: pattern_violations, at_most: 0}}]
-            "
-        ),
+                workload: {checkpoint: {weights: ckpt/tiny.safetensors, layers: "*mlp*", tokens: 64}}
+                sparsity: ["2:4"]
+                guardrails: [{metric: pattern_violations, at_most: 0}]
+"#,
     );
     assert_exit(&sb.gate("pack.yaml", &[]), 1);
     let evidence = sb.json("out/evidence.json");
