@@ -271,6 +271,21 @@ pub struct ImportSlice {
     pub benchmark: String,
     /// The comparator entry, if any.
     pub comparator: Option<String>,
+    /// For a GPU trace format: the kernel and range patterns, checked at ingress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceRules>,
+}
+
+/// The patterns of a GPU trace import, as written in the pack (each one compiles: ingress
+/// checked them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceRules {
+    /// The pack's extra sparse-kernel patterns.
+    pub sparse: Vec<String>,
+    /// The pack's extra dense-kernel patterns.
+    pub dense: Vec<String>,
+    /// Which ranges count; `None`: all.
+    pub ranges: Option<String>,
 }
 
 /// A guardrail after parsing, with where it was declared.
