@@ -58,7 +58,7 @@ pub enum KernelClass {
 /// The kernel classes of a trace in total, and per range.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GpuKernels {
-    /// Every kernel of the trace.
+    /// Every kernel of the trace; with `ranges` set, every kernel inside a selected range.
     pub total: KernelTimes,
     /// Per range name (selected by `ranges`), in name order: the kernels launched inside
     /// its occurrences (innermost selected range).
@@ -177,6 +177,17 @@ pub fn classify(trace: &Trace, rules: &TraceRules) -> Result<Measured, ImportErr
     if trace.kernels.is_empty() {
         return Err(ImportError::NoKernels);
     }
+    if let Some(p) = &rules.ranges
+        && !trace
+            .ranges
+            .iter()
+            .any(|r| compile(p).is_ok_and(|s| s.is_match(&r.name)))
+    {
+        return Err(ImportError::NoRange {
+            pattern: p.clone(),
+            known: distinct_names(&trace.ranges),
+        });
+    }
     let list = |builtin: &[&str], extra: &[String]| -> Vec<Regex> {
         extra
             .iter()
@@ -230,7 +241,9 @@ pub fn classify(trace: &Trace, rules: &TraceRules) -> Result<Measured, ImportErr
         let k = &trace.kernels[i];
         let class = class_of(&k.name);
         let s = (k.end - k.start) as f64 * 1e-9;
-        total.add(class, s);
+        if select.is_none() {
+            total.add(class, s);
+        }
         while next < ranges.len() && ranges[next].start <= t {
             open.push(next);
             next += 1;
@@ -241,6 +254,9 @@ pub fn classify(trace: &Trace, rules: &TraceRules) -> Result<Measured, ImportErr
         if let Some(&r) = open.iter().rev().find(|&&r| ranges[r].end >= t) {
             per_occurrence[r].add(class, s);
             held[r] = true;
+            if select.is_some() {
+                total.add(class, s);
+            }
         }
     }
     let mut by_name: BTreeMap<String, RangeKernels> = BTreeMap::new();
@@ -282,6 +298,15 @@ pub fn classify(trace: &Trace, rules: &TraceRules) -> Result<Measured, ImportErr
         },
         samples,
     })
+}
+
+/// Up to 20 distinct range names, escaped, for a hint.
+fn distinct_names(ranges: &[Range]) -> Vec<String> {
+    let names: std::collections::BTreeSet<String> = ranges
+        .iter()
+        .map(|r| crate::ingress::checkpoint::shown(&r.name))
+        .collect();
+    names.into_iter().take(20).collect()
 }
 
 // ---- PyTorch profiler (Chrome trace JSON) ----

@@ -141,6 +141,14 @@ pub enum ImportError {
     /// The file cannot be read as an SQLite database.
     #[error("not a readable SQLite database ({0}); was it written with `nsys export --type sqlite`?")]
     Sqlite(String),
+    /// No range of the trace matches the pack's `ranges`.
+    #[error("no range matches `{pattern}`; ranges in the trace: {}", if known.is_empty() { "none (record_function / NVTX ranges)".to_owned() } else { known.join(", ") })]
+    NoRange {
+        /// The pack's pattern.
+        pattern: String,
+        /// Range names found (escaped, at most 20).
+        known: Vec<String>,
+    },
     /// A GPU trace without a single kernel.
     #[error(
         "the trace holds no GPU kernels; was the profile captured with CUDA activity (`ProfilerActivity.CUDA`, `nsys -t cuda`)?"

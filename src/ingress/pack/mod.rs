@@ -475,8 +475,9 @@ pub struct ImportSpec {
     pub kernels: Option<KernelPatterns>,
     /// GPU trace formats only: a regular expression (unanchored) over the names of the
     /// trace's ranges (torch `record_function` / `user_annotation`, NVTX ranges); only the
-    /// ranges it matches become the per-layer table and the latency samples (one per
-    /// occurrence). Default: every range.
+    /// ranges it matches count: the kernels launched inside them make `fallback_rate`, the
+    /// counters, the per-range table and the latency samples (one per occurrence), e.g.
+    /// `"^layer0$"` to prove one layer ran sparse. Default: every kernel, every range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub ranges: Option<String>,
