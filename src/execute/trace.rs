@@ -35,14 +35,7 @@ pub const SPARSE_PATTERNS: &[&str] = &["(?i)sparse", "_sp_", "(?i)spmma", "(?i)c
 /// give their sgemm), CUTLASS (`cutlass_80_tensorop_s1688gemm_...`) and GEMV kernels.
 pub const DENSE_PATTERNS: &[&str] = &["(?i)gemm", "(?i)gemv", "(?i)cublaslt", "^Kernel2$"];
 
-/// Compile one pattern as the readers use it (with a size limit, so a pack cannot make
-/// matching expensive).
-pub fn compile(pattern: &str) -> Result<Regex, regex::Error> {
-    regex::RegexBuilder::new(pattern)
-        .size_limit(1 << 20)
-        .dfa_size_limit(1 << 20)
-        .build()
-}
+pub use crate::ingress::compile_pattern as compile;
 
 /// What a kernel is, by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -276,6 +276,15 @@ pub struct ImportSlice {
     pub trace: Option<TraceRules>,
 }
 
+/// Compile one kernel or range pattern as the trace readers use it (with a size limit, so
+/// a pack cannot make matching expensive): ingress checks it, execution matches with it.
+pub fn compile_pattern(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .dfa_size_limit(1 << 20)
+        .build()
+}
+
 /// The patterns of a GPU trace import, as written in the pack (each one compiles: ingress
 /// checked them).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -124,7 +124,7 @@ fn check_regex(
     loc: &crate::ingress::span::Locator,
     diags: &mut Vec<crate::ingress::PackDiagnostic>,
 ) {
-    if let Err(e) = crate::execute::trace::compile(re) {
+    if let Err(e) = crate::ingress::compile_pattern(re) {
         let why = match e {
             regex::Error::CompiledTooBig(_) => "it compiles too large".to_owned(),
             regex::Error::Syntax(s) => s.lines().last().unwrap_or("syntax error").trim().to_owned(),
