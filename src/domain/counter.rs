@@ -60,6 +60,14 @@ counters! {
     ServiceS => "service_s", "Seconds spent serving, summed over requests.";
     QueueCapacity => "queue_capacity", "The load test's queue bound.";
     P99MinRequests => "p99_min_requests", "Requests an early-stopping p99 estimate needs.";
+    SparseGpuShare => "sparse_gpu_share", "GPU trace: sparse GEMM kernel time / all kernel time.";
+    DenseGemmCountShare => "dense_gemm_count_share", "GPU trace: dense GEMM kernels / GEMM kernels, by count (fallback_rate is by time).";
+    SparseKernels => "sparse_kernels", "GPU trace: sparse GEMM kernels launched.";
+    DenseKernels => "dense_kernels", "GPU trace: dense GEMM kernels launched.";
+    OtherKernels => "other_kernels", "GPU trace: other kernels launched.";
+    SparseGpuS => "sparse_gpu_s", "GPU trace: seconds of sparse GEMM kernels.";
+    DenseGpuS => "dense_gpu_s", "GPU trace: seconds of dense GEMM kernels.";
+    KernelGpuS => "kernel_gpu_s", "GPU trace: seconds of all kernels, summed.";
 }
 
 impl Counter {

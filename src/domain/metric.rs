@@ -57,7 +57,7 @@ metrics! {
     EnergyJ => "energy_j", "J", Lower, "Energy per iteration.";
     EnergyDelta => "energy_delta", "fraction", Lower, "Relative energy change vs the comparator.";
     TcOccupancy => "tc_occupancy", "fraction", Higher, "Tensor-core occupancy.";
-    FallbackRate => "fallback_rate", "fraction", Lower, "Share of ops that fell back to the dense path.";
+    FallbackRate => "fallback_rate", "fraction", Lower, "Share of ops that fell back to the dense path (GPU trace imports: dense GEMM kernel time / sparse + dense GEMM kernel time).";
     MetadataOverhead => "metadata_overhead", "fraction", Lower, "Sparse metadata bytes / value bytes.";
     DramBytes => "dram_bytes", "B", Lower, "DRAM traffic per iteration.";
     Cycles => "cycles", "cycles", Lower, "Simulated cycles per iteration.";

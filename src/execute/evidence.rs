@@ -105,6 +105,10 @@ pub struct SliceEvidence {
     /// (issue 22): what ran, its latencies and the per-pair ratios candidate/baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_build: Option<super::paired::BaselineRuns>,
+    /// For a GPU trace import (issue 21): the kernels the trace shows, classified sparse
+    /// GEMM / dense GEMM / other, in total and per range (layer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_kernels: Option<super::trace::GpuKernels>,
 }
 
 /// The instruction-set paths of a CPU slice.
@@ -466,6 +470,7 @@ impl SliceEvidence {
             break_even: vec![],
             isa: None,
             baseline_build: None,
+            gpu_kernels: None,
         }
     }
 }

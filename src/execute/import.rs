@@ -46,6 +46,11 @@ fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), Exec
         path: import.path.clone(),
         problem,
     };
+    if let Some(rules) = &import.trace {
+        let measured = super::trace::measure(import.format, &import.path, rules).map_err(context)?;
+        record_trace(measured, evidence);
+        return Ok(());
+    }
     let candidate = read_entry(import.format, &import.path, &import.benchmark).map_err(context)?;
     let comparator = import
         .comparator
@@ -102,6 +107,52 @@ fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), Exec
     Ok(())
 }
 
+/// A GPU trace's evidence: the kernel table, its counters and one latency sample per
+/// selected range occurrence (all from one process: run 0).
+fn record_trace(measured: super::trace::Measured, evidence: &mut SliceEvidence) {
+    let t = &measured.kernels.total;
+    let c = &mut evidence.counters;
+    if let Some(rate) = t.fallback_rate() {
+        c.insert(Metric::FallbackRate, rate);
+        c.insert(
+            Counter::DenseGemmCountShare,
+            t.dense as f64 / (t.sparse + t.dense) as f64,
+        );
+    }
+    let all = t.total_s();
+    c.insert(
+        Counter::SparseGpuShare,
+        if all > 0.0 { t.sparse_s / all } else { 0.0 },
+    );
+    c.insert(Counter::SparseKernels, t.sparse as f64);
+    c.insert(Counter::DenseKernels, t.dense as f64);
+    c.insert(Counter::OtherKernels, t.other as f64);
+    c.insert(Counter::SparseGpuS, t.sparse_s);
+    c.insert(Counter::DenseGpuS, t.dense_s);
+    c.insert(Counter::KernelGpuS, all);
+    c.insert(Counter::Samples, measured.samples.len() as f64);
+    c.insert(Counter::Runs, 1.0);
+    evidence.runs = vec![RunSummary {
+        run: 0,
+        pid: None,
+        warmup_iterations: 0,
+        samples: measured.samples.len(),
+        latency_s: zero_if_nan(median(&measured.samples)),
+        comparator_s: 0.0,
+        calibration_s: 0.0,
+        speedup: 0.0,
+    }];
+    evidence.metrics.insert(
+        Metric::Latency,
+        MetricSamples {
+            unit: "s".into(),
+            runs: vec![0; measured.samples.len()],
+            samples: measured.samples,
+        },
+    );
+    evidence.gpu_kernels = Some(measured.kernels);
+}
+
 /// One run's samples, for its [`RunSummary`].
 #[derive(Default)]
 struct RunColumns {
@@ -117,6 +168,10 @@ pub fn read_entry(format: ImportFormat, path: &Path, name: &str) -> Result<Impor
         ImportFormat::GoogleBenchmark => google_benchmark(&read_json(path)?, name)?,
         ImportFormat::Hyperfine => hyperfine(&read_json(path)?, name)?,
         ImportFormat::PytestBenchmark => pytest_benchmark(&read_json(path)?, name)?,
+        ImportFormat::TorchProfiler | ImportFormat::NsysSqlite => {
+            // Traces are measured whole (`trace::measure`), not read by entry.
+            return Err(ImportError::NoSamples(name.to_owned()));
+        }
     };
     if imported.samples.is_empty() {
         return Err(ImportError::NoSamples(name.to_owned()));

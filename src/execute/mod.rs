@@ -21,6 +21,7 @@ pub mod shards;
 mod sim;
 pub mod structure;
 pub mod summary;
+pub(crate) mod trace;
 mod weights;
 mod workload;
 

@@ -271,6 +271,30 @@ pub struct ImportSlice {
     pub benchmark: String,
     /// The comparator entry, if any.
     pub comparator: Option<String>,
+    /// For a GPU trace format: the kernel and range patterns, checked at ingress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceRules>,
+}
+
+/// Compile one kernel or range pattern as the trace readers use it (with a size limit, so
+/// a pack cannot make matching expensive): ingress checks it, execution matches with it.
+pub fn compile_pattern(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .dfa_size_limit(1 << 20)
+        .build()
+}
+
+/// The patterns of a GPU trace import, as written in the pack (each one compiles: ingress
+/// checked them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceRules {
+    /// The pack's extra sparse-kernel patterns.
+    pub sparse: Vec<String>,
+    /// The pack's extra dense-kernel patterns.
+    pub dense: Vec<String>,
+    /// Which ranges count; `None`: all.
+    pub ranges: Option<String>,
 }
 
 /// A guardrail after parsing, with where it was declared.

@@ -416,6 +416,7 @@ fn paired_rule(
             spec.severity = Severity::Block;
             let without = SliceEvidence {
                 baseline_build: None,
+                gpu_kernels: None,
                 ..ev.clone()
             };
             let gj = judge_measured(

@@ -1,6 +1,7 @@
 //! `backend: import` (issue 8): packs gating the committed real outputs of Google
 //! Benchmark, hyperfine, criterion and pytest-benchmark, a planted regression, and a
-//! missing entry failing at the execution stage with the entries the file has.
+//! missing entry failing at the execution stage with the entries the file has; GPU traces
+//! (issue 21): PyTorch profiler and Nsight Systems exports, malformed and oversized ones.
 
 use crate::support::{Sandbox, assert_contains, assert_exit, example_pack, repo_file};
 
@@ -84,4 +85,160 @@ fn issue_8_import_speedup_without_comparator_is_refused_at_ingress() {
     ));
     let err = sb.refused_at_ingress("pack.yaml");
     assert_contains(&err, "needs a comparator");
+}
+
+/// A pack importing the GPU trace `file` (a path) in `format`, with `extra` keys.
+fn trace_pack(file: &str, format: &str, extra: &str, guardrails: &str) -> String {
+    format!(
+        "schema_version: 1
+name: trace
+owners: [{{name: T, email: t@example.com, role: owner}}]
+rollback: {{trigger: t}}
+slices:
+  - id: traced
+    backend: import
+    import: {{file: '{file}', format: {format}{extra}}}
+    guardrails: {guardrails}
+"
+    )
+}
+
+#[test]
+fn issue_21_gpu_trace_example_proves_layer0_ran_sparse() {
+    let sb = Sandbox::new();
+    assert_exit(&sb.gate(&example_pack("gpu-trace.yaml"), &[]), 0);
+    let evidence = sb.json("out/evidence.json");
+    let nsys = &evidence["slices"][1];
+    let rate = nsys["counters"]["fallback_rate"].as_f64().unwrap();
+    assert!((rate - 400.0 / 560.0).abs() < 1e-9, "{rate}");
+    assert_eq!(nsys["counters"]["sparse_kernels"], 4.0);
+    let ranges = nsys["gpu_kernels"]["ranges"].as_array().unwrap();
+    assert_eq!(ranges.len(), 2, "{nsys}");
+    assert_eq!(ranges[1]["range"], "layer1");
+    assert_eq!(ranges[1]["kernels"]["dense"], 4);
+    assert_eq!(nsys["metrics"]["latency"]["samples"].as_array().unwrap().len(), 8);
+}
+
+#[test]
+fn issue_21_a_layer_that_fell_back_fails_the_gate() {
+    let file = repo_file("tests/data/import/torch_trace.json");
+    let sb = Sandbox::with_pack(&trace_pack(
+        &file,
+        "torch_profiler",
+        "",
+        "[{metric: fallback_rate, at_most: 0.0}]",
+    ));
+    // A fallback is the lowering's failure (DESIGN.md): the dense path ran.
+    let (v, _) = sb.gate_fails_at("lowering");
+    assert_eq!(v["guardrails"][0]["verdict"], "fail");
+    assert!((v["guardrails"][0]["value"].as_f64().unwrap() - 400.0 / 560.0).abs() < 1e-9);
+}
+
+#[test]
+fn issue_21_bad_kernel_pattern_is_refused_at_its_location() {
+    let sb = Sandbox::with_pack(&trace_pack(
+        "t.json",
+        "torch_profiler",
+        ", kernels: {sparse: ['sp(']}, benchmark: x",
+        "[]",
+    ));
+    let err = sb.refused_at_ingress("pack.yaml");
+    assert_contains(&err, "pack.yaml:8:");
+    assert_contains(&err, "not a valid regular expression");
+    assert_contains(&err, "`benchmark` does not apply to `format: torch_profiler`");
+}
+
+#[test]
+fn issue_21_fallback_rate_over_a_benchmark_format_is_refused() {
+    let sb = Sandbox::with_pack(&import_pack(
+        "hyperfine.json",
+        "hyperfine",
+        "busy-2000",
+        "",
+        "[{metric: fallback_rate, at_most: 0.0}]",
+    ));
+    let err = sb.refused_at_ingress("pack.yaml");
+    assert_contains(&err, "does not measure `fallback_rate`");
+}
+
+#[test]
+fn issue_21_malformed_traces_fail_at_execution_saying_why() {
+    for (file, format, needle) in [
+        ("torch_truncated.json", "torch_profiler", "ends early"),
+        ("torch_negative_dur.json", "torch_profiler", "negative `dur`"),
+        (
+            "nsys_no_kernels_table.sqlite",
+            "nsys_sqlite",
+            "no `CUPTI_ACTIVITY_KIND_KERNEL` table",
+        ),
+        ("hyperfine.json", "nsys_sqlite", "not a readable SQLite database"),
+    ] {
+        let path = repo_file(&format!("tests/data/import/{file}"));
+        let sb = Sandbox::with_pack(&trace_pack(&path, format, "", "[{metric: latency, at_most: 1}]"));
+        let (_, memo) = sb.gate_fails_at("execution");
+        assert_contains(&memo, needle);
+    }
+}
+
+#[test]
+fn issue_21_ten_million_event_json_trace_is_refused_quickly() {
+    use std::io::Write;
+    let sb = Sandbox::new();
+    let path = sb.path().join("big.json");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    f.write_all(b"{\"traceEvents\": [{}").unwrap();
+    for _ in 1..10_000_000 {
+        f.write_all(b",{}").unwrap();
+    }
+    f.write_all(b"]}").unwrap();
+    drop(f);
+    sb.write(
+        "pack.yaml",
+        &trace_pack(
+            "big.json",
+            "torch_profiler",
+            "",
+            "[{metric: latency, at_most: 1}]",
+        ),
+    );
+    let start = std::time::Instant::now();
+    let (_, memo) = sb.gate_fails_at("execution");
+    assert_contains(&memo, "more than 2000000 trace events");
+    assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
+    // Over the size cap: refused from its length, nothing read.
+    let huge = std::fs::File::create(sb.path().join("huge.json")).unwrap();
+    huge.set_len(300 << 20).unwrap();
+    sb.write(
+        "pack.yaml",
+        &trace_pack(
+            "huge.json",
+            "torch_profiler",
+            "",
+            "[{metric: latency, at_most: 1}]",
+        ),
+    );
+    let (_, memo) = sb.gate_fails_at("execution");
+    assert_contains(&memo, "over the 268435456-byte limit");
+}
+
+#[test]
+fn issue_21_sqlite_export_over_the_event_cap_is_refused_by_count() {
+    let sb = Sandbox::new();
+    let path = sb.path().join("big.sqlite");
+    let db = rusqlite::Connection::open(&path).unwrap();
+    db.execute_batch(
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+         CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, correlationId INTEGER,
+             demangledName INTEGER, shortName INTEGER);
+         WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 2000000)
+         INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT i, i + 1, i, 1, 1 FROM n;",
+    )
+    .unwrap();
+    drop(db);
+    sb.write(
+        "pack.yaml",
+        &trace_pack("big.sqlite", "nsys_sqlite", "", "[{metric: latency, at_most: 1}]"),
+    );
+    let (_, memo) = sb.gate_fails_at("execution");
+    assert_contains(&memo, "more than 2000000 trace events");
 }

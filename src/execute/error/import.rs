@@ -104,6 +104,56 @@ pub enum ImportError {
     /// The entry has no samples at all.
     #[error("entry `{0}` has no samples")]
     NoSamples(String),
+    /// A GPU trace with more events than the reader keeps (memory stays bounded).
+    #[error(
+        "more than {limit} trace events; profile fewer steps (e.g. a `torch.profiler.schedule` with active=1..3, or `nsys --capture-range`)"
+    )]
+    TooManyEvents {
+        /// The most events read.
+        limit: u64,
+    },
+    /// A GPU trace event (or row) that cannot be a kernel or range.
+    #[error("event {index} has {what}; was the trace written by the profiler and not edited?")]
+    BadEvent {
+        /// Its position among the events (or rows) read.
+        index: u64,
+        /// What is wrong with it.
+        what: &'static str,
+    },
+    /// A Chrome trace that is not valid JSON (the file's text is not repeated here).
+    #[error("not valid JSON at line {line} column {column}: {what}; write it again with export_chrome_trace")]
+    TraceJson {
+        /// Line of the problem.
+        line: usize,
+        /// Column of the problem.
+        column: usize,
+        /// Which kind of problem.
+        what: &'static str,
+    },
+    /// An SQLite export without a table the reader needs.
+    #[error(
+        "no `{table}` table; export with `nsys export --type sqlite` from a profile captured with CUDA tracing (`nsys profile -t cuda,nvtx`)"
+    )]
+    MissingTable {
+        /// The table.
+        table: &'static str,
+    },
+    /// The file cannot be read as an SQLite database.
+    #[error("not a readable SQLite database ({0}); was it written with `nsys export --type sqlite`?")]
+    Sqlite(String),
+    /// No range of the trace matches the pack's `ranges`.
+    #[error("no range matches `{pattern}`; ranges in the trace: {}", if known.is_empty() { "none (record_function / NVTX ranges)".to_owned() } else { known.join(", ") })]
+    NoRange {
+        /// The pack's pattern.
+        pattern: String,
+        /// Range names found (escaped, at most 20).
+        known: Vec<String>,
+    },
+    /// A GPU trace without a single kernel.
+    #[error(
+        "the trace holds no GPU kernels; was the profile captured with CUDA activity (`ProfilerActivity.CUDA`, `nsys -t cuda`)?"
+    )]
+    NoKernels,
     /// The entry holds a time that is zero, negative or not finite.
     #[error("entry `{name}` holds a time that is not a positive number ({time})")]
     BadTime {

@@ -456,13 +456,45 @@ pub struct ImportSpec {
     pub format: ImportFormat,
     /// The entry that is this slice: a Google Benchmark `run_name`, a criterion benchmark
     /// id (`group/function`), a hyperfine command (or its `--command-name`), a
-    /// pytest-benchmark `name` or `fullname`.
+    /// pytest-benchmark `name` or `fullname`. Required for those formats; refused for the
+    /// GPU trace formats (`torch_profiler`, `nsys_sqlite`), whose whole file is the slice
+    /// (narrow it with `ranges`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
-    pub benchmark: String,
-    /// The entry to compare against (same file); gives `effective_speedup`.
+    pub benchmark: Option<String>,
+    /// The entry to compare against (same file); gives `effective_speedup`. Benchmark
+    /// formats only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub comparator: Option<String>,
+    /// GPU trace formats only: regular expressions (Rust `regex` syntax, unanchored) that
+    /// classify a kernel by its name as a sparse or a dense GEMM, added to the built-in
+    /// patterns (docs/gpu-traces.md). Sparse is tried first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "KernelPatterns")]
+    pub kernels: Option<KernelPatterns>,
+    /// GPU trace formats only: a regular expression (unanchored) over the names of the
+    /// trace's ranges (torch `record_function` / `user_annotation`, NVTX ranges); only the
+    /// ranges it matches count: the kernels launched inside them make `fallback_rate`, the
+    /// counters, the per-range table and the latency samples (one per occurrence), e.g.
+    /// `"^layer0$"` to prove one layer ran sparse. Default: every kernel, every range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub ranges: Option<String>,
+}
+
+/// Extra kernel-name patterns of a GPU trace import: `{sparse: ["my_sp_kernel"], dense:
+/// ["my_gemm"]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KernelPatterns {
+    /// Patterns of sparse GEMM kernels (the sparse path ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sparse: Vec<String>,
+    /// Patterns of dense GEMM kernels (the dense path ran: a fallback where sparse was
+    /// meant).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dense: Vec<String>,
 }
 
 /// Latency under load on the CPU backend: `load: {arrivals: bursts, rate_hz: 200, queue: 8,
@@ -519,6 +551,12 @@ pub enum ImportFormat {
     Hyperfine,
     /// pytest-benchmark `--benchmark-json` (with `--benchmark-save-data` for raw samples).
     PytestBenchmark,
+    /// The PyTorch profiler's Chrome trace (`prof.export_chrome_trace(path)`): GPU kernels
+    /// classified sparse / dense GEMM / other (docs/gpu-traces.md).
+    TorchProfiler,
+    /// Nsight Systems' SQLite export (`nsys export --type sqlite`): the same from
+    /// `CUPTI_ACTIVITY_KIND_KERNEL` and `NVTX_EVENTS`.
+    NsysSqlite,
 }
 
 impl ImportFormat {
@@ -529,7 +567,14 @@ impl ImportFormat {
             ImportFormat::Criterion => "criterion",
             ImportFormat::Hyperfine => "hyperfine",
             ImportFormat::PytestBenchmark => "pytest_benchmark",
+            ImportFormat::TorchProfiler => "torch_profiler",
+            ImportFormat::NsysSqlite => "nsys_sqlite",
         }
+    }
+
+    /// Whether this is a GPU profile (kernels and ranges) rather than benchmark results.
+    pub fn is_trace(self) -> bool {
+        matches!(self, ImportFormat::TorchProfiler | ImportFormat::NsysSqlite)
     }
 }
 
