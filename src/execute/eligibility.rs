@@ -78,7 +78,7 @@ pub fn judge(
                     format!("{} is not a dtype it supports", precision.as_str()),
                 );
             };
-            let fits = |d: u64, min: u64| d >= min && d % min == 0;
+            let fits = |d: u64, min: u64| d >= min && d.is_multiple_of(min);
             if !fits(rows, min_rows) || !fits(cols, min_cols) {
                 return verdict(
                     false,
