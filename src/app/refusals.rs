@@ -58,7 +58,7 @@ pub(super) fn shard(e: ShardError) -> Error {
             "run every shard on the same machine class with the same sparsegate build",
         ),
         e @ ShardError::PackVersions { .. } => usage(e, "run every shard from the same commit"),
-        e @ ShardError::ArtifactVersions { .. } => usage(
+        e @ ShardError::ArtifactVersions(_) => usage(
             e,
             "run every shard on the same checkpoint files (compare their digests)",
         ),

@@ -40,19 +40,8 @@ pub enum ShardError {
     },
     /// Two shards measured different contents of one artifact file (a checkpoint rewritten
     /// between jobs): their results are about different weights.
-    #[error("shards measured different contents of artifact `{name}` of pack `{pack}` ({first} in one, {other} in {})", path.display())]
-    ArtifactVersions {
-        /// The pack name.
-        pack: String,
-        /// The artifact, relative to the pack.
-        name: String,
-        /// The digest the first shard recorded.
-        first: String,
-        /// The digest the other recorded.
-        other: String,
-        /// The shard that differs.
-        path: PathBuf,
-    },
+    #[error("shards measured different contents of artifact `{}` of pack `{}` ({} in one, {} in {})", .0.name, .0.pack, .0.first, .0.other, .0.path.display())]
+    ArtifactVersions(Box<ArtifactMismatch>),
     /// A slice was measured by more than one shard.
     #[error("slice `{pack}/{slice}` appears in more than one shard")]
     Overlap {
@@ -70,6 +59,21 @@ pub enum ShardError {
     /// Slices (`pack/slice`) no shard measured.
     #[error("no shard measured {}", .0.join(", "))]
     Missing(Vec<String>),
+}
+
+/// One artifact file whose digest differs between two shards.
+#[derive(Debug)]
+pub struct ArtifactMismatch {
+    /// The pack name.
+    pub pack: String,
+    /// The artifact, relative to the pack.
+    pub name: String,
+    /// The digest the first shard recorded.
+    pub first: String,
+    /// The digest the other recorded.
+    pub other: String,
+    /// The shard that differs.
+    pub path: PathBuf,
 }
 
 type Result<T, E = ShardError> = std::result::Result<T, E>;
@@ -147,13 +151,13 @@ pub fn combine(shards: &[(PathBuf, Evidence)]) -> Result<Combined> {
                 let key = (slice.pack.clone(), a.name.clone());
                 match artifacts.get(&key) {
                     Some(first) if *first != a.digest => {
-                        return Err(ShardError::ArtifactVersions {
+                        return Err(ShardError::ArtifactVersions(Box::new(ArtifactMismatch {
                             pack: key.0,
                             name: key.1,
                             first: first.clone(),
                             other: a.digest.clone(),
                             path: path.clone(),
-                        });
+                        })));
                     }
                     Some(_) => {}
                     None => {
