@@ -176,6 +176,30 @@ pub struct OpCost {
     pub speedup_range: Option<[f64; 2]>,
 }
 
+/// Where a sweep's speedup crosses 1, from the measured points and their intervals. Decode
+/// (few tokens) is memory-bound and prefill compute-bound, so a sparse kernel may win only
+/// at few tokens (it falls through 1) or only at many (it rises through 1): both are named.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BreakEven {
+    /// The largest swept token count up to which every point wins (its speedup interval
+    /// lies above 1); `null` when the first does not.
+    pub wins_through: Option<usize>,
+    /// The smallest swept token count from which every point loses (its interval lies below
+    /// 1); `null` when the last does not.
+    pub loses_from: Option<usize>,
+    /// Tokens at which the speedup estimate first falls through 1, interpolated on log tokens
+    /// between the two swept counts around it; `null` when it never does (or starts below).
+    pub tokens: Option<f64>,
+    /// The smallest swept token count from which every point wins; `null` when the last
+    /// does not.
+    #[serde(default)]
+    pub wins_from: Option<usize>,
+    /// Tokens at which an estimate that starts below 1 first rises through it (sparse starts
+    /// to win), interpolated as `tokens`; `null` when it never does (or starts above).
+    #[serde(default)]
+    pub rises_at: Option<f64>,
+}
+
 /// One layer of a checkpoint across the slice's token counts: where its sparse path stops
 /// paying (`bench --sweep-tokens` does the same for one shape).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -186,7 +210,7 @@ pub struct LayerBreakEven {
     /// the runs (a point wins only when every run's speedup is above 1).
     pub points: Vec<TokenSpeedup>,
     /// Where the speedup crosses 1.
-    pub break_even: super::bench::BreakEven,
+    pub break_even: BreakEven,
 }
 
 /// One layer's speedup at one token count.
