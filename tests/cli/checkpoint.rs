@@ -26,19 +26,16 @@ fn sandbox(names: &[&str], weights: &str, extra: &str) -> Sandbox {
 
 /// `pack.yaml`: one 2:4 slice `id` over `checkpoint`, with `lock` and one pack guardrail.
 fn write_pack(sb: &Sandbox, lock: &str, guardrail: &str, id: &str, checkpoint: &str) {
-    sb.write(
-        "pack.yaml",
+    write_header_and_slices(
+        sb,
         &format!(
             "
-            schema_version: 1
-            name: ckpt
-            owners: [{{name: Ada, email: ada@example.com, role: owner}}]
-            rollback: {{trigger: any pattern violation}}
-            samples: {FAST}
             lock: {lock}
             guardrails:
-              - {guardrail}
-            slices:
+              - {guardrail}"
+        ),
+        &format!(
+            "
               - id: {id}
                 workload:
                   checkpoint: {checkpoint}
@@ -50,6 +47,11 @@ fn write_pack(sb: &Sandbox, lock: &str, guardrail: &str, id: &str, checkpoint: &
 
 /// `pack.yaml` with the given `slices:` items (YAML, indented 14 spaces) and no pack guardrails.
 fn write_slices(sb: &Sandbox, slices: &str) {
+    write_header_and_slices(sb, "", slices);
+}
+
+/// `pack.yaml`: the common head, `top` (more top-level keys, indented 12 spaces), `slices`.
+fn write_header_and_slices(sb: &Sandbox, top: &str, slices: &str) {
     sb.write(
         "pack.yaml",
         &format!(
@@ -58,7 +60,7 @@ fn write_slices(sb: &Sandbox, slices: &str) {
             name: ckpt
             owners: [{{name: Ada, email: ada@example.com, role: owner}}]
             rollback: {{trigger: any pattern violation}}
-            samples: {FAST}
+            samples: {FAST}{top}
             slices:{slices}"
         ),
     );
