@@ -146,6 +146,24 @@ fn check_text(file: &str, text: &str) -> Result<(PackFile, Vec<super::Slice>), V
         file: file.to_owned(),
         index: SpanIndex::build(text),
     };
+    let repeated: Vec<PackDiagnostic> = loc
+        .index
+        .repeated_merges()
+        .iter()
+        .map(|(pointer, pos)| PackDiagnostic {
+            location: loc.location(*pos),
+            pointer: pointer.clone(),
+            message: "duplicate merge key `<<` in one mapping".into(),
+            hint: Some(
+                "each key may appear once per mapping: merge several anchors with one key, `<<: [*a, *b]`"
+                    .into(),
+            ),
+            span: (pos.offset, pos.len),
+        })
+        .collect();
+    if !repeated.is_empty() {
+        return Err(repeated);
+    }
     let schema = compiled_schema().map_err(|e| {
         vec![start_diag(
             file,

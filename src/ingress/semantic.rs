@@ -398,9 +398,12 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             .max()
             .unwrap_or(Precision::Fp32.bytes());
         let mut op_names: HashSet<&str> = HashSet::new();
+        let mut held = SliceMemory::default();
+        let mut op_over_budget = false;
         for (j, op) in spec.workload.iter().flat_map(|w| &w.ops).enumerate() {
             let OpSpec::Gemm(g) = op;
             let pointer = format!("{base}/workload/ops/{j}/gemm");
+            held.add(&g.name, operand_bytes(g.m, g.n, g.k, widest));
             if !op_names.insert(g.name.as_str()) {
                 diags.push(loc.at_value(
                     &format!("{pointer}/name"),
@@ -411,6 +414,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             let bytes = operand_bytes(g.m, g.n, g.k, widest);
             // The simulator allocates nothing per op, so only real backends have a budget.
             if spec.backend != Backend::Sim && bytes > u128::from(MEMORY_BUDGET_BYTES) {
+                op_over_budget = true;
                 diags.push(
                     loc.at_key(
                         &pointer,
@@ -433,6 +437,9 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             }
         }
 
+        if spec.backend != Backend::Sim && !op_over_budget {
+            held.check(spec, &format!("{base}/workload/ops"), loc, &mut diags);
+        }
         if let Some(named) = spec.workload.as_ref().and_then(|w| w.model.as_ref()) {
             named_model_checks(spec, named, &base, widest, loc, &mut diags);
         }
@@ -562,7 +569,12 @@ fn checkpoint_checks(
     match super::checkpoint::open_workload(&dir, c) {
         Ok(w) => {
             // The simulator holds no operands: only the CPU's memory is budgeted.
+            let mut held = SliceMemory::default();
             for op in w.ops().into_iter().filter(|_| spec.backend == Backend::Cpu) {
+                held.add(
+                    &op.name,
+                    operand_bytes(op.m as u64, op.n as u64, op.k as u64, widest),
+                );
                 if let Some(gib) = over_budget(&op, widest) {
                     diags.push(loc.at_value(
                         &format!("{pointer}/tokens"),
@@ -576,6 +588,9 @@ fn checkpoint_checks(
                     ));
                     return None;
                 }
+            }
+            if held.check(spec, &format!("{pointer}/tokens"), loc, diags) {
+                return None;
             }
             Some(std::sync::Arc::new(w))
         }
@@ -617,6 +632,60 @@ fn over_budget(op: &crate::domain::GemmOp, widest: u64) -> Option<f64> {
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
+
+/// The operand memory a slice holds at once: execution prepares every op of a slice
+/// before timing any (issue 23: twelve ops of 3.6 GiB each passed the per-op check and
+/// aborted at run time). Slices run one after another, each run in its own process, so
+/// a pack's peak is its largest slice and this check bounds the whole pack too.
+#[derive(Default)]
+struct SliceMemory {
+    ops: usize,
+    total: u128,
+    largest: Option<(String, u128)>,
+}
+
+impl SliceMemory {
+    fn add(&mut self, op: &str, bytes: u128) {
+        self.ops += 1;
+        self.total = self.total.saturating_add(bytes);
+        if self.largest.as_ref().is_none_or(|(_, b)| bytes > *b) {
+            self.largest = Some((op.to_owned(), bytes));
+        }
+    }
+
+    /// Refuse the slice at `pointer` when its ops together are over the budget; whether
+    /// it was refused.
+    fn check(
+        &self,
+        spec: &super::pack::SliceSpec,
+        pointer: &str,
+        loc: &Locator,
+        diags: &mut Vec<PackDiagnostic>,
+    ) -> bool {
+        if self.total <= u128::from(MEMORY_BUDGET_BYTES) {
+            return false;
+        }
+        let (name, bytes) = self.largest.clone().unwrap_or_default();
+        diags.push(loc.at_key(
+            pointer,
+            format!(
+                "slice `{}` holds {} ops in memory at once: {:.1} GiB of operand memory in all \
+                 (the largest, `{name}`, {:.1} GiB), over the {} GiB budget",
+                spec.id,
+                self.ops,
+                self.total as f64 / GIB,
+                bytes as f64 / GIB,
+                MEMORY_BUDGET_BYTES as f64 / GIB
+            ),
+            Some(
+                "a slice prepares all its ops before timing them; split the ops into several slices \
+                 (slices run one at a time, so a pack's peak is its largest slice) or shrink m, n, k or tokens"
+                    .into(),
+            ),
+        ));
+        true
+    }
+}
 
 /// Most training epochs one model slice may ask for (dense training plus every
 /// fine-tuning epoch): a typo such as `finetune_epochs: 10000` is refused, not run for hours.
@@ -666,7 +735,12 @@ fn named_model_checks(
         }
         return;
     }
+    let mut held = SliceMemory::default();
     for op in named.name.select(named.tokens, &named.layers) {
+        held.add(
+            &op.name,
+            operand_bytes(op.m as u64, op.n as u64, op.k as u64, widest),
+        );
         if let Some(gib) = over_budget(&op, widest) {
             diags.push(loc.at_value(
                 &format!("{pointer}/tokens"),
@@ -685,6 +759,7 @@ fn named_model_checks(
             return;
         }
     }
+    held.check(spec, &format!("{pointer}/tokens"), loc, diags);
 }
 
 /// Whether a metric needs a model workload (quality evidence) to be measured.

@@ -35,6 +35,9 @@ pub(crate) struct Entry {
 #[derive(Debug, Default)]
 pub(crate) struct SpanIndex {
     entries: BTreeMap<String, Entry>,
+    /// Second and later `<<` keys of one mapping, at the key. The deserializer applies
+    /// both silently (issue 23), so ingress refuses them from here.
+    repeated_merges: Vec<(String, Pos)>,
 }
 
 /// Maps parser markers to byte offsets, for sources where the parser reports only characters.
@@ -101,6 +104,8 @@ enum Frame {
         key: Option<(String, Pos)>,
         /// Merge sources (anchored pointers) to apply when the mapping ends.
         merges: Vec<String>,
+        /// Whether a `<<` key was read already.
+        merged: bool,
     },
     Seq {
         pointer: String,
@@ -143,7 +148,16 @@ impl SpanIndex {
                     let pos = offsets.pos(&span);
                     match next_slot(&mut stack) {
                         Slot::Key => {
-                            if let Some(Frame::Map { key, .. }) = stack.last_mut() {
+                            if let Some(Frame::Map {
+                                key, merged, pointer, ..
+                            }) = stack.last_mut()
+                            {
+                                if value == "<<" {
+                                    if *merged {
+                                        index.repeated_merges.push((pointer.clone(), pos));
+                                    }
+                                    *merged = true;
+                                }
                                 *key = Some((value.into_owned(), pos));
                             }
                         }
@@ -167,8 +181,14 @@ impl SpanIndex {
                             }
                         }
                         Slot::Merge => {
+                            // The mapping merged into: the top frame, or the one under a
+                            // `<<: [*a, *b]` list.
+                            let target = stack
+                                .iter_mut()
+                                .rev()
+                                .find(|f| !matches!(f, Frame::Seq { pointer, .. } if pointer == MERGE_LIST));
                             if let (Some(source), Some(Frame::Map { merges, .. })) =
-                                (anchors.get(&id).cloned(), stack.last_mut())
+                                (anchors.get(&id).cloned(), target)
                             {
                                 merges.push(source);
                             }
@@ -215,6 +235,7 @@ impl SpanIndex {
                                 pointer,
                                 key: None,
                                 merges: Vec::new(),
+                                merged: false,
                             }
                         } else {
                             Frame::Seq { pointer, next: 0 }
@@ -232,6 +253,11 @@ impl SpanIndex {
             }
         }
         index
+    }
+
+    /// The mappings that hold more than one `<<` key: each later key's pointer and position.
+    pub(crate) fn repeated_merges(&self) -> &[(String, Pos)] {
+        &self.repeated_merges
     }
 
     fn insert(&mut self, pointer: &str, key: Option<Pos>, value: Pos) {
@@ -399,6 +425,20 @@ mod tests {
         assert_eq!(at(&idx, "/ops/0/n"), (3, 17));
         assert_eq!(at(&idx, "/ops/1"), (4, 5));
         assert_eq!(at(&idx, "/ops/1/k"), (1, 23));
+    }
+
+    #[test]
+    fn a_second_merge_key_in_one_mapping_is_recorded_at_its_key() {
+        let text = "a: &a {m: 1}\nb: &b {n: 2}\nc:\n  <<: *a\n  <<: *b\nd: {<<: [*a, *b]}\n";
+        let idx = SpanIndex::build(text);
+        let repeated: Vec<(&str, u32, u32)> = idx
+            .repeated_merges()
+            .iter()
+            .map(|(p, pos)| (p.as_str(), pos.line, pos.col))
+            .collect();
+        assert_eq!(repeated, [("/c", 5, 3)]);
+        // A merge list locates what each of its anchors brings (it fell back to `/d`).
+        assert_eq!(at(&idx, "/d/n"), (2, 11));
     }
 
     #[test]
