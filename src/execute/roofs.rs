@@ -12,6 +12,7 @@
 use crate::domain::Precision;
 use crate::ingress::MachineRoofs;
 use crate::ingress::PrecisionPeak;
+use sparsegate_kernels::isa::{Form, IsaPath, Operands, isa_path};
 pub use sparsegate_kernels::roofs::fma_peak;
 use sparsegate_kernels::roofs::{DotPeak, dot_peak, last_level_cache_bytes, triad_bandwidth};
 use std::time::Instant;
@@ -30,8 +31,12 @@ pub fn measure_roofs(threads: usize) -> MachineRoofs {
     let threads = threads.max(1);
     let start = Instant::now();
     let (peak_gflops, isa) = fma_peak(threads, FMA_TRIALS);
+    // bf16 has a roof of its own only where its kernels run on `vdpbf16ps`; where they
+    // widen in registers they multiply on the f32 FMA, and that is their roof.
+    let bf16_dots = isa_path(Operands::Bf16, Form::Dense) == IsaPath::Avx512Bf16;
     let precision_peaks = [(Precision::Bf16, DotPeak::Bf16), (Precision::Int8, DotPeak::Int8)]
         .into_iter()
+        .filter(|(p, _)| *p != Precision::Bf16 || bf16_dots)
         .filter_map(|(precision, kind)| {
             dot_peak(kind, threads, FMA_TRIALS).map(|(peak_gops, instruction)| PrecisionPeak {
                 precision,

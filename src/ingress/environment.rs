@@ -18,6 +18,13 @@ pub struct Environment {
     pub cpu_model: String,
     /// SIMD features the kernels may dispatch on, as detected at run time.
     pub cpu_features: Vec<String>,
+    /// The dense comparator's instruction-set path per precision (`bf16` →
+    /// `avx512-bf16-shift`, …). Locked: the features do not decide it alone, since the bf16
+    /// kernels measure whether `vdpbf16ps` outruns f32 FMA (issue 20), so a baseline taken
+    /// on one bf16 kernel never compares silently with a run on the other. Baselines from
+    /// before it was recorded lack it and show as drift.
+    #[serde(default)]
+    pub kernel_paths: BTreeMap<String, String>,
     /// Logical CPUs visible to the process.
     pub logical_cpus: usize,
     /// Worker threads the kernels use.
@@ -123,6 +130,7 @@ impl Environment {
             kernel_libs: kernel_libs(),
             cpu_model: cpu_model(),
             cpu_features: cpu_features(),
+            kernel_paths: kernel_paths(),
             logical_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             threads,
             os: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
@@ -148,6 +156,14 @@ impl Environment {
             ),
             ("cpu_model", self.cpu_model.clone()),
             ("cpu_features", self.cpu_features.join(",")),
+            (
+                "kernel_paths",
+                self.kernel_paths
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
             ("logical_cpus", self.logical_cpus.to_string()),
             ("threads", self.threads.to_string()),
             ("os", self.os.clone()),
@@ -178,6 +194,21 @@ fn kernel_libs() -> BTreeMap<String, String> {
         .filter_map(|pair| pair.split_once('='))
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
+}
+
+/// The dense comparator's path for each precision on this CPU, as the kernels choose it.
+fn kernel_paths() -> BTreeMap<String, String> {
+    use crate::domain::Precision;
+    use sparsegate_kernels::isa::{Form, Operands, isa_path};
+    [
+        (Precision::Fp32, Operands::F32),
+        (Precision::Fp16, Operands::F16),
+        (Precision::Bf16, Operands::Bf16),
+        (Precision::Int8, Operands::I8),
+    ]
+    .into_iter()
+    .map(|(p, o)| (p.as_str().to_owned(), isa_path(o, Form::Dense).name().to_owned()))
+    .collect()
 }
 
 fn cpu_model() -> String {

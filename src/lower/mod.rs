@@ -118,7 +118,7 @@ fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelP
     match precision {
         Precision::Bf16 if path == KernelPath::Sparse && sparsity == (Sparsity::NOfM { n: 2, m: 4 }) => (
             path,
-            format!("{reason}; bf16 2:4 compact kernel (bf16 pairs, 2-bit indices; {BF16_KERNEL})"),
+            format!("{reason}; bf16 2:4 compact kernel (bf16 values, 2-bit indices; {BF16_KERNEL})"),
         ),
         Precision::Fp16 if path == KernelPath::Sparse && sparsity == (Sparsity::NOfM { n: 2, m: 4 }) => (
             path,
@@ -133,8 +133,10 @@ fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelP
 }
 
 /// How the bf16 kernels multiply, which lowering cannot know for the machine that will run
-/// them.
-const BF16_KERNEL: &str = "vdpbf16ps where the CPU has AVX-512 BF16, else widened to f32 panels";
+/// them: the kernels measure whether `vdpbf16ps` outruns f32 FMA there (it ran at half the
+/// FMA's FLOPs on an Emerald Rapids part), and the evidence records the path taken.
+const BF16_KERNEL: &str = "vdpbf16ps where the CPU has AVX-512 BF16 and it outruns f32 FMA, else bf16 streamed \
+     and widened in registers for f32 FMA where the CPU has AVX-512, else widened to f32 panels";
 /// How the f16 kernels multiply: no x86 instruction but AMX-FP16 multiplies f16 into f32
 /// sums, so the weights stream as f16 and widen in registers.
 const F16_KERNEL: &str =

@@ -728,6 +728,10 @@ mod tests {
             kernel_libs: BTreeMap::from([("gemm".into(), "0.19.0".into())]),
             cpu_model: "AMD EPYC (test)".into(),
             cpu_features: vec!["avx2".into(), "fma".into()],
+            kernel_paths: BTreeMap::from([
+                ("bf16".into(), "widen-f32".into()),
+                ("fp32".into(), "avx2-f32".into()),
+            ]),
             logical_cpus: 2,
             threads: 2,
             os: "linux-x86_64".into(),

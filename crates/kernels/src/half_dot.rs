@@ -408,21 +408,25 @@ unsafe fn product<L: Packed>(layout: &L, threads: usize, x: &[u16], y: &mut [f32
 /// to `U` copies, added at the end.
 macro_rules! pick_tile {
     ($tile:ident, $panels:expr, $tokens:expr, [$($p:literal),+]) => {
+        pick_tile!($tile [], $panels, $tokens, [$($p),+])
+    };
+    // `$g` is `[]` or `[W]`: a widening format the tile is generic over, ahead of the shape.
+    ($tile:ident $g:tt, $panels:expr, $tokens:expr, [$($p:literal),+]) => {
         match $panels {
-            $($p => pick_tile!(@tokens $tile, $p, $tokens),)+
+            $($p => pick_tile!(@tokens $tile $g, $p, $tokens),)+
             _ => unreachable!("panels out of range"),
         }
     };
-    (@tokens $tile:ident, $p:literal, $tokens:expr) => {
+    (@tokens $tile:ident [$($w:ty)?], $p:literal, $tokens:expr) => {
         match $tokens {
-            1 => $tile::<$p, 1, 4> as TileFn<_>,
-            2 => $tile::<$p, 2, 2>,
-            3 => $tile::<$p, 3, 2>,
-            4 => $tile::<$p, 4, 1>,
-            5 => $tile::<$p, 5, 1>,
-            6 => $tile::<$p, 6, 1>,
-            7 => $tile::<$p, 7, 1>,
-            _ => $tile::<$p, 8, 1>,
+            1 => $tile::<$($w,)? $p, 1, 4> as TileFn<_>,
+            2 => $tile::<$($w,)? $p, 2, 2>,
+            3 => $tile::<$($w,)? $p, 3, 2>,
+            4 => $tile::<$($w,)? $p, 4, 1>,
+            5 => $tile::<$($w,)? $p, 5, 1>,
+            6 => $tile::<$($w,)? $p, 6, 1>,
+            7 => $tile::<$($w,)? $p, 7, 1>,
+            _ => $tile::<$($w,)? $p, 8, 1>,
         }
     };
 }
@@ -432,11 +436,43 @@ macro_rules! pick_tile {
 type TileFn<W> = unsafe fn(W, *const u32, usize, *mut f32, Pass);
 
 mod f16;
-pub(super) use f16::{DenseHalves, TwoOfFourHalves};
+pub(super) use f16::{Bf16, DenseHalves, F16, TwoOfFourHalves};
 
-/// Whether this CPU runs the f16 kernels ([`DenseHalves`], [`TwoOfFourHalves`]).
+/// Whether this CPU runs the widening kernels ([`DenseHalves`], [`TwoOfFourHalves`]).
 pub(super) fn f16_available() -> bool {
     f16::available()
+}
+
+/// How much faster than the f32 FMA, in FLOPs, `vdpbf16ps` must run for its kernels to be
+/// chosen: widening costs a conversion per weight vector, amortised over a tile's tokens,
+/// so near parity the two are level, and a margin keeps a noisy probe from flipping the
+/// choice between runs (the two machines measured sit at 0.49× and about 2×).
+const DOT_OVER_FMA: f64 = 1.15;
+
+/// Whether bf16 products widen in registers for f32 FMA ([`DenseHalves`] /
+/// [`TwoOfFourHalves`] of [`Bf16`]) instead of running `vdpbf16ps` ([`DensePairs`],
+/// [`TwoOfFourPairs`]) (issue 20): true where the widening kernels run and the CPU lacks
+/// AVX-512 BF16, or where its dot-product peak is not clearly above the FMA's. Measured once
+/// per process on one thread (about 10 ms; the best of three trials each, as the roofs are),
+/// unless [`BF16_KERNEL_ENV`](crate::isa::BF16_KERNEL_ENV) pins it.
+pub(super) fn bf16_widens() -> bool {
+    static CHOICE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CHOICE.get_or_init(|| {
+        if !f16::available() {
+            return false;
+        }
+        if !available() {
+            return true;
+        }
+        match std::env::var(crate::isa::BF16_KERNEL_ENV).as_deref() {
+            Ok("dot") => return false,
+            Ok("widen") => return true,
+            _ => {}
+        }
+        let (fma, _) = super::roofs::fma_peak(1, 3);
+        let dot = super::roofs::dot_peak(super::roofs::DotPeak::Bf16, 1, 3).map_or(0.0, |(g, _)| g);
+        dot < DOT_OVER_FMA * fma
+    })
 }
 
 impl Packed for DensePairs {

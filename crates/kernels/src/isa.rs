@@ -2,6 +2,11 @@
 //! what a comparator and a candidate actually ran on (a bf16 speedup against an f32 kernel on
 //! 16-bit storage is not one against `vdpbf16ps`).
 
+/// The environment variable that pins the bf16 kernels to `dot` (`vdpbf16ps`) or `widen`
+/// (widening in registers for f32 FMA) instead of measuring which is faster on this CPU, so
+/// that a benchmark can time both on one machine (issue 20).
+pub const BF16_KERNEL_ENV: &str = "SPARSEGATE_BF16_KERNEL";
+
 /// How a product's operands are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operands {
@@ -33,6 +38,9 @@ pub enum IsaPath {
     Avx512Bf16,
     /// f16 weights streamed as f16, widened in registers (`vcvtph2ps`) for f32 FMA on zmm.
     Avx512F16Widen,
+    /// bf16 weights streamed as bf16, widened in registers (a 16-bit shift) for f32 FMA on
+    /// zmm: where `vdpbf16ps` is no faster than the FMA (issue 20).
+    Avx512Bf16Widen,
     /// int8 quads into i32 with `vpdpbusd` (AVX-512 VNNI).
     Avx512Vnni,
     /// f32 FMA on zmm (AVX-512F).
@@ -53,6 +61,7 @@ impl IsaPath {
         match self {
             IsaPath::Avx512Bf16 => "avx512-bf16",
             IsaPath::Avx512F16Widen => "avx512-f16-cvtph",
+            IsaPath::Avx512Bf16Widen => "avx512-bf16-shift",
             IsaPath::Avx512Vnni => "avx512-vnni",
             IsaPath::Avx512F32 => "avx512-f32",
             IsaPath::Avx2F32 => "avx2-f32",
@@ -73,6 +82,10 @@ impl std::fmt::Display for IsaPath {
 /// at run time, as the kernels detect them).
 pub fn isa_path(operands: Operands, form: Form) -> IsaPath {
     match (operands, form) {
+        #[cfg(target_arch = "x86_64")]
+        (Operands::Bf16, Form::Dense | Form::TwoOfFour) if super::half_dot::bf16_widens() => {
+            IsaPath::Avx512Bf16Widen
+        }
         #[cfg(target_arch = "x86_64")]
         (Operands::Bf16, Form::Dense | Form::TwoOfFour) if super::half_dot::available() => {
             IsaPath::Avx512Bf16
@@ -117,7 +130,9 @@ mod tests {
         assert_eq!(isa_path(Operands::F16, Form::OtherSparse), IsaPath::WidenF32);
         #[cfg(target_arch = "x86_64")]
         {
-            let bf16 = if crate::half_dot::available() {
+            let bf16 = if crate::half_dot::bf16_widens() {
+                IsaPath::Avx512Bf16Widen
+            } else if crate::half_dot::available() {
                 IsaPath::Avx512Bf16
             } else {
                 IsaPath::WidenF32

@@ -134,7 +134,7 @@ fn one_off<T: Storage16>(
     y: &mut [f32],
     (n, k, m): (usize, usize, usize),
 ) -> bool {
-    match DenseHalf::<T>::build(w, n, k, true) {
+    match DenseHalf::<T>::new(w, n, k) {
         Ok(d) if !matches!(d.stored, DenseHalfStored::Widened(_)) => d.gemm(threads, x, y, m).is_ok(),
         _ => false,
     }
@@ -224,29 +224,81 @@ enum DenseHalfStored {
     #[cfg(target_arch = "x86_64")]
     Pairs(super::half_dot::DensePairs),
     #[cfg(target_arch = "x86_64")]
-    Halves(super::half_dot::DenseHalves),
+    Halves(super::half_dot::DenseHalves<super::half_dot::F16>),
+    #[cfg(target_arch = "x86_64")]
+    BfHalves(super::half_dot::DenseHalves<super::half_dot::Bf16>),
     Widened(DenseWeights),
+}
+
+/// Which kernel a 16-bit product runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HalfKernel {
+    /// bf16 pairs on `vdpbf16ps` (AVX-512 BF16).
+    #[cfg(target_arch = "x86_64")]
+    Dot,
+    /// 16-bit weights widened in registers for f32 FMA (AVX-512F).
+    #[cfg(target_arch = "x86_64")]
+    Registers,
+    /// Weights widened to f32 once, then the f32 kernels.
+    F32,
+}
+
+impl HalfKernel {
+    /// The fastest kernel for `kind` on this CPU (for bf16, measured once per process:
+    /// `half_dot::bf16_widens`).
+    fn chosen(kind: Half) -> HalfKernel {
+        #[cfg(target_arch = "x86_64")]
+        match kind {
+            Half::Bf16 if super::half_dot::bf16_widens() => return HalfKernel::Registers,
+            Half::Bf16 if super::half_dot::available() => return HalfKernel::Dot,
+            Half::F16 if super::half_dot::f16_available() => return HalfKernel::Registers,
+            _ => {}
+        }
+        let _ = kind;
+        HalfKernel::F32
+    }
+
+    /// Every kernel this CPU runs for `kind`, so that tests check each on one machine.
+    #[cfg(test)]
+    fn all(kind: Half) -> Vec<HalfKernel> {
+        let mut all = vec![HalfKernel::F32];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if kind == Half::Bf16 && super::half_dot::available() {
+                all.push(HalfKernel::Dot);
+            }
+            if super::half_dot::f16_available() {
+                all.push(HalfKernel::Registers);
+            }
+        }
+        let _ = kind;
+        all
+    }
 }
 
 impl<T: Storage16> DenseHalf<T> {
     /// Lay out the row-major `n × k` weights `w`.
     pub fn new(w: &[T], n: usize, k: usize) -> Result<DenseHalf<T>, KernelError> {
-        DenseHalf::build(w, n, k, true)
+        DenseHalf::build(w, n, k, HalfKernel::chosen(T::KIND))
     }
 
-    /// [`Self::new`], on the widening path unless `fast` (tests run both on one CPU).
-    fn build(w: &[T], n: usize, k: usize, fast: bool) -> Result<DenseHalf<T>, KernelError> {
+    /// [`Self::new`] on `kernel`, which the CPU runs.
+    fn build(w: &[T], n: usize, k: usize, kernel: HalfKernel) -> Result<DenseHalf<T>, KernelError> {
         check_len("w", w.len(), n, k)?;
-        let stored = match (fast, T::KIND) {
+        let stored = match (kernel, T::KIND) {
             #[cfg(target_arch = "x86_64")]
-            (true, Half::Bf16) if super::half_dot::available() => {
+            (HalfKernel::Dot, _) => {
                 DenseHalfStored::Pairs(super::half_dot::DensePairs::new(T::bits(w), n, k))
             }
             #[cfg(target_arch = "x86_64")]
-            (true, Half::F16) if super::half_dot::f16_available() => {
+            (HalfKernel::Registers, Half::Bf16) => {
+                DenseHalfStored::BfHalves(super::half_dot::DenseHalves::new(T::bits(w), n, k))
+            }
+            #[cfg(target_arch = "x86_64")]
+            (HalfKernel::Registers, Half::F16) => {
                 DenseHalfStored::Halves(super::half_dot::DenseHalves::new(T::bits(w), n, k))
             }
-            _ => {
+            (HalfKernel::F32, _) => {
                 let mut wide = vec![0.0; w.len()];
                 T::widen(w, &mut wide);
                 DenseHalfStored::Widened(DenseWeights::new(wide, n, k)?)
@@ -273,6 +325,9 @@ impl<T: Storage16> DenseHalf<T> {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as for `Pairs`.
             DenseHalfStored::Halves(h) => unsafe { h.gemm(threads, T::bits(x), y, m) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as for `Pairs`.
+            DenseHalfStored::BfHalves(h) => unsafe { h.gemm(threads, T::bits(x), y, m) },
             DenseHalfStored::Widened(d) => return widened(x, |xf| d.gemm(threads, xf, y, m)),
         }
         Ok(())
@@ -285,6 +340,8 @@ impl<T: Storage16> DenseHalf<T> {
             DenseHalfStored::Pairs(_) => IsaPath::Avx512Bf16,
             #[cfg(target_arch = "x86_64")]
             DenseHalfStored::Halves(_) => IsaPath::Avx512F16Widen,
+            #[cfg(target_arch = "x86_64")]
+            DenseHalfStored::BfHalves(_) => IsaPath::Avx512Bf16Widen,
             DenseHalfStored::Widened(_) => IsaPath::WidenF32,
         }
     }
@@ -321,7 +378,9 @@ enum TwoOfFourStored {
     #[cfg(target_arch = "x86_64")]
     Pairs(super::half_dot::TwoOfFourPairs),
     #[cfg(target_arch = "x86_64")]
-    Halves(super::half_dot::TwoOfFourHalves),
+    Halves(super::half_dot::TwoOfFourHalves<super::half_dot::F16>),
+    #[cfg(target_arch = "x86_64")]
+    BfHalves(super::half_dot::TwoOfFourHalves<super::half_dot::Bf16>),
     /// Boxed: the matrix carries its lazily built execution copies inline.
     Widened(Box<NmMatrix>),
 }
@@ -334,18 +393,18 @@ impl<T: Storage16> TwoOfFourHalf<T> {
         let mut wide = vec![0.0; w.len()];
         T::widen(w, &mut wide);
         let a = NmMatrix::compress(&wide, rows, k, 2, 4)?;
-        Ok(TwoOfFourHalf::from_nm_values(&a, true))
+        Ok(TwoOfFourHalf::from_nm_values(&a, HalfKernel::chosen(T::KIND)))
     }
 
     /// The 16-bit form of a 2:4 [`NmMatrix`] (`None` for another pattern), its kept values
     /// rounded to `T`: exact for weights that were `T` already, as a slice's are.
     pub fn from_two_of_four(a: &NmMatrix) -> Option<TwoOfFourHalf<T>> {
-        (a.pattern() == (2, 4)).then(|| TwoOfFourHalf::from_nm_values(a, true))
+        (a.pattern() == (2, 4)).then(|| TwoOfFourHalf::from_nm_values(a, HalfKernel::chosen(T::KIND)))
     }
 
-    /// [`Self::from_two_of_four`] for a matrix known to be 2:4, on the widening path unless
-    /// `fast`.
-    fn from_nm_values(a: &NmMatrix, fast: bool) -> TwoOfFourHalf<T> {
+    /// [`Self::from_two_of_four`] for a matrix known to be 2:4, on `kernel`, which the CPU
+    /// runs.
+    fn from_nm_values(a: &NmMatrix, kernel: HalfKernel) -> TwoOfFourHalf<T> {
         let (rows, k) = (a.rows(), a.k());
         let values: Vec<T> = a.values().iter().map(|&v| T::from_f32(v)).collect();
         let make = |stored| TwoOfFourHalf {
@@ -355,23 +414,27 @@ impl<T: Storage16> TwoOfFourHalf<T> {
             stored,
             _storage: std::marker::PhantomData,
         };
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = fast;
         #[cfg(target_arch = "x86_64")]
         {
             let (bits, row_bytes) = (T::bits(&values), k.div_ceil(8));
-            match T::KIND {
-                Half::Bf16 if fast && super::half_dot::available() => {
+            match (kernel, T::KIND) {
+                (HalfKernel::Dot, _) => {
                     let pairs = super::half_dot::TwoOfFourPairs::new(rows, k, bits, a.indices(), row_bytes);
                     return make(TwoOfFourStored::Pairs(pairs));
                 }
-                Half::F16 if fast && super::half_dot::f16_available() => {
+                (HalfKernel::Registers, Half::Bf16) => {
+                    let halves = super::half_dot::TwoOfFourHalves::new(rows, k, bits, a.indices(), row_bytes);
+                    return make(TwoOfFourStored::BfHalves(halves));
+                }
+                (HalfKernel::Registers, Half::F16) => {
                     let halves = super::half_dot::TwoOfFourHalves::new(rows, k, bits, a.indices(), row_bytes);
                     return make(TwoOfFourStored::Halves(halves));
                 }
-                _ => {}
+                (HalfKernel::F32, _) => {}
             }
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = kernel;
         let widened = if values.iter().zip(a.values()).all(|(b, &f)| b.to_f32() == f) {
             a.clone()
         } else {
@@ -395,6 +458,9 @@ impl<T: Storage16> TwoOfFourHalf<T> {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as for `Pairs`.
             TwoOfFourStored::Halves(h) => unsafe { h.spmm(threads, T::bits(x), y, m) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as for `Pairs`.
+            TwoOfFourStored::BfHalves(h) => unsafe { h.spmm(threads, T::bits(x), y, m) },
             TwoOfFourStored::Widened(a) => {
                 let schedule = super::schedule::schedule_cpu(m, self.rows, self.k, threads);
                 return widened(x, |xf| a.spmm_scheduled(&schedule, xf, y, m));
@@ -410,6 +476,8 @@ impl<T: Storage16> TwoOfFourHalf<T> {
             TwoOfFourStored::Pairs(_) => IsaPath::Avx512Bf16,
             #[cfg(target_arch = "x86_64")]
             TwoOfFourStored::Halves(_) => IsaPath::Avx512F16Widen,
+            #[cfg(target_arch = "x86_64")]
+            TwoOfFourStored::BfHalves(_) => IsaPath::Avx512Bf16Widen,
             TwoOfFourStored::Widened(_) => IsaPath::WidenF32,
         }
     }
@@ -927,8 +995,8 @@ mod tests {
         (n, k, m, w, x): HalfProduct<T>,
         t: usize,
     ) -> Result<(), TestCaseError> {
-        for fast in [true, false] {
-            let d = DenseHalf::<T>::build(&w, n, k, fast).unwrap();
+        for kernel in HalfKernel::all(T::KIND) {
+            let d = DenseHalf::<T>::build(&w, n, k, kernel).unwrap();
             let mut y = vec![f32::NAN; n * m];
             d.gemm(t, &x, &mut y, m).unwrap();
             if let Some(e) = half_mismatch(&y, &w, &x, n, k, m) {
@@ -955,8 +1023,8 @@ mod tests {
         let pruned = nm::prune_magnitude(&widen(&w), n, k, 2, 4);
         let w: Vec<T> = pruned.iter().map(|&v| T::from_f32(v)).collect();
         let a = nm::NmMatrix::compress(&widen(&w), n, k, 2, 4).unwrap();
-        for fast in [true, false] {
-            let s = TwoOfFourHalf::<T>::from_nm_values(&a, fast);
+        for kernel in HalfKernel::all(T::KIND) {
+            let s = TwoOfFourHalf::<T>::from_nm_values(&a, kernel);
             prop_assert_eq!((s.value_bytes(), s.metadata_bytes()), (n * k, n * k.div_ceil(8)));
             let mut y = vec![f32::NAN; n * m];
             s.spmm(t, &x, &mut y, m).unwrap();

@@ -26,6 +26,7 @@ pub(super) fn env() -> Environment {
         kernel_libs: BTreeMap::new(),
         cpu_model: "cpu".into(),
         cpu_features: vec![],
+        kernel_paths: BTreeMap::new(),
         logical_cpus: 1,
         threads: 1,
         os: "linux-x86_64".into(),

@@ -1,6 +1,14 @@
-//! f16 products with f32 sums on AVX-512F: dense ([`DenseHalves`]) and 2:4 compact
-//! ([`TwoOfFourHalves`]), on the parent module's driver (rows in lanes, tokens broadcast,
-//! K blocks, per-thread scratch).
+//! 16-bit storage widened in registers for f32 FMA on AVX-512F: dense ([`DenseHalves`]) and
+//! 2:4 compact ([`TwoOfFourHalves`]), on the parent module's driver (rows in lanes, tokens
+//! broadcast, K blocks, per-thread scratch). f16 widens with `vcvtph2ps`; bf16 with a zero
+//! extension and a 16-bit shift (its bits are an f32's top half), the [`Widen`] of each.
+//!
+//! Why bf16 too: where `vdpbf16ps` is no faster than the f32 FMA it replaces, widening wins.
+//! Measured on an Intel Xeon (family 6, model 207, Emerald Rapids; 2 vCPUs), one thread:
+//! `vdpbf16ps` 86.6 GFLOP/s against the FMA's 175.4 (0.49×; `examples/fma_peak.rs`), and
+//! MKL's own bf16 GEMM ran at about half its sgemm there. On Zen 5 the dot-product runs at
+//! the FMA's instruction rate, twice its FLOPs, and the pairs kernel stays the faster one;
+//! the parent module measures which (`bf16_widens`).
 //!
 //! Why not AVX-512 FP16: its multiply-adds (`vfmadd231ph`) accumulate in f16, 11 significant
 //! bits, and a 4096-term sum in f16 loses most of them; no x86 instruction short of AMX-FP16
@@ -55,7 +63,64 @@ pub(in crate::half_dot) fn available() -> bool {
         && is_x86_feature_detected!("avx512vbmi")
 }
 
-/// A line of two 16-row halves of f16 (bits): `lo[r]` in the low 32 bytes, `hi[r]` in the high.
+/// How a 16-bit storage format becomes f32 in registers.
+pub(crate) trait Widen: Copy + Send + Sync + std::fmt::Debug + PartialEq + 'static {
+    /// 16 values (one half of a line) as f32.
+    ///
+    /// # Safety
+    /// AVX-512F (called from the tiles, which enable it).
+    unsafe fn zmm(h: __m256i) -> __m512;
+    /// 8 values as f32.
+    ///
+    /// # Safety
+    /// AVX2 and F16C (called from the activation packer, which enables them).
+    unsafe fn ymm(h: __m128i) -> __m256;
+    /// One value as f32.
+    fn one(bits: u16) -> f32;
+}
+
+/// IEEE binary16: `vcvtph2ps` (exact, subnormals included).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct F16;
+
+/// bfloat16: zero-extend to 32 bits and shift into the top half (exact, subnormals kept).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Bf16;
+
+impl Widen for F16 {
+    #[inline(always)]
+    unsafe fn zmm(h: __m256i) -> __m512 {
+        // SAFETY: AVX-512F (contract).
+        unsafe { _mm512_cvtph_ps(h) }
+    }
+    #[inline(always)]
+    unsafe fn ymm(h: __m128i) -> __m256 {
+        // SAFETY: F16C (contract).
+        unsafe { _mm256_cvtph_ps(h) }
+    }
+    fn one(bits: u16) -> f32 {
+        half::f16::from_bits(bits).to_f32()
+    }
+}
+
+impl Widen for Bf16 {
+    #[inline(always)]
+    unsafe fn zmm(h: __m256i) -> __m512 {
+        // SAFETY: AVX-512F (contract).
+        unsafe { _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h))) }
+    }
+    #[inline(always)]
+    unsafe fn ymm(h: __m128i) -> __m256 {
+        // SAFETY: AVX2 (contract).
+        unsafe { _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h))) }
+    }
+    fn one(bits: u16) -> f32 {
+        half::bf16::from_bits(bits).to_f32()
+    }
+}
+
+/// A line of two 16-row halves of 16-bit values (bits): `lo[r]` in the low 32 bytes, `hi[r]`
+/// in the high.
 fn halves(lo: [u16; LANES], hi: [u16; LANES]) -> Line {
     let at = |i: usize| if i < LANES { lo[i] } else { hi[i - LANES] };
     Line(std::array::from_fn(|j| {
@@ -63,24 +128,30 @@ fn halves(lo: [u16; LANES], hi: [u16; LANES]) -> Line {
     }))
 }
 
-/// Dense f16 weights, [`DENSE_PANELS`] panels per block, K steps of two.
+/// Dense 16-bit weights of format `W`, [`DENSE_PANELS`] panels per block, K steps of two.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct DenseHalves {
+pub(crate) struct DenseHalves<W> {
     n: usize,
     k: usize,
     /// `[block][pair][panel]` lines.
     w: Vec<Line>,
+    format: std::marker::PhantomData<W>,
 }
 
-impl DenseHalves {
-    /// Pack the row-major `n × k` f16 weights (their bits).
-    pub(crate) fn new(w: &[u16], n: usize, k: usize) -> DenseHalves {
+impl<W: Widen> DenseHalves<W> {
+    /// Pack the row-major `n × k` weights (their bits).
+    pub(crate) fn new(w: &[u16], n: usize, k: usize) -> DenseHalves<W> {
         let w = pack_dense(w, n, k, |lo, hi| halves(*lo, *hi));
-        DenseHalves { n, k, w }
+        DenseHalves {
+            n,
+            k,
+            w,
+            format: std::marker::PhantomData,
+        }
     }
 
-    /// `y[n × m] = W · x[k × m]` (x as f16 bits), f32 sums, on `threads` workers of the
-    /// current rayon pool (1 runs on the calling thread).
+    /// `y[n × m] = W · x[k × m]` (x as bits of the same format), f32 sums, on `threads`
+    /// workers of the current rayon pool (1 runs on the calling thread).
     ///
     /// # Safety
     /// [`available`] returned true; `x.len() == k·m` and `y.len() == n·m`.
@@ -91,21 +162,22 @@ impl DenseHalves {
     }
 }
 
-/// 2:4 f16 weights: per row and group of four the two kept values and one nibble of
-/// positions, packed per block of [`SPARSE_PANELS`] panels.
+/// 2:4 16-bit weights of format `W`: per row and group of four the two kept values and one
+/// nibble of positions, packed per block of [`SPARSE_PANELS`] panels.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct TwoOfFourHalves {
+pub(crate) struct TwoOfFourHalves<W> {
     n: usize,
     k: usize,
     /// `[block][group][panel]` lines: first kept values low, second high.
     values: Vec<Line>,
     /// `[block][group][panel]`: row `r`'s nibble `ia | ib << 2` in bits `4r..`.
     nibbles: Vec<u64>,
+    format: std::marker::PhantomData<W>,
 }
 
-impl TwoOfFourHalves {
+impl<W: Widen> TwoOfFourHalves<W> {
     /// Pack `n` rows of 2:4 weights as the stored format holds them (see
-    /// [`super::TwoOfFourPairs::new`]): two kept f16 (bits) per row and group, 2-bit
+    /// [`super::TwoOfFourPairs::new`]): two kept values (bits) per row and group, 2-bit
     /// positions four to a byte, `row_bytes` per row.
     pub(crate) fn new(
         n: usize,
@@ -113,18 +185,19 @@ impl TwoOfFourHalves {
         values: &[u16],
         indices: &[u8],
         row_bytes: usize,
-    ) -> TwoOfFourHalves {
+    ) -> TwoOfFourHalves<W> {
         let (values, nibbles) = pack_two_of_four(n, k, (values, indices, row_bytes), |a, b| halves(*a, *b));
         TwoOfFourHalves {
             n,
             k,
             values,
             nibbles,
+            format: std::marker::PhantomData,
         }
     }
 
-    /// `y[n × m] = W · x[k × m]` (x as f16 bits), f32 sums, on `threads` workers of the
-    /// current rayon pool (1 runs on the calling thread).
+    /// `y[n × m] = W · x[k × m]` (x as bits of the same format), f32 sums, on `threads`
+    /// workers of the current rayon pool (1 runs on the calling thread).
     ///
     /// # Safety
     /// [`available`] returned true; `x.len() == k·m` and `y.len() == n·m`.
@@ -135,11 +208,11 @@ impl TwoOfFourHalves {
     }
 }
 
-/// Where a register tile reads its widened weights: converting the f16 lines itself, or
+/// Where a register tile reads its widened weights: converting the lines itself, or
 /// from the K block's f32 copy that the first tile of the pass made.
 #[derive(Clone, Copy)]
 enum Source {
-    /// `vcvtph2ps` on every load.
+    /// Widening on every load.
     Convert,
     /// The per-thread f32 copy, two zmm per line, from the block's first step.
     Wide(*const __m512),
@@ -152,7 +225,7 @@ enum Source {
 /// # Safety
 /// AVX-512F; `from` addresses `lines` lines.
 #[target_feature(enable = "avx512f")]
-unsafe fn widen_block(from: *const Line, lines: usize, pass: Pass) -> Source {
+unsafe fn widen_block<W: Widen>(from: *const Line, lines: usize, pass: Pass) -> Source {
     if pass.prefetch.1 < 2 {
         return Source::Convert;
     }
@@ -162,13 +235,16 @@ unsafe fn widen_block(from: *const Line, lines: usize, pass: Pass) -> Source {
             wide.clear();
             for i in 0..lines {
                 // SAFETY: line i < lines (contract); a line is two aligned 32-byte halves of
-                // 16 f16 each.
+                // 16 values each; AVX-512F is enabled here.
                 let (lo, hi) = unsafe {
                     let line = from.add(i).cast::<__m256i>();
-                    (_mm256_load_si256(line), _mm256_load_si256(line.add(1)))
+                    (
+                        W::zmm(_mm256_load_si256(line)),
+                        W::zmm(_mm256_load_si256(line.add(1))),
+                    )
                 };
-                wide.push(_mm512_cvtph_ps(lo));
-                wide.push(_mm512_cvtph_ps(hi));
+                wide.push(lo);
+                wide.push(hi);
             }
         }
         // Later tiles of the pass read what the first wrote: the tiles of a task run one
@@ -182,7 +258,7 @@ unsafe fn widen_block(from: *const Line, lines: usize, pass: Pass) -> Source {
 /// # Safety
 /// AVX-512F; line `i` is in range of `w` (and of the copy when `Wide`).
 #[inline(always)]
-unsafe fn widened(source: Source, w: *const Line, i: usize) -> (__m512, __m512) {
+unsafe fn widened<W: Widen>(source: Source, w: *const Line, i: usize) -> (__m512, __m512) {
     match source {
         // SAFETY: the contract.
         Source::Wide(wide) => unsafe { (wide.add(2 * i).read(), wide.add(2 * i + 1).read()) },
@@ -191,15 +267,15 @@ unsafe fn widened(source: Source, w: *const Line, i: usize) -> (__m512, __m512) 
             unsafe {
                 let line = w.add(i).cast::<__m256i>();
                 (
-                    _mm512_cvtph_ps(_mm256_load_si256(line)),
-                    _mm512_cvtph_ps(_mm256_load_si256(line.add(1))),
+                    W::zmm(_mm256_load_si256(line)),
+                    W::zmm(_mm256_load_si256(line.add(1))),
                 )
             }
         }
     }
 }
 
-impl Packed for DenseHalves {
+impl<W: Widen> Packed for DenseHalves<W> {
     type Step = [f32; 2];
     const PANELS: usize = DENSE_PANELS;
     const KC: usize = KC_PAIRS;
@@ -218,7 +294,7 @@ impl Packed for DenseHalves {
 
     fn pack_tile(x: &[u16], k: usize, m: usize, tile: usize, out: &mut [[f32; 2]]) {
         // SAFETY: `available` (AVX-512F, F16C) was checked before any product packs a tile.
-        unsafe { pack_f32_steps::<2>(x, k, m, tile, out) }
+        unsafe { pack_f32_steps::<W, 2>(x, k, m, tile, out) }
     }
 
     unsafe fn tile(
@@ -230,18 +306,18 @@ impl Packed for DenseHalves {
         acc: *mut f32,
         pass: Pass,
     ) {
-        let f = pick_tile!(dense_tile, panels, tokens, [1, 2, 3]);
+        let f = pick_tile!(dense_tile[W], panels, tokens, [1, 2, 3]);
         let w = self.w[(b * self.steps() + s0) * DENSE_PANELS..].as_ptr();
         // SAFETY: the trait's contract: block `b` holds `steps` pairs of `DENSE_PANELS`
         // lines from `w`'s start, and the tile reads `s1 - s0` of them.
         unsafe {
-            let source = widen_block(w, (s1 - s0) * DENSE_PANELS, pass);
+            let source = widen_block::<W>(w, (s1 - s0) * DENSE_PANELS, pass);
             f((w, source), x.cast(), s1 - s0, acc, pass)
         }
     }
 }
 
-impl Packed for TwoOfFourHalves {
+impl<W: Widen> Packed for TwoOfFourHalves<W> {
     type Step = [f32; 4];
     const PANELS: usize = SPARSE_PANELS;
     const KC: usize = KC_GROUPS;
@@ -260,7 +336,7 @@ impl Packed for TwoOfFourHalves {
 
     fn pack_tile(x: &[u16], k: usize, m: usize, tile: usize, out: &mut [[f32; 4]]) {
         // SAFETY: as for the dense layout.
-        unsafe { pack_f32_steps::<4>(x, k, m, tile, out) }
+        unsafe { pack_f32_steps::<W, 4>(x, k, m, tile, out) }
     }
 
     unsafe fn tile(
@@ -272,41 +348,48 @@ impl Packed for TwoOfFourHalves {
         acc: *mut f32,
         pass: Pass,
     ) {
-        let f = pick_tile!(two_of_four_tile, panels, tokens, [1, 2]);
+        let f = pick_tile!(two_of_four_tile[W], panels, tokens, [1, 2]);
         let at = (b * self.steps() + s0) * SPARSE_PANELS;
         let (v, nib) = (self.values[at..].as_ptr(), self.nibbles[at..].as_ptr());
         // SAFETY: the trait's contract: block `b` holds `steps` groups of `SPARSE_PANELS`
         // lines and nibble words from `at`, and the tile reads `s1 - s0` of them.
         unsafe {
-            let source = widen_block(v, (s1 - s0) * SPARSE_PANELS, pass);
+            let source = widen_block::<W>(v, (s1 - s0) * SPARSE_PANELS, pass);
             f(((v, source), nib), x.cast(), s1 - s0, acc, pass)
         }
     }
 }
 
-/// Tile `tile` of the `k × m` f16 activations as `[step][TOKENS]` runs of `S` f32 (K steps
-/// of `S`; zero past `k` and `m`).
+/// Tile `tile` of the `k × m` 16-bit activations as `[step][TOKENS]` runs of `S` f32 (K
+/// steps of `S`; zero past `k` and `m`).
 ///
 /// # Safety
-/// AVX, F16C; `x.len() == k·m`; `out` holds `⌈k/S⌉ · TOKENS` steps.
-#[target_feature(enable = "avx,f16c")]
-unsafe fn pack_f32_steps<const S: usize>(x: &[u16], k: usize, m: usize, tile: usize, out: &mut [[f32; S]]) {
+/// AVX2, F16C; `x.len() == k·m`; `out` holds `⌈k/S⌉ · TOKENS` steps.
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn pack_f32_steps<W: Widen, const S: usize>(
+    x: &[u16],
+    k: usize,
+    m: usize,
+    tile: usize,
+    out: &mut [[f32; S]],
+) {
     let t0 = tile * TOKENS;
     let mut rows = [[0f32; TOKENS]; S];
     for (q, dst) in out.chunks_exact_mut(TOKENS).enumerate() {
         for (j, row) in rows.iter_mut().enumerate() {
             let kk = S * q + j;
             if kk < k && t0 + TOKENS <= m {
-                // SAFETY: 8 readable f16 (16 bytes) of row `kk`, 8 writable f32.
+                // SAFETY: 8 readable 16-bit values (16 bytes) of row `kk`, 8 writable f32;
+                // AVX2 and F16C are enabled here.
                 unsafe {
                     let h = _mm_loadu_si128(x[kk * m + t0..].as_ptr().cast());
-                    _mm256_storeu_ps(row.as_mut_ptr(), _mm256_cvtph_ps(h));
+                    _mm256_storeu_ps(row.as_mut_ptr(), W::ymm(h));
                 }
             } else {
                 for (t, v) in row.iter_mut().enumerate() {
                     let tok = t0 + t;
                     *v = if kk < k && tok < m {
-                        half::f16::from_bits(x[kk * m + tok]).to_f32()
+                        W::one(x[kk * m + tok])
                     } else {
                         0.0
                     };
@@ -320,14 +403,14 @@ unsafe fn pack_f32_steps<const S: usize>(x: &[u16], k: usize, m: usize, tile: us
     }
 }
 
-/// `P` panels × `T` tokens of dense f16 sums over `pairs` K-pairs, in `U` copies.
+/// `P` panels × `T` tokens of dense sums over `pairs` K-pairs, in `U` copies.
 ///
 /// # Safety
 /// AVX-512F is available; `w.0` addresses `pairs · DENSE_PANELS` lines (and `w.1` their
 /// widened copy when `Wide`) and `x` `pairs · TOKENS` pairs; `acc` has `T` rows of
 /// `DENSE_PANELS · 16` floats (read when `pass.load`), written by no one else meanwhile.
 #[target_feature(enable = "avx512f")]
-unsafe fn dense_tile<const P: usize, const T: usize, const U: usize>(
+unsafe fn dense_tile<W: Widen, const P: usize, const T: usize, const U: usize>(
     (w, source): (*const Line, Source),
     x: *const u32,
     pairs: usize,
@@ -354,7 +437,7 @@ unsafe fn dense_tile<const P: usize, const T: usize, const U: usize>(
             }
             let wv: [(__m512, __m512); P] = std::array::from_fn(|p| {
                 // SAFETY: pair q < pairs of the block's lines.
-                unsafe { widened(source, w, q * DENSE_PANELS + p) }
+                unsafe { widened::<W>(source, w, q * DENSE_PANELS + p) }
             });
             for t in 0..T {
                 // SAFETY: pair q, token t < TOKENS of the packed tile.
@@ -436,7 +519,7 @@ const NIBBLE_SHIFTS: [u8; 64] = {
     s
 };
 
-/// `P` panels × `T` tokens of 2:4 f16 sums over `groups` groups of four, in `U` copies.
+/// `P` panels × `T` tokens of 2:4 sums over `groups` groups of four, in `U` copies.
 ///
 /// # Safety
 /// AVX-512F/VBMI are available; `vn.0.0` addresses `groups · SPARSE_PANELS` lines (and
@@ -444,7 +527,7 @@ const NIBBLE_SHIFTS: [u8; 64] = {
 /// TOKENS` groups of four f32; `acc` has `T` rows of `SPARSE_PANELS · 16` floats (read when
 /// `pass.load`), written by no one else meanwhile.
 #[target_feature(enable = "avx512f,avx512vbmi")]
-unsafe fn two_of_four_tile<const P: usize, const T: usize, const U: usize>(
+unsafe fn two_of_four_tile<W: Widen, const P: usize, const T: usize, const U: usize>(
     ((v, source), nib): ((*const Line, Source), *const u64),
     x: *const u32,
     groups: usize,
@@ -478,7 +561,7 @@ unsafe fn two_of_four_tile<const P: usize, const T: usize, const U: usize>(
             }
             let wv: [(__m512, __m512); P] = std::array::from_fn(|p| {
                 // SAFETY: group g < groups of the block's lines.
-                unsafe { widened(source, v, at + p) }
+                unsafe { widened::<W>(source, v, at + p) }
             });
             let ctrl: [(__m512i, __m512i); P] = std::array::from_fn(|p| {
                 // SAFETY: as above, for the nibble words.
