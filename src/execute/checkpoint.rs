@@ -72,7 +72,6 @@ pub(crate) fn record(
         s.left_dense = left_dense;
         evidence.structure.push(s);
     }
-    evidence.break_even = break_even_per_layer(w, &evidence.op_costs);
     evidence
         .counters
         .insert(Metric::PatternViolations, violations as f64);
@@ -80,55 +79,4 @@ pub(crate) fn record(
         Metric::SparseCoverage,
         if total > 0.0 { covered / total } else { 0.0 },
     );
-}
-
-/// Per layer timed at two or more token counts: its per-op speedups (with the range over
-/// runs as the interval) and where they cross 1. Empty with one token count, or when the
-/// per-op timing did not happen (a failed slice).
-fn break_even_per_layer(
-    w: &crate::ingress::checkpoint::CheckpointWorkload,
-    costs: &[super::OpCost],
-) -> Vec<super::LayerBreakEven> {
-    use super::bench::{Interval, break_even};
-    if w.tokens.len() < 2 {
-        return Vec::new();
-    }
-    w.layers
-        .iter()
-        .filter_map(|layer| {
-            let points: Vec<super::TokenSpeedup> = w
-                .tokens
-                .iter()
-                .map(|&tokens| {
-                    let op = format!("{layer}@{tokens}");
-                    let cost = costs.iter().find(|c| c.op == op)?;
-                    let speedup = cost.comparator_s / cost.candidate_s;
-                    let [low, high] = cost.speedup_range.unwrap_or([speedup, speedup]);
-                    speedup.is_finite().then_some(super::TokenSpeedup {
-                        tokens,
-                        speedup,
-                        low,
-                        high,
-                    })
-                })
-                .collect::<Option<_>>()?;
-            let intervals: Vec<(usize, Interval)> = points
-                .iter()
-                .map(|p| {
-                    let interval = Interval {
-                        estimate: p.speedup,
-                        low: Some(p.low),
-                        high: Some(p.high),
-                        confidence: 1.0,
-                    };
-                    (usize::try_from(p.tokens).unwrap_or(usize::MAX), interval)
-                })
-                .collect();
-            Some(super::LayerBreakEven {
-                tensor: layer.clone(),
-                break_even: break_even(&intervals),
-                points,
-            })
-        })
-        .collect()
 }

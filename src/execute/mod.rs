@@ -2,6 +2,7 @@
 //! produces [`Evidence`]. It measures; it never judges.
 
 pub mod bench;
+mod break_even;
 mod checkpoint;
 mod child;
 pub mod children;
@@ -89,6 +90,7 @@ pub fn execute_slice_on(
     if let Some(w) = &slice.checkpoint {
         checkpoint::record(w, slice, plan, &mut evidence);
     }
+    evidence.break_even = break_even::per_layer(&slice.ops, &evidence.op_costs);
     evidence
 }
 

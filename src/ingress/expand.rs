@@ -74,7 +74,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
             .collect();
         let mut weights = super::WeightDistribution::Uniform;
         if let Some(named) = spec.workload.as_ref().and_then(|w| w.model.as_ref()) {
-            ops = named.name.select(named.tokens, &named.layers);
+            ops = named.ops();
             weights = super::WeightDistribution::from_spec(named.weights.as_ref());
         }
         if let Some(task) = &model {

@@ -736,27 +736,28 @@ fn named_model_checks(
         return;
     }
     let mut held = SliceMemory::default();
-    for op in named.name.select(named.tokens, &named.layers) {
-        held.add(
-            &op.name,
-            operand_bytes(op.m as u64, op.n as u64, op.k as u64, widest),
-        );
-        if let Some(gib) = over_budget(&op, widest) {
-            diags.push(loc.at_value(
-                &format!("{pointer}/tokens"),
-                format!(
-                    "layer `{}` of `{}` at {} tokens ({}x{}x{}) needs {gib:.1} GiB of operand memory, over the {} GiB budget",
-                    op.name,
-                    named.name.as_str(),
-                    named.tokens,
-                    op.m,
-                    op.n,
-                    op.k,
-                    MEMORY_BUDGET_BYTES as f64 / GIB
-                ),
-                Some("scale `tokens` down for the cpu backend (the simulator takes full size)".into()),
-            ));
-            return;
+    for tokens in named.tokens.counts() {
+        for op in named.name.select(tokens, &named.layers) {
+            held.add(
+                &op.name,
+                operand_bytes(op.m as u64, op.n as u64, op.k as u64, widest),
+            );
+            if let Some(gib) = over_budget(&op, widest) {
+                diags.push(loc.at_value(
+                    &format!("{pointer}/tokens"),
+                    format!(
+                        "layer `{}` of `{}` at {tokens} tokens ({}x{}x{}) needs {gib:.1} GiB of operand memory, over the {} GiB budget",
+                        op.name,
+                        named.name.as_str(),
+                        op.m,
+                        op.n,
+                        op.k,
+                        MEMORY_BUDGET_BYTES as f64 / GIB
+                    ),
+                    Some("scale `tokens` down for the cpu backend (the simulator takes full size)".into()),
+                ));
+                return;
+            }
         }
     }
     held.check(spec, &format!("{pointer}/tokens"), loc, diags);

@@ -99,3 +99,61 @@ fn issue_7_production_shapes_example_gates_with_the_research_shapes() {
         .collect();
     assert!(fails.is_empty(), "{fails:?}");
 }
+
+/// Issue 20: a named model's `tokens` list times every selected layer at each count, on the
+/// CPU and on the simulator, and the evidence and memo state each layer's break-even.
+#[test]
+fn issue_20_a_named_model_token_list_reports_each_layers_break_even() {
+    let sb = Sandbox::with_pack(
+        "schema_version: 1
+name: break-even
+owners: [{name: Ada, email: ada@example.com, role: owner}]
+rollback: {trigger: \"2:4 slower than dense\"}
+samples: {warmup: 1, min: 3, max: 5, time_budget_s: 0.05, runs: 2}
+slices:
+  - id: bert
+    sparsity: [\"2:4\"]
+    workload:
+      model: {name: bert-base, tokens: [64, 1, 8], layers: [ffn1]}
+  - id: llama
+    backend: sim
+    preset: h100
+    precision: [fp16]
+    sparsity: [\"2:4\"]
+    workload:
+      model: {name: llama-2-7b, tokens: [1, 4096], layers: [down]}
+",
+    );
+    assert!(sb.gate("pack.yaml", &[]).status.code().is_some());
+    let evidence = sb.json("out/evidence.json");
+    let cpu = slice_named(&evidence, "bert-2of4-fp32");
+    let names: Vec<&str> = cpu["plan"]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["op"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ffn1@1", "ffn1@8", "ffn1@64"]);
+    let layers = cpu["break_even"].as_array().unwrap();
+    assert_eq!(layers.len(), 1, "{layers:?}");
+    assert_eq!(layers[0]["tensor"], "ffn1");
+    let tokens: Vec<u64> = layers[0]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["tokens"].as_u64().unwrap())
+        .collect();
+    assert_eq!(tokens, [1, 8, 64]);
+    // The simulator is exact: its points carry no spread, and the same pack gives the same
+    // numbers every time.
+    let sim = &slice_named(&evidence, "llama-2of4-fp16")["break_even"][0];
+    assert_eq!(sim["tensor"], "down");
+    for p in sim["points"].as_array().unwrap() {
+        assert_eq!(p["low"], p["speedup"]);
+        assert_eq!(p["high"], p["speedup"]);
+    }
+    let memo = sb.read("out/memo.md");
+    assert_contains(&memo, "### Break-even per layer: bert-2of4-fp32");
+    assert_contains(&memo, "| `ffn1` |");
+    assert_contains(&memo, "### Break-even per layer: llama-2of4-fp16");
+}

@@ -47,10 +47,7 @@ impl CheckpointWorkload {
 /// The tensor an op of a checkpoint slice runs: its name without the `@<tokens>` that
 /// [`CheckpointWorkload::ops`] appends when the slice has several token counts.
 pub fn tensor_of(op: &str) -> &str {
-    match op.rsplit_once('@') {
-        Some((tensor, m)) if !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()) => tensor,
-        _ => op,
-    }
+    crate::domain::gemm::layer_at_tokens(op).map_or(op, |(tensor, _)| tensor)
 }
 
 /// Why no tensor could be selected.

@@ -638,29 +638,32 @@ pub struct CheckpointSpec {
     /// Tokens: the M of every op (`y[N×M] = W[N×K] · x[K×M]`). A list (e.g. `[1, 16, 512]`)
     /// times every layer at each count and reports, per layer, the token count at which the
     /// sparse path stops winning (its break-even).
-    pub tokens: CheckpointTokens,
+    pub tokens: TokenCounts,
 }
 
-/// One token count, or several (ascending after ingress, duplicates dropped).
+/// One token count, or several (ascending after ingress, duplicates dropped): the M of a
+/// checkpoint's or a named model's ops. Several time every layer at each count, as ops named
+/// `<layer>@<tokens>`, and the evidence reports per layer where the sparse path's speedup
+/// crosses 1 (its break-even). The memory budget bounds the counts on the CPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum CheckpointTokens {
+pub enum TokenCounts {
     /// Every op at this M.
-    One(#[schemars(range(min = 1, max = 65536))] u64),
+    One(#[schemars(range(min = 1))] u64),
     /// Every op at each of these M (one op per layer and count).
     Many(
         #[schemars(length(min = 1, max = 16))]
-        #[schemars(inner(range(min = 1, max = 65536)))]
+        #[schemars(inner(range(min = 1)))]
         Vec<u64>,
     ),
 }
 
-impl CheckpointTokens {
+impl TokenCounts {
     /// The counts, ascending, each once.
     pub fn counts(&self) -> Vec<u64> {
         let mut counts = match self {
-            CheckpointTokens::One(t) => vec![*t],
-            CheckpointTokens::Many(ts) => ts.clone(),
+            TokenCounts::One(t) => vec![*t],
+            TokenCounts::Many(ts) => ts.clone(),
         };
         counts.sort_unstable();
         counts.dedup();
@@ -678,9 +681,9 @@ pub struct NamedModelSpec {
     /// `resnet-50`.
     pub name: super::shapes::ModelName,
     /// Tokens (batch × sequence) for transformers, images for ResNet-50: the M of each GEMM
-    /// (times the output pixels for ResNet-50).
-    #[schemars(range(min = 1))]
-    pub tokens: u64,
+    /// (times the output pixels for ResNet-50). A list (e.g. `[1, 16, 512]`) runs every
+    /// layer at each count and reports its break-even, as for a checkpoint.
+    pub tokens: TokenCounts,
     /// Only these layers (by name, e.g. `[qkv, down]`); all of them when absent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<String>,
@@ -688,6 +691,26 @@ pub struct NamedModelSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "WeightSpec")]
     pub weights: Option<WeightSpec>,
+}
+
+impl NamedModelSpec {
+    /// The GEMMs of the selected layers at each token count, in model order per count;
+    /// named `<layer>@<tokens>` when there are several counts.
+    pub fn ops(&self) -> Vec<crate::domain::GemmOp> {
+        let counts = self.tokens.counts();
+        let several = counts.len() > 1;
+        counts
+            .iter()
+            .flat_map(|&t| {
+                self.name.select(t, &self.layers).into_iter().map(move |mut op| {
+                    if several {
+                        op.name = format!("{}@{t}", op.name);
+                    }
+                    op
+                })
+            })
+            .collect()
+    }
 }
 
 /// The distribution of generated weights.
