@@ -162,7 +162,7 @@ fn reraise(signal: i32) -> i32 {
 /// here and go in the next round. Ends when no child is left (`ECHILD`).
 #[cfg(target_os = "linux")]
 pub fn kill_descendants() {
-    use rustix::process::{Pid, Signal, WaitOptions, kill_process, kill_process_group, waitpid};
+    use rustix::process::{Pid, Signal, WaitOptions, kill_process, kill_process_group, wait};
     loop {
         for pid in children() {
             let Some(p) = Pid::from_raw(pid) else { continue };
@@ -175,9 +175,11 @@ pub fn kill_descendants() {
         }
         // Reap whatever died; block for one death so the loop never spins, and see the
         // orphans of that death (re-parented to us before it became reapable) next round.
-        match waitpid(None, WaitOptions::empty()) {
+        // `wait` is `waitpid(-1)`: any child. (`waitpid(None)` is `waitpid(0)`, children in
+        // our own process group only, which no daemon is.)
+        match wait(WaitOptions::empty()) {
             Ok(_) => {
-                while let Ok(Some(_)) = waitpid(None, WaitOptions::NOHANG) {}
+                while let Ok(Some(_)) = wait(WaitOptions::NOHANG) {}
             }
             Err(rustix::io::Errno::INTR) => {}
             Err(_) => return, // ECHILD: no child, so no descendant, is left.

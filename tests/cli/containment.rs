@@ -17,10 +17,11 @@ use std::time::{Duration, Instant};
 /// Reading whole, the floods below would take hundreds of MiB (stdout: without bound).
 const RSS_BOUND_KB: u64 = 96 << 10;
 
-/// A record the command contract accepts.
-const RECORD: &str = r#"{"sparsegate": 1, "metric": "latency", "unit": "s", "value": 0.01}"#;
+/// A record the command contract accepts: 20 latency samples per invocation, enough for
+/// the guardrail to be decided on three invocations.
+const RECORD: &str = r#"{"sparsegate": 1, "metric": "latency", "unit": "s", "samples": [0.010, 0.011, 0.012, 0.010, 0.011, 0.012, 0.010, 0.011, 0.012, 0.010, 0.011, 0.012, 0.010, 0.011, 0.012, 0.010, 0.011, 0.012, 0.010, 0.011]}"#;
 
-/// A pack with one `command` slice running `sh bench.sh`, one invocation per run, and a
+/// A pack with one `command` slice running `sh bench.sh`, three invocations, and a
 /// latency guardrail the record above passes; `extra` goes into the `command:` mapping.
 fn pack(extra: &str) -> String {
     format!(
@@ -28,7 +29,7 @@ fn pack(extra: &str) -> String {
 name: contain
 owners: [{{name: T, email: t@example.com, role: owner}}]
 rollback: {{trigger: t}}
-samples: {{warmup: 0, min: 1, max: 1, time_budget_s: 0.1}}
+samples: {{warmup: 0, min: 3, max: 3, time_budget_s: 0.1}}
 slices:
   - id: hostile
     backend: command
@@ -110,8 +111,8 @@ fn an_endless_stdout_fails_at_execution_at_once_and_bounded() {
 
 #[test]
 fn a_stderr_flood_before_valid_records_keeps_only_a_bounded_tail_and_passes() {
-    // 200 MB of chatter on stderr, then a valid record and exit 0.
-    let script = format!("yes 'stderr chatter' | head -c 200000000 >&2\necho '{RECORD}'\n");
+    // 150 MB of chatter on stderr (per invocation), then a valid record and exit 0.
+    let script = format!("yes 'stderr chatter' | head -c 150000000 >&2\necho '{RECORD}'\n");
     let sb = sandbox(&script, "");
     let (out, took, rss) = measured_gate(&sb);
     assert_exit(&out, 0);
@@ -121,9 +122,9 @@ fn a_stderr_flood_before_valid_records_keeps_only_a_bounded_tail_and_passes() {
 
 #[test]
 fn a_stderr_flood_after_the_records_reaches_the_memo_as_its_tail() {
-    // Records first, then 100 MB of chatter, then the real error and a failing exit.
+    // Records first, then 150 MB of chatter, then the real error and a failing exit.
     let script = format!(
-        "echo '{RECORD}'\nyes 'stderr chatter' | head -c 100000000 >&2\necho 'the real error' >&2\nexit 3\n"
+        "echo '{RECORD}'\nyes 'stderr chatter' | head -c 150000000 >&2\necho 'the real error' >&2\nexit 3\n"
     );
     let sb = sandbox(&script, "");
     let (out, took, rss) = measured_gate(&sb);
