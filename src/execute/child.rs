@@ -237,10 +237,14 @@ fn run_with_stdin(
         .stdout
         .take()
         .map(|p| spawn_drain(p, Keep::Head { limit: STDOUT_LIMIT }));
-    let stderr = child
-        .stderr
-        .take()
-        .map(|p| spawn_drain(p, Keep::Tail { limit: STDERR_KEEP_BYTES }));
+    let stderr = child.stderr.take().map(|p| {
+        spawn_drain(
+            p,
+            Keep::Tail {
+                limit: STDERR_KEEP_BYTES,
+            },
+        )
+    });
     // A child that exits without reading its request closes the pipe: not our error
     // to report (its exit status and stderr say more). Written on a thread, so one that
     // never reads cannot hold us past its timeout.
@@ -394,6 +398,24 @@ mod tests {
         let hello = serde_json::to_string(&ProtocolHello::this_build()).unwrap();
         let ok = probe_protocol(sh, &["-c", &format!("printf '%s' '{hello}'")]).unwrap();
         assert_eq!(ok, ProtocolHello::this_build());
+    }
+
+    #[test]
+    fn issue_23_a_child_with_an_endless_stdout_is_killed_at_its_cap() {
+        let started = Instant::now();
+        let err = sh("cat >/dev/null; yes 'no reply'; echo 'never reached' >&2")
+            .launch(&request(), LONG)
+            .unwrap_err();
+        assert!(matches!(err, ChildError::StdoutOverflow { .. }), "{err}");
+        assert!(
+            err.to_string().contains("more than 67108864 bytes on stdout"),
+            "{err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

@@ -340,10 +340,14 @@ fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutp
         .stdout
         .take()
         .map(|p| spawn_drain(p, Keep::Head { limit: STDOUT_LIMIT }));
-    let stderr = child
-        .stderr
-        .take()
-        .map(|p| spawn_drain(p, Keep::Tail { limit: STDERR_KEEP_BYTES }));
+    let stderr = child.stderr.take().map(|p| {
+        spawn_drain(
+            p,
+            Keep::Tail {
+                limit: STDERR_KEEP_BYTES,
+            },
+        )
+    });
     let mut stdout_done: Option<Drained> = None;
     let mut kill = |child: &mut std::process::Child| {
         if cancel_line.take().is_some() {
@@ -659,6 +663,53 @@ mod tests {
         assert!(tail.len() < STDERR_TAIL_BYTES * 3);
         assert!(!tail.contains('\n'));
         assert_eq!(stderr_tail(b"  \n").to_string(), "; stderr was empty");
+    }
+
+    #[test]
+    fn issue_23_an_endless_stdout_is_cut_at_its_cap_and_killed() {
+        // Without the supervisor (the library alone): the group kill, at the first byte
+        // past the cap, long before the timeout.
+        let inv = CommandInvocation {
+            argv: vec!["yes".into()],
+            cwd: std::env::temp_dir(),
+            env: BTreeMap::new(),
+        };
+        let started = Instant::now();
+        let out = run_process(&inv, Duration::from_secs(60)).unwrap();
+        assert!(out.overflowed && !out.timed_out);
+        assert!(out.stdout.is_empty());
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
+        let err = invoke(&inv, Duration::from_secs(60)).unwrap_err();
+        assert!(matches!(err, CommandError::StdoutOverflow { .. }), "{err}");
+    }
+
+    #[test]
+    fn issue_23_the_stderr_tail_survives_a_flood() {
+        let inv = CommandInvocation {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "yes chatter | head -c 20000000 >&2; echo 'the real error' >&2; exit 4".into(),
+            ],
+            cwd: std::env::temp_dir(),
+            env: BTreeMap::new(),
+        };
+        let out = run_process(&inv, Duration::from_secs(60)).unwrap();
+        assert_eq!(out.code, Some(4));
+        assert_eq!(out.stderr.len(), STDERR_KEEP_BYTES);
+        assert!(out.stderr.ends_with(b"the real error\n"));
+    }
+
+    #[test]
+    fn issue_23_a_start_failure_reported_by_the_supervisor_is_read_back() {
+        let stderr = format!("some chatter\n{START_FAILED_PREFIX}2\n");
+        let e = start_failure(stderr.as_bytes()).unwrap();
+        assert_eq!(e.raw_os_error(), Some(2));
+        assert!(start_failure(b"exit 127 for another reason\n").is_none());
     }
 
     #[test]

@@ -178,9 +178,7 @@ pub fn kill_descendants() {
         // `wait` is `waitpid(-1)`: any child. (`waitpid(None)` is `waitpid(0)`, children in
         // our own process group only, which no daemon is.)
         match wait(WaitOptions::empty()) {
-            Ok(_) => {
-                while let Ok(Some(_)) = wait(WaitOptions::NOHANG) {}
-            }
+            Ok(_) => while let Ok(Some(_)) = wait(WaitOptions::NOHANG) {},
             Err(rustix::io::Errno::INTR) => {}
             Err(_) => return, // ECHILD: no child, so no descendant, is left.
         }

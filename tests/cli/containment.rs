@@ -105,7 +105,10 @@ fn an_endless_stdout_fails_at_execution_at_once_and_bounded() {
     let (stage, memo) = failed_at(&sb, &out);
     assert_eq!(stage, "execution", "{memo}");
     assert_contains(&memo, "printed more than 16777216 bytes on stdout");
-    assert!(took < Duration::from_secs(15), "killed after {took:?}, not at once");
+    assert!(
+        took < Duration::from_secs(15),
+        "killed after {took:?}, not at once"
+    );
     assert_rss_bounded("endless stdout", took, rss);
 }
 
@@ -136,7 +139,10 @@ fn a_stderr_flood_after_the_records_reaches_the_memo_as_its_tail() {
     assert_rss_bounded("records, then stderr flood", took, rss);
 
     // An endless stderr: drained until the timeout kill, its tail in the memo.
-    let sb = sandbox(&format!("echo '{RECORD}'\nyes 'endless chatter' >&2\n"), ", timeout_s: 1");
+    let sb = sandbox(
+        &format!("echo '{RECORD}'\nyes 'endless chatter' >&2\n"),
+        ", timeout_s: 1",
+    );
     let (out, took, rss) = measured_gate(&sb);
     let (stage, memo) = failed_at(&sb, &out);
     assert_eq!(stage, "execution", "{memo}");

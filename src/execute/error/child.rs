@@ -40,7 +40,9 @@ pub enum ChildError {
     },
     /// The child printed more on stdout than any run reply holds (issue 23); it was
     /// killed there rather than read on without end.
-    #[error("the child process printed more than {limit} bytes on stdout, no run reply, and was killed{stderr}")]
+    #[error(
+        "the child process printed more than {limit} bytes on stdout, no run reply, and was killed{stderr}"
+    )]
     StdoutOverflow {
         /// The most bytes of stdout kept.
         limit: usize,
