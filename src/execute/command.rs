@@ -407,14 +407,15 @@ fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutp
         timed_out,
         wall_s,
     };
-    if supervisor.is_some() && output.code == Some(START_FAILED_STATUS) {
-        if let Some(source) = start_failure(&output.stderr) {
-            return Err(CommandError::Start {
-                command: inv.display(),
-                cwd: inv.cwd.clone(),
-                source,
-            });
-        }
+    if supervisor.is_some()
+        && output.code == Some(START_FAILED_STATUS)
+        && let Some(source) = start_failure(&output.stderr)
+    {
+        return Err(CommandError::Start {
+            command: inv.display(),
+            cwd: inv.cwd.clone(),
+            source,
+        });
     }
     Ok(output)
 }
