@@ -9,14 +9,16 @@
 //! crash, a non-zero exit, output that is not a reply, a child that outlives its time —
 //! is an error carrying the tail of the child's stderr, and never a hang.
 
+use super::capture::{Drained, Keep, spawn_drain};
 use super::error::{ChildError, StderrTail};
 use super::run::RunRecord;
 use crate::ingress::Environment;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// What a child needs to measure one run: the pack (path and digest, so a pack edited
@@ -164,6 +166,15 @@ pub struct ChildProcessLauncher {
 
 /// How much of a failed child's stderr an error quotes.
 const STDERR_TAIL_BYTES: usize = 2000;
+/// The most a child run may print on stdout (issue 23). A reply is one run's timings and
+/// environment, a few KB to a few MB for a long run; past this it is not one, and the
+/// child is killed rather than read on without end.
+const STDOUT_LIMIT: usize = 64 << 20;
+/// Bytes of a child's stderr kept while its pipe is drained: the end of it, from which
+/// [`STDERR_TAIL_BYTES`] are quoted.
+const STDERR_KEEP_BYTES: usize = 64 << 10;
+/// How long to wait for the pipes to close after the child exited or was killed.
+const PIPE_GRACE: Duration = Duration::from_secs(2);
 /// How often a running child is checked on.
 const POLL: Duration = Duration::from_millis(2);
 
@@ -220,25 +231,44 @@ fn run_with_stdin(
             source,
         })?;
     // Drain both pipes on their own threads so a chatty child can never block on a full
-    // pipe while we wait for it to exit.
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    // pipe while we wait for it to exit, through bounded sinks so an endless one cannot
+    // exhaust memory (issue 23).
+    let stdout = child
+        .stdout
+        .take()
+        .map(|p| spawn_drain(p, Keep::Head { limit: STDOUT_LIMIT }));
+    let stderr = child.stderr.take().map(|p| {
+        spawn_drain(
+            p,
+            Keep::Tail {
+                limit: STDERR_KEEP_BYTES,
+            },
+        )
+    });
     // A child that exits without reading its request closes the pipe: not our error
-    // to report (its exit status and stderr say more).
+    // to report (its exit status and stderr say more). Written on a thread, so one that
+    // never reads cannot hold us past its timeout.
     if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(input);
+        let input = input.to_vec();
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
     }
     let start = Instant::now();
+    let mut stdout_done: Option<Drained> = None;
+    let mut overflowed = false;
     let status = loop {
+        if stdout_done.is_none()
+            && let Some(d) = stdout.as_ref().and_then(|rx| rx.try_recv().ok())
+        {
+            if d.overflowed {
+                overflowed = true;
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            stdout_done = Some(d);
+        }
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if start.elapsed() >= timeout => {
@@ -254,11 +284,24 @@ fn run_with_stdin(
             }
         }
     };
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = StderrTail(tail(&stderr.join().unwrap_or_default()));
+    // A grandchild holding the pipes open (the child is our own binary, which starts
+    // none) cuts the wait short rather than holding the gate.
+    let collect = |rx: Option<mpsc::Receiver<Drained>>| {
+        rx.and_then(|rx| rx.recv_timeout(PIPE_GRACE).ok())
+            .unwrap_or_default()
+    };
+    let stdout = stdout_done.unwrap_or_else(|| collect(stdout));
+    let stderr = StderrTail(tail(&collect(stderr).bytes));
+    if overflowed || stdout.overflowed {
+        return Err(ChildError::StdoutOverflow {
+            limit: STDOUT_LIMIT,
+            stderr,
+        });
+    }
     let Some(status) = status else {
         return Err(ChildError::TimedOut { timeout, stderr });
     };
+    let stdout = stdout.bytes;
     Ok(ChildOutput {
         status,
         stdout,
@@ -355,6 +398,24 @@ mod tests {
         let hello = serde_json::to_string(&ProtocolHello::this_build()).unwrap();
         let ok = probe_protocol(sh, &["-c", &format!("printf '%s' '{hello}'")]).unwrap();
         assert_eq!(ok, ProtocolHello::this_build());
+    }
+
+    #[test]
+    fn issue_23_a_child_with_an_endless_stdout_is_killed_at_its_cap() {
+        let started = Instant::now();
+        let err = sh("cat >/dev/null; yes 'no reply'; echo 'never reached' >&2")
+            .launch(&request(), LONG)
+            .unwrap_err();
+        assert!(matches!(err, ChildError::StdoutOverflow { .. }), "{err}");
+        assert!(
+            err.to_string().contains("more than 67108864 bytes on stdout"),
+            "{err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

@@ -3,9 +3,14 @@
 //! protocol around it, as for the built-in kernels (DESIGN.md §6): warm-up until the
 //! reported latency settles, repeated invocations interleaved with the comparator command
 //! (A B, B A, …) so `effective_speedup` is a same-moment ratio, independent runs, a timeout
-//! that kills the whole process group, and a failure at the execution stage (with the exit
+//! that kills the command with every process it started (issue 23: under a subreaper
+//! supervisor, `contain.rs`, so a daemon that left the group dies too), bounded capture of
+//! its pipes (`capture.rs`: at most [`STDOUT_LIMIT`] of stdout, the last
+//! [`STDERR_KEEP_BYTES`] of stderr), and a failure at the execution stage (with the exit
 //! status and the tail of stderr) when the command fails or prints something malformed.
 
+use super::capture::{Drained, Keep, spawn_drain};
+use super::contain::{CANCEL_GRACE, START_FAILED_PREFIX, START_FAILED_STATUS};
 use super::error::{CommandError, CommandStderr, ExecError, PairSide, RecordError};
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
 use super::numbers::{median, zero_if_nan};
@@ -15,7 +20,6 @@ use crate::domain::metric::Metric;
 use crate::ingress::{CommandInvocation, CommandSlice, Slice};
 use crate::lower::Plan;
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -32,6 +36,15 @@ const WARMUP_BUDGET_SHARE: f64 = 0.25;
 const STABLE_SPREAD: f64 = 0.05;
 /// Bytes of stderr kept for the memo.
 const STDERR_TAIL_BYTES: usize = 600;
+/// Bytes of stderr kept while its pipe is drained (issue 23): the end of it, in a ring
+/// buffer, from which [`STDERR_TAIL_BYTES`] are shown. Room for a long last error after
+/// a flood of chatter, at a fixed 64 KiB per pipe.
+const STDERR_KEEP_BYTES: usize = 64 << 10;
+/// The most one invocation may print on stdout (issue 23). Records are ~80 bytes a line,
+/// so this is some 200 000 of them: far past any benchmark's report, and a bound on the
+/// gate's memory per pipe where an endless printer reached 4 GB in 8 s. One byte more
+/// fails the invocation, killed at once.
+const STDOUT_LIMIT: usize = 16 << 20;
 /// How long to wait for a command's output pipes to close after it exited or was killed
 /// (a daemonised grandchild may hold them open; its output is then cut short).
 const PIPE_GRACE: Duration = Duration::from_secs(2);
@@ -237,6 +250,13 @@ fn invoke(inv: &CommandInvocation, timeout: Duration) -> Result<Records, Command
     let command = inv.display();
     let stderr = stderr_tail(&output.stderr);
     let wall_s = output.wall_s;
+    if output.overflowed {
+        return Err(CommandError::StdoutOverflow {
+            command,
+            limit: STDOUT_LIMIT,
+            stderr,
+        });
+    }
     if output.timed_out {
         return Err(CommandError::TimedOut {
             command,
@@ -274,20 +294,36 @@ struct ProcessOutput {
     code: Option<i32>,
     signal: Option<i32>,
     timed_out: bool,
+    /// It printed more than [`STDOUT_LIMIT`] on stdout and was killed there.
+    overflowed: bool,
     wall_s: f64,
 }
 
-/// Start `inv` in a process group of its own, read both pipes on threads (so a chatty
-/// child never blocks on a full pipe), and kill the whole group at the timeout, so a
-/// benchmark's own children die with it.
+/// Start `inv` contained (under the supervisor, [`super::contain`], where one is
+/// installed; else in a process group of its own), drain both pipes on threads through
+/// bounded sinks ([`super::capture`]: a chatty child never blocks on a full pipe, and an
+/// endless one never exhausts memory), and kill it — the supervisor takes every
+/// descendant along, the group kill the ones still in the group — at the timeout, at a
+/// stdout overflow, and after it exits.
 fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutput, CommandError> {
     let (program, args) = inv.argv.split_first().ok_or(CommandError::NoProgram)?;
     let start = Instant::now();
-    let mut child = Command::new(program)
-        .args(args)
+    let supervisor = super::contain::supervisor();
+    let mut command = match supervisor {
+        Some(s) => {
+            let mut c = Command::new(&s.program);
+            c.args(&s.args).args(&inv.argv).stdin(Stdio::piped());
+            c
+        }
+        None => {
+            let mut c = Command::new(program);
+            c.args(args).stdin(Stdio::null());
+            c
+        }
+    };
+    let mut child = command
         .current_dir(&inv.cwd)
         .envs(&inv.env)
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -298,34 +334,52 @@ fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutp
             source,
         })?;
     let pgid = child.id() as i32;
-    let reader = |pipe: Option<Box<dyn Read + Send>>| {
-        let (tx, rx) = mpsc::channel();
-        if let Some(mut pipe) = pipe {
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = pipe.read_to_end(&mut buf);
-                let _ = tx.send(buf);
-            });
-        }
-        rx
-    };
-    let stdout = reader(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let stderr = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let mut pause = Duration::from_micros(200);
-    let (status, timed_out) = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break (Some(status), false),
-            Ok(None) if start.elapsed() >= timeout => {
-                kill_group(pgid);
-                break (child.wait().ok(), true);
+    // The supervisor's stdin is its cancel line: dropping it tells it to kill everything.
+    let mut cancel_line = child.stdin.take();
+    let stdout = child
+        .stdout
+        .take()
+        .map(|p| spawn_drain(p, Keep::Head { limit: STDOUT_LIMIT }));
+    let stderr = child.stderr.take().map(|p| {
+        spawn_drain(
+            p,
+            Keep::Tail {
+                limit: STDERR_KEEP_BYTES,
+            },
+        )
+    });
+    let mut stdout_done: Option<Drained> = None;
+    let mut kill = |child: &mut std::process::Child| {
+        if cancel_line.take().is_some() {
+            // Give the supervisor the chance to kill the command's descendants, which the
+            // group kill cannot reach; then the group kill, whatever happened.
+            let grace = Instant::now();
+            while grace.elapsed() < CANCEL_GRACE && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(2));
             }
+        }
+        kill_group(pgid);
+        child.wait().ok()
+    };
+    let mut pause = Duration::from_micros(200);
+    let (status, timed_out, overflowed) = loop {
+        if stdout_done.is_none()
+            && let Some(d) = stdout.as_ref().and_then(|rx| rx.try_recv().ok())
+        {
+            if d.overflowed {
+                break (kill(&mut child), false, true);
+            }
+            stdout_done = Some(d);
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => break (Some(status), false, false),
+            Ok(None) if start.elapsed() >= timeout => break (kill(&mut child), true, false),
             Ok(None) => {
                 std::thread::sleep(pause.min(timeout.saturating_sub(start.elapsed())));
                 pause = (pause * 2).min(Duration::from_millis(10));
             }
             Err(e) => {
-                kill_group(pgid);
-                let _ = child.wait();
+                kill(&mut child);
                 return Err(CommandError::Wait {
                     command: inv.display(),
                     source: e,
@@ -335,15 +389,47 @@ fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutp
     };
     let wall_s = start.elapsed().as_secs_f64();
     // Whatever the command left running in its group goes too: no orphans between samples.
+    // (Under the supervisor, which has exited by now, nothing is left.)
+    drop(cancel_line);
     kill_group(pgid);
-    let collect = |rx: mpsc::Receiver<Vec<u8>>| rx.recv_timeout(PIPE_GRACE).unwrap_or_default();
-    Ok(ProcessOutput {
-        stdout: collect(stdout),
-        stderr: collect(stderr),
+    let collect = |rx: Option<mpsc::Receiver<Drained>>| {
+        rx.and_then(|rx| rx.recv_timeout(PIPE_GRACE).ok())
+            .unwrap_or_default()
+    };
+    let stdout = stdout_done.unwrap_or_else(|| collect(stdout));
+    let stderr = collect(stderr);
+    let output = ProcessOutput {
+        overflowed: overflowed || stdout.overflowed,
+        stdout: stdout.bytes,
+        stderr: stderr.bytes,
         code: status.and_then(|s| s.code()),
         signal: status.and_then(|s| s.signal()),
         timed_out,
         wall_s,
+    };
+    if supervisor.is_some()
+        && output.code == Some(START_FAILED_STATUS)
+        && let Some(source) = start_failure(&output.stderr)
+    {
+        return Err(CommandError::Start {
+            command: inv.display(),
+            cwd: inv.cwd.clone(),
+            source,
+        });
+    }
+    Ok(output)
+}
+
+/// The OS error the supervisor reported on its last stderr line when the command could
+/// not start ([`START_FAILED_PREFIX`]).
+fn start_failure(stderr: &[u8]) -> Option<std::io::Error> {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text.trim_end().lines().last()?;
+    let errno: i32 = line.strip_prefix(START_FAILED_PREFIX)?.trim().parse().ok()?;
+    Some(if errno > 0 {
+        std::io::Error::from_raw_os_error(errno)
+    } else {
+        std::io::Error::other("the supervisor could not start it")
     })
 }
 
@@ -578,6 +664,53 @@ mod tests {
         assert!(tail.len() < STDERR_TAIL_BYTES * 3);
         assert!(!tail.contains('\n'));
         assert_eq!(stderr_tail(b"  \n").to_string(), "; stderr was empty");
+    }
+
+    #[test]
+    fn issue_23_an_endless_stdout_is_cut_at_its_cap_and_killed() {
+        // Without the supervisor (the library alone): the group kill, at the first byte
+        // past the cap, long before the timeout.
+        let inv = CommandInvocation {
+            argv: vec!["yes".into()],
+            cwd: std::env::temp_dir(),
+            env: BTreeMap::new(),
+        };
+        let started = Instant::now();
+        let out = run_process(&inv, Duration::from_secs(60)).unwrap();
+        assert!(out.overflowed && !out.timed_out);
+        assert!(out.stdout.is_empty());
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
+        let err = invoke(&inv, Duration::from_secs(60)).unwrap_err();
+        assert!(matches!(err, CommandError::StdoutOverflow { .. }), "{err}");
+    }
+
+    #[test]
+    fn issue_23_the_stderr_tail_survives_a_flood() {
+        let inv = CommandInvocation {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "yes chatter | head -c 20000000 >&2; echo 'the real error' >&2; exit 4".into(),
+            ],
+            cwd: std::env::temp_dir(),
+            env: BTreeMap::new(),
+        };
+        let out = run_process(&inv, Duration::from_secs(60)).unwrap();
+        assert_eq!(out.code, Some(4));
+        assert_eq!(out.stderr.len(), STDERR_KEEP_BYTES);
+        assert!(out.stderr.ends_with(b"the real error\n"));
+    }
+
+    #[test]
+    fn issue_23_a_start_failure_reported_by_the_supervisor_is_read_back() {
+        let stderr = format!("some chatter\n{START_FAILED_PREFIX}2\n");
+        let e = start_failure(stderr.as_bytes()).unwrap();
+        assert_eq!(e.raw_os_error(), Some(2));
+        assert!(start_failure(b"exit 127 for another reason\n").is_none());
     }
 
     #[test]

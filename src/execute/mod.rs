@@ -3,10 +3,12 @@
 
 pub mod bench;
 mod break_even;
+mod capture;
 mod checkpoint;
 mod child;
 pub mod children;
 mod command;
+mod contain;
 pub mod dispatch;
 pub mod eligibility;
 mod error;
@@ -31,6 +33,9 @@ pub use child::{
     RunReply, RunRequest, probe_protocol,
 };
 pub use command::{COMMAND_CONTRACT_VERSION, execute_command_slice, parse_records};
+#[cfg(target_os = "linux")]
+pub use contain::supervise;
+pub use contain::{Supervisor, contain_commands_with};
 pub use error::{
     ChildError, CommandError, CommandStderr, ExecError, ImportError, ModelError, PairSide, PrepareError,
     RecordError, StderrTail,

@@ -6,6 +6,7 @@ mod bless;
 mod checkpoint;
 mod ci;
 mod command;
+mod containment;
 mod exit_codes;
 mod forgery;
 mod history;

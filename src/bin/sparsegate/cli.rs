@@ -126,6 +126,15 @@ pub enum Command {
     /// check a `--baseline-bin` before starting its runs.
     #[command(name = "__child-protocol", hide = true)]
     ChildProtocol,
+    /// Internal: run one invocation of a `command` slice contained (issue 23): as a child
+    /// subreaper that kills every process the command left behind, and everything when the
+    /// gate closes this process's stdin. Exits with the command's status.
+    #[command(name = "__contain", hide = true)]
+    Contain {
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "ARGV")]
+        argv: Vec<std::ffi::OsString>,
+    },
     /// Micro-benchmark one built-in kernel against its dense comparator, interleaved in one
     /// process: median times, GFLOP/s (dense-equivalent and useful), speedup with its interval.
     Bench(BenchArgs),

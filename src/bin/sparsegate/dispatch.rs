@@ -10,6 +10,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Validate { packs, json } => crate::validate::run(&packs, json),
         Command::RunSlice => crate::run_slice::run(),
         Command::ChildProtocol => crate::run_slice::protocol(),
+        Command::Contain { argv } => crate::run_slice::contain(&argv),
         Command::Run {
             run,
             out,

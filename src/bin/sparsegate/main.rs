@@ -32,6 +32,7 @@ mod validate;
 
 fn main() -> std::process::ExitCode {
     errors::install_hook();
+    options::contain_commands();
     let code = dispatch::dispatch(clap::Parser::parse()).unwrap_or_else(errors::report);
     std::process::ExitCode::from(code.code() as u8)
 }

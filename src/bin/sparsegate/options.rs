@@ -1,6 +1,6 @@
 //! Library settings from the command line and the process: the working directory, the
-//! history database (flag, else `SPARSEGATE_HISTORY`, else the default), and the launcher
-//! of `process`-mode runs.
+//! history database (flag, else `SPARSEGATE_HISTORY`, else the default), the launcher
+//! of `process`-mode runs, and the supervisor of `command` invocations.
 
 use crate::cli::{RecordArgs, RunArgs};
 use sparsegate::app::{self, Options};
@@ -74,4 +74,16 @@ pub fn baseline_build(path: &Path) -> sparsegate::Result<app::BaselineBuild> {
 fn run_launcher() -> Option<Arc<dyn RunLauncher>> {
     let exe = std::env::current_exe().ok()?;
     Some(Arc::new(ChildProcessLauncher::new(exe, ["__run-slice"])))
+}
+
+/// `command` slices run under this very executable's hidden `__contain` command, a child
+/// subreaper that kills whatever the command leaves behind (issue 23). When the executable
+/// cannot be located, they run in a process group of their own, killed as a group.
+pub fn contain_commands() {
+    if let Ok(exe) = std::env::current_exe() {
+        sparsegate::execute::contain_commands_with(sparsegate::execute::Supervisor {
+            program: exe,
+            args: vec!["__contain".into(), "--".into()],
+        });
+    }
 }

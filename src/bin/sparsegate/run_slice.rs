@@ -1,6 +1,7 @@
 //! The hidden `__run-slice` command, the child's side of a `process`-mode run: request on
 //! stdin, reply on stdout. Errors go to stderr (rendered like any other) with exit code 2;
-//! the gate quotes their tail.
+//! the gate quotes their tail. Also the other hidden commands the gate starts:
+//! `__child-protocol` and `__contain`.
 
 use crate::options::work_dir;
 use sparsegate::app::{self, Options};
@@ -47,4 +48,22 @@ pub fn protocol() -> Result<ExitCode> {
         app::to_json(&sparsegate::execute::ProtocolHello::this_build())
     );
     Ok(ExitCode::Pass)
+}
+
+/// The hidden `__contain` command: the supervisor of one `command` invocation
+/// (`sparsegate::execute::supervise`). It exits with the command's own status, which is
+/// no verdict, so it leaves the process here rather than through an [`ExitCode`].
+#[cfg(target_os = "linux")]
+pub fn contain(argv: &[std::ffi::OsString]) -> Result<ExitCode> {
+    let code = sparsegate::execute::supervise(argv);
+    std::process::exit(code)
+}
+
+/// Without subreapers the gate never starts a supervisor (`contain_commands_with` ignores it).
+#[cfg(not(target_os = "linux"))]
+pub fn contain(_argv: &[std::ffi::OsString]) -> Result<ExitCode> {
+    Err(Error::Usage {
+        message: "`__contain` needs Linux (child subreapers)".into(),
+        hint: "`__contain` is started by the gate; do not call it by hand".into(),
+    })
 }

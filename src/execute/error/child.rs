@@ -38,6 +38,17 @@ pub enum ChildError {
         /// The end of its stderr.
         stderr: StderrTail,
     },
+    /// The child printed more on stdout than any run reply holds (issue 23); it was
+    /// killed there rather than read on without end.
+    #[error(
+        "the child process printed more than {limit} bytes on stdout, no run reply, and was killed{stderr}"
+    )]
+    StdoutOverflow {
+        /// The most bytes of stdout kept.
+        limit: usize,
+        /// The end of its stderr.
+        stderr: StderrTail,
+    },
     /// The child exited cleanly but did not print a run reply.
     #[error("the child process exited cleanly but its output is not a run reply ({source}){stderr}")]
     BadReply {

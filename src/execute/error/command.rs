@@ -42,6 +42,20 @@ pub enum CommandError {
         /// The end of its stderr.
         stderr: CommandStderr,
     },
+    /// The program printed more on stdout than one invocation may (issue 23); it was
+    /// killed there rather than read on without end.
+    #[error(
+        "command `{command}` printed more than {limit} bytes on stdout (the most one invocation may print); \
+         it was killed{stderr}"
+    )]
+    StdoutOverflow {
+        /// The invocation.
+        command: String,
+        /// The most bytes of stdout kept.
+        limit: usize,
+        /// The end of its stderr.
+        stderr: CommandStderr,
+    },
     /// The program exited with a non-zero status.
     #[error("command `{command}` exited with status {code} after {wall_s:.3} s{stderr}")]
     Exited {
@@ -195,6 +209,15 @@ mod tests {
                     stderr: CommandStderr("…a ⏎ b".into()),
                 },
                 "command `c` was killed by signal 9 after 2.000 s; stderr tail: …a ⏎ b",
+            ),
+            (
+                CommandError::StdoutOverflow {
+                    command: "yes".into(),
+                    limit: 16 << 20,
+                    stderr: CommandStderr(String::new()),
+                },
+                "command `yes` printed more than 16777216 bytes on stdout (the most one invocation may print); it \
+                 was killed; stderr was empty",
             ),
             (
                 CommandError::NoLatencyToPair {
