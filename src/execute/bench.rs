@@ -67,6 +67,9 @@ pub struct BenchReport {
     pub path: KernelPath,
     /// Why: the kernel, or the reason for falling back.
     pub reason: String,
+    /// The instruction-set paths the kernel and its dense comparator took on this CPU
+    /// (e.g. bf16 `avx512-bf16` or `avx512-bf16-shift`), so a number says what it measured.
+    pub isa: super::IsaRecord,
     /// Paired samples taken.
     pub samples: usize,
     /// Warm-up iterations before sampling.
@@ -174,6 +177,7 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
         threads: slice.threads,
         path: plan.ops[0].path,
         reason: plan.ops[0].reason.clone(),
+        isa: super::isa_record(&slice, &plan),
         samples: kernel.len(),
         warmup_iterations: ev.warmup_iterations,
         gflops_dense_equivalent: flops / kernel_s.estimate / 1e9,

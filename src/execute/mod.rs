@@ -100,7 +100,7 @@ pub fn execute_slice_on(
 }
 
 /// Which instruction-set paths a CPU slice's comparator and candidate take here.
-fn isa_record(slice: &Slice, plan: &Plan) -> IsaRecord {
+pub(crate) fn isa_record(slice: &Slice, plan: &Plan) -> IsaRecord {
     use crate::domain::{Precision, Sparsity};
     use kernels::isa::{Form, Operands, isa_path};
     let operands = match slice.precision {

@@ -64,6 +64,10 @@ fn print_text(r: &BenchReport) {
         r.path,
         r.reason
     );
+    println!(
+        "  ISA paths: kernel {}, comparator {}",
+        r.isa.candidate, r.isa.comparator
+    );
     let ms = |i: &Interval| format!("{:>10.3} ms {}", i.estimate * 1e3, ci(i, 1e3));
     println!(
         "  kernel     {}  {:>8.1} GFLOP/s dense-equivalent, {:.1} useful",
