@@ -571,11 +571,7 @@ fn checkpoint_checks(
             // The simulator holds no operands: only the CPU's memory is budgeted.
             let mut held = SliceMemory::default();
             for op in w.ops().into_iter().filter(|_| spec.backend == Backend::Cpu) {
-                held.add(
-                    &op.name,
-                    operand_bytes(op.m as u64, op.n as u64, op.k as u64, widest),
-                );
-                if let Some(gib) = over_budget(&op, widest) {
+                if let Some(gib) = held.add_op(&op, widest) {
                     diags.push(loc.at_value(
                         &format!("{pointer}/tokens"),
                         format!(
@@ -645,6 +641,15 @@ struct SliceMemory {
 }
 
 impl SliceMemory {
+    /// Count `op` at the widest precision; its own GiB when it alone is over the budget.
+    fn add_op(&mut self, op: &crate::domain::GemmOp, widest: u64) -> Option<f64> {
+        self.add(
+            &op.name,
+            operand_bytes(op.m as u64, op.n as u64, op.k as u64, widest),
+        );
+        over_budget(op, widest)
+    }
+
     fn add(&mut self, op: &str, bytes: u128) {
         self.ops += 1;
         self.total = self.total.saturating_add(bytes);
@@ -738,11 +743,7 @@ fn named_model_checks(
     let mut held = SliceMemory::default();
     for tokens in named.tokens.counts() {
         for op in named.name.select(tokens, &named.layers) {
-            held.add(
-                &op.name,
-                operand_bytes(op.m as u64, op.n as u64, op.k as u64, widest),
-            );
-            if let Some(gib) = over_budget(&op, widest) {
+            if let Some(gib) = held.add_op(&op, widest) {
                 diags.push(loc.at_value(
                     &format!("{pointer}/tokens"),
                     format!(
