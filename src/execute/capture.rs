@@ -54,6 +54,25 @@ pub fn spawn_drain(pipe: impl Read + Send + 'static, keep: Keep) -> mpsc::Receiv
     rx
 }
 
+/// Drain a spawned child's piped stdout (its first `stdout_limit` bytes) and stderr (its
+/// last `stderr_keep` bytes) on threads of their own, so that a chatty child never blocks on
+/// a full pipe while it is waited for, and an endless one cannot exhaust memory (issue 23).
+pub fn spawn_drains(
+    child: &mut std::process::Child,
+    stdout_limit: usize,
+    stderr_keep: usize,
+) -> (Option<mpsc::Receiver<Drained>>, Option<mpsc::Receiver<Drained>>) {
+    let stdout = child
+        .stdout
+        .take()
+        .map(|p| spawn_drain(p, Keep::Head { limit: stdout_limit }));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|p| spawn_drain(p, Keep::Tail { limit: stderr_keep }));
+    (stdout, stderr)
+}
+
 /// Read `pipe` into a bounded sink until its end (or, for `Head`, its overflow).
 pub fn drain(mut pipe: impl Read, keep: Keep) -> Drained {
     let mut chunk = vec![0u8; CHUNK];

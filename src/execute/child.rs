@@ -9,7 +9,7 @@
 //! crash, a non-zero exit, output that is not a reply, a child that outlives its time —
 //! is an error carrying the tail of the child's stderr, and never a hang.
 
-use super::capture::{Drained, Keep, spawn_drain};
+use super::capture::{Drained, spawn_drains};
 use super::error::{ChildError, StderrTail};
 use super::run::RunRecord;
 use crate::ingress::Environment;
@@ -233,18 +233,7 @@ fn run_with_stdin(
     // Drain both pipes on their own threads so a chatty child can never block on a full
     // pipe while we wait for it to exit, through bounded sinks so an endless one cannot
     // exhaust memory (issue 23).
-    let stdout = child
-        .stdout
-        .take()
-        .map(|p| spawn_drain(p, Keep::Head { limit: STDOUT_LIMIT }));
-    let stderr = child.stderr.take().map(|p| {
-        spawn_drain(
-            p,
-            Keep::Tail {
-                limit: STDERR_KEEP_BYTES,
-            },
-        )
-    });
+    let (stdout, stderr) = spawn_drains(&mut child, STDOUT_LIMIT, STDERR_KEEP_BYTES);
     // A child that exits without reading its request closes the pipe: not our error
     // to report (its exit status and stderr say more). Written on a thread, so one that
     // never reads cannot hold us past its timeout.

@@ -9,7 +9,7 @@
 //! [`STDERR_KEEP_BYTES`] of stderr), and a failure at the execution stage (with the exit
 //! status and the tail of stderr) when the command fails or prints something malformed.
 
-use super::capture::{Drained, Keep, spawn_drain};
+use super::capture::{Drained, spawn_drains};
 use super::contain::{CANCEL_GRACE, START_FAILED_PREFIX, START_FAILED_STATUS};
 use super::error::{CommandError, CommandStderr, ExecError, PairSide, RecordError};
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
@@ -336,18 +336,7 @@ fn run_process(inv: &CommandInvocation, timeout: Duration) -> Result<ProcessOutp
     let pgid = child.id() as i32;
     // The supervisor's stdin is its cancel line: dropping it tells it to kill everything.
     let mut cancel_line = child.stdin.take();
-    let stdout = child
-        .stdout
-        .take()
-        .map(|p| spawn_drain(p, Keep::Head { limit: STDOUT_LIMIT }));
-    let stderr = child.stderr.take().map(|p| {
-        spawn_drain(
-            p,
-            Keep::Tail {
-                limit: STDERR_KEEP_BYTES,
-            },
-        )
-    });
+    let (stdout, stderr) = spawn_drains(&mut child, STDOUT_LIMIT, STDERR_KEEP_BYTES);
     let mut stdout_done: Option<Drained> = None;
     let mut kill = |child: &mut std::process::Child| {
         if cancel_line.take().is_some() {
