@@ -7,7 +7,8 @@ use crate::error::Result;
 use crate::execute::children::{launch_baseline_run, launch_child_run};
 use crate::execute::dispatch::{pack_evidence, place_roofs};
 use crate::execute::{BaselineLaunch, Evidence, LaunchRun, SliceEvidence, execute_slice_on};
-use crate::files::{to_json, write_atomic};
+use super::outputs::write_output_set;
+use crate::files::to_json;
 use crate::ingress::pack::SamplePolicy;
 use crate::ingress::{Environment, LoadedPack, Slice};
 use crate::lower::lower;
@@ -37,6 +38,10 @@ pub const RUN_MANIFEST: &str = "run-manifest.json";
 pub struct RunManifest {
     /// Format version.
     pub schema_version: u32,
+    /// The run's id (128 random bits, hex): every file of one output set shares it
+    /// (issue 23). Absent in manifests of sparsegate before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     /// Each file the run wrote, relative to its output directory.
     pub files: Vec<ManifestEntry>,
 }
@@ -51,20 +56,10 @@ pub struct ManifestEntry {
 }
 
 /// Write the evidence of a `run` to `out_dir/evidence.json`, and its digest to
-/// `out_dir/run-manifest.json`.
+/// `out_dir/run-manifest.json`, as one set ([`super::outputs`]).
 pub fn write_evidence(evidence: &Evidence, out_dir: &Path) -> Result<PathBuf> {
-    let path = out_dir.join("evidence.json");
-    let text = to_json(evidence);
-    write_atomic(&path, text.as_bytes())?;
-    let manifest = RunManifest {
-        schema_version: 1,
-        files: vec![ManifestEntry {
-            name: "evidence.json".into(),
-            digest: crate::domain::digest::sha256_hex(text.as_bytes()),
-        }],
-    };
-    write_atomic(&out_dir.join(RUN_MANIFEST), to_json(&manifest).as_bytes())?;
-    Ok(path)
+    let mut paths = write_output_set(out_dir, &[("evidence.json", to_json(evidence))])?;
+    Ok(paths.swap_remove(0))
 }
 
 /// `slice` with the run count validate planned for it, if it planned one.
