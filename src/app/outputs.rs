@@ -66,8 +66,9 @@ pub fn check_out_dir(out_dir: &Path, history: Option<&Path>) -> Result<()> {
                 history.display(),
                 out_dir.display()
             ),
-            hint: "keep the history outside the output directory: each run replaces that directory as a whole"
-                .into(),
+            hint:
+                "keep the history outside the output directory: each run replaces that directory as a whole"
+                    .into(),
         });
     }
     Ok(())

@@ -1,13 +1,13 @@
 //! `run`: lower and execute every slice of the packs, collecting evidence. `gate` and
 //! `bless` run slices through [`run_under`] too.
 
+use super::outputs::write_output_set;
 use super::{Options, Progress, all_slices, capture_environment};
 use crate::domain::OfSlice;
 use crate::error::Result;
 use crate::execute::children::{launch_baseline_run, launch_child_run};
 use crate::execute::dispatch::{pack_evidence, place_roofs};
 use crate::execute::{BaselineLaunch, Evidence, LaunchRun, SliceEvidence, execute_slice_on};
-use super::outputs::write_output_set;
 use crate::files::to_json;
 use crate::ingress::pack::SamplePolicy;
 use crate::ingress::{Environment, LoadedPack, Slice};

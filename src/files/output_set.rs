@@ -27,7 +27,9 @@
 //! the command runs in).
 
 use super::FileError;
-use super::tree::{Step, TreeDir, entries, is_plain_name, open_component, parse_temp, symlink_error, temp_name};
+use super::tree::{
+    Step, TreeDir, entries, is_plain_name, open_component, parse_temp, symlink_error, temp_name,
+};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
@@ -113,7 +115,9 @@ impl OutputSet {
         .map_err(|e| werr(e.into()))?;
         let mut file = std::fs::File::from(fd);
         // The mode asked for above is reduced by the umask, as for any file the user writes.
-        file.write_all(bytes).and_then(|()| file.sync_all()).map_err(werr)?;
+        file.write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(werr)?;
         self.written.push(name.to_owned());
         Ok(path)
     }
@@ -140,7 +144,13 @@ impl OutputSet {
                 if self.is_ours(&name) {
                     continue;
                 }
-                match rfs::linkat(current, name.as_os_str(), &self.staging, name.as_os_str(), AtFlags::empty()) {
+                match rfs::linkat(
+                    current,
+                    name.as_os_str(),
+                    &self.staging,
+                    name.as_os_str(),
+                    AtFlags::empty(),
+                ) {
                     Ok(()) => carried.push(name),
                     Err(_) => later.push(name),
                 }
@@ -234,7 +244,10 @@ fn locate(out_dir: &Path) -> Result<(TreeDir, OsString), FileError> {
             rfs::FileType::Symlink => return Err(symlink_error(out_dir)),
             rfs::FileType::Directory => {}
             _ => {
-                return Err(invalid(out_dir, format!("{} is not a directory", out_dir.display())));
+                return Err(invalid(
+                    out_dir,
+                    format!("{} is not a directory", out_dir.display()),
+                ));
             }
         },
         Err(e) if e == Errno::NOENT => {}
@@ -245,7 +258,13 @@ fn locate(out_dir: &Path) -> Result<(TreeDir, OsString), FileError> {
             });
         }
     }
-    if rfs::statat(&parent.fd, Path::new(name).join(".git"), AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+    if rfs::statat(
+        &parent.fd,
+        Path::new(name).join(".git"),
+        AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .is_ok()
+    {
         return Err(invalid(
             out_dir,
             format!(

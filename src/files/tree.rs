@@ -261,7 +261,10 @@ impl TempName<'_> {
         if self.pid == std::process::id() {
             return true;
         }
-        let Some(pid) = i32::try_from(self.pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        let Some(pid) = i32::try_from(self.pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        else {
             return false;
         };
         // EPERM: it exists under another user.
@@ -275,7 +278,10 @@ pub(super) fn parse_temp(name: &OsStr) -> Option<TempName<'_>> {
     let (pid, rest) = rest.split_once('-')?;
     let (hex, kind) = rest.split_once('.')?;
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let hex_ok = hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let hex_ok = hex.len() == 16
+        && hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     if !digits(pid) || !hex_ok || !matches!(kind, "tmp" | "out") {
         return None;
     }
@@ -331,11 +337,17 @@ mod tests {
     fn the_root_is_followed_and_what_lies_below_it_is_checked() {
         assert_eq!(
             split_root(Path::new("golden/p")),
-            (PathBuf::from("."), vec![OsString::from("golden"), OsString::from("p")])
+            (
+                PathBuf::from("."),
+                vec![OsString::from("golden"), OsString::from("p")]
+            )
         );
         assert_eq!(
             split_root(Path::new("../x/./out")),
-            (PathBuf::from("./.."), vec![OsString::from("x"), OsString::from("out")])
+            (
+                PathBuf::from("./.."),
+                vec![OsString::from("x"), OsString::from("out")]
+            )
         );
         assert_eq!(
             split_root(Path::new("a/../b")),
@@ -351,7 +363,11 @@ mod tests {
         dir.write("f.json", b"two").unwrap();
         assert_eq!(std::fs::read(tree.path().join("a/f.json")).unwrap(), b"two");
         // A stale temporary of a process that is gone is removed; one of a live process is not.
-        std::fs::write(tree.path().join("a/.sparsegate-999999999-0123456789abcdef.tmp"), "x").unwrap();
+        std::fs::write(
+            tree.path().join("a/.sparsegate-999999999-0123456789abcdef.tmp"),
+            "x",
+        )
+        .unwrap();
         let live = tree.path().join(format!("a/{}", temp_name("tmp")));
         std::fs::write(&live, "x").unwrap();
         dir.remove_stale_temp_files();

@@ -31,7 +31,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Schema migrations, in order; after applying migration `i` the database's
 /// `user_version` is `i + 1`. Never edit one that has shipped: append a new one.
-pub const MIGRATIONS: &[&str] = &[r"
+pub const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     recorded_at TEXT NOT NULL,
@@ -83,11 +84,13 @@ CREATE TABLE metrics (
     PRIMARY KEY (run_id, pack, slice, metric)
 );
 CREATE INDEX metrics_series ON metrics (pack, slice, metric, run_id);
-", r"
+",
+    r"
 -- Issue 23: whether the run's output set was written (`written`, or `failed: <why>`);
 -- NULL for runs recorded before sparsegate recorded it.
 ALTER TABLE runs ADD COLUMN outputs TEXT;
-"];
+",
+];
 
 /// Confidence of the recorded interval of each metric's median.
 pub const SUMMARY_CONFIDENCE: f64 = 0.95;

@@ -43,7 +43,9 @@ pub fn markdown_formatter(out: &mut Output, state: &mut State, value: &Value) ->
     match state.auto_escape() {
         AutoEscape::Custom(mode) if mode == MARKDOWN => {
             let text = if value.is_safe() {
-                return out.write_str(value.as_str().unwrap_or_default()).map_err(Error::from);
+                return out
+                    .write_str(value.as_str().unwrap_or_default())
+                    .map_err(Error::from);
             } else if value.is_none() || value.is_undefined() {
                 String::new()
             } else {
@@ -63,7 +65,8 @@ pub fn holder(value: &str) -> Value {
         e.matches('@').count() == 1
             && !e.starts_with('@')
             && !e.ends_with('@')
-            && e.chars().all(|c| c.is_ascii_alphanumeric() || "._%+-@".contains(c))
+            && e.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._%+-@".contains(c))
     };
     match value.strip_suffix('>').and_then(|v| v.rsplit_once(" <")) {
         Some((name, email)) if plain_email(email) => {
@@ -122,7 +125,10 @@ mod tests {
 
     #[test]
     fn markup_is_made_inert() {
-        assert_eq!(escape_markdown("<script>alert(1)</script>"), "&lt;script&gt;alert(1)&lt;/script&gt;");
+        assert_eq!(
+            escape_markdown("<script>alert(1)</script>"),
+            "&lt;script&gt;alert(1)&lt;/script&gt;"
+        );
         assert_eq!(
             escape_markdown("[click](javascript:alert(1))"),
             "\\[click\\](javascript:alert(1))"
@@ -132,7 +138,10 @@ mod tests {
         assert_eq!(escape_markdown("# title"), "\\# title");
         assert_eq!(escape_markdown("hi @team"), "hi &#64;team");
         assert_eq!(escape_markdown("&lt;b&gt;"), "&amp;lt;b&amp;gt;");
-        assert_eq!(holder("Ada <ada@example.com>").as_str(), Some("Ada <ada@example.com>"));
+        assert_eq!(
+            holder("Ada <ada@example.com>").as_str(),
+            Some("Ada <ada@example.com>")
+        );
         assert_eq!(
             holder("<b>Eve</b> <x@y><script>").as_str(),
             Some("&lt;b&gt;Eve&lt;/b&gt; &lt;x@y&gt;&lt;script&gt;")

@@ -14,6 +14,7 @@ mod import;
 mod load;
 mod malformed;
 mod memo;
+mod output_set;
 mod paired;
 mod quality;
 mod reports;
