@@ -191,12 +191,27 @@ pub struct History {
 
 impl History {
     /// Open (creating if needed) the history at `path` and bring its schema up to date.
+    ///
+    /// Its directory is created through the checked writer's directory walk (issue 23: no
+    /// symbolic link below the root the path was given from), and a database file that is
+    /// a symbolic link is refused. SQLite opens the file by path, so this is a check, not
+    /// a handle: a link swapped in between the check and the open is not caught.
     pub fn open(path: &Path) -> Result<History, HistoryError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| HistoryError::CreateDir {
-                path: path.to_owned(),
-                source,
-            })?;
+        let create_dir = |source| HistoryError::CreateDir {
+            path: path.to_owned(),
+            source,
+        };
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        crate::files::TreeDir::open(dir.unwrap_or(Path::new(".")), true)
+            .map_err(|e| create_dir(e.into_io()))?;
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(create_dir(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is a symbolic link; sparsegate writes only real files",
+                    path.display()
+                ),
+            )));
         }
         let sql = sql_error(path);
         let conn = Connection::open(path).map_err(sql)?;
@@ -803,6 +818,40 @@ mod tests {
         assert!(
             matches!(err, HistoryError::NewerSchema { found: 99, .. }),
             "{err}"
+        );
+    }
+
+    /// Issue 23: the database is a file sparsegate writes; a link is not followed.
+    #[test]
+    fn a_symlinked_database_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let target = elsewhere.path().join("victim.db");
+        std::os::unix::fs::symlink(&target, dir.path().join("history.db")).unwrap();
+        let err = History::open(&dir.path().join("history.db")).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert!(!target.exists());
+    }
+
+    /// A run begun but never finished (the gate was killed before its outputs were in
+    /// place) leaves no record; one finished records what became of its outputs.
+    #[test]
+    fn a_pending_run_is_recorded_only_when_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        let mut h = History::open(&path).unwrap();
+        let pending = h.begin_record("gate", "t", &evidence(1.0), &decision()).unwrap();
+        let (_, series) = pending.series(Some("p"), "s1", "latency").unwrap();
+        assert_eq!(series.len(), 1, "the pending run is in its own series");
+        drop(pending);
+        assert_eq!(run_count(&path), 0);
+        let pending = h.begin_record("gate", "t", &evidence(1.0), &decision()).unwrap();
+        pending.finish(Err("cannot write out: disk full".into())).unwrap();
+        let runs = h.runs(None, 10).unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(
+            runs[0].outputs.as_deref(),
+            Some("failed: cannot write out: disk full")
         );
     }
 }
