@@ -2,7 +2,7 @@
 //! like `gate`'s.
 
 use super::gate::{GateReport, decide_and_write, required_baselines};
-use super::run::{RUN_MANIFEST, RunManifest};
+use super::outputs::{RUN_MANIFEST, RunManifest};
 use super::{Options, refusals};
 use crate::domain::digest::sha256_hex;
 use crate::error::Error;

@@ -3,12 +3,39 @@
 //! atomic rename ([`OutputSet`]), with a [`RUN_MANIFEST`] naming the run and the digest of
 //! each file, so a reader never mixes two runs, whenever the gate is killed.
 
-use super::run::{ManifestEntry, RUN_MANIFEST, RunManifest};
 use crate::domain::digest::sha256_hex;
 use crate::error::Result;
 use crate::files::{OutputSet, to_json};
 use crate::release::sign::{ENVELOPE_FILE, OUTPUTS, STATEMENT_FILE};
 use std::path::{Path, PathBuf};
+
+/// The file beside a run's `evidence.json` that lists the sha256 of each file the run wrote,
+/// which `merge` checks before it trusts a shard (issue 23: edited shard evidence, latency
+/// ×1000, was merged as measured). An unkeyed digest: it catches evidence edited or
+/// corrupted after the run, not a forger who rewrites the manifest too.
+pub const RUN_MANIFEST: &str = "run-manifest.json";
+
+/// [`RUN_MANIFEST`]: what a run wrote, by digest.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunManifest {
+    /// Format version.
+    pub schema_version: u32,
+    /// The run's id (128 random bits, hex): every file of one output set shares it
+    /// (issue 23). Absent in manifests of sparsegate before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// Each file the run wrote, relative to its output directory.
+    pub files: Vec<ManifestEntry>,
+}
+
+/// One file of a [`RunManifest`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ManifestEntry {
+    /// File name in the output directory.
+    pub name: String,
+    /// `sha256:<hex>` of its bytes.
+    pub digest: String,
+}
 
 /// Whether `name` in an output directory is sparsegate's: a gate output, the run manifest,
 /// the signed statement and envelope, or a signature (`memo.….sig`). These are replaced

@@ -27,34 +27,6 @@ pub fn run(
     Ok(run_under(packs, environment, None, &[], options, progress))
 }
 
-/// The file beside a run's `evidence.json` that lists the sha256 of each file the run wrote,
-/// which `merge` checks before it trusts a shard (issue 23: edited shard evidence, latency
-/// ×1000, was merged as measured). An unkeyed digest: it catches evidence edited or
-/// corrupted after the run, not a forger who rewrites the manifest too.
-pub const RUN_MANIFEST: &str = "run-manifest.json";
-
-/// [`RUN_MANIFEST`]: what a run wrote, by digest.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RunManifest {
-    /// Format version.
-    pub schema_version: u32,
-    /// The run's id (128 random bits, hex): every file of one output set shares it
-    /// (issue 23). Absent in manifests of sparsegate before it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<String>,
-    /// Each file the run wrote, relative to its output directory.
-    pub files: Vec<ManifestEntry>,
-}
-
-/// One file of a [`RunManifest`].
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ManifestEntry {
-    /// File name in the output directory.
-    pub name: String,
-    /// `sha256:<hex>` of its bytes.
-    pub digest: String,
-}
-
 /// Write the evidence of a `run` to `out_dir/evidence.json`, and its digest to
 /// `out_dir/run-manifest.json`, as one set ([`super::outputs`]).
 pub fn write_evidence(evidence: &Evidence, out_dir: &Path) -> Result<PathBuf> {

@@ -2,9 +2,12 @@
 //! slice named `<img src=x onerror=…>` or a description with `](javascript:…)` rendered
 //! as HTML or a link, and a `|` or a newline broke the validation table).
 //!
-//! Every value a Markdown template prints goes through [`escape_markdown`] (the
+//! Every value a Markdown template prints goes through [`escape_message`] (the
 //! environment's formatter, [`markdown_formatter`]): nothing needs a filter, so no value
-//! can be forgotten; only strings the code marks safe pass unchanged. The rule:
+//! can be forgotten; only strings the code marks safe pass unchanged. Code spans in a
+//! value (sparsegate's messages quote names and paths in backticks) are rebuilt with
+//! [`code`], and templates put a value in a code span with `| code`, never with their own
+//! backticks. Outside code spans the rule is:
 //! - `<`, `>` become `&lt;`, `&gt;` (no raw HTML, no autolinks), and `&` before a letter,
 //!   digit or `#` becomes `&amp;` (no entity smuggles a character in);
 //! - `\`, `` ` ``, `*`, `[`, `]`, `|`, `~` get a backslash (no emphasis, code span, link,
@@ -51,10 +54,68 @@ pub fn markdown_formatter(out: &mut Output, state: &mut State, value: &Value) ->
             } else {
                 value.to_string()
             };
-            out.write_str(&escape_markdown(&text)).map_err(Error::from)
+            out.write_str(&escape_message(&text)).map_err(Error::from)
         }
         _ => minijinja::escape_formatter(out, state, value),
     }
+}
+
+/// A value as Markdown: the code spans sparsegate's own messages use (`` `dur` ``, a
+/// quoted path) stay code spans, rebuilt by [`code`]; everything between them is
+/// [`escape_markdown`]ed. A value with an odd number of backticks has no spans to keep and
+/// is escaped whole. Either way, no byte of the value is markup.
+pub fn escape_message(text: &str) -> String {
+    let parts: Vec<&str> = text.split('`').collect();
+    if parts.len() % 2 == 0 {
+        return escape_markdown(text);
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 0 {
+                escape_markdown(part)
+            } else {
+                code_span(part).as_str().unwrap_or_default().to_owned()
+            }
+        })
+        .collect()
+}
+
+/// The `code` filter: `value` as one inline code span, whatever it holds. The fence is one
+/// backtick longer than the longest run inside (padded with a space where the value starts
+/// or ends with one), `|` is escaped (GFM splits table cells even inside code spans), and
+/// newlines and control characters become spaces. Templates use it instead of writing
+/// backticks around a value, which a value holding a backtick could close early.
+pub fn code(value: &Value) -> Value {
+    if value.is_none() || value.is_undefined() {
+        return code_span("");
+    }
+    match value.as_str() {
+        Some(text) => code_span(text),
+        None => code_span(&value.to_string()),
+    }
+}
+
+fn code_span(value: &str) -> Value {
+    let content: String = value
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .replace('|', "\\|");
+    let mut longest = 0;
+    let mut run = 0;
+    for c in content.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if content.starts_with('`') || content.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    Value::from_safe_string(format!("{fence}{pad}{content}{pad}{fence}"))
 }
 
 /// The `holder` filter: a sign-off holder `Name <email>` with the name escaped and the

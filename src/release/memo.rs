@@ -490,6 +490,7 @@ impl Memo {
         env.set_auto_escape_callback(super::markdown::auto_escape);
         env.set_formatter(super::markdown::markdown_formatter);
         env.add_filter("holder", super::markdown::holder);
+        env.add_filter("code", super::markdown::code);
         env.add_template("memo.trend.html.j2", TREND_HTML_TEMPLATE)
             .map_err(render_error)?;
         for (partial, text) in PARTIALS {
