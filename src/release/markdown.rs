@@ -66,14 +66,14 @@ pub fn markdown_formatter(out: &mut Output, state: &mut State, value: &Value) ->
 /// is escaped whole. Either way, no byte of the value is markup.
 pub fn escape_message(text: &str) -> String {
     let parts: Vec<&str> = text.split('`').collect();
-    if parts.len() % 2 == 0 {
+    if parts.len().is_multiple_of(2) {
         return escape_markdown(text);
     }
     parts
         .iter()
         .enumerate()
         .map(|(i, part)| {
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 escape_markdown(part)
             } else {
                 code_span(part).as_str().unwrap_or_default().to_owned()
