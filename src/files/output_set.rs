@@ -161,14 +161,22 @@ impl OutputSet {
         if current.is_some() {
             exchange(&self.parent.fd, &staging, &self.name).map_err(werr)?;
         } else {
-            rfs::renameat_with(
+            match rfs::renameat_with(
                 &self.parent.fd,
                 staging.as_str(),
                 &self.parent.fd,
                 &self.name,
                 RenameFlags::NOREPLACE,
-            )
-            .map_err(|e| werr(e.into()))?;
+            ) {
+                Ok(()) => {}
+                // No RENAME_NOREPLACE here: a plain rename (it replaces only an empty
+                // directory, which holds no set).
+                Err(e) if e == Errno::INVAL || e == Errno::NOSYS || e == Errno::OPNOTSUPP => {
+                    rfs::renameat(&self.parent.fd, staging.as_str(), &self.parent.fd, &self.name)
+                        .map_err(|e| werr(e.into()))?;
+                }
+                Err(e) => return Err(werr(e.into())),
+            }
         }
         self.committed = true;
         let _ = rfs::fsync(&self.parent.fd);
