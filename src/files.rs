@@ -5,6 +5,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+mod output_set;
+mod tree;
+
+pub use output_set::OutputSet;
+pub use tree::TreeDir;
+
 /// A file could not be read, written or parsed.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum FileError {
@@ -232,13 +238,15 @@ pub fn to_json<T: serde::Serialize>(value: &T) -> String {
 
 /// Write `bytes` to `path` so that readers see either the old file or the new one, never a
 /// mix: write a temporary file in the same directory, fsync it, rename it over `path`, and
-/// fsync the directory.
+/// fsync the directory. The directory is reached through [`TreeDir`]: no component below
+/// the root the path was given from may be a symbolic link (issue 23).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     write_atomic_with(path, |file| file.write_all(bytes))
 }
 
 /// [`write_atomic`] with a caller-supplied writer; if `write` fails, the old file (if any)
-/// is untouched and the temporary file is removed.
+/// is untouched and the temporary file is removed. Temporary files of killed runs in the
+/// same directory are removed afterwards.
 pub fn write_atomic_with(
     path: &Path,
     write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
@@ -251,53 +259,16 @@ pub fn write_atomic_with(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    std::fs::create_dir_all(dir).map_err(werr)?;
-    // A symlinked output directory (`out`, `golden/<pack>`) would put our files outside
-    // the tree the user named (issue 23): refused rather than followed.
-    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
         return Err(werr(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
-            format!(
-                "{} is a symbolic link; sparsegate writes only into real directories",
-                dir.display()
-            ),
+            "not a file name sparsegate writes",
         )));
-    }
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".sparsegate-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(werr)?;
-    write(tmp.as_file_mut()).map_err(werr)?;
-    // Temporary files are private (0600); the result should be readable like any file the
-    // user writes, or keep the permissions of the file it replaces.
-    let permissions = match std::fs::metadata(path) {
-        Ok(old) => old.permissions(),
-        Err(_) => default_permissions(),
     };
-    tmp.as_file().set_permissions(permissions).map_err(werr)?;
-    tmp.as_file().sync_all().map_err(werr)?;
-    tmp.persist(path).map_err(|e| werr(e.error))?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        // Directory fsync makes the rename durable; some filesystems refuse it, harmlessly.
-        let _ = d.sync_all();
-    }
+    let dir = TreeDir::open(dir, true)?;
+    dir.write_with(name, write)?;
+    dir.remove_stale_temp_files();
     Ok(())
-}
-
-#[cfg(unix)]
-fn default_permissions() -> std::fs::Permissions {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::Permissions::from_mode(0o644)
-}
-
-#[cfg(not(unix))]
-fn default_permissions() -> std::fs::Permissions {
-    let mut p = std::fs::metadata(".")
-        .map(|m| m.permissions())
-        .expect("cwd metadata");
-    p.set_readonly(false);
-    p
 }
 
 #[cfg(test)]

@@ -1,12 +1,13 @@
 //! `gate`: refuse what cannot be judged, plan the runs, run, then decide and write every
 //! output. `merge` shares [`decide_and_write`] and [`required_baselines`].
 
-use super::history::{HistoryOutcome, record_history};
+use super::history::{HistoryOutcome, recording};
+use super::outputs::{check_out_dir, write_output_set};
 use super::run::{planned_slice, run_under};
 use super::{Options, Progress, all_slices, capture_environment, load_packs, refusals};
 use crate::error::Result;
 use crate::execute::Evidence;
-use crate::files::{to_json, write_atomic};
+use crate::files::to_json;
 use crate::ingress::{Environment, LoadedPack, Slice};
 use crate::release::calendar::now_rfc3339;
 use crate::release::memo_trends::memo_trends;
@@ -44,6 +45,7 @@ pub fn gate(
     options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<GateReport> {
+    check_out_dir(out_dir, options.history.as_deref())?;
     let packs = load_packs(paths)?;
     let environment = capture_environment(&packs, &options.work_dir)?;
     let (baselines, drift) = required_baselines(&packs, &environment, options)?;
@@ -132,36 +134,32 @@ pub(super) fn decide_and_write(
     let slices: Vec<Slice> = all_slices(packs).cloned().collect();
     let assessment = assess(&slices, &evidence, baselines);
     let decision = decide(&assessment, drift);
-    // Record first, so the memo's trend charts end with this run.
-    let history = record_history(command, &evidence, &decision, options);
-    let trends = match &history {
-        HistoryOutcome::Recorded { path, .. } => memo_trends(path, &evidence),
-        _ => Vec::new(),
-    };
-    let memo = Memo::new(
-        packs,
-        &evidence,
-        baselines,
-        &options.golden_dir,
-        &decision,
-        &assessment,
-    )
-    .with_trends(trends);
-
-    let outputs = [
-        ("memo.json", to_json(&memo)),
-        ("evidence.json", to_json(&evidence)),
-        ("verdict.json", to_json(&decision)),
-        ("memo.md", memo.render_markdown()?),
-        ("memo.html", memo.render_html()?),
-        ("junit.xml", render_junit(&decision)),
-    ];
-    let mut files = Vec::with_capacity(outputs.len());
-    for (name, text) in outputs {
-        let path = out_dir.join(name);
-        write_atomic(&path, text.as_bytes())?;
-        files.push(path);
-    }
+    // Issue 23: the history records the run after its outputs are written, with what became
+    // of them; the run is inserted first inside the history's transaction, so the memo's
+    // trend charts still end with this run.
+    let (written, history) = recording(command, &evidence, &decision, options, |pending| {
+        let trends = pending.map(|p| memo_trends(p, &evidence)).unwrap_or_default();
+        let memo = Memo::new(
+            packs,
+            &evidence,
+            baselines,
+            &options.golden_dir,
+            &decision,
+            &assessment,
+        )
+        .with_trends(trends);
+        let outputs = [
+            ("memo.json", to_json(&memo)),
+            ("evidence.json", to_json(&evidence)),
+            ("verdict.json", to_json(&decision)),
+            ("memo.md", memo.render_markdown()?),
+            ("memo.html", memo.render_html()?),
+            ("junit.xml", render_junit(&decision)),
+        ];
+        let files = write_output_set(out_dir, &outputs)?;
+        Ok((memo, files))
+    });
+    let (memo, files) = written?;
     Ok(GateReport {
         decision,
         evidence,

@@ -6,7 +6,7 @@ use crate::execute::Evidence;
 use crate::ingress::workspace::work_tree_root;
 use crate::release::Decision;
 use crate::release::calendar::now_rfc3339;
-use crate::release::history::{DEFAULT_HISTORY_PATH, History, HistoryError, RunRow};
+use crate::release::history::{DEFAULT_HISTORY_PATH, History, HistoryError, PendingRun, RunRow};
 use std::path::{Path, PathBuf};
 
 /// What became of recording a gate run in the history. A failure to record never changes
@@ -44,26 +44,44 @@ pub fn history_runs(path: &Path, pack: Option<&str>, limit: usize) -> Result<Vec
     Ok(open_existing_history(path)?.runs(pack, limit)?)
 }
 
-/// Record a decided run in the history, if one is configured.
-pub(super) fn record_history(
+/// Run `write` (which writes the run's outputs) with the run recorded in the history, if
+/// one is configured: the run is inserted first, inside a transaction, so `write` can read
+/// the series with this run in it (the memo's trend charts end with it), and committed
+/// after `write` returns, with what became of the outputs (`written` or `failed: <why>`).
+/// A run killed before that leaves no record (issue 23: the history recorded runs whose
+/// outputs never appeared). A history that cannot be opened only loses the record.
+pub(super) fn recording<T>(
     command: &str,
     evidence: &Evidence,
     decision: &Decision,
     options: &Options,
-) -> HistoryOutcome {
+    write: impl FnOnce(Option<&PendingRun<'_>>) -> Result<T>,
+) -> (Result<T>, HistoryOutcome) {
     let Some(path) = &options.history else {
-        return HistoryOutcome::Off;
+        return (write(None), HistoryOutcome::Off);
     };
-    match History::open(path).and_then(|mut h| h.record(command, &now_rfc3339(), evidence, decision)) {
+    let failed = |error| HistoryOutcome::Failed {
+        path: path.clone(),
+        error,
+    };
+    let mut history = match History::open(path) {
+        Ok(h) => h,
+        Err(error) => return (write(None), failed(error)),
+    };
+    let pending = match history.begin_record(command, &now_rfc3339(), evidence, decision) {
+        Ok(p) => p,
+        Err(error) => return (write(None), failed(error)),
+    };
+    let result = write(Some(&pending));
+    let outputs = result.as_ref().map(|_| ()).map_err(ToString::to_string);
+    let outcome = match pending.finish(outputs) {
         Ok(run_id) => HistoryOutcome::Recorded {
             path: path.clone(),
             run_id,
         },
-        Err(error) => HistoryOutcome::Failed {
-            path: path.clone(),
-            error,
-        },
-    }
+        Err(error) => failed(error),
+    };
+    (result, outcome)
 }
 
 /// Open an existing history for reading (`history`, `trend`): a missing file is bad input,

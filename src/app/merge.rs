@@ -2,7 +2,7 @@
 //! like `gate`'s.
 
 use super::gate::{GateReport, decide_and_write, required_baselines};
-use super::run::{RUN_MANIFEST, RunManifest};
+use super::outputs::{RUN_MANIFEST, RunManifest};
 use super::{Options, refusals};
 use crate::domain::digest::sha256_hex;
 use crate::error::Error;
@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 /// written to `out_dir` like `gate`'s. Refuses shards measured under different locks, from
 /// different versions of a pack, overlapping shards, and an incomplete set.
 pub fn merge(dirs: &[PathBuf], out_dir: &Path, options: &Options) -> Result<GateReport> {
+    super::outputs::check_out_dir(out_dir, options.history.as_deref())?;
     for dir in dirs {
         check_manifest(dir)?;
     }

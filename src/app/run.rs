@@ -1,13 +1,14 @@
 //! `run`: lower and execute every slice of the packs, collecting evidence. `gate` and
 //! `bless` run slices through [`run_under`] too.
 
+use super::outputs::write_output_set;
 use super::{Options, Progress, all_slices, capture_environment};
 use crate::domain::OfSlice;
 use crate::error::Result;
 use crate::execute::children::{launch_baseline_run, launch_child_run};
 use crate::execute::dispatch::{pack_evidence, place_roofs};
 use crate::execute::{BaselineLaunch, Evidence, LaunchRun, SliceEvidence, execute_slice_on};
-use crate::files::{to_json, write_atomic};
+use crate::files::to_json;
 use crate::ingress::pack::SamplePolicy;
 use crate::ingress::{Environment, LoadedPack, Slice};
 use crate::lower::lower;
@@ -26,45 +27,11 @@ pub fn run(
     Ok(run_under(packs, environment, None, &[], options, progress))
 }
 
-/// The file beside a run's `evidence.json` that lists the sha256 of each file the run wrote,
-/// which `merge` checks before it trusts a shard (issue 23: edited shard evidence, latency
-/// ×1000, was merged as measured). An unkeyed digest: it catches evidence edited or
-/// corrupted after the run, not a forger who rewrites the manifest too.
-pub const RUN_MANIFEST: &str = "run-manifest.json";
-
-/// [`RUN_MANIFEST`]: what a run wrote, by digest.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RunManifest {
-    /// Format version.
-    pub schema_version: u32,
-    /// Each file the run wrote, relative to its output directory.
-    pub files: Vec<ManifestEntry>,
-}
-
-/// One file of a [`RunManifest`].
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ManifestEntry {
-    /// File name in the output directory.
-    pub name: String,
-    /// `sha256:<hex>` of its bytes.
-    pub digest: String,
-}
-
 /// Write the evidence of a `run` to `out_dir/evidence.json`, and its digest to
-/// `out_dir/run-manifest.json`.
+/// `out_dir/run-manifest.json`, as one set ([`super::outputs`]).
 pub fn write_evidence(evidence: &Evidence, out_dir: &Path) -> Result<PathBuf> {
-    let path = out_dir.join("evidence.json");
-    let text = to_json(evidence);
-    write_atomic(&path, text.as_bytes())?;
-    let manifest = RunManifest {
-        schema_version: 1,
-        files: vec![ManifestEntry {
-            name: "evidence.json".into(),
-            digest: crate::domain::digest::sha256_hex(text.as_bytes()),
-        }],
-    };
-    write_atomic(&out_dir.join(RUN_MANIFEST), to_json(&manifest).as_bytes())?;
-    Ok(path)
+    let mut paths = write_output_set(out_dir, &[("evidence.json", to_json(evidence))])?;
+    Ok(paths.swap_remove(0))
 }
 
 /// `slice` with the run count validate planned for it, if it planned one.

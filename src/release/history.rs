@@ -31,7 +31,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Schema migrations, in order; after applying migration `i` the database's
 /// `user_version` is `i + 1`. Never edit one that has shipped: append a new one.
-pub const MIGRATIONS: &[&str] = &[r"
+pub const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     recorded_at TEXT NOT NULL,
@@ -83,7 +84,13 @@ CREATE TABLE metrics (
     PRIMARY KEY (run_id, pack, slice, metric)
 );
 CREATE INDEX metrics_series ON metrics (pack, slice, metric, run_id);
-"];
+",
+    r"
+-- Issue 23: whether the run's output set was written (`written`, or `failed: <why>`);
+-- NULL for runs recorded before sparsegate recorded it.
+ALTER TABLE runs ADD COLUMN outputs TEXT;
+",
+];
 
 /// Confidence of the recorded interval of each metric's median.
 pub const SUMMARY_CONFIDENCE: f64 = 0.95;
@@ -142,6 +149,10 @@ pub struct RunRow {
     pub git_dirty: Option<bool>,
     /// `name@digest` of every pack, comma separated.
     pub packs: Vec<String>,
+    /// What became of the run's output set: `written`, or `failed: <why>` (issue 23: the
+    /// run is recorded after its outputs, with the outcome); absent for runs recorded by a
+    /// sparsegate before 0.3 that did not record it.
+    pub outputs: Option<String>,
 }
 
 /// One value of a series: a metric (or guardrail value) of one slice in one run.
@@ -180,12 +191,27 @@ pub struct History {
 
 impl History {
     /// Open (creating if needed) the history at `path` and bring its schema up to date.
+    ///
+    /// Its directory is created through the checked writer's directory walk (issue 23: no
+    /// symbolic link below the root the path was given from), and a database file that is
+    /// a symbolic link is refused. SQLite opens the file by path, so this is a check, not
+    /// a handle: a link swapped in between the check and the open is not caught.
     pub fn open(path: &Path) -> Result<History, HistoryError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| HistoryError::CreateDir {
-                path: path.to_owned(),
-                source,
-            })?;
+        let create_dir = |source| HistoryError::CreateDir {
+            path: path.to_owned(),
+            source,
+        };
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        crate::files::TreeDir::open(dir.unwrap_or(Path::new(".")), true)
+            .map_err(|e| create_dir(e.into_io()))?;
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(create_dir(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is a symbolic link; sparsegate writes only real files",
+                    path.display()
+                ),
+            )));
         }
         let sql = sql_error(path);
         let conn = Connection::open(path).map_err(sql)?;
@@ -275,6 +301,25 @@ impl History {
         evidence: &Evidence,
         decision: &Decision,
     ) -> Result<i64, HistoryError> {
+        let pending = self.begin_record(command, recorded_at, evidence, decision)?;
+        let (run_id, path) = (pending.run_id, pending.path.clone());
+        pending.tx.commit().map_err(sql_error(&path))?;
+        Ok(run_id)
+    }
+
+    /// Start recording one gate decision: the run is written inside a transaction that
+    /// [`PendingRun::finish`] commits once the run's outputs are written (or failed), so
+    /// the memo's trend charts can read the series including this run
+    /// ([`PendingRun::series`]) and a run killed before its outputs are in place leaves no
+    /// record (issue 23). The transaction holds the database's write lock meanwhile: other
+    /// gates recording wait on the busy timeout.
+    pub fn begin_record(
+        &mut self,
+        command: &str,
+        recorded_at: &str,
+        evidence: &Evidence,
+        decision: &Decision,
+    ) -> Result<PendingRun<'_>, HistoryError> {
         let path = self.path.clone();
         let sql = sql_error(&path);
         let tx = self.begin_immediate()?;
@@ -378,8 +423,7 @@ impl History {
             }
         }
         drop(insert_metric);
-        tx.commit().map_err(sql)?;
-        Ok(run_id)
+        Ok(PendingRun { tx, run_id, path })
     }
 
     /// The most recent runs, newest first, optionally only those that ran `pack`.
@@ -389,7 +433,8 @@ impl History {
             .prepare(
                 "SELECT id, recorded_at, command, verdict, exit_code, git_commit, git_dirty,
                         (SELECT group_concat(pack || '@' || digest, ',')
-                           FROM (SELECT pack, digest FROM run_packs WHERE run_id = runs.id ORDER BY pack))
+                           FROM (SELECT pack, digest FROM run_packs WHERE run_id = runs.id ORDER BY pack)),
+                        outputs
                    FROM runs
                   WHERE ?1 IS NULL OR EXISTS (SELECT 1 FROM run_packs WHERE run_id = runs.id AND pack = ?1)
                   ORDER BY id DESC
@@ -410,6 +455,7 @@ impl History {
                     packs: packs
                         .map(|p| p.split(',').map(str::to_owned).collect())
                         .unwrap_or_default(),
+                    outputs: r.get(8)?,
                 })
             })
             .map_err(self.sql())?;
@@ -425,54 +471,7 @@ impl History {
         slice: &str,
         metric: &str,
     ) -> Result<(SeriesSource, Vec<SeriesPoint>), HistoryError> {
-        let metrics = self.query_series(
-            "SELECT m.run_id, r.recorded_at, r.git_commit, m.median, m.ci_low, m.ci_high
-               FROM metrics m JOIN runs r ON r.id = m.run_id
-              WHERE m.slice = ?1 AND m.metric = ?2 AND (?3 IS NULL OR m.pack = ?3)
-              ORDER BY m.run_id, m.pack",
-            pack,
-            slice,
-            metric,
-        )?;
-        if !metrics.is_empty() {
-            return Ok((SeriesSource::Metric, metrics));
-        }
-        let guardrails = self.query_series(
-            "SELECT g.run_id, r.recorded_at, r.git_commit, g.value, g.ci_low, g.ci_high
-               FROM guardrails g JOIN runs r ON r.id = g.run_id
-              WHERE g.slice = ?1 AND g.metric = ?2 AND (?3 IS NULL OR g.pack = ?3) AND g.value IS NOT NULL
-                AND g.position = (SELECT min(position) FROM guardrails h
-                                   WHERE h.run_id = g.run_id AND h.pack = g.pack AND h.slice = g.slice
-                                     AND h.metric = g.metric AND h.value IS NOT NULL)
-              ORDER BY g.run_id, g.pack",
-            pack,
-            slice,
-            metric,
-        )?;
-        Ok((SeriesSource::Guardrail, guardrails))
-    }
-
-    fn query_series(
-        &self,
-        query: &str,
-        pack: Option<&str>,
-        slice: &str,
-        metric: &str,
-    ) -> Result<Vec<SeriesPoint>, HistoryError> {
-        let mut stmt = self.conn.prepare(query).map_err(self.sql())?;
-        let rows = stmt
-            .query_map(params![slice, metric, pack], |r| {
-                Ok(SeriesPoint {
-                    run_id: r.get(0)?,
-                    recorded_at: r.get(1)?,
-                    git_commit: r.get(2)?,
-                    value: r.get(3)?,
-                    ci_low: r.get(4)?,
-                    ci_high: r.get(5)?,
-                })
-            })
-            .map_err(self.sql())?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
+        series_on(&self.conn, &self.path, pack, slice, metric)
     }
 
     /// The packs that recorded `slice`, for a helpful error when `--pack` is needed.
@@ -516,6 +515,116 @@ impl History {
             .map(|r| r.is_some())
             .map_err(self.sql())
     }
+}
+
+/// A run recorded inside an open transaction, waiting for its outputs (see
+/// [`History::begin_record`]). Dropped without [`PendingRun::finish`] (the outputs never
+/// came, the process was killed), the run is rolled back: it was never recorded.
+#[derive(Debug)]
+pub struct PendingRun<'h> {
+    tx: rusqlite::Transaction<'h>,
+    run_id: i64,
+    path: PathBuf,
+}
+
+impl PendingRun<'_> {
+    /// The run's id.
+    pub fn run_id(&self) -> i64 {
+        self.run_id
+    }
+
+    /// [`History::series`], this run included.
+    pub fn series(
+        &self,
+        pack: Option<&str>,
+        slice: &str,
+        metric: &str,
+    ) -> Result<(SeriesSource, Vec<SeriesPoint>), HistoryError> {
+        series_on(&self.tx, &self.path, pack, slice, metric)
+    }
+
+    /// Commit the run with what became of its outputs (`Err` says why they were not
+    /// written); returns the run id.
+    pub fn finish(self, outputs: Result<(), String>) -> Result<i64, HistoryError> {
+        let path = self.path.clone();
+        let sql = sql_error(&path);
+        let outputs = match outputs {
+            Ok(()) => "written".to_owned(),
+            Err(why) => format!("failed: {why}"),
+        };
+        self.tx
+            .execute(
+                "UPDATE runs SET outputs = ?1 WHERE id = ?2",
+                params![outputs, self.run_id],
+            )
+            .map_err(sql)?;
+        self.tx.commit().map_err(sql)?;
+        Ok(self.run_id)
+    }
+}
+
+/// The series of `metric` for `slice` over `conn` ([`History::series`]).
+fn series_on(
+    conn: &Connection,
+    path: &Path,
+    pack: Option<&str>,
+    slice: &str,
+    metric: &str,
+) -> Result<(SeriesSource, Vec<SeriesPoint>), HistoryError> {
+    let metrics = query_series(
+        conn,
+        path,
+        "SELECT m.run_id, r.recorded_at, r.git_commit, m.median, m.ci_low, m.ci_high
+           FROM metrics m JOIN runs r ON r.id = m.run_id
+          WHERE m.slice = ?1 AND m.metric = ?2 AND (?3 IS NULL OR m.pack = ?3)
+          ORDER BY m.run_id, m.pack",
+        pack,
+        slice,
+        metric,
+    )?;
+    if !metrics.is_empty() {
+        return Ok((SeriesSource::Metric, metrics));
+    }
+    let guardrails = query_series(
+        conn,
+        path,
+        "SELECT g.run_id, r.recorded_at, r.git_commit, g.value, g.ci_low, g.ci_high
+           FROM guardrails g JOIN runs r ON r.id = g.run_id
+          WHERE g.slice = ?1 AND g.metric = ?2 AND (?3 IS NULL OR g.pack = ?3) AND g.value IS NOT NULL
+            AND g.position = (SELECT min(position) FROM guardrails h
+                               WHERE h.run_id = g.run_id AND h.pack = g.pack AND h.slice = g.slice
+                                 AND h.metric = g.metric AND h.value IS NOT NULL)
+          ORDER BY g.run_id, g.pack",
+        pack,
+        slice,
+        metric,
+    )?;
+    Ok((SeriesSource::Guardrail, guardrails))
+}
+
+fn query_series(
+    conn: &Connection,
+    path: &Path,
+    query: &str,
+    pack: Option<&str>,
+    slice: &str,
+    metric: &str,
+) -> Result<Vec<SeriesPoint>, HistoryError> {
+    let sql = sql_error(path);
+    let mut stmt = conn.prepare(query).map_err(sql)?;
+    let rows = stmt
+        .query_map(params![slice, metric, pack], |r| {
+            Ok(SeriesPoint {
+                run_id: r.get(0)?,
+                recorded_at: r.get(1)?,
+                git_commit: r.get(2)?,
+                value: r.get(3)?,
+                ci_low: r.get(4)?,
+                ci_high: r.get(5)?,
+            })
+        })
+        .map_err(sql)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(sql)
 }
 
 /// The serde name of a unit enum (`block`, `warn`).
@@ -709,6 +818,40 @@ mod tests {
         assert!(
             matches!(err, HistoryError::NewerSchema { found: 99, .. }),
             "{err}"
+        );
+    }
+
+    /// Issue 23: the database is a file sparsegate writes; a link is not followed.
+    #[test]
+    fn a_symlinked_database_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let target = elsewhere.path().join("victim.db");
+        std::os::unix::fs::symlink(&target, dir.path().join("history.db")).unwrap();
+        let err = History::open(&dir.path().join("history.db")).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert!(!target.exists());
+    }
+
+    /// A run begun but never finished (the gate was killed before its outputs were in
+    /// place) leaves no record; one finished records what became of its outputs.
+    #[test]
+    fn a_pending_run_is_recorded_only_when_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        let mut h = History::open(&path).unwrap();
+        let pending = h.begin_record("gate", "t", &evidence(1.0), &decision()).unwrap();
+        let (_, series) = pending.series(Some("p"), "s1", "latency").unwrap();
+        assert_eq!(series.len(), 1, "the pending run is in its own series");
+        drop(pending);
+        assert_eq!(run_count(&path), 0);
+        let pending = h.begin_record("gate", "t", &evidence(1.0), &decision()).unwrap();
+        pending.finish(Err("cannot write out: disk full".into())).unwrap();
+        let runs = h.runs(None, 10).unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(
+            runs[0].outputs.as_deref(),
+            Some("failed: cannot write out: disk full")
         );
     }
 }

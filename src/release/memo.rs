@@ -486,6 +486,11 @@ impl Memo {
             .map_err(render_error)?;
         env.set_syntax(syntax);
         env.add_filter("num", format_number);
+        // Pack text is escaped for the output's format: HTML by minijinja, Markdown by ours.
+        env.set_auto_escape_callback(super::markdown::auto_escape);
+        env.set_formatter(super::markdown::markdown_formatter);
+        env.add_filter("holder", super::markdown::holder);
+        env.add_filter("code", super::markdown::code);
         env.add_template("memo.trend.html.j2", TREND_HTML_TEMPLATE)
             .map_err(render_error)?;
         for (partial, text) in PARTIALS {

@@ -1,12 +1,12 @@
 //! The memo's trend charts: each slice's recent latency history, read back from the run
-//! history just written, with the change points E-divisive means finds in it.
+//! history with this run in it (recorded, not yet committed: issue 23), with the change
+//! points E-divisive means finds in it.
 
 use super::MemoTrend;
-use super::history::History;
+use super::history::PendingRun;
 use crate::domain::Metric;
 use crate::execute::Evidence;
 use crate::stats::{EDivisiveOptions, e_divisive};
-use std::path::Path;
 
 /// Runs of history the memo charts per slice.
 pub const MEMO_TREND_RUNS: usize = 30;
@@ -15,12 +15,9 @@ pub const MEMO_TREND_RUNS: usize = 30;
 const MEMO_TREND_METRIC: Metric = Metric::Latency;
 
 /// The recent latency history of every slice with at least two recorded runs, with its
-/// change points. A read failure only drops the charts (the run is recorded; the memo stays
-/// correct without them).
-pub fn memo_trends(path: &Path, evidence: &Evidence) -> Vec<MemoTrend> {
-    let Ok(history) = History::open(path) else {
-        return Vec::new();
-    };
+/// change points. A read failure only drops the charts (the memo stays correct without
+/// them).
+pub fn memo_trends(history: &PendingRun<'_>, evidence: &Evidence) -> Vec<MemoTrend> {
     evidence
         .slices
         .iter()

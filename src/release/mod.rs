@@ -9,6 +9,7 @@ mod error;
 mod exit;
 pub mod history;
 mod junit;
+pub mod markdown;
 mod memo;
 pub mod memo_trends;
 pub mod sign;

@@ -31,6 +31,7 @@ fn pass_exits_0_and_writes_every_output() {
             "memo.html",
             "memo.json",
             "memo.md",
+            "run-manifest.json",
             "verdict.json"
         ]
     );

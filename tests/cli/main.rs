@@ -15,6 +15,7 @@ mod import;
 mod load;
 mod malformed;
 mod memo;
+mod output_set;
 mod paired;
 mod quality;
 mod reports;

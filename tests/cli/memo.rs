@@ -181,7 +181,14 @@ fn issue_6_a_flipped_byte_in_the_memo_fails() {
 #[test]
 fn issue_6_memo_replayed_against_other_evidence_fails() {
     let sb = signed_memo();
-    assert_exit(&sb.output(&["run", "pack.yaml", "--out", "out", "-q"]), 0);
+    // Another run's evidence put beside the signed memo (a `run --out out` would replace
+    // the whole output set, signatures included: issue 23).
+    assert_exit(&sb.output(&["run", "pack.yaml", "--out", "other", "-q"]), 0);
+    std::fs::copy(
+        sb.path().join("other/evidence.json"),
+        sb.path().join("out/evidence.json"),
+    )
+    .unwrap();
     assert_refused(&verify(&sb), "evidence.json changed since signing");
 }
 

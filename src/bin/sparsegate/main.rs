@@ -1,14 +1,23 @@
 //! The `sparsegate` binary: parse the arguments, make one `app` call per verb, print its
 //! result, and decide the exit code (0 pass, 1 fail, 2 bad input or error, 3 inconclusive).
 
-// Every `print!`/`println!` below goes through `stdout`: these shadow std's macros for the
-// whole binary (defined before the modules that use them).
+// Every `print!`/`println!` below goes through `stdout`, every `eprint!`/`eprintln!`
+// through `stderr`: these shadow std's macros for the whole binary (defined before the
+// modules that use them).
 macro_rules! print {
     ($($arg:tt)*) => { $crate::stdout(format_args!($($arg)*), false) };
 }
 macro_rules! println {
     () => { $crate::stdout(format_args!(""), true) };
     ($($arg:tt)*) => { $crate::stdout(format_args!($($arg)*), true) };
+}
+
+macro_rules! eprint {
+    ($($arg:tt)*) => { $crate::stderr(format_args!($($arg)*), false) };
+}
+macro_rules! eprintln {
+    () => { $crate::stderr(format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::stderr(format_args!($($arg)*), true) };
 }
 
 mod bench;
@@ -58,5 +67,26 @@ pub(crate) fn stdout(args: std::fmt::Arguments<'_>, newline: bool) {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             eprintln!("warning: cannot write to stdout: {e}");
         }
+    }
+}
+
+/// Write to stderr. A stderr that has gone away (`sparsegate gate … 2>&1 >/dev/null |
+/// true`: EPIPE) cannot be told anything, and is no reason to change the exit code: std's
+/// `eprint!` panicked there (exit 101, issue 23). The rest of the diagnostics are dropped.
+/// (A closed descriptor, `2>&-`, is /dev/null: std reopens fds 0-2 at startup.)
+pub(crate) fn stderr(args: std::fmt::Arguments<'_>, newline: bool) {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static CLOSED: AtomicBool = AtomicBool::new(false);
+    if CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    let written = err
+        .write_fmt(args)
+        .and_then(|()| if newline { err.write_all(b"\n") } else { Ok(()) })
+        .and_then(|()| err.flush());
+    if written.is_err() {
+        CLOSED.store(true, Ordering::Relaxed);
     }
 }

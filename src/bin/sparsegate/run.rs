@@ -10,6 +10,7 @@ use sparsegate::{Result, app};
 use std::path::Path;
 
 pub fn run(run: &RunArgs, out: &Path, shard: Option<Shard>, json: bool) -> Result<ExitCode> {
+    app::check_out_dir(out, None)?;
     let mut packs = app::load_packs(&run.packs)?;
     if let Some(shard) = shard {
         app::select_shard(&mut packs, shard);
