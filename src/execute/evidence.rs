@@ -114,9 +114,11 @@ pub struct SliceEvidence {
 /// The instruction-set paths of a CPU slice.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IsaRecord {
-    /// The dense comparator's path.
+    /// The dense comparator's path; several joined by `+` when the slice's ops take
+    /// different ones (bf16 runs on `vdpbf16ps` below a few tokens).
     pub comparator: String,
-    /// The candidate's path (its planned form: dense, 2:4 or another sparse format).
+    /// The candidate's path (its planned form: dense, 2:4 or another sparse format), as
+    /// for the comparator.
     pub candidate: String,
 }
 

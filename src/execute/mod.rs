@@ -102,7 +102,7 @@ pub fn execute_slice_on(
 /// Which instruction-set paths a CPU slice's comparator and candidate take here.
 pub(crate) fn isa_record(slice: &Slice, plan: &Plan) -> IsaRecord {
     use crate::domain::{Precision, Sparsity};
-    use kernels::isa::{Form, Operands, isa_path};
+    use kernels::isa::{Form, Operands, isa_path_at};
     let operands = match slice.precision {
         Precision::Fp32 => Operands::F32,
         Precision::Fp16 => Operands::F16,
@@ -118,8 +118,23 @@ pub(crate) fn isa_record(slice: &Slice, plan: &Plan) -> IsaRecord {
         Sparsity::NOfM { n: 2, m: 4 } => Form::TwoOfFour,
         _ => Form::OtherSparse,
     };
+    // The path can depend on the op's tokens (bf16 takes `vdpbf16ps` below a few): every
+    // distinct one, in op order, joined by `+`.
+    let paths = |form: Form| -> String {
+        let mut names: Vec<&str> = Vec::new();
+        for op in &plan.ops {
+            let name = isa_path_at(operands, form, op.op.m).name();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        if names.is_empty() {
+            names.push(isa_path_at(operands, form, usize::MAX).name());
+        }
+        names.join("+")
+    };
     IsaRecord {
-        comparator: isa_path(operands, Form::Dense).name().to_owned(),
-        candidate: isa_path(operands, form).name().to_owned(),
+        comparator: paths(Form::Dense),
+        candidate: paths(form),
     }
 }

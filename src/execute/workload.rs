@@ -89,11 +89,12 @@ enum TwoOfFourHalf {
 }
 
 impl TwoOfFourHalf {
-    /// The compact form of a 2:4 matrix for a 16-bit precision (`None` otherwise).
-    fn new(a: &super::kernels::nm::NmMatrix, precision: Precision) -> Option<TwoOfFourHalf> {
+    /// The compact form of a 2:4 matrix for a 16-bit precision (`None` otherwise), on the
+    /// fastest kernel for products of `tokens` tokens.
+    fn new(a: &super::kernels::nm::NmMatrix, precision: Precision, tokens: usize) -> Option<TwoOfFourHalf> {
         match precision {
-            Precision::Bf16 => TwoOfFourBf16::from_two_of_four(a).map(TwoOfFourHalf::Bf16),
-            Precision::Fp16 => TwoOfFourF16::from_two_of_four(a).map(TwoOfFourHalf::F16),
+            Precision::Bf16 => TwoOfFourBf16::from_two_of_four(a, tokens).map(TwoOfFourHalf::Bf16),
+            Precision::Fp16 => TwoOfFourF16::from_two_of_four(a, tokens).map(TwoOfFourHalf::F16),
             Precision::Fp32 | Precision::Int8 => None,
         }
     }
@@ -444,7 +445,7 @@ fn prepare_op(
     // bf16, fp16: the 16-bit kernels on the stored values (exact: the weights were rounded
     // above); a 2:4 op's candidate is the compact 16-bit form of its compressed weights.
     let two_of_four_half = match &sparse {
-        Some(SparseWeights::Nm(a)) => TwoOfFourHalf::new(a, precision),
+        Some(SparseWeights::Nm(a)) => TwoOfFourHalf::new(a, precision, op.m),
         _ => None,
     };
     if two_of_four_half.is_some() {
@@ -454,11 +455,11 @@ fn prepare_op(
     let dense_w = match precision {
         Precision::Bf16 => {
             let stored: Vec<half::bf16> = dense_w.iter().map(|&v| half::bf16::from_f32(v)).collect();
-            DenseKernel::Bf16(DenseBf16::new(&stored, n, k).map_err(layout)?)
+            DenseKernel::Bf16(DenseBf16::for_tokens(&stored, n, k, op.m).map_err(layout)?)
         }
         Precision::Fp16 => {
             let stored: Vec<half::f16> = dense_w.iter().map(|&v| half::f16::from_f32(v)).collect();
-            DenseKernel::F16(DenseF16::new(&stored, n, k).map_err(layout)?)
+            DenseKernel::F16(DenseF16::for_tokens(&stored, n, k, op.m).map_err(layout)?)
         }
         Precision::Fp32 | Precision::Int8 => {
             DenseKernel::F32(DenseWeights::new(dense_w, n, k).map_err(layout)?)

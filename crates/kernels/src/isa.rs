@@ -78,10 +78,23 @@ impl std::fmt::Display for IsaPath {
     }
 }
 
-/// The path a product of `operands` on `form` weights takes on this CPU (features detected
-/// at run time, as the kernels detect them).
+/// The path a product of `operands` on `form` weights takes on this CPU for many tokens
+/// (features detected at run time, as the kernels detect them); see [`isa_path_at`].
 pub fn isa_path(operands: Operands, form: Form) -> IsaPath {
+    isa_path_at(operands, form, usize::MAX)
+}
+
+/// The path a product of `tokens` tokens takes: bf16 runs on `vdpbf16ps` below
+/// [`BF16_DOT_BELOW_TOKENS`](crate::precision::BF16_DOT_BELOW_TOKENS) tokens wherever the CPU
+/// has it, and past that on the kernel the process measured faster.
+pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
     match (operands, form) {
+        #[cfg(target_arch = "x86_64")]
+        (Operands::Bf16, Form::Dense | Form::TwoOfFour)
+            if tokens < crate::precision::BF16_DOT_BELOW_TOKENS && super::half_dot::available() =>
+        {
+            IsaPath::Avx512Bf16
+        }
         #[cfg(target_arch = "x86_64")]
         (Operands::Bf16, Form::Dense | Form::TwoOfFour) if super::half_dot::bf16_widens() => {
             IsaPath::Avx512Bf16Widen

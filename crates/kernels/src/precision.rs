@@ -243,18 +243,28 @@ enum HalfKernel {
     F32,
 }
 
+/// Below this many tokens a bf16 product runs on `vdpbf16ps` wherever the CPU has it: one
+/// tile of so few tokens widens every weight vector for one or two FMAs, so the shift and
+/// zero-extension cost more than a half-rate dot-product saves. Measured on Emerald Rapids
+/// (2 threads, 4096x4096): dense at 1 token 44-47 GFLOP/s on the dot-product, 35-41 widened
+/// (MKL 47); at 16 tokens 83-145 and 119-159.
+pub const BF16_DOT_BELOW_TOKENS: usize = 8;
+
 impl HalfKernel {
-    /// The fastest kernel for `kind` on this CPU (for bf16, measured once per process:
-    /// `half_dot::bf16_widens`).
-    fn chosen(kind: Half) -> HalfKernel {
+    /// The fastest kernel for `kind` on this CPU at `tokens` (for bf16 past a few tokens,
+    /// measured once per process: `half_dot::bf16_widens`).
+    fn chosen(kind: Half, tokens: usize) -> HalfKernel {
         #[cfg(target_arch = "x86_64")]
         match kind {
+            Half::Bf16 if tokens < BF16_DOT_BELOW_TOKENS && super::half_dot::available() => {
+                return HalfKernel::Dot;
+            }
             Half::Bf16 if super::half_dot::bf16_widens() => return HalfKernel::Registers,
             Half::Bf16 if super::half_dot::available() => return HalfKernel::Dot,
             Half::F16 if super::half_dot::f16_available() => return HalfKernel::Registers,
             _ => {}
         }
-        let _ = kind;
+        let _ = (kind, tokens);
         HalfKernel::F32
     }
 
@@ -277,9 +287,15 @@ impl HalfKernel {
 }
 
 impl<T: Storage16> DenseHalf<T> {
-    /// Lay out the row-major `n × k` weights `w`.
+    /// Lay out the row-major `n × k` weights `w` for products of many tokens.
     pub fn new(w: &[T], n: usize, k: usize) -> Result<DenseHalf<T>, KernelError> {
-        DenseHalf::build(w, n, k, HalfKernel::chosen(T::KIND))
+        DenseHalf::for_tokens(w, n, k, usize::MAX)
+    }
+
+    /// Lay out the row-major `n × k` weights `w` on the fastest kernel for products of
+    /// `tokens` tokens (bf16 may take a different one below [`BF16_DOT_BELOW_TOKENS`]).
+    pub fn for_tokens(w: &[T], n: usize, k: usize, tokens: usize) -> Result<DenseHalf<T>, KernelError> {
+        DenseHalf::build(w, n, k, HalfKernel::chosen(T::KIND, tokens))
     }
 
     /// [`Self::new`] on `kernel`, which the CPU runs.
@@ -393,13 +409,17 @@ impl<T: Storage16> TwoOfFourHalf<T> {
         let mut wide = vec![0.0; w.len()];
         T::widen(w, &mut wide);
         let a = NmMatrix::compress(&wide, rows, k, 2, 4)?;
-        Ok(TwoOfFourHalf::from_nm_values(&a, HalfKernel::chosen(T::KIND)))
+        Ok(TwoOfFourHalf::from_nm_values(
+            &a,
+            HalfKernel::chosen(T::KIND, usize::MAX),
+        ))
     }
 
     /// The 16-bit form of a 2:4 [`NmMatrix`] (`None` for another pattern), its kept values
-    /// rounded to `T`: exact for weights that were `T` already, as a slice's are.
-    pub fn from_two_of_four(a: &NmMatrix) -> Option<TwoOfFourHalf<T>> {
-        (a.pattern() == (2, 4)).then(|| TwoOfFourHalf::from_nm_values(a, HalfKernel::chosen(T::KIND)))
+    /// rounded to `T`: exact for weights that were `T` already, as a slice's are; on the
+    /// fastest kernel for products of `tokens` tokens.
+    pub fn from_two_of_four(a: &NmMatrix, tokens: usize) -> Option<TwoOfFourHalf<T>> {
+        (a.pattern() == (2, 4)).then(|| TwoOfFourHalf::from_nm_values(a, HalfKernel::chosen(T::KIND, tokens)))
     }
 
     /// [`Self::from_two_of_four`] for a matrix known to be 2:4, on `kernel`, which the CPU
@@ -1101,7 +1121,39 @@ mod tests {
             Err(KernelError::Overfull { .. })
         ));
         let a = nm::NmMatrix::compress(&[1.0, 0.0, 0.0, 0.0], 1, 4, 1, 4).unwrap();
-        assert!(TwoOfFourBf16::from_two_of_four(&a).is_none());
+        assert!(TwoOfFourBf16::from_two_of_four(&a, 1).is_none());
+    }
+
+    /// Issue 20: a few-token bf16 product takes `vdpbf16ps` wherever the CPU has it, a
+    /// many-token one the kernel the process measured faster, and `isa::isa_path_at` says
+    /// the same as the kernels built.
+    #[test]
+    fn issue_20_bf16_picks_its_kernel_by_tokens_and_says_which() {
+        use crate::isa::{Form, Operands, isa_path_at};
+        let w: Vec<half::bf16> = (0..32 * 64)
+            .map(|i| half::bf16::from_f32((i % 7) as f32 - 3.0))
+            .collect();
+        let pruned = nm::prune_magnitude(&widen(&w), 32, 64, 2, 4);
+        let a = nm::NmMatrix::compress(&pruned, 32, 64, 2, 4).unwrap();
+        for tokens in [1, BF16_DOT_BELOW_TOKENS - 1, BF16_DOT_BELOW_TOKENS, 512] {
+            let dense = DenseBf16::for_tokens(&w, 32, 64, tokens).unwrap().isa_path();
+            let sparse = TwoOfFourBf16::from_two_of_four(&a, tokens).unwrap().isa_path();
+            assert_eq!(
+                dense,
+                isa_path_at(Operands::Bf16, Form::Dense, tokens),
+                "{tokens}"
+            );
+            assert_eq!(
+                sparse,
+                isa_path_at(Operands::Bf16, Form::TwoOfFour, tokens),
+                "{tokens}"
+            );
+            #[cfg(target_arch = "x86_64")]
+            if tokens < BF16_DOT_BELOW_TOKENS && crate::half_dot::available() {
+                let dot = crate::isa::IsaPath::Avx512Bf16;
+                assert_eq!((dense, sparse), (dot, dot));
+            }
+        }
     }
 
     #[test]
