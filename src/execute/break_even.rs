@@ -7,12 +7,15 @@ use super::bench::{Interval, break_even};
 use super::{LayerBreakEven, OpCost, TokenSpeedup};
 use crate::domain::GemmOp;
 
+/// One layer's name, weight shape `(n, k)`, and its ops as `(tokens, op name)`.
+type Layer<'a> = (&'a str, (usize, usize), Vec<(u64, &'a str)>);
+
 /// Per layer timed at two or more token counts (ops of one name before `@`, with the same
 /// weights' shape): its per-op speedups, the range over runs as their interval (exact on the
 /// simulator), and where they cross 1. Layers in the order of their first op; empty when no
 /// layer has two counts, or when per-op timing did not happen (a failed slice).
 pub(crate) fn per_layer(ops: &[GemmOp], costs: &[OpCost]) -> Vec<LayerBreakEven> {
-    let mut layers: Vec<(&str, (usize, usize), Vec<(u64, &str)>)> = Vec::new();
+    let mut layers: Vec<Layer<'_>> = Vec::new();
     for op in ops {
         let Some((layer, tokens)) = op.layer_at_tokens() else {
             continue;
