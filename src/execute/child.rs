@@ -220,8 +220,12 @@ fn run_with_stdin(
     input: &[u8],
     timeout: Duration,
 ) -> Result<ChildOutput, ChildError> {
+    // A child run measures nothing the gate decided already: the bf16 kernel the gate's
+    // process chose is pinned for it, so the runs of one gate share it (and its lock).
+    let (bf16_env, bf16_kernel) = super::kernels::isa::bf16_kernel_pin();
     let mut child = Command::new(program)
         .args(args)
+        .env(bf16_env, bf16_kernel)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -449,12 +449,15 @@ pub(super) fn f16_available() -> bool {
 /// choice between runs (the two machines measured sit at 0.49× and about 2×).
 const DOT_OVER_FMA: f64 = 1.15;
 
+/// Alternating rounds of the FMA and dot-product probes behind [`bf16_widens`].
+const PROBE_ROUNDS: usize = 8;
+
 /// Whether bf16 products widen in registers for f32 FMA ([`DenseHalves`] /
 /// [`TwoOfFourHalves`] of [`Bf16`]) instead of running `vdpbf16ps` ([`DensePairs`],
 /// [`TwoOfFourPairs`]) (issue 20): true where the widening kernels run and the CPU lacks
 /// AVX-512 BF16, or where its dot-product peak is not clearly above the FMA's. Measured once
-/// per process on one thread (about 10 ms; the best of three trials each, as the roofs are),
-/// unless [`BF16_KERNEL_ENV`](crate::isa::BF16_KERNEL_ENV) pins it.
+/// per process on one thread unless [`BF16_KERNEL_ENV`](crate::isa::BF16_KERNEL_ENV) pins it
+/// (the gate pins it for its child runs: `isa::bf16_kernel_pin`).
 pub(super) fn bf16_widens() -> bool {
     static CHOICE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *CHOICE.get_or_init(|| {
@@ -469,8 +472,13 @@ pub(super) fn bf16_widens() -> bool {
             Ok("widen") => return true,
             _ => {}
         }
-        let (fma, _) = super::roofs::fma_peak(1, 3);
-        let dot = super::roofs::dot_peak(super::roofs::DotPeak::Bf16, 1, 3).map_or(0.0, |(g, _)| g);
+        // Trials alternate, so that load on a shared machine slows both probes alike, and
+        // the best of each counts (about 25 ms in all).
+        let (mut fma, mut dot) = (0.0f64, 0.0f64);
+        for _ in 0..PROBE_ROUNDS {
+            fma = fma.max(super::roofs::fma_peak(1, 1).0);
+            dot = dot.max(super::roofs::dot_peak(super::roofs::DotPeak::Bf16, 1, 1).map_or(0.0, |(g, _)| g));
+        }
         dot < DOT_OVER_FMA * fma
     })
 }

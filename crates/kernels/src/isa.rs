@@ -7,6 +7,17 @@
 /// that a benchmark can time both on one machine (issue 20).
 pub const BF16_KERNEL_ENV: &str = "SPARSEGATE_BF16_KERNEL";
 
+/// [`BF16_KERNEL_ENV`] and the value that pins this process's bf16 kernel choice (`dot` or
+/// `widen`), for the processes it starts: one gate's runs must share it, and a measurement
+/// per process could flip on a loaded machine.
+pub fn bf16_kernel_pin() -> (&'static str, &'static str) {
+    #[cfg(target_arch = "x86_64")]
+    let widens = super::half_dot::bf16_widens();
+    #[cfg(not(target_arch = "x86_64"))]
+    let widens = false;
+    (BF16_KERNEL_ENV, if widens { "widen" } else { "dot" })
+}
+
 /// How a product's operands are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operands {
@@ -168,5 +179,14 @@ mod tests {
         }
         assert_eq!(isa_path(Operands::Bf16, Form::OtherSparse), IsaPath::WidenF32);
         assert_eq!(IsaPath::Avx512Bf16.to_string(), "avx512-bf16");
+    }
+
+    /// Issue 20: the pin a gate hands its child runs names the kernel this process runs.
+    #[test]
+    fn issue_20_the_bf16_pin_names_the_chosen_kernel() {
+        let (env, value) = bf16_kernel_pin();
+        assert_eq!(env, BF16_KERNEL_ENV);
+        let widened = isa_path(Operands::Bf16, Form::Dense) == IsaPath::Avx512Bf16Widen;
+        assert_eq!(value, if widened { "widen" } else { "dot" });
     }
 }
