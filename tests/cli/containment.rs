@@ -52,14 +52,7 @@ fn measured_gate(sb: &Sandbox) -> (Output, Duration, Option<u64>) {
     let time = Path::new("/usr/bin/time");
     let rss_dir = tempfile::tempdir().unwrap();
     let rss_file = rss_dir.path().join("rss");
-    let mut cmd = if time.exists() {
-        let mut c = assert_cmd::Command::new(time);
-        c.arg("-f").arg("%M").arg("-o").arg(&rss_file);
-        c.arg(env!("CARGO_BIN_EXE_sparsegate"));
-        c
-    } else {
-        assert_cmd::Command::new(env!("CARGO_BIN_EXE_sparsegate"))
-    };
+    let mut cmd = crate::support::sparsegate_under(time.exists().then_some(time), &rss_file);
     cmd.current_dir(sb.path())
         .args(["gate", "pack.yaml", "--out", "out", "--no-history"])
         .env("NO_COLOR", "1")

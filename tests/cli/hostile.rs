@@ -426,14 +426,7 @@ fn every_hostile_input_is_refused_located_bounded_and_writes_nothing() {
         let before = entries(sb.path());
         let rss_file = outside.path().join("rss");
         let _ = std::fs::remove_file(&rss_file);
-        let mut cmd = if measure {
-            let mut c = assert_cmd::Command::new(time);
-            c.arg("-f").arg("%M").arg("-o").arg(&rss_file);
-            c.arg(env!("CARGO_BIN_EXE_sparsegate"));
-            c
-        } else {
-            assert_cmd::Command::new(env!("CARGO_BIN_EXE_sparsegate"))
-        };
+        let mut cmd = crate::support::sparsegate_under(measure.then_some(time), &rss_file);
         cmd.current_dir(sb.path())
             .args(&case.args)
             .env("NO_COLOR", "1")

@@ -282,3 +282,17 @@ pub fn assert_stdout_matches_schema(output: &Output, schema: &str) {
         stdout(output)
     );
 }
+
+/// `sparsegate`, run under GNU time writing its max RSS (KiB) to `rss_file` when `time` is
+/// given (`/usr/bin/time`, where present), else on its own.
+pub fn sparsegate_under(time: Option<&Path>, rss_file: &Path) -> Command {
+    match time {
+        Some(time) => {
+            let mut c = Command::new(time);
+            c.arg("-f").arg("%M").arg("-o").arg(rss_file);
+            c.arg(env!("CARGO_BIN_EXE_sparsegate"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_sparsegate")),
+    }
+}
