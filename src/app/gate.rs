@@ -133,7 +133,7 @@ pub(super) fn decide_and_write(
 ) -> Result<GateReport> {
     let slices: Vec<Slice> = all_slices(packs).cloned().collect();
     let assessment = assess(&slices, &evidence, baselines);
-    let decision = decide(&assessment, drift);
+    let decision = decide(packs, &assessment, drift);
     // Issue 23: the history records the run after its outputs are written, with what became
     // of them; the run is inserted first inside the history's transaction, so the memo's
     // trend charts still end with this run.

@@ -7,6 +7,7 @@
 
 pub mod arrivals;
 pub mod by_name;
+pub mod concern;
 pub mod counter;
 pub mod digest;
 pub mod gemm;
@@ -21,6 +22,7 @@ pub mod stage;
 pub mod verdict;
 
 pub use arrivals::Arrivals;
+pub use concern::Concern;
 pub use counter::Counter;
 pub use gemm::GemmOp;
 pub use keyed_map::KeyedMap;

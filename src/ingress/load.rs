@@ -108,7 +108,7 @@ pub fn load_pack(path: &Path) -> Result<LoadedPack, PackError> {
 pub fn parse_pack(path: &Path, source: String) -> Result<LoadedPack, PackError> {
     let file = path.display().to_string();
     match check_text(&file, &source) {
-        Ok((pack, slices)) => {
+        Ok((pack, slices, trigger)) => {
             let digest = sha256_hex(source.as_bytes());
             Ok(LoadedPack {
                 path: path.to_path_buf(),
@@ -116,6 +116,7 @@ pub fn parse_pack(path: &Path, source: String) -> Result<LoadedPack, PackError> 
                 digest,
                 file: pack,
                 slices,
+                trigger,
             })
         }
         Err(mut diagnostics) => {
@@ -130,7 +131,10 @@ pub fn parse_pack(path: &Path, source: String) -> Result<LoadedPack, PackError> 
     }
 }
 
-fn check_text(file: &str, text: &str) -> Result<(PackFile, Vec<super::Slice>), Vec<PackDiagnostic>> {
+/// A checked pack: its typed file, its expanded slices and its parsed rollback trigger.
+type Checked = (PackFile, Vec<super::Slice>, Option<super::TriggerExpr>);
+
+fn check_text(file: &str, text: &str) -> Result<Checked, Vec<PackDiagnostic>> {
     if text.trim().is_empty() {
         return Err(vec![empty_diag(file)]);
     }
@@ -202,7 +206,7 @@ fn check_text(file: &str, text: &str) -> Result<(PackFile, Vec<super::Slice>), V
     };
     let checked = semantic::check(&pack, &loc)?;
     let slices = expand::expand(&pack, &checked);
-    Ok((pack, slices))
+    Ok((pack, slices, checked.trigger))
 }
 
 /// The pointer of the first number in `value` that prints as `text`.

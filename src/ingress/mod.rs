@@ -19,6 +19,7 @@ mod diagnostic;
 mod expand;
 mod ids;
 mod load;
+mod trigger;
 mod semantic;
 mod span;
 
@@ -29,6 +30,7 @@ crate::of_slice!(Slice: pack, id);
 #[cfg(test)]
 pub(crate) use expand::mlp_ops as expand_mlp_ops;
 pub use expand::pack_threads;
+pub use trigger::{TriggerExpr, TriggerSyntaxError};
 pub use load::{PACK_SCHEMA_JSON, load_pack, pack_schema, parse_pack};
 pub use model::{MLP_LAYERS, ModelTask, PruningPlan};
 pub use pack::{Backend, PackFile, Severity};
@@ -66,6 +68,8 @@ pub struct LoadedPack {
     pub file: PackFile,
     /// One entry per workload × sparsity × precision × backend, in pack order.
     pub slices: Vec<Slice>,
+    /// `rollback.when`, parsed: what the release stage evaluates over the guardrails.
+    pub trigger: Option<TriggerExpr>,
 }
 
 /// One workload cell after matrix expansion: what to run and what must hold.
@@ -300,6 +304,8 @@ pub struct TraceRules {
 /// A guardrail after parsing, with where it was declared.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GuardrailSpec {
+    /// The pack's name for it (`id:`), which `rollback.when` refers to.
+    pub id: Option<String>,
     /// The metric it constrains.
     pub metric: Metric,
     /// The rule.

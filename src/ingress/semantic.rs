@@ -47,6 +47,8 @@ pub(crate) struct Checked {
     pub checkpoints: Vec<Option<std::sync::Arc<super::checkpoint::CheckpointWorkload>>>,
     /// Each slice spec's serving loop (`backend: cpu` with `load` only).
     pub loads: Vec<Option<super::LoadPlan>>,
+    /// `rollback.when`, parsed.
+    pub trigger: Option<super::TriggerExpr>,
 }
 
 /// Check a slice's `load` block: CPU only, a sane rate and queue, a burst size only for
@@ -481,6 +483,9 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
         artifact_guardrail_checks(spec, &base, &pack.guardrails, loc, &mut diags);
     }
 
+    routing_checks(pack, loc, &mut diags);
+    let trigger = trigger_checks(pack, loc, &mut diags);
+
     if diags.is_empty() {
         Ok(Checked {
             sparsities,
@@ -489,10 +494,104 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             backends: resolved_backends,
             checkpoints,
             loads,
+            trigger,
         })
     } else {
         Err(diags)
     }
+}
+
+/// Every `routing:` role is one some owner holds (issue 24), so a failure is never routed
+/// to nobody.
+fn routing_checks(pack: &PackFile, loc: &Locator, diags: &mut Vec<PackDiagnostic>) {
+    let held: Vec<&str> = pack.owners.iter().map(|o| o.role.as_str()).collect();
+    for concern in crate::domain::Concern::ALL {
+        let Some(role) = pack.routing.role_for(concern) else {
+            continue;
+        };
+        if !held.contains(&role) {
+            let mut roles = held.clone();
+            roles.sort_unstable();
+            roles.dedup();
+            diags.push(loc.at_value(
+                &format!("/routing/{concern}"),
+                format!("no owner holds role `{role}`, so {concern} failures would reach nobody"),
+                Some(format!(
+                    "route to a role of the pack's owners ({}), or add an owner with role `{role}`",
+                    quote_all(&roles)
+                )),
+            ));
+        }
+    }
+}
+
+/// Guardrail ids are unique in the pack, and `rollback.when` parses and names only them.
+fn trigger_checks(
+    pack: &PackFile,
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
+) -> Option<super::TriggerExpr> {
+    let mut ids: HashMap<&str, String> = HashMap::new();
+    let declared = pack
+        .guardrails
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (format!("/guardrails/{i}"), g))
+        .chain(pack.slices.iter().enumerate().flat_map(|(s, spec)| {
+            spec.guardrails
+                .iter()
+                .enumerate()
+                .map(move |(i, g)| (format!("/slices/{s}/guardrails/{i}"), g))
+        }));
+    for (pointer, g) in declared {
+        let Some(id) = g.id.as_deref() else { continue };
+        match ids.get(id) {
+            Some(first) => diags.push(loc.at_value(
+                &format!("{pointer}/id"),
+                format!(
+                    "guardrail id `{id}` is used twice (first at {})",
+                    loc.index
+                        .value_pos(&format!("{first}/id"))
+                        .map_or_else(|| first.clone(), |p| format!("line {}", p.line))
+                ),
+                Some("give every guardrail a distinct `id`; a pack-level guardrail already applies to every slice".into()),
+            )),
+            None => {
+                ids.insert(id, pointer);
+            }
+        }
+    }
+    let text = pack.rollback.when.as_deref()?;
+    let expr = match super::TriggerExpr::parse(text) {
+        Ok(expr) => expr,
+        Err(e) => {
+            diags.push(loc.at_value(
+                "/rollback/when",
+                format!("rollback.when does not parse: {} (at character {})", e.message, e.at),
+                Some(
+                    "write guardrail ids joined by `and`, `or`, `not` and parentheses, e.g. `when: block-speedup or no-fallback`"
+                        .into(),
+                ),
+            ));
+            return None;
+        }
+    };
+    let mut known: Vec<&str> = ids.keys().copied().collect();
+    known.sort_unstable();
+    for id in expr.ids() {
+        if !ids.contains_key(id) {
+            diags.push(loc.at_value(
+                "/rollback/when",
+                format!("rollback.when names `{id}`, which is no guardrail's id"),
+                Some(if known.is_empty() {
+                    "give the guardrails it means an `id:` (e.g. `{id: no-fallback, metric: fallback_rate, at_most: 0}`)".into()
+                } else {
+                    format!("the pack's guardrail ids are {}", quote_all(&known))
+                }),
+            ));
+        }
+    }
+    Some(expr)
 }
 
 /// Guardrails on what only a checkpoint has (`pattern_violations`, `sparse_coverage`) on
@@ -1076,6 +1175,7 @@ fn guardrails(
 
         if let (Some(metric), Some(rule)) = (metric, rule) {
             out.push(GuardrailSpec {
+                id: g.id.clone(),
                 metric,
                 rule,
                 confidence: g.confidence,

@@ -30,8 +30,10 @@ fn nice_max(x: f64) -> f64 {
         .unwrap_or(10.0 * magnitude)
 }
 
-/// Horizontal bars of the median speedup over the dense comparator per slice, with the
-/// 95% interval as a whisker and a line at 1× (break-even).
+/// The sparse reality check (issue 24): per slice, the speedup its pattern promises
+/// (`1 / density`, a dashed outline) against the median speedup measured over the dense
+/// comparator (the bar, with its 95% interval as a whisker), a line at 1× (break-even), and
+/// the share of latency lost to dense fallbacks in the label.
 pub fn speedup_chart(slices: &[MemoSlice]) -> String {
     let rows: Vec<(&MemoSlice, f64)> = slices.iter().filter_map(|s| s.speedup.map(|v| (s, v))).collect();
     if rows.is_empty() {
@@ -39,19 +41,30 @@ pub fn speedup_chart(slices: &[MemoSlice]) -> String {
     }
     let top = rows
         .iter()
-        .map(|(s, v)| s.speedup_ci.map_or(*v, |c| c.1).max(*v))
+        .map(|(s, v)| s.speedup_ci.map_or(*v, |c| c.1).max(*v).max(s.ideal_speedup.unwrap_or(0.0)))
         .fold(1.0, f64::max);
     let max = nice_max(top * 1.05);
-    let plot_w = WIDTH - LABEL_W - PAD;
+    // Room right of the longest bar for its label.
+    let plot_w = WIDTH - LABEL_W - PAD - 150.0;
     let x = |v: f64| LABEL_W + plot_w * (v / max).clamp(0.0, 1.0);
     let height = PAD * 2.0 + ROW_H * rows.len() as f64;
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH:.0} {height:.0}\" role=\"img\" \
-         aria-label=\"Speedup over dense per slice\" class=\"chart\">\n"
+         aria-label=\"Sparse reality check: promised vs measured speedup per slice\" class=\"chart\">\n"
     );
     for (i, (s, v)) in rows.iter().enumerate() {
         let y = PAD + ROW_H * i as f64;
         let colour = if *v >= 1.0 { "#1a7f37" } else { "#cf222e" };
+        if let Some(ideal) = s.ideal_speedup {
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{LABEL_W:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" \
+                 stroke=\"#57606a\" stroke-dasharray=\"3 2\"/>",
+                y + 2.0,
+                (x(ideal) - LABEL_W).max(0.5),
+                ROW_H - 4.0
+            );
+        }
         let _ = writeln!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"12\">{}</text>\
@@ -73,10 +86,17 @@ pub fn speedup_chart(slices: &[MemoSlice]) -> String {
                 y + ROW_H / 2.0
             );
         }
+        let mut label = format!("{v:.2}x");
+        if let Some(ideal) = s.ideal_speedup {
+            let _ = write!(label, " of {ideal:.2}x");
+        }
+        if let Some(share) = s.fallback_share.filter(|f| *f > 0.0) {
+            let _ = write!(label, ", {:.0}% in fallback", share * 100.0);
+        }
         let _ = writeln!(
             svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{v:.2}x</text>",
-            x(*v) + 4.0,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{label}</text>",
+            x(*v).max(s.ideal_speedup.map_or(0.0, x)) + 4.0,
             y + ROW_H * 0.62
         );
     }
@@ -90,7 +110,7 @@ pub fn speedup_chart(slices: &[MemoSlice]) -> String {
         PAD - 6.0,
         axis_y,
         axis_y + 16.0,
-        WIDTH - PAD,
+        x(max),
         max
     );
     svg.push_str("</svg>");

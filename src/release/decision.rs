@@ -1,9 +1,10 @@
 //! The gate decision: one verdict and one exit code from every guardrail outcome.
 
 use super::ExitCode;
+use super::brief::{Brief, TriggerState, brief, rollback_states};
 use crate::domain::stage::Stage;
 use crate::domain::verdict::Verdict;
-use crate::ingress::{FieldDiff, Severity};
+use crate::ingress::{FieldDiff, LoadedPack, Severity};
 use crate::validate::{Assessment, GuardrailOutcome};
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +28,9 @@ pub struct Decision {
     pub guardrails: Vec<GuardrailOutcome>,
     /// Lock fields that differed from a baseline and were allowed with `--allow-env-drift`.
     pub environment_drift: Vec<DriftNote>,
+    /// The first screen of the memo: the call, what failed, who must act, and whether each
+    /// pack's rollback trigger fired (issue 24).
+    pub brief: Brief,
 }
 
 /// How many guardrails ended in each verdict.
@@ -53,9 +57,13 @@ pub struct DriftNote {
     pub fields: Vec<FieldDiff>,
 }
 
-/// Decide the gate: fail if any blocking guardrail failed, else inconclusive if any blocking
-/// guardrail is undecided, else warn if any advisory one did not pass, else pass.
-pub fn decide(assessment: &Assessment, environment_drift: Vec<DriftNote>) -> Decision {
+/// Decide the gate: fail if any blocking guardrail failed or a pack's rollback trigger
+/// (`rollback.when`) fired, else inconclusive if any blocking guardrail is undecided or a
+/// trigger cannot be ruled out, else warn if any advisory one did not pass, else pass.
+///
+/// A trigger decides even over advisory guardrails: the pack's authors said that condition
+/// means rolling back, so the gate must not pass while it holds or may hold.
+pub fn decide(packs: &[LoadedPack], assessment: &Assessment, environment_drift: Vec<DriftNote>) -> Decision {
     let mut counts = VerdictCounts::default();
     for o in &assessment.outcomes {
         match o.verdict {
@@ -71,23 +79,37 @@ pub fn decide(assessment: &Assessment, environment_drift: Vec<DriftNote>) -> Dec
             .iter()
             .filter(move |o| o.severity == Severity::Block && o.verdict == v)
     };
-    let verdict = if blocking(Verdict::Fail).next().is_some() {
+    let rollback = rollback_states(packs, &assessment.outcomes);
+    let trigger = |state: TriggerState| rollback.iter().any(|r| r.state == state);
+    let verdict = if blocking(Verdict::Fail).next().is_some() || trigger(TriggerState::Fired) {
         Verdict::Fail
-    } else if blocking(Verdict::Inconclusive).next().is_some() {
+    } else if blocking(Verdict::Inconclusive).next().is_some() || trigger(TriggerState::Undecided) {
         Verdict::Inconclusive
     } else if counts.warn > 0 {
         Verdict::Warn
     } else {
         Verdict::Pass
     };
+    let brief = brief(packs, verdict, &assessment.outcomes, rollback);
+    let first_failing_stage = blocking(Verdict::Fail)
+        .map(|o| o.stage)
+        .chain(
+            brief
+                .findings
+                .iter()
+                .filter(|f| f.verdict != Verdict::Inconclusive && verdict == Verdict::Fail)
+                .map(|f| f.stage),
+        )
+        .min();
     Decision {
         schema_version: VERDICT_SCHEMA_VERSION,
         verdict,
         exit_code: ExitCode::for_verdict(verdict),
-        first_failing_stage: blocking(Verdict::Fail).map(|o| o.stage).min(),
+        first_failing_stage,
         counts,
         guardrails: assessment.outcomes.clone(),
         environment_drift,
+        brief,
     }
 }
 
@@ -110,9 +132,11 @@ mod tests {
         GuardrailOutcome {
             pack: "p".into(),
             slice: "s".into(),
+            guardrail: None,
             metric: Metric::EffectiveSpeedup,
             rule: Rule::AtLeast { bound: 1.2 },
             verdict,
+            finding: verdict,
             severity,
             value: Some(1.0),
             baseline: None,
@@ -131,6 +155,7 @@ mod tests {
 
     fn decide_on(outcomes: Vec<GuardrailOutcome>) -> Decision {
         decide(
+            &[],
             &Assessment {
                 outcomes,
                 diagnoses: vec![],

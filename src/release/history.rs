@@ -649,7 +649,6 @@ mod tests {
     use crate::domain::verdict::Verdict;
     use crate::execute::{MetricSamples, PackRecord, SliceEvidence};
     use crate::ingress::Environment;
-    use crate::release::{ExitCode, VerdictCounts};
 
     fn evidence(latency: f64) -> Evidence {
         let dir = tempfile::tempdir().unwrap();
@@ -678,15 +677,16 @@ mod tests {
     }
 
     fn decision() -> Decision {
-        Decision {
-            schema_version: 1,
-            verdict: Verdict::Pass,
-            exit_code: ExitCode::Pass,
-            first_failing_stage: None,
-            counts: VerdictCounts::default(),
-            guardrails: vec![],
-            environment_drift: vec![],
-        }
+        crate::release::decide(
+            &[],
+            &crate::validate::Assessment {
+                outcomes: vec![],
+                diagnoses: vec![],
+                contradictions: vec![],
+                quality: vec![],
+            },
+            vec![],
+        )
     }
 
     fn run_count(path: &Path) -> i64 {
@@ -732,9 +732,11 @@ mod tests {
             d.guardrails.push(crate::validate::GuardrailOutcome {
                 pack: "p".into(),
                 slice: "s1".into(),
+                guardrail: None,
                 metric: Metric::QualityDelta,
                 rule: Rule::AtLeast { bound: -0.01 },
                 verdict: Verdict::Pass,
+                finding: Verdict::Pass,
                 severity: Severity::Block,
                 value: Some(value),
                 baseline: None,

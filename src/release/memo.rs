@@ -89,7 +89,11 @@ pub struct Memo {
     pub packs: Vec<MemoPack>,
     /// Per slice: what ran and how.
     pub slices: Vec<MemoSlice>,
-    /// The validation matrix.
+    /// The first screen: the call, what failed, who must act, the rollback triggers.
+    pub brief: super::Brief,
+    /// The validation matrix, one row per guardrail outcome, failures first.
+    pub matrix: Vec<MatrixRow>,
+    /// The guardrail outcomes behind the matrix, in pack and slice order.
     pub guardrails: Vec<GuardrailOutcome>,
     /// Evidence that points two ways, spelled out so nobody reads only the headline.
     pub contradictions: Vec<String>,
@@ -111,6 +115,69 @@ pub struct Memo {
     /// a history; taken from the history passed in, never from the clock).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trends: Vec<MemoTrend>,
+}
+
+/// One line of the validation matrix: the numbers written once, the statistics behind them
+/// one click away (`<details>` in HTML, a numbered note in Markdown).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MatrixRow {
+    /// `pack/slice`.
+    pub slice: String,
+    /// The guardrail's id, when it has one.
+    pub guardrail: Option<String>,
+    /// The metric.
+    pub metric: Metric,
+    /// Whether it blocks.
+    pub advisory: bool,
+    /// The measured value with its unit (`–` when there is none).
+    pub value: String,
+    /// The bound, e.g. `≥ 1.5x`.
+    pub bound: String,
+    /// The interval the verdict was read from (`–` when there is none).
+    pub interval: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The stage a failure is attributed to.
+    pub stage: Stage,
+    /// The statistical detail.
+    pub detail: String,
+    /// `file:line:col` of the guardrail.
+    pub location: Option<String>,
+    /// 1-based number of the row's note.
+    pub note: usize,
+}
+
+/// The validation matrix, failures first (then undecided, warned, passed), each group in
+/// pack and slice order.
+fn matrix(outcomes: &[GuardrailOutcome]) -> Vec<MatrixRow> {
+    let rank = |v: Verdict| match v {
+        Verdict::Fail => 0,
+        Verdict::Inconclusive => 1,
+        Verdict::Warn => 2,
+        Verdict::Pass => 3,
+    };
+    let mut sorted: Vec<&GuardrailOutcome> = outcomes.iter().collect();
+    sorted.sort_by_key(|o| rank(o.verdict));
+    sorted
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| MatrixRow {
+            slice: format!("{}/{}", o.pack, o.slice),
+            guardrail: o.guardrail.clone(),
+            metric: o.metric,
+            advisory: o.severity == crate::ingress::Severity::Warn,
+            value: o
+                .value
+                .map_or_else(|| "–".to_owned(), |v| super::text::with_unit(v, o.metric)),
+            bound: super::text::bound(o),
+            interval: super::text::interval(o).unwrap_or_else(|| "–".to_owned()),
+            verdict: o.verdict,
+            stage: o.stage,
+            detail: o.detail.clone(),
+            location: o.location.as_ref().map(|l| format!("{}:{}:{}", l.file, l.line, l.col)),
+            note: i + 1,
+        })
+        .collect()
 }
 
 /// One slice's recent history of a metric, for the memo's trend chart.
@@ -252,6 +319,18 @@ pub struct MemoSlice {
     pub sparsity: String,
     /// Precision.
     pub precision: String,
+    /// What ran, named for the backend: `2:4 · fp32 · CPU kernels`, `command `./bench``.
+    #[serde(default)]
+    pub what: String,
+    /// Share of weights the pattern zeroes (built-in sparse slices only).
+    #[serde(default)]
+    pub nominal_sparsity: Option<f64>,
+    /// The speedup the pattern promises if time scaled with kept weights: 1 / density.
+    #[serde(default)]
+    pub ideal_speedup: Option<f64>,
+    /// Share of the slice's latency spent in ops that fell back to dense.
+    #[serde(default)]
+    pub fallback_share: Option<f64>,
     /// Timed samples.
     pub samples: usize,
     /// Median latency of the slice's workload, seconds.
@@ -382,7 +461,25 @@ impl Memo {
         let slices: Vec<MemoSlice> = evidence
             .slices
             .iter()
-            .map(|s| memo_slice(s, decision, diagnoses))
+            .map(|s| {
+                let spec = packs
+                    .iter()
+                    .flat_map(|p| p.slices.iter())
+                    .find(|x| x.pack == s.pack && x.id == s.slice);
+                let base = memo_slice(s, decision, diagnoses);
+                // The sparse reality check: what the pattern promises against what ran.
+                let density = spec
+                    .filter(|x| x.backend.kind().runs_workload())
+                    .map(|x| x.sparsity.density())
+                    .filter(|d| *d > 0.0 && *d < 1.0);
+                MemoSlice {
+                    what: what_ran(s, spec),
+                    nominal_sparsity: density.map(|d| 1.0 - d),
+                    ideal_speedup: density.map(|d| 1.0 / d),
+                    fallback_share: base.diagnosis.as_ref().and_then(|d| d.fallback.latency_share),
+                    ..base
+                }
+            })
             .collect();
         Memo {
             schema_version: MEMO_SCHEMA_VERSION,
@@ -406,6 +503,8 @@ impl Memo {
             contradictions: assessment.contradictions.clone(),
             sign_off: sign_off(packs),
             slices,
+            brief: decision.brief.clone(),
+            matrix: matrix(&decision.guardrails),
             guardrails: decision.guardrails.clone(),
             environment_drift: decision.environment_drift.clone(),
             baselines: baselines
@@ -603,6 +702,24 @@ fn memo_quality(s: &SliceEvidence, comparisons: &[QualityComparison]) -> Option<
     })
 }
 
+/// What a slice measured, named for its backend (issue 24): a command slice is its command
+/// and metric, not "dense fp32".
+fn what_ran(s: &SliceEvidence, spec: Option<&crate::ingress::Slice>) -> String {
+    use crate::ingress::SliceBackend;
+    let built_in = format!("{} · {}", s.sparsity, s.precision.as_str());
+    match spec.map(|x| &x.backend) {
+        Some(SliceBackend::Command(c)) => {
+            let metrics: Vec<&str> = s.metrics.keys().map(|k| k.name()).filter(|m| *m != "calibration").collect();
+            format!("command `{}`, reporting {}", c.candidate.display(), metrics.join(", "))
+        }
+        Some(SliceBackend::Import(i)) => format!("imported from {} `{}`", i.format.as_str(), i.benchmark),
+        Some(SliceBackend::Sim(p)) => format!("{built_in} · simulated on {}", p.name),
+        Some(SliceBackend::Serving { .. }) => format!("{built_in} · CPU kernels serving requests under load"),
+        Some(SliceBackend::Model(_)) => format!("{built_in} · trained model on the CPU kernels"),
+        Some(SliceBackend::Kernels { .. }) | None => format!("{built_in} · CPU kernels"),
+    }
+}
+
 fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosis]) -> MemoSlice {
     let diagnosis = diagnoses.iter().find(|d| d.same_slice(s));
     let fidelity = |op: &str| s.op_costs.iter().find(|c| c.op == op).and_then(|c| c.fidelity);
@@ -612,6 +729,10 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
         slice: s.slice.clone(),
         sparsity: s.sparsity.clone(),
         precision: s.precision.as_str().to_owned(),
+        what: String::new(),
+        nominal_sparsity: None,
+        ideal_speedup: None,
+        fallback_share: None,
         samples: s.metrics.get(Metric::Latency).map_or(0, |m| m.samples.len()),
         // Simulated slices carry their (exact) values as counters, not samples.
         latency_s: median(Metric::Latency).or_else(|| s.counters.value(Metric::Latency)),
@@ -659,26 +780,10 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
 
 /// Format a number for people: 4 significant digits, scientific outside [1e-3, 1e6).
 fn format_number(value: minijinja::Value) -> String {
-    let Ok(x) = f64::try_from(value.clone()) else {
-        return if value.is_none() || value.is_undefined() {
-            "–".to_owned()
-        } else {
-            value.to_string()
-        };
-    };
-    if x == 0.0 {
-        return "0".to_owned();
-    }
-    let a = x.abs();
-    if !(1e-3..1e6).contains(&a) {
-        return format!("{x:.3e}");
-    }
-    let decimals = (3 - a.log10().floor() as i32).max(0) as usize;
-    let s = format!("{x:.decimals$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_owned()
-    } else {
-        s
+    match f64::try_from(value.clone()) {
+        Ok(x) => super::text::number(x),
+        Err(_) if value.is_none() || value.is_undefined() => "–".to_owned(),
+        Err(_) => value.to_string(),
     }
 }
 
@@ -725,6 +830,46 @@ mod tests {
         }
     }
 
+    /// The first screen of [`fixed_memo`]: a failed speedup routed to the owner, and a
+    /// machine-checked trigger that fired.
+    fn fixed_brief(trigger: &str) -> super::super::Brief {
+        use super::super::{Action, Brief, Call, Finding, RollbackState, TriggerState};
+        Brief {
+            call: Call::DoNotShip,
+            headline: "Do not ship: the rollback trigger of quickstart fired (speedup below 1.2x).".into(),
+            findings: vec![Finding {
+                pack: "quickstart".into(),
+                slice: "bert-qkv-2of4-fp32".into(),
+                guardrail: Some("qkv-speedup".into()),
+                metric: Metric::EffectiveSpeedup,
+                verdict: Verdict::Fail,
+                value: "1.61x".into(),
+                bound: "≥ 2.5x".into(),
+                interval: Some("[1.58x, 1.64x] @ 95%".into()),
+                stage: Stage::Validation,
+                concern: crate::domain::Concern::Kernel,
+                role: "owner".into(),
+            }],
+            act: vec![Action {
+                pack: "quickstart".into(),
+                role: "owner".into(),
+                holders: vec!["Ada <ada@example.com>".into()],
+                concerns: vec![crate::domain::Concern::Kernel],
+                titles: vec!["accelerator architecture owner".into()],
+                routed_by: "nobody holds role `accelerator`, so the owner role".into(),
+                on: vec!["bert-qkv-2of4-fp32 effective_speedup".into()],
+            }],
+            rollback: vec![RollbackState {
+                pack: "quickstart".into(),
+                description: trigger.into(),
+                when: Some("qkv-speedup".into()),
+                action: Some("ship dense".into()),
+                state: TriggerState::Fired,
+                why: "qkv-speedup failed".into(),
+            }],
+        }
+    }
+
     /// A memo with fixed evidence, so its rendering can be snapshotted byte for byte.
     fn fixed_memo(trigger: &str) -> Memo {
         let environment = Environment {
@@ -763,9 +908,11 @@ mod tests {
         let outcome = |metric, rule, verdict, value, ci: (f64, f64), stage| GuardrailOutcome {
             pack: "quickstart".into(),
             slice: "bert-qkv-2of4-fp32".into(),
+            guardrail: None,
             metric,
             rule,
             verdict,
+            finding: verdict,
             severity: Severity::Block,
             value: Some(value),
             baseline: None,
@@ -784,6 +931,24 @@ mod tests {
             }),
             yardstick: None,
         };
+    let guardrails = vec![
+            outcome(
+                Metric::FallbackRate,
+                Rule::AtMost { bound: 0.0 },
+                Verdict::Pass,
+                0.0,
+                (0.0, 0.0),
+                Stage::Validation,
+            ),
+            outcome(
+                Metric::EffectiveSpeedup,
+                Rule::AtLeast { bound: 2.5 },
+                Verdict::Fail,
+                1.61,
+                (1.58, 1.64),
+                Stage::Validation,
+            ),
+        ];
         Memo {
             schema_version: MEMO_SCHEMA_VERSION,
             verdict: Verdict::Fail,
@@ -814,6 +979,10 @@ mod tests {
                 slice: "bert-qkv-2of4-fp32".into(),
                 sparsity: "2:4".into(),
                 precision: "fp32".into(),
+                what: "2:4 · fp32 · CPU kernels".into(),
+                nominal_sparsity: Some(0.5),
+                ideal_speedup: Some(2.0),
+                fallback_share: Some(0.4887),
                 samples: 40,
                 latency_s: Some(0.00123),
                 speedup: Some(1.61),
@@ -841,24 +1010,9 @@ mod tests {
                 break_even: vec![],
                 artifacts: vec![],
             }],
-            guardrails: vec![
-                outcome(
-                    Metric::FallbackRate,
-                    Rule::AtMost { bound: 0.0 },
-                    Verdict::Pass,
-                    0.0,
-                    (0.0, 0.0),
-                    Stage::Validation,
-                ),
-                outcome(
-                    Metric::EffectiveSpeedup,
-                    Rule::AtLeast { bound: 2.5 },
-                    Verdict::Fail,
-                    1.61,
-                    (1.58, 1.64),
-                    Stage::Validation,
-                ),
-            ],
+            brief: fixed_brief(trigger),
+            matrix: matrix(&guardrails),
+            guardrails,
             contradictions: vec!["the sparse path is faster than dense on a but slower on b".into()],
             sign_off: vec![SignOff {
                 role: "owner".into(),

@@ -2,6 +2,7 @@
 //! re-measures.
 
 mod annotations;
+mod brief;
 pub mod calendar;
 mod charts;
 mod decision;
@@ -14,9 +15,11 @@ mod memo;
 pub mod memo_trends;
 pub mod sign;
 mod summary;
+mod text;
 pub mod trend;
 
 pub use annotations::github_annotations;
+pub use brief::{Action, Brief, Call, Finding, RollbackState, TriggerState};
 pub use decision::{Decision, DriftNote, VERDICT_SCHEMA_VERSION, VerdictCounts, decide};
 pub use error::ReleaseError;
 pub use exit::{ExitCode, UnknownExitCode};

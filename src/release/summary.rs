@@ -60,6 +60,16 @@ pub fn render_summary(decision: &Decision) -> String {
             );
         }
     }
+    // Issue 24: the memo's first sentence, so a CI log says what to do, not only the counts.
+    let _ = write!(out, "\n{}", decision.brief.headline);
+    for r in &decision.brief.rollback {
+        if r.state != super::TriggerState::NotFired {
+            let _ = write!(out, "\nrollback trigger of {}: {}: {}", r.pack, r.state.as_str(), r.why);
+        }
+    }
+    for a in &decision.brief.act {
+        let _ = write!(out, "\nmust act: {} ({}) on {}", a.role, a.holders.join("; "), a.on.join(", "));
+    }
     out.push('\n');
     out
 }

@@ -148,6 +148,7 @@ fn correct_for_multiplicity(outcomes: &mut [GuardrailOutcome]) {
         o.p_value = Some(adj);
         if o.verdict == Verdict::Fail && adj >= alpha {
             o.verdict = Verdict::Inconclusive;
+            o.finding = Verdict::Inconclusive;
             o.stage = Stage::Validation;
             o.detail.push_str(&format!(
                 "; Holm-adjusted across {m} blocking baseline guardrails: p = {} ≥ {}, so not a failure after \
@@ -250,9 +251,11 @@ pub(crate) fn judge(
         GuardrailOutcome {
             pack: slice.pack.clone(),
             slice: slice.id.clone(),
+            guardrail: g.id.clone(),
             metric: g.metric,
             rule: g.rule,
             verdict,
+            finding: j.verdict,
             severity: g.severity,
             value: j.value,
             baseline: j.baseline,
@@ -344,9 +347,9 @@ fn judge_measured(
                     Err(why) => Judgement::inconclusive(format!("baseline: {why}: inconclusive")),
                     Ok(base) => {
                         let boot = Bootstrap::new(opts.resamples, guardrail_seed(slice.seed, index));
-                        let judge = |c: &Observed, b: &Observed| {
+                        let judge = |quantity, c: &Observed, b: &Observed| {
                             regression(
-                                g.metric.into(),
+                                quantity,
                                 c,
                                 b,
                                 margin,
@@ -357,8 +360,15 @@ fn judge_measured(
                         };
                         let mut j = match calibrated(g.metric, ev, &obs, b, &base) {
                             Some((c_norm, b_norm)) => {
-                                let raw = judge(&obs, &base);
-                                let mut j = judge(&c_norm, &b_norm);
+                                let raw = judge(g.metric.into(), &obs, &base);
+                                // Issue 24: a normalised latency is a ratio to the calibration
+                                // GEMM, not seconds.
+                                let normalised = super::rules::Quantity {
+                                    name: g.metric.name(),
+                                    unit: "× calibration",
+                                    better: g.metric.better(),
+                                };
+                                let mut j = judge(normalised, &c_norm, &b_norm);
                                 j.value = raw.value;
                                 j.baseline = raw.baseline;
                                 j.detail = format!(
@@ -371,7 +381,7 @@ fn judge_measured(
                                 );
                                 j
                             }
-                            None => judge(&obs, &base),
+                            None => judge(g.metric.into(), &obs, &base),
                         };
                         if let Some(drift) = b.session_drift.as_ref().filter(|_| drifts(g.metric)) {
                             account_for_drift(&mut j, drift, g.metric.better(), margin, g.confidence);

@@ -17,8 +17,16 @@ pub struct GuardrailOutcome {
     pub metric: Metric,
     /// The rule, e.g. `at_least 1.2`.
     pub rule: Rule,
+    /// The guardrail's `id`, when the pack gave it one (`rollback.when` refers to it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guardrail: Option<String>,
     /// pass, warn, fail or inconclusive.
     pub verdict: Verdict,
+    /// What the evidence says before severity softens it: pass, fail or inconclusive
+    /// (an advisory guardrail's `warn` is one of the last two). The rollback trigger and
+    /// the contradictions read this, so an undecided check is never called a failure.
+    #[serde(default = "undecided")]
+    pub finding: Verdict,
     /// Whether a failure blocks.
     pub severity: Severity,
     /// The measured value (median for sampled metrics).
@@ -52,6 +60,21 @@ pub struct GuardrailOutcome {
     /// For `regress_at_most`: what the candidate was compared with (issue 22).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub yardstick: Option<Yardstick>,
+}
+
+fn undecided() -> Verdict {
+    Verdict::Inconclusive
+}
+
+impl GuardrailOutcome {
+    /// Whether the guardrail failed (`Some(true)`), held (`Some(false)`) or is undecided.
+    pub fn failed(&self) -> Option<bool> {
+        match self.finding {
+            Verdict::Fail => Some(true),
+            Verdict::Pass => Some(false),
+            Verdict::Inconclusive | Verdict::Warn => None,
+        }
+    }
 }
 
 /// What decided a baseline-relative guardrail.

@@ -40,7 +40,7 @@ fn issue_6_github_annotations_point_at_the_failing_guardrail() {
         "only the failing guardrail: {text}"
     );
     let summary = sb.read("summary.md");
-    assert_contains(&summary, "# Closure memo: FAIL");
+    assert_contains(&summary, "# DO NOT SHIP: closure memo (verdict fail, exit 1)");
 }
 
 #[test]

@@ -67,7 +67,7 @@ fn pass_exits_0_and_writes_every_output() {
     }
     let memo = sb.read("out/memo.md");
     for needle in [
-        "Closure memo: PASS",
+        "# SHIP: closure memo (verdict pass, exit 0)",
         "Test Owner",
         "test trigger",
         "Validation matrix",

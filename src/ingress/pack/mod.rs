@@ -38,6 +38,13 @@ pub struct PackFile {
     pub owners: Vec<Owner>,
     /// What triggers a rollback and what to do then; the memo quotes it.
     pub rollback: Rollback,
+    /// Which owner role acts on failures of each concern (issue 24): keys `lowering`,
+    /// `kernel`, `quality`, `serving`, `harness`; values are roles some owner holds.
+    /// Unrouted concerns go to the role named after the concern when an owner holds it
+    /// (`compiler`, `accelerator`, `model-optimization`, `serving`, `owner`), else to
+    /// `owner`, else to the first owner.
+    #[serde(default, skip_serializing_if = "Routing::is_empty")]
+    pub routing: Routing,
     /// Metadata that must match for evidence to be comparable.
     #[serde(default)]
     pub lock: LockPolicy,
@@ -84,12 +91,63 @@ pub struct Owner {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Rollback {
-    /// The condition that triggers a rollback, in words a release manager can act on.
+    /// The condition that triggers a rollback, in words a release manager can act on; the
+    /// memo quotes it as the description of `when`.
     #[schemars(length(min = 1))]
     pub trigger: String,
+    /// The same condition, machine-checked (issue 24): a boolean expression over the ids of
+    /// the pack's guardrails, e.g. `block-speedup or no-fallback`, with `and`, `or`, `not`
+    /// and parentheses. A guardrail id is true when that guardrail failed on some slice,
+    /// false when it passed on every slice it applies to, and unknown otherwise. When the
+    /// expression is true the rollback trigger has fired and the gate fails; when it is
+    /// unknown the gate cannot pass. Without `when` the memo says the trigger is free text
+    /// and was not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub when: Option<String>,
     /// What to do when it fires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
+}
+
+/// Owner roles per concern (see [`PackFile::routing`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Routing {
+    /// Lowering and dense fallbacks: the compiler sparsity pass owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lowering: Option<String>,
+    /// Kernel speed: the accelerator architecture owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// Model quality: the model optimization lead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<String>,
+    /// Latency under load: the serving performance owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<String>,
+    /// Slices that did not run: the pack owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<String>,
+}
+
+impl Routing {
+    /// Whether no concern is routed explicitly.
+    pub fn is_empty(&self) -> bool {
+        self == &Routing::default()
+    }
+
+    /// The role routed explicitly for `concern`, if any.
+    pub fn role_for(&self, concern: crate::domain::Concern) -> Option<&str> {
+        use crate::domain::Concern;
+        match concern {
+            Concern::Lowering => self.lowering.as_deref(),
+            Concern::Kernel => self.kernel.as_deref(),
+            Concern::Quality => self.quality.as_deref(),
+            Concern::Serving => self.serving.as_deref(),
+            Concern::Harness => self.harness.as_deref(),
+        }
+    }
 }
 
 /// Which parts of the environment must match a golden baseline.
@@ -830,6 +888,10 @@ pub struct GemmSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Guardrail {
+    /// A name for the guardrail, unique in the pack, that `rollback.when` refers to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = 64))]
+    pub id: Option<String>,
     /// A metric name from DESIGN.md §2, e.g. `latency`, `effective_speedup`.
     pub metric: String,
     /// Absolute upper bound on the metric (its median, with interval).

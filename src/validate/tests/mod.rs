@@ -47,6 +47,7 @@ pub(super) fn op(m: usize, n: usize, k: usize) -> GemmOp {
 
 pub(super) fn guard(metric: Metric, rule: Rule, severity: Severity) -> GuardrailSpec {
     GuardrailSpec {
+        id: None,
         metric,
         rule,
         confidence: 0.95,
