@@ -136,6 +136,7 @@ mod tests {
                 diagnoses: vec![],
                 contradictions: vec![],
                 quality: vec![],
+                under_burst: vec![],
             },
             vec![],
         )

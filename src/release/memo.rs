@@ -300,6 +300,9 @@ pub struct MemoSlice {
     /// For a checkpoint slice at several token counts: each layer's break-even.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub break_even: Vec<crate::execute::LayerBreakEven>,
+    /// For a slice served under `load`: its traffic, drops and burst finding (issue 24).
+    #[serde(default)]
+    pub load: Option<super::memo_load::MemoLoad>,
 }
 
 /// Minimum, quartiles (type 7) and maximum of a sample: enough to draw a box plot.
@@ -382,7 +385,10 @@ impl Memo {
         let slices: Vec<MemoSlice> = evidence
             .slices
             .iter()
-            .map(|s| memo_slice(s, decision, diagnoses))
+            .map(|s| MemoSlice {
+                load: super::memo_load::memo_load(s, &assessment.under_burst),
+                ..memo_slice(s, decision, diagnoses)
+            })
             .collect();
         Memo {
             schema_version: MEMO_SCHEMA_VERSION,
@@ -654,6 +660,7 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
         structure: s.structure.clone(),
         artifacts: s.artifacts.clone(),
         break_even: s.break_even.clone(),
+        load: None,
     }
 }
 
@@ -839,6 +846,7 @@ mod tests {
                 diagnosis: Some(fixed_diagnosis()),
                 structure: vec![],
                 break_even: vec![],
+                load: None,
                 artifacts: vec![],
             }],
             guardrails: vec![
