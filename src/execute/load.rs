@@ -86,7 +86,11 @@ fn measure(
 /// Record what a serving loop observed: the request counts, `drop_rate` (dropped /
 /// offered, issue 24) and every served request's latency as the `latency` samples. Fails
 /// when the queue turned every request away.
-pub(crate) fn record(load: LoadPlan, outcome: &LoadOutcome, evidence: &mut SliceEvidence) -> Result<(), ExecError> {
+pub(crate) fn record(
+    load: LoadPlan,
+    outcome: &LoadOutcome,
+    evidence: &mut SliceEvidence,
+) -> Result<(), ExecError> {
     let counters = &mut evidence.counters;
     counters.insert(Counter::Requests, outcome.requests as f64);
     counters.insert(Counter::Served, outcome.latencies.len() as f64);
@@ -109,9 +113,10 @@ pub(crate) fn record(load: LoadPlan, outcome: &LoadOutcome, evidence: &mut Slice
             requests: outcome.requests,
         });
     }
-    evidence
-        .metrics
-        .insert(Metric::Latency, MetricSamples::single_run("s", outcome.latencies.clone()));
+    evidence.metrics.insert(
+        Metric::Latency,
+        MetricSamples::single_run("s", outcome.latencies.clone()),
+    );
     Ok(())
 }
 

@@ -111,22 +111,27 @@ fn check_load(
     let (entries, matrix) = loads.entries();
     let before = diags.len();
     if spec.backend == Backend::Import {
-        diags.push(loc.at_key(
-            &format!("{base}/load"),
-            format!(
-                "`load` drives a system under test, but slice `{}` imports results another tool \
+        diags.push(
+            loc.at_key(
+                &format!("{base}/load"),
+                format!(
+                    "`load` drives a system under test, but slice `{}` imports results another tool \
                  already measured",
-                spec.id
-            ),
-            Some(
-                "serve the benchmark with `backend: command` and `load`, or import latencies it \
+                    spec.id
+                ),
+                Some(
+                    "serve the benchmark with `backend: command` and `load`, or import latencies it \
                  measured under load itself (docs/load.md)"
-                    .into(),
+                        .into(),
+                ),
             ),
-        ));
+        );
     }
     if let Some(c) = spec.command.as_ref().filter(|_| spec.backend == Backend::Command) {
-        for (key, present) in [("comparator", c.comparator.is_some()), ("baseline", c.baseline.is_some())] {
+        for (key, present) in [
+            ("comparator", c.comparator.is_some()),
+            ("baseline", c.baseline.is_some()),
+        ] {
             if present {
                 diags.push(loc.at_key(
                     &format!("{base}/command/{key}"),
@@ -153,19 +158,21 @@ fn check_load(
         if let Some(plan) = check_one_load(spec, l, &ptr, &guards, loc, diags) {
             let plan = super::LoadPlan { matrix, ..plan };
             if let Some(first) = seen.insert(plan.arrivals.pattern(), e) {
-                diags.push(loc.at_value(
-                    &format!("{ptr}/arrivals"),
-                    format!(
-                        "`arrivals: {}` is listed twice in slice `{}`'s load matrix (also load/{first})",
-                        plan.arrivals.pattern(),
-                        spec.id
-                    ),
-                    Some(
-                        "a load matrix holds each pattern once (its cells are named by it); use \
+                diags.push(
+                    loc.at_value(
+                        &format!("{ptr}/arrivals"),
+                        format!(
+                            "`arrivals: {}` is listed twice in slice `{}`'s load matrix (also load/{first})",
+                            plan.arrivals.pattern(),
+                            spec.id
+                        ),
+                        Some(
+                            "a load matrix holds each pattern once (its cells are named by it); use \
                          another slice for a second rate or burst size"
-                            .into(),
+                                .into(),
+                        ),
                     ),
-                ));
+                );
             }
             plans.push(plan);
         }

@@ -181,18 +181,27 @@ mod tests {
         let fail = "p99 3 (95% CI 3 to 3, order statistics, n = 700) > 1: fail";
         let found = median_holds_tail(Verdict::Fail, Severity::Block, fail);
         assert_eq!(found.len(), 1, "{found:?}");
-        assert!(found[0].contains("the typical case holds but the tail does not"), "{found:?}");
+        assert!(
+            found[0].contains("the typical case holds but the tail does not"),
+            "{found:?}"
+        );
         let advisory = format!("{fail} (advisory guardrail: reported as warn, never blocks)");
-        assert_eq!(median_holds_tail(Verdict::Warn, Severity::Warn, &advisory).len(), 1);
+        assert_eq!(
+            median_holds_tail(Verdict::Warn, Severity::Warn, &advisory).len(),
+            1
+        );
     }
 
     #[test]
     fn the_failed_helper_reads_the_check_not_words_that_start_with_fail() {
         let mut g = median_holds_tail_outcome();
         g.verdict = Verdict::Warn;
-        g.detail = "x: failover counted: inconclusive (advisory guardrail: reported as warn, never blocks)".into();
+        g.detail =
+            "x: failover counted: inconclusive (advisory guardrail: reported as warn, never blocks)".into();
         assert!(!failed(&g));
-        g.detail = "the slice failed in execution: timed out (advisory guardrail: reported as warn, never blocks)".into();
+        g.detail =
+            "the slice failed in execution: timed out (advisory guardrail: reported as warn, never blocks)"
+                .into();
         assert!(failed(&g));
         g.verdict = Verdict::Inconclusive;
         g.detail = "x: fail".into();
@@ -204,7 +213,11 @@ mod tests {
         assess_with(
             &[slice(
                 "s",
-                vec![guard(Metric::Latency, Rule::AtMost { bound: 2.0 }, Severity::Block)],
+                vec![guard(
+                    Metric::Latency,
+                    Rule::AtMost { bound: 2.0 },
+                    Severity::Block,
+                )],
             )],
             &evidence(vec![ev]),
             &Default::default(),

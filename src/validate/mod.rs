@@ -20,13 +20,13 @@ mod power_check;
 pub mod quality;
 mod rules;
 pub mod session_drift;
-pub mod under_burst;
 #[cfg(test)]
 mod tests;
+pub mod under_burst;
 
 pub use assess::{AssessOptions, assess, assess_with};
 pub use diagnosis::{FallbackImpact, RooflinePoint, SliceDiagnosis};
 pub use interim::interim_look;
 pub use outcome::{Assessment, GuardrailOutcome, Yardstick};
-pub use under_burst::BurstRegression;
 pub use power_check::{PowerNote, RunPlan, plan_runs, power_check};
+pub use under_burst::BurstRegression;

@@ -114,7 +114,14 @@ mod tests {
                 requests: 700,
                 matrix: true,
             }),
-            ..slice(id, vec![guard(Metric::LatencyP99, Rule::AtMost { bound: 0.01 }, Severity::Block)])
+            ..slice(
+                id,
+                vec![guard(
+                    Metric::LatencyP99,
+                    Rule::AtMost { bound: 0.01 },
+                    Severity::Block,
+                )],
+            )
         }
     }
 

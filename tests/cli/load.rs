@@ -142,8 +142,14 @@ fn a_queue_that_overflows_fails_a_drop_rate_at_most_0_guardrail_and_regresses_on
     assert_eq!(bursts["load"]["arrivals"]["kind"], "bursts", "{bursts}");
     // The memo names the traffic and the finding.
     assert_contains(&memo, "### Latency under load");
-    assert_contains(&memo, "| simload/ffn-2of4-fp16-bursts | bursts | 1000 req/s | 16 | 4 | 64 | 16 | 48 | 75% |");
-    assert_contains(&memo, "| simload/ffn-2of4-fp16-steady | steady | 1000 req/s | – | 4 | 64 | 64 | 0 | 0% |");
+    assert_contains(
+        &memo,
+        "| simload/ffn-2of4-fp16-bursts | bursts | 1000 req/s | 16 | 4 | 64 | 16 | 48 | 75% |",
+    );
+    assert_contains(
+        &memo,
+        "| simload/ffn-2of4-fp16-steady | steady | 1000 req/s | – | 4 | 64 | 64 | 0 | 0% |",
+    );
     assert_contains(
         &memo,
         "**simload/ffn-2of4-fp16-bursts regresses only under burst:** drop_rate fails under bursts of 16 at 1000 req/s, while ffn-2of4-fp16-steady holds under steady arrivals at the same mean rate.",
@@ -167,7 +173,10 @@ fn a_queue_that_holds_every_request_passes_drop_rate_at_most_0() {
         "{verdict}"
     );
     let memo = sb.read("out/memo.md");
-    assert_contains(&memo, "| simload/ffn-2of4-fp16-bursts | bursts | 1000 req/s | 16 | 16 | 64 | 64 | 0 | 0% |");
+    assert_contains(
+        &memo,
+        "| simload/ffn-2of4-fp16-bursts | bursts | 1000 req/s | 16 | 16 | 64 | 64 | 0 | 0% |",
+    );
     assert!(!memo.contains("regresses only under burst"), "{memo}");
 }
 
@@ -186,7 +195,10 @@ fn cpu_bursts_that_overflow_the_queue_fail_drop_rate_where_steady_passes() {
     assert_eq!(rows[0]["verdict"], "pass", "{verdict}");
     assert_eq!(rows[1]["verdict"], "fail", "{verdict}");
     assert!(rows[1]["value"].as_f64().unwrap() >= 0.5, "{verdict}");
-    assert_contains(&memo, "**load/bursts-2of4-fp32 regresses only under burst:** drop_rate fails");
+    assert_contains(
+        &memo,
+        "**load/bursts-2of4-fp32 regresses only under burst:** drop_rate fails",
+    );
 }
 
 #[test]
