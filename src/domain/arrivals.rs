@@ -3,10 +3,10 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How requests arrive.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Arrivals {
     /// Evenly spaced at `rate_per_s`.
@@ -27,6 +27,35 @@ pub enum Arrivals {
         /// Requests per burst.
         size: u32,
     },
+}
+
+impl Arrivals {
+    /// The pattern's name, as a pack spells it (`steady`, `poisson`, `bursts`): the
+    /// suffix of a load matrix cell's id (issue 24).
+    pub fn pattern(self) -> &'static str {
+        match self {
+            Arrivals::Steady { .. } => "steady",
+            Arrivals::Poisson { .. } => "poisson",
+            Arrivals::Bursts { .. } => "bursts",
+        }
+    }
+
+    /// The mean arrival rate, requests per second.
+    pub fn rate_per_s(self) -> f64 {
+        match self {
+            Arrivals::Steady { rate_per_s }
+            | Arrivals::Poisson { rate_per_s }
+            | Arrivals::Bursts { rate_per_s, .. } => rate_per_s,
+        }
+    }
+
+    /// Requests per burst (`bursts` only).
+    pub fn burst(self) -> Option<u32> {
+        match self {
+            Arrivals::Bursts { size, .. } => Some(size),
+            _ => None,
+        }
+    }
 }
 
 /// Parse `steady:RATE`, `poisson:RATE` or `bursts:RATE:SIZE` (RATE in requests/s).

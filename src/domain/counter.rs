@@ -54,7 +54,6 @@ counters! {
     Requests => "requests", "Requests a load test generated.";
     Served => "served", "Requests a load test served.";
     Dropped => "dropped", "Requests dropped because the queue was full.";
-    DropRate => "drop_rate", "Dropped / generated requests.";
     Queued => "queued", "Requests that waited behind another.";
     MaxInSystem => "max_in_system", "The most requests in the system at once.";
     ServiceS => "service_s", "Seconds spent serving, summed over requests.";

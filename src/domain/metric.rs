@@ -63,6 +63,7 @@ metrics! {
     Cycles => "cycles", "cycles", Lower, "Simulated cycles per iteration.";
     PatternViolations => "pattern_violations", "groups", Lower, "Groups (or blocks) of a checkpoint's weights that break the slice's sparsity pattern.";
     SparseCoverage => "sparse_coverage", "fraction", Higher, "Share of a checkpoint's GEMM FLOPs whose weights hold the pattern and run on a sparse kernel.";
+    DropRate => "drop_rate", "fraction", Lower, "Requests of a load slice dropped because the queue was full / requests offered (issue 24).";
 }
 
 impl Metric {

@@ -137,6 +137,7 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
         seed: req.seed,
         threads: req.threads.max(1),
         checkpoint: None,
+        load: None,
     };
     let plan = lower(&slice);
     let ev = execute_slice(&slice, &plan);

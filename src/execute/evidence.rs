@@ -109,6 +109,10 @@ pub struct SliceEvidence {
     /// GEMM / dense GEMM / other, in total and per range (layer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_kernels: Option<super::trace::GpuKernels>,
+    /// The serving loop the slice ran under (`load:`: arrivals, queue, requests offered),
+    /// so the memo can say under which traffic its latencies and drops were measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<crate::ingress::LoadPlan>,
 }
 
 /// The instruction-set paths of a CPU slice.
@@ -467,6 +471,7 @@ impl SliceEvidence {
             sparsity: slice.sparsity.to_string(),
             precision: slice.precision,
             plan: plan.clone(),
+            load: slice.load,
             ..SliceEvidence::named(&slice.pack, &slice.id)
         }
     }
@@ -497,6 +502,7 @@ impl SliceEvidence {
             isa: None,
             baseline_build: None,
             gpu_kernels: None,
+            load: None,
         }
     }
 }

@@ -80,12 +80,23 @@ fn measure(
         Ok(serve(load, slice.seed, || work.run_candidate())?)
     })?;
     evidence.warmup_iterations = warmup;
+    record(load, &outcome, evidence)
+}
+
+/// Record what a serving loop observed: the request counts, `drop_rate` (dropped /
+/// offered, issue 24) and every served request's latency as the `latency` samples. Fails
+/// when the queue turned every request away.
+pub(crate) fn record(
+    load: LoadPlan,
+    outcome: &LoadOutcome,
+    evidence: &mut SliceEvidence,
+) -> Result<(), ExecError> {
     let counters = &mut evidence.counters;
     counters.insert(Counter::Requests, outcome.requests as f64);
     counters.insert(Counter::Served, outcome.latencies.len() as f64);
     counters.insert(Counter::Dropped, outcome.dropped as f64);
     counters.insert(
-        Counter::DropRate,
+        Metric::DropRate,
         outcome.dropped as f64 / outcome.requests.max(1) as f64,
     );
     counters.insert(Counter::Queued, outcome.queued as f64);
@@ -102,10 +113,45 @@ fn measure(
             requests: outcome.requests,
         });
     }
-    evidence
-        .metrics
-        .insert(Metric::Latency, MetricSamples::single_run("s", outcome.latencies));
+    evidence.metrics.insert(
+        Metric::Latency,
+        MetricSamples::single_run("s", outcome.latencies.clone()),
+    );
     Ok(())
+}
+
+/// The serving loop in simulated time, for a system whose service time is known rather
+/// than measured (the simulated accelerator: issue 24): the same FIFO server, queue bound
+/// and drop rule as [`serve`], each request taking `service_s`. Seeded and exact.
+pub fn serve_simulated(load: LoadPlan, seed: u64, service_s: f64) -> LoadOutcome {
+    let arrivals = arrival_times(load.arrivals, load.requests, seed);
+    let mut in_system: VecDeque<f64> = VecDeque::new();
+    let mut out = LoadOutcome {
+        latencies: Vec::with_capacity(arrivals.len()),
+        requests: load.requests,
+        dropped: 0,
+        queued: 0,
+        max_in_system: 0,
+        service_s,
+    };
+    let mut server_free = 0.0f64;
+    for arrival in arrivals {
+        while in_system.front().is_some_and(|&done| done <= arrival) {
+            in_system.pop_front();
+        }
+        if in_system.len() >= load.queue as usize {
+            out.dropped += 1;
+            continue;
+        }
+        if !in_system.is_empty() {
+            out.queued += 1;
+        }
+        out.max_in_system = out.max_in_system.max(in_system.len() as u64 + 1);
+        server_free = server_free.max(arrival) + service_s;
+        in_system.push_back(server_free);
+        out.latencies.push((server_free - arrival).max(1e-12));
+    }
+    out
 }
 
 /// The serving loop: one server, FIFO, at most `load.queue` requests in the system.
@@ -193,6 +239,7 @@ mod tests {
             arrivals: Arrivals::Steady { rate_per_s: 100.0 },
             queue: 8,
             requests: 64,
+            matrix: false,
         };
         let bursts = LoadPlan {
             arrivals: Arrivals::Bursts {
@@ -212,5 +259,31 @@ mod tests {
         // Structure, not speed: the 8th request of a burst waited for 7 services.
         let worst = b.latencies.iter().copied().fold(0.0, f64::max);
         assert!(worst >= 7.0 * service.as_secs_f64(), "{worst}");
+    }
+
+    #[test]
+    fn simulated_service_queues_and_drops_exactly_like_the_real_loop() {
+        // Issue 24: the simulator's serving loop, same rule as `serve`, in exact time.
+        let steady = LoadPlan {
+            arrivals: Arrivals::Steady { rate_per_s: 100.0 },
+            queue: 8,
+            requests: 64,
+            matrix: false,
+        };
+        let bursts = LoadPlan {
+            arrivals: Arrivals::Bursts {
+                rate_per_s: 100.0,
+                size: 16,
+            },
+            ..steady
+        };
+        let s = serve_simulated(steady, 1, 5e-4);
+        assert_eq!((s.dropped, s.queued, s.max_in_system), (0, 0, 1));
+        assert!(s.latencies.iter().all(|&l| (l - 5e-4).abs() < 1e-12));
+        let b = serve_simulated(bursts, 1, 5e-4);
+        assert_eq!((b.dropped, b.queued, b.max_in_system), (32, 28, 8));
+        let worst = b.latencies.iter().copied().fold(0.0, f64::max);
+        assert!((worst - 8.0 * 5e-4).abs() < 1e-12, "{worst}");
+        assert_eq!(b, serve_simulated(bursts, 1, 5e-4));
     }
 }

@@ -77,13 +77,18 @@ pub fn execute_slice_on(
     baseline: Option<&BaselineLaunch<'_>>,
     stop: Option<&StopRule<'_>>,
 ) -> SliceEvidence {
-    let mut evidence = match &slice.backend {
-        SliceBackend::Kernels { .. } => run::execute_slice_paired(slice, plan, launch, baseline, stop),
-        SliceBackend::Serving { load, .. } => execute_load_slice(slice, *load, plan),
-        SliceBackend::Model(task) => execute_model_slice(slice, task, plan),
-        SliceBackend::Sim(preset) => execute_sim_slice(slice, preset, plan),
-        SliceBackend::Command(command) => execute_command_slice(slice, command, plan),
-        SliceBackend::Import(import) => execute_import_slice(slice, import, plan),
+    let mut evidence = match (&slice.backend, slice.load) {
+        (SliceBackend::Kernels { .. } | SliceBackend::Serving { .. }, Some(load)) => {
+            execute_load_slice(slice, load, plan)
+        }
+        (SliceBackend::Kernels { .. } | SliceBackend::Serving { .. }, None) => {
+            run::execute_slice_paired(slice, plan, launch, baseline, stop)
+        }
+        // The simulator and a command serve a load themselves (issue 24).
+        (SliceBackend::Model(task), _) => execute_model_slice(slice, task, plan),
+        (SliceBackend::Sim(preset), _) => execute_sim_slice(slice, preset, plan),
+        (SliceBackend::Command(command), _) => execute_command_slice(slice, command, plan),
+        (SliceBackend::Import(import), _) => execute_import_slice(slice, import, plan),
     };
     if matches!(
         slice.backend,

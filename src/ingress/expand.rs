@@ -5,7 +5,7 @@ pub(crate) use super::ids::{slice_id, slice_seed};
 use super::pack::MlpSpec;
 use super::pack::{OpSpec, PackFile, Precision, PrecisionPolicy};
 use super::semantic::Checked;
-use super::{GemmOp, ModelTask, PruningPlan, Slice, SliceBackend, Sparsity};
+use super::{GemmOp, LoadPlan, ModelTask, PruningPlan, Slice, SliceBackend, Sparsity};
 
 /// The default worker count when the pack does not lock one.
 fn default_threads() -> usize {
@@ -87,24 +87,34 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
         let mut guardrails = checked.pack_guardrails.clone();
         guardrails.extend(checked.slice_guardrails.get(i).into_iter().flatten().cloned());
         let resolved = checked.backends.get(i).cloned().flatten();
+        // One cell per load matrix entry (issue 24), else one without load.
+        let loads: Vec<Option<LoadPlan>> = match checked.loads.get(i) {
+            Some(plans) if !plans.is_empty() => plans.iter().copied().map(Some).collect(),
+            _ => vec![None],
+        };
+        let suffix = |load: &Option<LoadPlan>| load.as_ref().map(LoadPlan::id_suffix).unwrap_or_default();
         if !spec.backend.runs_workload() {
-            // Someone else's benchmark: one slice, named by its spec id alone.
-            slices.push(Slice {
-                pack: pack.name.clone(),
-                seed: slice_seed(pack.seed, &spec.id),
-                id: spec.id.clone(),
-                ops,
-                sparsity: Sparsity::Dense,
-                precision: Precision::Fp32,
-                // Semantic checks refuse a command or import slice without its block.
-                backend: resolved.unwrap_or_else(|| {
-                    unreachable!("checked at ingress: `{}` has its backend block", spec.id)
-                }),
-                guardrails,
-                samples: pack.samples.clone(),
-                threads,
-                checkpoint: None,
-            });
+            // Someone else's benchmark: one slice (per load cell), named by its spec id.
+            for load in &loads {
+                let id = format!("{}{}", spec.id, suffix(load));
+                slices.push(Slice {
+                    pack: pack.name.clone(),
+                    seed: slice_seed(pack.seed, &id),
+                    id,
+                    ops: ops.clone(),
+                    sparsity: Sparsity::Dense,
+                    precision: Precision::Fp32,
+                    // Semantic checks refuse a command or import slice without its block.
+                    backend: resolved.clone().unwrap_or_else(|| {
+                        unreachable!("checked at ingress: `{}` has its backend block", spec.id)
+                    }),
+                    guardrails: guardrails.clone(),
+                    samples: pack.samples.clone(),
+                    threads,
+                    checkpoint: None,
+                    load: *load,
+                });
+            }
             continue;
         }
         // A model slice with precision policies expands over its policies (evaluated on the
@@ -117,17 +127,24 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                 .map(|policy| (Precision::Fp32, Some(policy)))
                 .collect()
         };
-        for sparsity in checked.sparsities.get(i).into_iter().flatten() {
-            for &(precision, policy) in &variants {
+        let cells = checked
+            .sparsities
+            .get(i)
+            .into_iter()
+            .flatten()
+            .flat_map(|sp| variants.iter().map(move |v| (sp, v)))
+            .flat_map(|c| loads.iter().map(move |l| (c, l)));
+        for ((sparsity, &(precision, policy)), load) in cells {
+            {
                 let id = match policy {
                     Some(policy) => format!("{}-{}-{}", spec.id, sparsity.tag(), policy.name),
                     None => slice_id(&spec.id, sparsity, precision),
-                };
+                } + &suffix(load);
                 let model = model.clone().map(|task| ModelTask {
                     precision: policy.cloned(),
                     ..task
                 });
-                let load = checked.loads.get(i).copied().flatten();
+                let load = *load;
                 slices.push(Slice {
                     pack: pack.name.clone(),
                     seed: slice_seed(pack.seed, &id),
@@ -139,7 +156,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     // for this cell.
                     backend: match (resolved.clone(), load, model) {
                         (Some(backend), _, _) => backend,
-                        (None, Some(load), _) => SliceBackend::Serving { load, weights },
+                        (None, Some(_), _) => SliceBackend::Serving { weights },
                         (None, None, Some(task)) => SliceBackend::Model(Box::new(task)),
                         (None, None, None) => SliceBackend::Kernels { weights },
                     },
@@ -147,6 +164,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     samples: pack.samples.clone(),
                     threads,
                     checkpoint: checkpoint.clone(),
+                    load,
                 });
             }
         }

@@ -99,6 +99,9 @@ pub struct Slice {
     /// The checkpoint whose tensors are the ops (`workload.checkpoint`), shared by the
     /// slices of its spec.
     pub checkpoint: Option<std::sync::Arc<checkpoint::CheckpointWorkload>>,
+    /// Requests served under load (`load:`), on whichever backend runs the slice; `None`
+    /// for back-to-back timing.
+    pub load: Option<LoadPlan>,
 }
 
 /// Where a slice runs, each backend with its own settings (checked and resolved at
@@ -115,10 +118,8 @@ pub enum SliceBackend {
         /// How the slice's weights are drawn.
         weights: WeightDistribution,
     },
-    /// The CPU kernels serving requests under load (`load:`).
+    /// The CPU kernels serving requests under load (the slice's `load`).
     Serving {
-        /// The arrivals, queue bound and request count.
-        load: LoadPlan,
         /// How the slice's weights are drawn.
         weights: WeightDistribution,
     },
@@ -211,8 +212,9 @@ impl WeightDistribution {
     }
 }
 
-/// A `cpu` slice's serving loop, checked at ingress.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// A slice's serving loop (`load:`), checked at ingress: the CPU kernels, the simulated
+/// accelerator or the user's command serve the requests (issue 24).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoadPlan {
     /// The seeded arrival process (shared with the simulator's queue model).
     pub arrivals: crate::domain::Arrivals,
@@ -220,6 +222,21 @@ pub struct LoadPlan {
     pub queue: u32,
     /// Requests offered.
     pub requests: u64,
+    /// Whether this is a cell of a load matrix (`load:` as a list), whose slice id ends in
+    /// the arrival pattern (`-steady`, `-poisson`, `-bursts`).
+    #[serde(default)]
+    pub matrix: bool,
+}
+
+impl LoadPlan {
+    /// The id suffix of a load matrix cell (`-bursts`), empty for a single `load:`.
+    pub fn id_suffix(&self) -> String {
+        if self.matrix {
+            format!("-{}", self.arrivals.pattern())
+        } else {
+            String::new()
+        }
+    }
 }
 
 /// One process to start: argv, working directory and extra environment, all resolved.

@@ -45,38 +45,158 @@ pub(crate) struct Checked {
     pub backends: Vec<Option<super::SliceBackend>>,
     /// Each slice spec's checkpoint, opened and its layers selected (`workload.checkpoint`).
     pub checkpoints: Vec<Option<std::sync::Arc<super::checkpoint::CheckpointWorkload>>>,
-    /// Each slice spec's serving loop (`backend: cpu` with `load` only).
-    pub loads: Vec<Option<super::LoadPlan>>,
+    /// Each slice spec's serving loops (`load`), one per load matrix cell; empty without.
+    pub loads: Vec<Vec<super::LoadPlan>>,
     /// `rollback.when`, parsed.
     pub trigger: Option<super::TriggerExpr>,
 }
 
-/// Check a slice's `load` block: CPU only, a sane rate and queue, a burst size only for
-/// bursts, and enough requests for the percentiles its guardrails judge (MLPerf LoadGen's
-/// early-stopping minimum, shared with the simulator's queue model).
+/// Check a slice's `load` block (one entry, or a list that expands into one slice per
+/// arrival pattern: issue 24): a backend that can serve requests, a sane rate and queue, a
+/// burst size only for bursts, each pattern at most once, `drop_rate` only under load, and
+/// enough requests for the percentiles its guardrails judge (MLPerf LoadGen's
+/// early-stopping minimum, shared with the simulator's queue model). Empty: no load.
 fn check_load(
     pack: &PackFile,
     spec: &super::pack::SliceSpec,
     base: &str,
     loc: &Locator,
     diags: &mut Vec<PackDiagnostic>,
+) -> Vec<super::LoadPlan> {
+    // Every guardrail that applies to the slice, with its metric's pointer.
+    let guards: Vec<(String, &Guardrail)> = [
+        (&pack.guardrails, "/guardrails".to_owned()),
+        (&spec.guardrails, format!("{base}/guardrails")),
+    ]
+    .into_iter()
+    .flat_map(|(list, prefix)| {
+        list.iter()
+            .enumerate()
+            .map(move |(j, g)| (format!("{prefix}/{j}/metric"), g))
+    })
+    .collect();
+    let Some(loads) = spec.load.as_ref() else {
+        for (pointer, g) in &guards {
+            let percentile = ["latency_p50", "latency_p95", "latency_p99"].contains(&g.metric.as_str());
+            if spec.backend == Backend::Sim && percentile {
+                diags.push(loc.at_value(
+                    pointer,
+                    format!(
+                        "the simulator gives slice `{}` one exact latency per iteration, so `{}` has no \
+                         distribution to take a percentile of",
+                        spec.id, g.metric
+                    ),
+                    Some(
+                        "judge `latency`, or serve the slice under `load: {arrivals: bursts, rate_hz: 200, \
+                         queue: 8}` to get request latencies with queueing"
+                            .into(),
+                    ),
+                ));
+            }
+            if g.metric == Metric::DropRate.name() {
+                diags.push(loc.at_value(
+                    pointer,
+                    format!(
+                        "`drop_rate` is measured under `load`, and slice `{}` has none",
+                        spec.id
+                    ),
+                    Some(
+                        "add `load: {arrivals: bursts, rate_hz: 200, queue: 8}` to the slice, or put the \
+                         guardrail on the load slices only"
+                            .into(),
+                    ),
+                ));
+            }
+        }
+        return Vec::new();
+    };
+    let (entries, matrix) = loads.entries();
+    let before = diags.len();
+    if spec.backend == Backend::Import {
+        diags.push(
+            loc.at_key(
+                &format!("{base}/load"),
+                format!(
+                    "`load` drives a system under test, but slice `{}` imports results another tool \
+                 already measured",
+                    spec.id
+                ),
+                Some(
+                    "serve the benchmark with `backend: command` and `load`, or import latencies it \
+                 measured under load itself (docs/load.md)"
+                        .into(),
+                ),
+            ),
+        );
+    }
+    if let Some(c) = spec.command.as_ref().filter(|_| spec.backend == Backend::Command) {
+        for (key, present) in [
+            ("comparator", c.comparator.is_some()),
+            ("baseline", c.baseline.is_some()),
+        ] {
+            if present {
+                diags.push(loc.at_key(
+                    &format!("{base}/command/{key}"),
+                    format!(
+                        "slice `{}` serves its command under `load`, one invocation per request; a `{key}` \
+                         is not run there",
+                        spec.id
+                    ),
+                    Some(format!(
+                        "remove `{key}`, or compare in a second slice without `load` (docs/load.md)"
+                    )),
+                ));
+            }
+        }
+    }
+    let mut seen: HashMap<&'static str, usize> = HashMap::new();
+    let mut plans = Vec::with_capacity(entries.len());
+    for (e, l) in entries.iter().enumerate() {
+        let ptr = if matrix {
+            format!("{base}/load/{e}")
+        } else {
+            format!("{base}/load")
+        };
+        if let Some(plan) = check_one_load(spec, l, &ptr, &guards, loc, diags) {
+            let plan = super::LoadPlan { matrix, ..plan };
+            if let Some(first) = seen.insert(plan.arrivals.pattern(), e) {
+                diags.push(
+                    loc.at_value(
+                        &format!("{ptr}/arrivals"),
+                        format!(
+                            "`arrivals: {}` is listed twice in slice `{}`'s load matrix (also load/{first})",
+                            plan.arrivals.pattern(),
+                            spec.id
+                        ),
+                        Some(
+                            "a load matrix holds each pattern once (its cells are named by it); use \
+                         another slice for a second rate or burst size"
+                                .into(),
+                        ),
+                    ),
+                );
+            }
+            plans.push(plan);
+        }
+    }
+    if diags.len() > before {
+        return Vec::new();
+    }
+    plans
+}
+
+/// One entry of a `load` block at `ptr`; `None` where it has errors (pushed).
+fn check_one_load(
+    spec: &super::pack::SliceSpec,
+    l: &super::pack::LoadSpec,
+    ptr: &str,
+    guards: &[(String, &Guardrail)],
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
 ) -> Option<super::LoadPlan> {
     use super::pack::ArrivalKind;
     use crate::sim::queue::{Arrivals, early_stopping_min_requests};
-    let l = spec.load.as_ref()?;
-    let ptr = format!("{base}/load");
     let before = diags.len();
-    if spec.backend != Backend::Cpu {
-        diags.push(loc.at_key(
-            &ptr,
-            format!(
-                "`load` applies to `backend: cpu`, but slice `{}` runs on {}",
-                spec.id,
-                spec.backend.as_str()
-            ),
-            Some("remove `load` (the simulator models traffic in the `sim` command)".into()),
-        ));
-    }
     if !(l.rate_hz.is_finite() && l.rate_hz > 0.0) {
         diags.push(loc.at_value(
             &format!("{ptr}/rate_hz"),
@@ -112,23 +232,15 @@ fn check_load(
     if requests == 0 {
         diags.push(loc.at_value(&format!("{ptr}/requests"), "0 requests measure nothing", None));
     }
-    let lists = [
-        (&pack.guardrails, "/guardrails".to_owned()),
-        (&spec.guardrails, format!("{base}/guardrails")),
-    ];
-    for (j, g, prefix) in lists
-        .iter()
-        .flat_map(|(list, prefix)| list.iter().enumerate().map(move |(j, g)| (j, g, prefix)))
-    {
-        let pointer = format!("{prefix}/{j}/metric");
+    for (pointer, g) in guards {
         let quantile = match g.metric.as_str() {
             "latency_p99" => Some(0.99),
             "latency_p95" => Some(0.95),
             "effective_speedup" | "throughput_gflops" => {
                 diags.push(loc.at_value(
-                    &pointer,
+                    pointer,
                     format!("slice `{}` is served under `load`, which measures request latency, not `{}`", spec.id, g.metric),
-                    Some("judge `latency`, `latency_p50`, `latency_p95` or `latency_p99` under load; measure speedups in a slice without `load`".into()),
+                    Some("judge `latency`, `latency_p50`, `latency_p95`, `latency_p99` or `drop_rate` under load; measure speedups in a slice without `load`".into()),
                 ));
                 None
             }
@@ -138,7 +250,7 @@ fn check_load(
             let needed = early_stopping_min_requests(q, 0.99, 1);
             if requests < needed {
                 diags.push(loc.at_value(
-                    &pointer,
+                    pointer,
                     format!(
                         "`{}` needs at least {needed} requests to be meaningful, and the load offers {requests}",
                         g.metric
@@ -169,6 +281,7 @@ fn check_load(
         arrivals,
         queue: l.queue,
         requests,
+        matrix: false,
     })
 }
 
@@ -455,7 +568,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             &mut diags,
         ));
 
-        let expanded: Vec<String> = if runs_workload {
+        let cells: Vec<String> = if runs_workload {
             parsed
                 .iter()
                 .flat_map(|sp| spec.precision.iter().map(move |&p| slice_id(&spec.id, sp, p)))
@@ -463,6 +576,15 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
         } else {
             vec![spec.id.clone()]
         };
+        // A load matrix names each cell by its pattern too (issue 24).
+        let suffixes: Vec<String> = match loads.last() {
+            Some(plans) if !plans.is_empty() => plans.iter().map(super::LoadPlan::id_suffix).collect(),
+            _ => vec![String::new()],
+        };
+        let expanded: Vec<String> = cells
+            .iter()
+            .flat_map(|c| suffixes.iter().map(move |s| format!("{c}{s}")))
+            .collect();
         {
             for id in expanded {
                 match ids.get(&id) {
@@ -1300,7 +1422,8 @@ mod tests {
         assert!(!Backend::Cpu.measures(Metric::EnergyJ));
         assert!(!Backend::Cpu.measures(Metric::TcOccupancy));
         // Six speed metrics, two counters, accuracy and quality_delta (model slices only), and
-        // pattern_violations and sparse_coverage (checkpoint slices only).
-        assert_eq!(Backend::Cpu.measured_metrics().len(), 12);
+        // pattern_violations and sparse_coverage (checkpoint slices only), drop_rate (under
+        // `load` only, issue 24).
+        assert_eq!(Backend::Cpu.measured_metrics().len(), 13);
     }
 }

@@ -236,6 +236,7 @@ mod tests {
             seed: 1,
             threads: 1,
             checkpoint: None,
+            load: None,
         }
     }
 

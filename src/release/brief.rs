@@ -7,7 +7,7 @@ use crate::domain::concern::Concern;
 use crate::domain::metric::Metric;
 use crate::domain::stage::Stage;
 use crate::domain::verdict::Verdict;
-use crate::ingress::{LoadedPack, Severity, SliceBackend};
+use crate::ingress::{LoadedPack, Severity};
 use crate::validate::GuardrailOutcome;
 use serde::{Deserialize, Serialize};
 
@@ -207,6 +207,7 @@ pub(crate) fn concern_of(o: &GuardrailOutcome, under_load: bool) -> Concern {
             Concern::Lowering
         }
         (_, Metric::Accuracy | Metric::QualityDelta) => Concern::Quality,
+        (_, Metric::DropRate) => Concern::Serving,
         (_, Metric::Latency | Metric::LatencyP50 | Metric::LatencyP95 | Metric::LatencyP99) if under_load => {
             Concern::Serving
         }
@@ -297,7 +298,7 @@ pub(crate) fn brief(
         packs
             .iter()
             .flat_map(|p| p.slices.iter())
-            .any(|s| s.pack == o.pack && s.id == o.slice && matches!(s.backend, SliceBackend::Serving { .. }))
+            .any(|s| s.pack == o.pack && s.id == o.slice && s.load.is_some())
     };
     let findings: Vec<Finding> = picked
         .iter()

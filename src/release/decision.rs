@@ -161,6 +161,7 @@ mod tests {
                 diagnoses: vec![],
                 contradictions: vec![],
                 quality: vec![],
+                under_burst: vec![],
             },
             vec![],
         )

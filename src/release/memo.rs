@@ -379,6 +379,9 @@ pub struct MemoSlice {
     /// For a checkpoint slice at several token counts: each layer's break-even.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub break_even: Vec<crate::execute::LayerBreakEven>,
+    /// For a slice served under `load`: its traffic, drops and burst finding (issue 24).
+    #[serde(default)]
+    pub load: Option<super::memo_load::MemoLoad>,
 }
 
 /// Minimum, quartiles (type 7) and maximum of a sample: enough to draw a box plot.
@@ -474,6 +477,7 @@ impl Memo {
                     .filter(|d| *d > 0.0 && *d < 1.0);
                 MemoSlice {
                     what: what_ran(s, spec),
+                    load: super::memo_load::memo_load(s, &assessment.under_burst),
                     nominal_sparsity: density.map(|d| 1.0 - d),
                     ideal_speedup: density.map(|d| 1.0 / d),
                     fallback_share: base.diagnosis.as_ref().and_then(|d| d.fallback.latency_share),
@@ -706,18 +710,23 @@ fn memo_quality(s: &SliceEvidence, comparisons: &[QualityComparison]) -> Option<
 /// and metric, not "dense fp32".
 fn what_ran(s: &SliceEvidence, spec: Option<&crate::ingress::Slice>) -> String {
     use crate::ingress::SliceBackend;
+    let under_load = if spec.is_some_and(|x| x.load.is_some()) {
+        ", serving requests under load"
+    } else {
+        ""
+    };
     let built_in = format!("{} · {}", s.sparsity, s.precision.as_str());
-    match spec.map(|x| &x.backend) {
+    let what = match spec.map(|x| &x.backend) {
         Some(SliceBackend::Command(c)) => {
             let metrics: Vec<&str> = s.metrics.keys().map(|k| k.name()).filter(|m| *m != "calibration").collect();
             format!("command `{}`, reporting {}", c.candidate.display(), metrics.join(", "))
         }
         Some(SliceBackend::Import(i)) => format!("imported from {} `{}`", i.format.as_str(), i.benchmark),
         Some(SliceBackend::Sim(p)) => format!("{built_in} · simulated on {}", p.name),
-        Some(SliceBackend::Serving { .. }) => format!("{built_in} · CPU kernels serving requests under load"),
         Some(SliceBackend::Model(_)) => format!("{built_in} · trained model on the CPU kernels"),
-        Some(SliceBackend::Kernels { .. }) | None => format!("{built_in} · CPU kernels"),
-    }
+        Some(SliceBackend::Kernels { .. } | SliceBackend::Serving { .. }) | None => format!("{built_in} · CPU kernels"),
+    };
+    format!("{what}{under_load}")
 }
 
 fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosis]) -> MemoSlice {
@@ -775,6 +784,7 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
         structure: s.structure.clone(),
         artifacts: s.artifacts.clone(),
         break_even: s.break_even.clone(),
+        load: None,
     }
 }
 
@@ -1008,6 +1018,7 @@ mod tests {
                 diagnosis: Some(fixed_diagnosis()),
                 structure: vec![],
                 break_even: vec![],
+                load: None,
                 artifacts: vec![],
             }],
             brief: fixed_brief(trigger),

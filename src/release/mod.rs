@@ -12,6 +12,7 @@ pub mod history;
 mod junit;
 pub mod markdown;
 mod memo;
+mod memo_load;
 pub mod memo_trends;
 pub mod sign;
 mod summary;

@@ -114,6 +114,7 @@ pub fn assess_with(
     correct_for_multiplicity(&mut outcomes);
     let contradictions = contradictions(&evidence.slices, &outcomes);
     Assessment {
+        under_burst: super::under_burst::regressions_under_burst(slices, &outcomes),
         outcomes,
         diagnoses,
         contradictions,

@@ -10,6 +10,12 @@ use crate::execute::SliceEvidence;
 use crate::ingress::Rule;
 use crate::stats::quantile_ci;
 
+/// Whether the evidence behind `g` failed its rule, before severity made it advisory
+/// (issue 24: an inconclusive check, advisory or not, did not fail).
+pub(crate) fn failed(g: &GuardrailOutcome) -> bool {
+    g.failed() == Some(true)
+}
+
 /// Evidence pointing two ways: sparse faster on some slices and slower on others; a
 /// median that holds while the tail regresses; a baseline comparison and a same-run bar
 /// that disagree.
@@ -52,7 +58,9 @@ pub fn contradictions(slices: &[SliceEvidence], guardrails: &[GuardrailOutcome])
     let vs_baseline = |g: &GuardrailOutcome| matches!(g.rule, Rule::RegressAtMost { .. });
     for s in slices {
         let of_slice: Vec<&GuardrailOutcome> = guardrails.iter().filter(|g| g.same_slice(s)).collect();
-        let tail = of_slice.iter().find(|g| is_tail(g) && g.verdict != Verdict::Pass);
+        // Only a tail that failed "does not hold": an inconclusive one is not evidence
+        // against the release, so never a contradiction (issue 24).
+        let tail = of_slice.iter().find(|g| is_tail(g) && failed(g));
         let central_holds = of_slice
             .iter()
             .any(|g| is_central(g) && g.verdict == Verdict::Pass);
@@ -118,9 +126,11 @@ mod tests {
         let mut tail = assessed.outcomes[0].clone();
         tail.metric = Metric::LatencyP99;
         tail.verdict = Verdict::Fail;
+        tail.finding = Verdict::Fail;
         let mut central = tail.clone();
         central.metric = Metric::Latency;
         central.verdict = Verdict::Pass;
+        central.finding = Verdict::Pass;
         let found = contradictions(&[fast, slow], &[tail, central]);
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(
@@ -131,5 +141,79 @@ mod tests {
             found[1].contains("fast: the typical case holds but the tail does not"),
             "{found:?}"
         );
+    }
+
+    /// A `latency` that passed and a p99 with the given verdict, severity and detail; the
+    /// finding is the verdict, or for an advisory `warn` the check its detail ends with.
+    fn median_holds_tail(verdict: Verdict, severity: Severity, detail: &str) -> Vec<String> {
+        let central = median_holds_tail_outcome();
+        assert_eq!(central.verdict, Verdict::Pass, "{central:?}");
+        let mut tail = central.clone();
+        tail.metric = Metric::LatencyP99;
+        tail.verdict = verdict;
+        tail.finding = match verdict {
+            Verdict::Warn if detail.contains(": fail") => Verdict::Fail,
+            Verdict::Warn => Verdict::Inconclusive,
+            v => v,
+        };
+        tail.severity = severity;
+        tail.detail = detail.into();
+        let ev = slice_ev("s", vec![("latency", vec![1.0; 10])], vec![], sparse_plan());
+        contradictions(&[ev], &[central, tail])
+    }
+
+    #[test]
+    fn an_inconclusive_tail_is_not_a_contradiction() {
+        // Issue 24: inconclusive is never called a contradiction.
+        let inconclusive = "p99 1 (95% CI 1 to 1, order statistics, n = 10); cannot judge <= 1: inconclusive";
+        assert!(median_holds_tail(Verdict::Inconclusive, Severity::Block, inconclusive).is_empty());
+        let advisory = format!("{inconclusive} (advisory guardrail: reported as warn, never blocks)");
+        assert!(median_holds_tail(Verdict::Warn, Severity::Warn, &advisory).is_empty());
+    }
+
+    #[test]
+    fn a_failed_tail_under_a_holding_median_is_a_contradiction() {
+        // Issue 24: "the tail does not hold" only when the tail failed, blocking or advisory.
+        let fail = "p99 3 (95% CI 3 to 3, order statistics, n = 700) > 1: fail";
+        let found = median_holds_tail(Verdict::Fail, Severity::Block, fail);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains("the typical case holds but the tail does not"),
+            "{found:?}"
+        );
+        let advisory = format!("{fail} (advisory guardrail: reported as warn, never blocks)");
+        assert_eq!(
+            median_holds_tail(Verdict::Warn, Severity::Warn, &advisory).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn the_failed_helper_reads_the_finding_not_the_softened_verdict() {
+        let mut g = median_holds_tail_outcome();
+        g.verdict = Verdict::Warn;
+        g.finding = Verdict::Inconclusive;
+        assert!(!failed(&g));
+        g.finding = Verdict::Fail;
+        assert!(failed(&g));
+    }
+
+    fn median_holds_tail_outcome() -> GuardrailOutcome {
+        let ev = slice_ev("s", vec![("latency", vec![1.0; 10])], vec![], sparse_plan());
+        assess_with(
+            &[slice(
+                "s",
+                vec![guard(
+                    Metric::Latency,
+                    Rule::AtMost { bound: 2.0 },
+                    Severity::Block,
+                )],
+            )],
+            &evidence(vec![ev]),
+            &Default::default(),
+            &AssessOptions { resamples: 100 },
+        )
+        .outcomes[0]
+            .clone()
     }
 }

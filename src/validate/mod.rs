@@ -22,9 +22,11 @@ mod rules;
 pub mod session_drift;
 #[cfg(test)]
 mod tests;
+pub mod under_burst;
 
 pub use assess::{AssessOptions, assess, assess_with};
 pub use diagnosis::{FallbackImpact, RooflinePoint, SliceDiagnosis};
 pub use interim::interim_look;
 pub use outcome::{Assessment, GuardrailOutcome, Yardstick};
 pub use power_check::{PowerNote, RunPlan, plan_runs, power_check};
+pub use under_burst::BurstRegression;

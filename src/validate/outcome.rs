@@ -103,6 +103,10 @@ pub struct Assessment {
     /// Per slice that trained a model: its quality against the dense references.
     #[serde(default)]
     pub quality: Vec<super::quality::QualityComparison>,
+    /// Load slices that fail under bursts while their steady (or Poisson) sibling at the
+    /// same mean rate holds (issue 24, see `under_burst.rs`).
+    #[serde(default)]
+    pub under_burst: Vec<super::under_burst::BurstRegression>,
 }
 
 crate::of_slice!(GuardrailOutcome: pack, slice);

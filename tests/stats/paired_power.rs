@@ -46,6 +46,7 @@ fn paired_runs(runs: u32) -> Vec<Vec<f64>> {
         seed: 9,
         threads: 1,
         checkpoint: None,
+        load: None,
     };
     let ev = execute_slice(&slice, &lower(&slice));
     assert_eq!(ev.failure, None);

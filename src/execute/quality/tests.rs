@@ -51,6 +51,7 @@ fn model_slice(task: ModelTask, sparsity: Sparsity, threads: usize) -> Slice {
         seed: 3,
         threads,
         checkpoint: None,
+        load: None,
     }
 }
 

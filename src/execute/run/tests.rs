@@ -36,6 +36,7 @@ fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
         seed: 7,
         threads: 2,
         checkpoint: None,
+        load: None,
     }
 }
 

@@ -335,12 +335,17 @@ pub struct SliceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "ImportSpec")]
     pub import: Option<ImportSpec>,
-    /// For `backend: cpu`: serve the workload as requests arriving at a target rate
-    /// through a bounded queue, so `latency` (and its p50/p95/p99) is request latency with
-    /// queueing, instead of timing back-to-back iterations against the comparator.
+    /// Serve the slice as requests arriving at a target rate through a bounded queue, so
+    /// `latency` (and its p50/p95/p99) is request latency with queueing and `drop_rate` the
+    /// share of requests the full queue turned away, instead of timing back-to-back
+    /// iterations against the comparator. On `cpu` the kernels serve each request, on `sim`
+    /// the simulated accelerator (its deterministic service time), on `command` one
+    /// invocation of the command. A list (one entry per arrival pattern) expands into one
+    /// slice per entry, its id ending in the pattern (`-steady`, `-bursts`), so the memo can
+    /// say when a workload regresses only under bursts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "LoadSpec")]
-    pub load: Option<LoadSpec>,
+    #[schemars(with = "Loads")]
+    pub load: Option<Loads>,
     /// Guardrails for this slice (added to the pack-level ones).
     #[serde(default)]
     pub guardrails: Vec<Guardrail>,
@@ -555,8 +560,29 @@ pub struct KernelPatterns {
     pub dense: Vec<String>,
 }
 
-/// Latency under load on the CPU backend: `load: {arrivals: bursts, rate_hz: 200, queue: 8,
-/// requests: 704, burst: 16}`.
+/// One load, or a load matrix: the same workload under several arrival patterns, one slice
+/// each (issue 24).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Loads {
+    /// One serving loop; the slice id is unchanged.
+    One(LoadSpec),
+    /// One slice per entry, each id ending in its arrival pattern; a pattern at most once.
+    Matrix(#[schemars(length(min = 1, max = 3))] Vec<LoadSpec>),
+}
+
+impl Loads {
+    /// The entries, in pack order, with whether they form a matrix.
+    pub fn entries(&self) -> (&[LoadSpec], bool) {
+        match self {
+            Loads::One(l) => (std::slice::from_ref(l), false),
+            Loads::Matrix(ls) => (ls, true),
+        }
+    }
+}
+
+/// Latency under load: `load: {arrivals: bursts, rate_hz: 200, queue: 8, requests: 704,
+/// burst: 16}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoadSpec {

@@ -71,6 +71,7 @@ pub(super) fn slice(id: &str, guardrails: Vec<GuardrailSpec>) -> Slice {
         seed: 42,
         threads: 1,
         checkpoint: None,
+        load: None,
     }
 }
 

@@ -14,6 +14,8 @@ pub(super) const RULES: Rules = Rules {
                 metric,
                 Metric::FallbackRate
                     | Metric::MetadataOverhead
+                    // Only under `load` (issue 24).
+                    | Metric::DropRate
                     // Only for model workloads; ingress refuses them on `ops` slices.
                     | Metric::Accuracy
                     | Metric::QualityDelta

@@ -11,6 +11,11 @@ pub(super) const RULES: Rules = Rules {
         matches!(
             metric,
             Metric::Latency
+                // Percentiles and drops of request latencies, under `load` only (issue 24).
+                | Metric::LatencyP50
+                | Metric::LatencyP95
+                | Metric::LatencyP99
+                | Metric::DropRate
                 | Metric::Cycles
                 | Metric::EnergyJ
                 | Metric::TcOccupancy
