@@ -3,6 +3,8 @@
 
 mod bench;
 mod bless;
+mod browser;
+mod cdp;
 mod checkpoint;
 mod ci;
 mod command;
