@@ -19,6 +19,7 @@ mod malformed;
 mod memo;
 mod output_set;
 mod paired;
+mod progress;
 mod quality;
 mod reports;
 mod runs;
