@@ -81,7 +81,10 @@ fn measure(exe: &std::path::Path) -> Layouts {
     let mut reports = Vec::new();
     for (name, pack, exit) in MEMOS {
         let sb = Sandbox::new();
-        sb.write_raw(pack, &std::fs::read_to_string(repo_file(&format!("tests/packs/valid/{pack}"))).unwrap());
+        sb.write_raw(
+            pack,
+            &std::fs::read_to_string(repo_file(&format!("tests/packs/valid/{pack}"))).unwrap(),
+        );
         assert_exit(&sb.gate(pack, &["-q"]), exit);
         let memo = sb.path().join("out/memo.html");
         let mut measured = |browser: &mut Browser, screen: &str, paper: bool| {
@@ -157,8 +160,12 @@ fn the_memo_does_not_overflow_sideways_at_1280_or_390_px() {
 fn the_printed_memo_fits_the_paper() {
     let Some(layouts) = layouts() else { return };
     let problems = broken(layouts, &["print"], |r| {
-        let folded = (r["folded_hidden"] != 0)
-            .then(|| format!("{} element(s) folded in a <details> do not print", r["folded_hidden"]));
+        let folded = (r["folded_hidden"] != 0).then(|| {
+            format!(
+                "{} element(s) folded in a <details> do not print",
+                r["folded_hidden"]
+            )
+        });
         let why: Vec<String> = overflow(r).into_iter().chain(folded).collect();
         (!why.is_empty()).then(|| why.join("; "))
     });
@@ -183,9 +190,9 @@ fn the_first_screen_shows_the_decision_who_must_act_and_the_rollback_trigger() {
         for (id, required) in FIRST_SCREEN {
             let id = if id == "decision" { decision } else { id };
             match r["first_screen"][id]["bottom"].as_f64() {
-                Some(bottom) if bottom > fold => {
-                    why.push(format!("#{id} ends at {bottom:.0} px, below the first screen ({fold} px)"))
-                }
+                Some(bottom) if bottom > fold => why.push(format!(
+                    "#{id} ends at {bottom:.0} px, below the first screen ({fold} px)"
+                )),
                 None if required => why.push(format!("there is no #{id}")),
                 _ => {}
             }
@@ -202,9 +209,14 @@ fn the_committed_screenshots_are_first_screens_of_both_memos_at_both_widths() {
     }
     for (memo, _, _) in MEMOS {
         for screen in &SCREENS {
-            let file = repo_file(&format!("tests/expectations/screenshots/{memo}-{}.png", screen.name));
+            let file = repo_file(&format!(
+                "tests/expectations/screenshots/{memo}-{}.png",
+                screen.name
+            ));
             let png = std::fs::read(&file).unwrap_or_else(|e| {
-                panic!("{file}: {e} (SPARSEGATE_UPDATE_SCREENSHOTS=1 cargo test --release --test cli browser)")
+                panic!(
+                    "{file}: {e} (SPARSEGATE_UPDATE_SCREENSHOTS=1 cargo test --release --test cli browser)"
+                )
             });
             assert_eq!(&png[1..4], b"PNG", "{file}");
             let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());

@@ -72,7 +72,10 @@ impl Browser {
             .arg(r#"exec "$0" "$@" 3<&0 4>&1 0</dev/null 1>/dev/null"#)
             .arg(exe)
             .args(FLAGS)
-            .arg(format!("--user-data-dir={}", profile.path().join("profile").display()))
+            .arg(format!(
+                "--user-data-dir={}",
+                profile.path().join("profile").display()
+            ))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log)
@@ -125,14 +128,20 @@ impl Browser {
             json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}),
         )?;
         self.pending.clear();
-        self.call("Page.navigate", json!({"url": format!("file://{}", file.display())}))?;
+        self.call(
+            "Page.navigate",
+            json!({"url": format!("file://{}", file.display())}),
+        )?;
         self.wait_for("Page.loadEventFired")
     }
 
     /// Emulate `print` media (or the screen again, with `None`).
     pub fn emulate_media(&mut self, media: Option<&str>) -> Result<(), String> {
-        self.call("Emulation.setEmulatedMedia", json!({"media": media.unwrap_or("")}))
-            .map(drop)
+        self.call(
+            "Emulation.setEmulatedMedia",
+            json!({"media": media.unwrap_or("")}),
+        )
+        .map(drop)
     }
 
     /// The value of the JavaScript `expression` in the page.
@@ -204,7 +213,10 @@ impl Browser {
             .map_err(|e| match e {
                 RecvTimeoutError::Timeout => format!("no answer to {waiting_for} in {ANSWER_TIMEOUT:?}"),
                 RecvTimeoutError::Disconnected => {
-                    format!("the browser closed while waiting for {waiting_for}{}", self.log_tail())
+                    format!(
+                        "the browser closed while waiting for {waiting_for}{}",
+                        self.log_tail()
+                    )
                 }
             })
     }

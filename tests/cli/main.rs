@@ -9,6 +9,7 @@ mod checkpoint;
 mod ci;
 mod command;
 mod containment;
+mod docs;
 mod exit_codes;
 mod forgery;
 mod history;

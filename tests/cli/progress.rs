@@ -44,12 +44,17 @@ fn a_long_slice_reports_runs_and_samples_while_it_runs() {
     assert!(!lines.is_empty(), "no progress line while the slice ran:\n{err}");
     for line in &lines {
         assert!(
-            line.contains("long/slow-2of4-fp32: ") && line.contains("/3 runs done") && line.contains(" samples, "),
+            line.contains("long/slow-2of4-fp32: ")
+                && line.contains("/3 runs done")
+                && line.contains(" samples, "),
             "a progress line names the slice, its runs and samples: {line:?}\n{err}"
         );
     }
     // The slice's own line still ends the record, naming it again after the progress lines.
-    assert!(err.contains("long/slow-2of4-fp32: ") && err.contains(" samples in "), "{err}");
+    assert!(
+        err.contains("long/slow-2of4-fp32: ") && err.contains(" samples in "),
+        "{err}"
+    );
 }
 
 #[test]

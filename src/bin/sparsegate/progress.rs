@@ -52,7 +52,10 @@ pub fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
             }
             Progress::SliceRunning { slice, at } => {
                 let runs = if at.runs_max > at.runs_planned {
-                    format!("{}/{} runs (up to {})", at.runs_done, at.runs_planned, at.runs_max)
+                    format!(
+                        "{}/{} runs (up to {})",
+                        at.runs_done, at.runs_planned, at.runs_max
+                    )
                 } else {
                     format!("{}/{} runs", at.runs_done, at.runs_planned)
                 };
