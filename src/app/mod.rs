@@ -41,7 +41,7 @@ pub use crate::ingress::pack_set::select_shard;
 pub use crate::release::memo_trends::MEMO_TREND_RUNS;
 
 use crate::error::Result;
-use crate::execute::{RunLauncher, SliceEvidence};
+use crate::execute::{RunLauncher, RunProgress, SliceEvidence};
 use crate::ingress::pack_set;
 use crate::ingress::{Environment, LoadedPack, Slice};
 use crate::validate::{PowerNote, RunPlan};
@@ -90,6 +90,14 @@ pub enum Progress<'a> {
         index: usize,
         /// Slices in the run.
         total: usize,
+    },
+    /// A slice is running: after each run (and, for a command slice, each sample), where
+    /// it stands (issue 24). The binary decides how often to show it.
+    SliceRunning {
+        /// The slice.
+        slice: &'a Slice,
+        /// Runs done and planned, samples so far, elapsed.
+        at: RunProgress,
     },
     /// A slice finished.
     SliceFinished {

@@ -7,7 +7,7 @@ use crate::domain::OfSlice;
 use crate::error::Result;
 use crate::execute::children::{launch_baseline_run, launch_child_run};
 use crate::execute::dispatch::{pack_evidence, place_roofs};
-use crate::execute::{BaselineLaunch, Evidence, LaunchRun, SliceEvidence, execute_slice_on};
+use crate::execute::{BaselineLaunch, Evidence, LaunchRun, RunProgress, SliceEvidence, execute_slice_on};
 use crate::files::to_json;
 use crate::ingress::pack::SamplePolicy;
 use crate::ingress::{Environment, LoadedPack, Slice};
@@ -89,7 +89,15 @@ pub(super) fn run_under(
         // Sequential sampling: execution asks validate's interim check after each run.
         let baseline = baselines.and_then(|b| b.get(&slice.slice_key()));
         let stop = |ev: &SliceEvidence| interim_look(slice, ev, baseline);
-        let evidence = execute_slice_on(slice, &plan, launch, base_launch.as_ref(), Some(&stop));
+        let mut running = |at: RunProgress| progress(Progress::SliceRunning { slice, at });
+        let evidence = execute_slice_on(
+            slice,
+            &plan,
+            launch,
+            base_launch.as_ref(),
+            Some(&stop),
+            Some(&mut running),
+        );
         progress(Progress::SliceFinished { evidence: &evidence });
         slices.push(evidence);
     }

@@ -15,6 +15,7 @@ use super::error::{CommandError, CommandStderr, ExecError, PairSide, RecordError
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
 use super::numbers::{median, zero_if_nan};
 use super::paired::{BaselineRuns, PairOrder};
+use super::run::{OnProgress, RunProgress};
 use crate::domain::Counter;
 use crate::domain::metric::Metric;
 use crate::ingress::{CommandInvocation, CommandSlice, Slice};
@@ -49,13 +50,19 @@ const STDOUT_LIMIT: usize = 16 << 20;
 /// (a daemonised grandchild may hold them open; its output is then cut short).
 const PIPE_GRACE: Duration = Duration::from_secs(2);
 
-/// Run a `command` slice and record what it printed.
-pub fn execute_command_slice(slice: &Slice, command: &CommandSlice, plan: &Plan) -> SliceEvidence {
+/// Run a `command` slice and record what it printed; `on_progress` hears after every
+/// sample where the slice stands (a user's benchmark can take seconds per invocation).
+pub fn execute_command_slice(
+    slice: &Slice,
+    command: &CommandSlice,
+    plan: &Plan,
+    on_progress: Option<&mut OnProgress<'_>>,
+) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
     let outcome = match slice.load {
         Some(load) => measure_under_load(slice, command, load, &mut evidence),
-        None => measure(slice, command, &mut evidence).map_err(ExecError::from),
+        None => measure(slice, command, &mut evidence, on_progress).map_err(ExecError::from),
     };
     evidence.finish(outcome, start)
 }
@@ -95,7 +102,14 @@ fn measure_under_load(
     super::load::record(load, &outcome, evidence)
 }
 
-fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) -> Result<(), CommandError> {
+fn measure(
+    slice: &Slice,
+    command: &CommandSlice,
+    evidence: &mut SliceEvidence,
+    mut on_progress: Option<&mut OnProgress<'_>>,
+) -> Result<(), CommandError> {
+    let started = Instant::now();
+    let mut taken = 0usize;
     let timeout = Duration::from_secs_f64(command.timeout_s);
     let policy = &slice.samples;
     let budget = policy.time_budget_s.max(0.0);
@@ -208,7 +222,18 @@ fn measure(slice: &Slice, command: &CommandSlice, evidence: &mut SliceEvidence) 
                 entry.samples.extend(values);
             }
             n += 1;
-            if n >= policy.min && (elapsed() >= budget || n >= policy.max) {
+            taken += 1;
+            let last = n >= policy.min && (elapsed() >= budget || n >= policy.max);
+            if let Some(tell) = on_progress.as_deref_mut() {
+                tell(RunProgress {
+                    runs_done: run + u32::from(last),
+                    runs_planned: policy.runs.max(1),
+                    runs_max: policy.runs.max(1),
+                    samples: taken,
+                    elapsed_s: started.elapsed().as_secs_f64(),
+                });
+            }
+            if last {
                 break;
             }
         }

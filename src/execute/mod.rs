@@ -50,8 +50,8 @@ pub use load::{LoadOutcome, execute_load_slice, serve};
 pub use paired::{BaselineRuns, PairOrder};
 pub use quality::execute_model_slice;
 pub use run::{
-    BaselineLaunch, LaunchRun, RunRecord, StopDecision, StopRule, execute_slice, execute_slice_with,
-    measure_run,
+    BaselineLaunch, LaunchRun, OnProgress, RunProgress, RunRecord, StopDecision, StopRule, execute_slice,
+    execute_slice_with, measure_run,
 };
 pub use sim::execute_sim_slice;
 /// The CPU kernels, a crate of their own (`crates/kernels`); re-exported so that
@@ -69,25 +69,28 @@ use crate::lower::Plan;
 /// `launch` delegates the runs of a CPU-kernel slice to child processes; `baseline`, when
 /// a baseline binary was given, runs the baseline build's runs interleaved with them
 /// (issue 22; a `command` slice names its baseline in the pack instead); `stop` is the
-/// interim check sequential sampling asks after each run (see [`StopRule`]).
+/// interim check sequential sampling asks after each run (see [`StopRule`]);
+/// `on_progress` hears where a long slice stands while it runs (CPU-kernel and command
+/// slices; the others are quick or report nothing until they end).
 pub fn execute_slice_on(
     slice: &Slice,
     plan: &Plan,
     launch: Option<&LaunchRun<'_>>,
     baseline: Option<&BaselineLaunch<'_>>,
     stop: Option<&StopRule<'_>>,
+    on_progress: Option<&mut OnProgress<'_>>,
 ) -> SliceEvidence {
     let mut evidence = match (&slice.backend, slice.load) {
         (SliceBackend::Kernels { .. } | SliceBackend::Serving { .. }, Some(load)) => {
             execute_load_slice(slice, load, plan)
         }
         (SliceBackend::Kernels { .. } | SliceBackend::Serving { .. }, None) => {
-            run::execute_slice_paired(slice, plan, launch, baseline, stop)
+            run::execute_slice_paired(slice, plan, launch, baseline, stop, on_progress)
         }
         // The simulator and a command serve a load themselves (issue 24).
         (SliceBackend::Model(task), _) => execute_model_slice(slice, task, plan),
         (SliceBackend::Sim(preset), _) => execute_sim_slice(slice, preset, plan),
-        (SliceBackend::Command(command), _) => execute_command_slice(slice, command, plan),
+        (SliceBackend::Command(command), _) => execute_command_slice(slice, command, plan, on_progress),
         (SliceBackend::Import(import), _) => execute_import_slice(slice, import, plan),
     };
     if matches!(

@@ -78,6 +78,27 @@ pub struct StopDecision {
 /// never judges: the rule is the validate stage's, passed in by the caller.
 pub type StopRule<'a> = dyn Fn(&SliceEvidence) -> StopDecision + 'a;
 
+/// Where a slice's measurement stands while it runs (issue 24: a slice that ran 25 s
+/// printed nothing until it ended). Execution reports it; the caller decides whether and
+/// how to show it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunProgress {
+    /// Runs finished so far.
+    pub runs_done: u32,
+    /// Runs the slice plans (`samples.runs`, or the run count planned from the baseline).
+    pub runs_planned: u32,
+    /// The most runs it may take (`samples.max_runs` under sequential sampling; else
+    /// `runs_planned`).
+    pub runs_max: u32,
+    /// Samples of the slice taken so far, over all runs.
+    pub samples: usize,
+    /// Seconds since the slice's runs began.
+    pub elapsed_s: f64,
+}
+
+/// Told after each run (and, where a run is long, as its samples come in).
+pub type OnProgress<'a> = dyn FnMut(RunProgress) + 'a;
+
 /// Measure `slice` under `plan` with every run in this process. Never panics on a user's
 /// shape: anything that prevents a measurement comes back as [`SliceEvidence::failure`]
 /// with the execution stage.
@@ -98,20 +119,21 @@ pub fn execute_slice_with(
     launch: Option<&LaunchRun<'_>>,
     stop: Option<&StopRule<'_>>,
 ) -> SliceEvidence {
-    execute_slice_paired(slice, plan, launch, None, stop)
+    execute_slice_paired(slice, plan, launch, None, stop, None)
 }
 
 /// [`execute_slice_with`], with the runs of a baseline build interleaved run by run with
 /// the candidate's (issue 22): run `i` of the candidate and run `i` of the baseline form
 /// pair `i`, the candidate first in even pairs and the baseline first in odd ones. With a
 /// baseline, the candidate's runs go to `launch` whatever the run mode, so both sides are
-/// fresh processes.
+/// fresh processes. `on_progress` hears after each run where the slice stands.
 pub fn execute_slice_paired(
     slice: &Slice,
     plan: &Plan,
     launch: Option<&LaunchRun<'_>>,
     baseline: Option<&BaselineLaunch<'_>>,
     stop: Option<&StopRule<'_>>,
+    on_progress: Option<&mut OnProgress<'_>>,
 ) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::of_plan(slice, plan);
@@ -119,7 +141,8 @@ pub fn execute_slice_paired(
     evidence
         .counters
         .insert(Counter::UsefulFlops, useful_flops(plan, slice.sparsity.density()));
-    let outcome = take_runs(slice, plan, (launch, baseline), stop, &evidence, dense_flops).map(
+    let hooks = (stop, on_progress);
+    let outcome = take_runs(slice, plan, (launch, baseline), hooks, &evidence, dense_flops).map(
         |(mode, records, looks, paired)| {
             merge_runs(&mut evidence, mode, records, dense_flops);
             evidence.looks = looks;
@@ -138,10 +161,11 @@ fn take_runs(
     slice: &Slice,
     plan: &Plan,
     (launch, baseline): (Option<&LaunchRun<'_>>, Option<&BaselineLaunch<'_>>),
-    stop: Option<&StopRule<'_>>,
+    (stop, mut on_progress): (Option<&StopRule<'_>>, Option<&mut OnProgress<'_>>),
     empty: &SliceEvidence,
     dense_flops: f64,
 ) -> Result<Runs, ExecError> {
+    let started = Instant::now();
     if plan.ops.is_empty() {
         return Err(ExecError::NoOps);
     }
@@ -190,6 +214,15 @@ fn take_runs(
             paired.push(run, order, median(&record.candidate), median(&base.candidate));
         }
         records.push(record);
+        if let Some(tell) = on_progress.as_deref_mut() {
+            tell(RunProgress {
+                runs_done: run + 1,
+                runs_planned: first,
+                runs_max: most,
+                samples: records.iter().map(|r| r.candidate.len()).sum(),
+                elapsed_s: started.elapsed().as_secs_f64(),
+            });
+        }
         let Some(stop) = stop.filter(|_| run + 1 >= first) else {
             continue;
         };

@@ -342,14 +342,22 @@ fn roofline_svg(machine: &str, points: &[(&MemoSlice, &crate::validate::Roofline
         y(peak),
         ROOF_TOP + plot_h
     );
+    // The ridge label reads away from the plot's nearer edge: right of the dashed line in
+    // the left half, left of it in the right half (a ridge near the right edge cut the
+    // label off, issue 24's layout check found it on phone and desktop alike).
+    let (ridge_x, ridge_anchor) = if x(ridge) > ROOF_LEFT + plot_w / 2.0 {
+        (x(ridge) - 4.0, "end")
+    } else {
+        (x(ridge) + 4.0, "start")
+    };
     let _ = writeln!(
         svg,
         "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"13\">peak {peak:.1} GFLOP/s</text>\
-         <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"13\">ridge {ridge:.2} FLOP/B</text>\
+         <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"{ridge_anchor}\" font-size=\"13\">ridge {ridge:.2} FLOP/B</text>\
          <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"13\">{bw:.1} GB/s</text>",
         ROOF_LEFT + plot_w - 4.0,
         y(peak) - 6.0,
-        x(ridge) + 4.0,
+        ridge_x,
         ROOF_TOP + plot_h - 6.0,
         x(x_start) + 4.0,
         (y(bw * x_start) + 18.0).min(ROOF_TOP + plot_h - 6.0),

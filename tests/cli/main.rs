@@ -3,10 +3,13 @@
 
 mod bench;
 mod bless;
+mod browser;
+mod cdp;
 mod checkpoint;
 mod ci;
 mod command;
 mod containment;
+mod docs;
 mod exit_codes;
 mod forgery;
 mod history;
@@ -17,6 +20,7 @@ mod malformed;
 mod memo;
 mod output_set;
 mod paired;
+mod progress;
 mod quality;
 mod reports;
 mod runs;

@@ -1,14 +1,31 @@
-//! Per-slice progress of the commands that run slices.
+//! Progress of the commands that run slices: per slice, and inside a long slice.
 
 use sparsegate::app::Progress;
 use sparsegate::domain::Metric;
+use std::time::{Duration, Instant};
 
-/// Per-slice progress on stderr: a progress bar on a terminal, one line per slice otherwise
-/// (CI logs keep a readable record), nothing with `--quiet`.
+/// How often a line about a running slice may be printed when stderr is not a terminal:
+/// often enough that a CI log shows a long slice is alive, rarely enough not to flood it
+/// (issue 24). `SPARSEGATE_PROGRESS_EVERY_S` overrides it (the CLI tests use a fraction of
+/// a second).
+const EVERY: Duration = Duration::from_secs(5);
+
+/// Progress on stderr: a progress bar on a terminal, whose message follows the running
+/// slice's runs and samples; otherwise one line per slice (CI logs keep a readable record)
+/// plus, while a slice runs for long, a line every [`EVERY`]; nothing with `--quiet`.
 pub fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
     use std::io::IsTerminal;
     let interactive = std::io::stderr().is_terminal();
+    let every = std::env::var("SPARSEGATE_PROGRESS_EVERY_S")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map_or(EVERY, Duration::from_secs_f64);
     let mut bar: Option<indicatif::ProgressBar> = None;
+    // Without a terminal: whether the `[i/n] slice ` line awaits its end, and when the
+    // last line about the running slice was printed (or the slice started).
+    let mut line_open = false;
+    let mut last_line = Instant::now();
     move |event| {
         if quiet {
             return;
@@ -21,12 +38,41 @@ pub fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
                         let style =
                             indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
                                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-                        indicatif::ProgressBar::new(total as u64).with_style(style)
+                        let bar = indicatif::ProgressBar::new(total as u64).with_style(style);
+                        bar.enable_steady_tick(Duration::from_millis(250));
+                        bar
                     });
                     bar.set_position(index as u64 - 1);
                     bar.set_message(label);
                 } else {
                     eprint!("[{index}/{total}] {label} ");
+                    line_open = true;
+                    last_line = Instant::now();
+                }
+            }
+            Progress::SliceRunning { slice, at } => {
+                let runs = if at.runs_max > at.runs_planned {
+                    format!(
+                        "{}/{} runs (up to {})",
+                        at.runs_done, at.runs_planned, at.runs_max
+                    )
+                } else {
+                    format!("{}/{} runs", at.runs_done, at.runs_planned)
+                };
+                let line = format!(
+                    "{}/{}: {runs} done, {} samples, {:.1} s",
+                    slice.pack, slice.id, at.samples, at.elapsed_s
+                );
+                match &bar {
+                    Some(bar) => bar.set_message(line),
+                    None if last_line.elapsed() >= every => {
+                        if std::mem::take(&mut line_open) {
+                            eprintln!();
+                        }
+                        eprintln!("  {line}");
+                        last_line = Instant::now();
+                    }
+                    None => {}
                 }
             }
             Progress::SliceFinished { evidence } => {
@@ -49,7 +95,9 @@ pub fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
                             bar.finish_and_clear();
                         }
                     }
-                    None => eprintln!("{line}"),
+                    None if std::mem::take(&mut line_open) => eprintln!("{line}"),
+                    // Progress lines came between: name the slice again.
+                    None => eprintln!("{}/{}: {line}", evidence.pack, evidence.slice),
                 }
             }
             Progress::RunsPlanned { plan } => {

@@ -168,8 +168,8 @@ fn issue_7_model_slice_evidence_is_the_same_across_thread_counts() {
     let one = model_slice(t.clone(), sparsity, 1);
     let two = model_slice(t, sparsity, 2);
     let (e1, e2) = (
-        crate::execute::execute_slice_on(&one, &crate::lower::lower(&one), None, None, None),
-        crate::execute::execute_slice_on(&two, &crate::lower::lower(&two), None, None, None),
+        crate::execute::execute_slice_on(&one, &crate::lower::lower(&one), None, None, None, None),
+        crate::execute::execute_slice_on(&two, &crate::lower::lower(&two), None, None, None, None),
     );
     assert!(e1.failure.is_none(), "{:?}", e1.failure);
     let (q1, q2) = (e1.quality.unwrap(), e2.quality.unwrap());
