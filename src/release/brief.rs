@@ -536,6 +536,7 @@ slices:
             diagnoses: vec![],
             contradictions: vec![],
             quality: vec![],
+            under_burst: vec![],
         };
         decide(&[pack(text)], &assessment, vec![])
     }

@@ -684,6 +684,7 @@ mod tests {
                 diagnoses: vec![],
                 contradictions: vec![],
                 quality: vec![],
+                under_burst: vec![],
             },
             vec![],
         )

@@ -137,6 +137,7 @@ mod tests {
         .outcomes[0]
             .clone();
         o.verdict = verdict;
+        o.finding = verdict;
         o.detail = detail.into();
         o
     }
