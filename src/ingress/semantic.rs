@@ -262,19 +262,23 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
         let mut seen_tags: HashSet<String> = HashSet::new();
         for (j, s) in spec.sparsity.iter().enumerate() {
             let pointer = format!("{base}/sparsity/{j}");
-            match s.parse::<Sparsity>() {
+            match s.resolve() {
                 Ok(sp) => {
                     if seen_tags.insert(sp.tag()) {
                         parsed.push(sp);
                     } else {
                         diags.push(loc.at_value(
                             &pointer,
-                            format!("sparsity `{s}` is listed twice in slice `{}`", spec.id),
+                            format!("sparsity `{sp}` is listed twice in slice `{}`", spec.id),
                             Some("remove the duplicate entry".into()),
                         ));
                     }
                 }
-                Err(e) => diags.push(loc.at_value(&pointer, e.message, Some(e.hint))),
+                Err(e) => diags.push(loc.at_value(
+                    &format!("{pointer}{}", s.value_pointer()),
+                    e.message,
+                    Some(e.hint),
+                )),
             }
         }
 
@@ -956,7 +960,7 @@ fn model_checks(
             diags.push(loc.at_value(
                 &format!("{pointer}/scope"),
                 "`scope: global` applies to unstructured sparsity, and this slice lists none",
-                Some("remove `scope`, or add an `unstructured:D` sparsity".into()),
+                Some("remove `scope`, or add an unstructured sparsity, e.g. `{unstructured: {sparsity: 90%}}`".into()),
             ));
         }
     }
@@ -1108,15 +1112,15 @@ mod tests {
             Sparsity::NOfM { n: 1, m: 32 }
         );
         assert_eq!(
-            "unstructured:0.1".parse::<Sparsity>().unwrap(),
+            "unstructured:density=10%".parse::<Sparsity>().unwrap(),
             Sparsity::Unstructured { density: 0.1 }
         );
         assert_eq!(
-            "unstructured:1".parse::<Sparsity>().unwrap(),
+            "unstructured:density=100%".parse::<Sparsity>().unwrap(),
             Sparsity::Unstructured { density: 1.0 }
         );
         assert_eq!(
-            "block:16x8:0.25".parse::<Sparsity>().unwrap(),
+            "block:16x8:sparsity=75%".parse::<Sparsity>().unwrap(),
             Sparsity::Block {
                 rows: 16,
                 cols: 8,
@@ -1141,9 +1145,14 @@ mod tests {
             "unstructured:-0.1",
             "unstructured:nan",
             "unstructured:inf",
-            "block:0x4:0.5",
-            "block:4x4:0",
-            "block:4:0.5",
+            "unstructured:0.5",
+            "unstructured:density=0%",
+            "unstructured:sparsity=100%",
+            "unstructured:density=0.1",
+            "block:0x4:density=50%",
+            "block:4x4:density=0%",
+            "block:4:density=50%",
+            "block:4x4:0.5",
             "block:4x4",
             "2:4:8",
         ] {
@@ -1155,7 +1164,7 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        for s in ["dense", "2:4", "unstructured:0.1", "block:16x16:0.25"] {
+        for s in ["dense", "2:4", "unstructured:density=10%", "block:16x16:density=25%"] {
             let sp: Sparsity = s.parse().unwrap();
             assert_eq!(sp.to_string(), s);
             assert_eq!(sp.to_string().parse::<Sparsity>().unwrap(), sp);
