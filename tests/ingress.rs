@@ -192,8 +192,8 @@ fn refused(text: &str) -> sparsegate::ingress::PackError {
 }
 
 const MINIMAL: &str = "schema_version: 1\nname: edge\nowners: [{name: A, email: a@b.c, role: owner}]\n\
-                       rollback: {trigger: t}\nslices:\n  - id: s\n    workload: {ops: [{gemm: {name: g, m: 8, n: 8, k: 8}}]}\n    \
-                       sparsity: [\"2:4\"]\n";
+                       rollback: {trigger: t}\nguardrails: [{metric: latency, at_most: 1000}]\nslices:\n  - id: s\n    \
+                       workload: {ops: [{gemm: {name: g, m: 8, n: 8, k: 8}}]}\n    sparsity: [\"2:4\"]\n";
 
 #[test]
 fn pathological_yaml_is_refused_quickly() {

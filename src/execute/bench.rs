@@ -133,6 +133,7 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
             weights: Default::default(),
         },
         guardrails: vec![],
+        not_applicable: vec![],
         samples: req.samples.clone(),
         seed: req.seed,
         threads: req.threads.max(1),

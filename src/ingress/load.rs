@@ -108,14 +108,17 @@ pub fn load_pack(path: &Path) -> Result<LoadedPack, PackError> {
 pub fn parse_pack(path: &Path, source: String) -> Result<LoadedPack, PackError> {
     let file = path.display().to_string();
     match check_text(&file, &source) {
-        Ok((pack, slices)) => {
+        Ok((pack, slices, mut warnings)) => {
             let digest = sha256_hex(source.as_bytes());
+            warnings.sort_by_key(|d| (d.location.line, d.location.col));
+            warnings.dedup();
             Ok(LoadedPack {
                 path: path.to_path_buf(),
                 source,
                 digest,
                 file: pack,
                 slices,
+                warnings,
             })
         }
         Err(mut diagnostics) => {
@@ -130,7 +133,10 @@ pub fn parse_pack(path: &Path, source: String) -> Result<LoadedPack, PackError> 
     }
 }
 
-fn check_text(file: &str, text: &str) -> Result<(PackFile, Vec<super::Slice>), Vec<PackDiagnostic>> {
+/// A checked pack: its typed form, its slices and its warnings.
+type CheckedText = (PackFile, Vec<super::Slice>, Vec<PackDiagnostic>);
+
+fn check_text(file: &str, text: &str) -> Result<CheckedText, Vec<PackDiagnostic>> {
     if text.trim().is_empty() {
         return Err(vec![empty_diag(file)]);
     }
@@ -200,9 +206,10 @@ fn check_text(file: &str, text: &str) -> Result<(PackFile, Vec<super::Slice>), V
             )]);
         }
     };
-    let checked = semantic::check(&pack, &loc)?;
+    let mut checked = semantic::check(&pack, &loc)?;
     let slices = expand::expand(&pack, &checked);
-    Ok((pack, slices))
+    let warnings = std::mem::take(&mut checked.warnings);
+    Ok((pack, slices, warnings))
 }
 
 /// The pointer of the first number in `value` that prints as `text`.

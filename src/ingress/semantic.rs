@@ -47,11 +47,14 @@ pub(crate) struct Checked {
     pub checkpoints: Vec<Option<std::sync::Arc<super::checkpoint::CheckpointWorkload>>>,
     /// Each slice spec's serving loop (`backend: cpu` with `load` only).
     pub loads: Vec<Option<super::LoadPlan>>,
+    /// Problems that do not stop the pack (a guardrail the prior says is unlikely to
+    /// decide, a slice that gates nothing), located like errors.
+    pub warnings: Vec<PackDiagnostic>,
 }
 
 /// Check a slice's `load` block: CPU only, a sane rate and queue, a burst size only for
-/// bursts, and enough requests for the percentiles its guardrails judge (MLPerf LoadGen's
-/// early-stopping minimum, shared with the simulator's queue model).
+/// bursts. Whether its requests can bound the percentiles its guardrails judge is checked
+/// with every other sample budget (`decidable::check_budgets`).
 fn check_load(
     pack: &PackFile,
     spec: &super::pack::SliceSpec,
@@ -60,7 +63,7 @@ fn check_load(
     diags: &mut Vec<PackDiagnostic>,
 ) -> Option<super::LoadPlan> {
     use super::pack::ArrivalKind;
-    use crate::sim::queue::{Arrivals, early_stopping_min_requests};
+    use crate::sim::queue::Arrivals;
     let l = spec.load.as_ref()?;
     let ptr = format!("{base}/load");
     let before = diags.len();
@@ -105,8 +108,7 @@ fn check_load(
         )),
         _ => {}
     }
-    let p99_min = early_stopping_min_requests(0.99, 0.99, 1);
-    let requests = l.requests.unwrap_or(p99_min);
+    let requests = super::decidable::load_requests(l);
     if requests == 0 {
         diags.push(loc.at_value(&format!("{ptr}/requests"), "0 requests measure nothing", None));
     }
@@ -119,33 +121,14 @@ fn check_load(
         .flat_map(|(list, prefix)| list.iter().enumerate().map(move |(j, g)| (j, g, prefix)))
     {
         let pointer = format!("{prefix}/{j}/metric");
-        let quantile = match g.metric.as_str() {
-            "latency_p99" => Some(0.99),
-            "latency_p95" => Some(0.95),
-            "effective_speedup" | "throughput_gflops" => {
-                diags.push(loc.at_value(
-                    &pointer,
-                    format!("slice `{}` is served under `load`, which measures request latency, not `{}`", spec.id, g.metric),
-                    Some("judge `latency`, `latency_p50`, `latency_p95` or `latency_p99` under load; measure speedups in a slice without `load`".into()),
-                ));
-                None
-            }
-            _ => None,
-        };
-        if let Some(q) = quantile {
-            let needed = early_stopping_min_requests(q, 0.99, 1);
-            if requests < needed {
-                diags.push(loc.at_value(
-                    &pointer,
-                    format!(
-                        "`{}` needs at least {needed} requests to be meaningful, and the load offers {requests}",
-                        g.metric
-                    ),
-                    Some(format!(
-                        "raise `load.requests` to {needed} or more (MLPerf LoadGen's early-stopping minimum at 99% confidence)"
-                    )),
-                ));
-            }
+        // Whether the load's requests can bound a p95/p99 is checked with every other
+        // sample budget, by one helper (`decidable::check_budgets`, issue 24).
+        if matches!(g.metric.as_str(), "effective_speedup" | "throughput_gflops") {
+            diags.push(loc.at_value(
+                &pointer,
+                format!("slice `{}` is served under `load`, which measures request latency, not `{}`", spec.id, g.metric),
+                Some("judge `latency`, `latency_p50`, `latency_p95` or `latency_p99` under load; measure speedups in a slice without `load`".into()),
+            ));
         }
     }
     if diags.len() > before {
@@ -448,6 +431,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             named_model_checks(spec, named, &base, widest, loc, &mut diags);
         }
         model_checks(spec, &base, &parsed, &pack.guardrails, loc, &mut diags);
+        super::applicability::refuse_on_dense_only(spec, &base, &parsed, loc, &mut diags);
 
         slice_guardrails.push(guardrails(
             &spec.guardrails,
@@ -485,8 +469,14 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
         artifact_guardrail_checks(spec, &base, &pack.guardrails, loc, &mut diags);
     }
 
+    let mut warnings = Vec::new();
+    super::decidable::check_budgets(pack, loc, &mut diags, &mut warnings);
+    if diags.is_empty() {
+        super::decidable::nothing_to_gate(pack, loc, &mut diags, &mut warnings);
+    }
     if diags.is_empty() {
         Ok(Checked {
+            warnings,
             sparsities,
             pack_guardrails,
             slice_guardrails,

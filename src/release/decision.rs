@@ -3,7 +3,7 @@
 use super::ExitCode;
 use crate::domain::stage::Stage;
 use crate::domain::verdict::Verdict;
-use crate::ingress::{FieldDiff, Severity};
+use crate::ingress::{FieldDiff, NotApplicable, Severity, Slice};
 use crate::validate::{Assessment, GuardrailOutcome};
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +27,11 @@ pub struct Decision {
     pub guardrails: Vec<GuardrailOutcome>,
     /// Lock fields that differed from a baseline and were allowed with `--allow-env-drift`.
     pub environment_drift: Vec<DriftNote>,
+    /// Guardrails left off a cell because they cannot mean anything there (a speedup bound
+    /// on the `dense` cell of a matrix), each with its reason (issue 24). Not verdicts:
+    /// they count in none of `counts`.
+    #[serde(default)]
+    pub not_applicable: Vec<NotApplicable>,
 }
 
 /// How many guardrails ended in each verdict.
@@ -88,10 +93,18 @@ pub fn decide(assessment: &Assessment, environment_drift: Vec<DriftNote>) -> Dec
         counts,
         guardrails: assessment.outcomes.clone(),
         environment_drift,
+        not_applicable: vec![],
     }
 }
 
 impl Decision {
+    /// The decision with the not-applicable notes of `slices` (the gated ones), in slice
+    /// order (issue 24).
+    pub fn with_not_applicable(mut self, slices: &[Slice]) -> Decision {
+        self.not_applicable = slices.iter().flat_map(|s| s.not_applicable.iter().cloned()).collect();
+        self
+    }
+
     /// The blocking guardrails that failed, for summaries.
     pub fn failures(&self) -> impl Iterator<Item = &GuardrailOutcome> {
         self.guardrails

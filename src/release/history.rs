@@ -686,6 +686,7 @@ mod tests {
             counts: VerdictCounts::default(),
             guardrails: vec![],
             environment_drift: vec![],
+            not_applicable: vec![],
         }
     }
 
