@@ -12,11 +12,12 @@
 //! share of sparse work, so it is fixed by construction there):
 //! - `effective_speedup`: comparator time / slice time, the same kernel on both sides → 1;
 //! - `energy_delta`: relative energy change vs the comparator → 0;
-//! - `quality_delta`: quality minus the dense reference, which is the cell itself → 0;
 //! - `sparse_coverage`: share of FLOPs on a sparse kernel → 0.
 //!
 //! Everything else (latency, throughput, counters such as `fallback_rate`) means the same on
-//! a dense cell as on a sparse one and stays. Only the built-in backends (`cpu`, `sim`) have
+//! a dense cell as on a sparse one and stays. `quality_delta` stays too: its reference is
+//! the fp32 dense model, so on a dense int8 or mixed-precision cell it measures the
+//! precision's cost (scenarios/mixed-precision.yaml gates exactly that). Only the built-in backends (`cpu`, `sim`) have
 //! real dense cells: a `command` or `import` slice is recorded as dense for want of a
 //! pattern, and its comparator is the user's own, so nothing is skipped there.
 
@@ -51,9 +52,6 @@ pub fn meaningless_on_dense(metric: Metric) -> Option<&'static str> {
         ),
         Metric::EnergyDelta => Some(
             "a dense cell is its own dense comparator, so its energy change is 0 by construction",
-        ),
-        Metric::QualityDelta => Some(
-            "a dense cell is its own dense reference, so its quality change is 0 by construction",
         ),
         Metric::SparseCoverage => {
             Some("a dense cell runs no sparse kernel, so its sparse coverage is 0 by construction")

@@ -7,6 +7,7 @@ mod checkpoint;
 mod ci;
 mod command;
 mod containment;
+mod decidable;
 mod exit_codes;
 mod forgery;
 mod history;
