@@ -426,7 +426,10 @@ mod tests {
         let d = |s: &str| s.parse::<Sparsity>().unwrap().describe();
         assert_eq!(d("dense"), "dense");
         assert_eq!(d("2:4"), "2:4 structured (50% kept)");
-        assert_eq!(d("unstructured:sparsity=90%"), "unstructured, 90% sparse (10% kept)");
+        assert_eq!(
+            d("unstructured:sparsity=90%"),
+            "unstructured, 90% sparse (10% kept)"
+        );
         assert_eq!(d("block:16x16:density=25%"), "block 16x16, 25% kept (75% sparse)");
     }
 }

@@ -321,7 +321,12 @@ mod tests {
 
     #[test]
     fn issue_3_bench_reports_every_sparse_format() {
-        for s in ["2:4", "unstructured:density=10%", "block:16x16:density=25%", "dense"] {
+        for s in [
+            "2:4",
+            "unstructured:density=10%",
+            "block:16x16:density=25%",
+            "dense",
+        ] {
             let r = bench_gemm(&request(s.parse().unwrap())).unwrap();
             assert_eq!(r.gemm, "9x32x48");
             assert!((6..=12).contains(&r.samples), "{s}: {}", r.samples);

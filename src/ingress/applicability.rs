@@ -47,12 +47,12 @@ pub struct NotApplicable {
 /// Why `metric` means nothing on a dense cell, or `None` where it applies.
 pub fn meaningless_on_dense(metric: Metric) -> Option<&'static str> {
     match metric {
-        Metric::EffectiveSpeedup => Some(
-            "a dense cell is its own dense comparator, so its speedup is 1 by construction",
-        ),
-        Metric::EnergyDelta => Some(
-            "a dense cell is its own dense comparator, so its energy change is 0 by construction",
-        ),
+        Metric::EffectiveSpeedup => {
+            Some("a dense cell is its own dense comparator, so its speedup is 1 by construction")
+        }
+        Metric::EnergyDelta => {
+            Some("a dense cell is its own dense comparator, so its energy change is 0 by construction")
+        }
         Metric::SparseCoverage => {
             Some("a dense cell runs no sparse kernel, so its sparse coverage is 0 by construction")
         }
@@ -98,7 +98,10 @@ pub(crate) fn refuse_on_dense_only(
     loc: &Locator,
     diags: &mut Vec<PackDiagnostic>,
 ) {
-    if !spec.backend.runs_workload() || sparsities.is_empty() || sparsities.iter().any(|s| *s != Sparsity::Dense) {
+    if !spec.backend.runs_workload()
+        || sparsities.is_empty()
+        || sparsities.iter().any(|s| *s != Sparsity::Dense)
+    {
         return;
     }
     for (j, g) in spec.guardrails.iter().enumerate() {
@@ -148,7 +151,11 @@ mod tests {
         assert_eq!(keep[0].metric, Metric::Latency);
         assert_eq!(notes.len(), 1);
         assert_eq!(notes[0].metric, Metric::EffectiveSpeedup);
-        assert!(notes[0].reason.contains("speedup is 1 by construction"), "{}", notes[0].reason);
+        assert!(
+            notes[0].reason.contains("speedup is 1 by construction"),
+            "{}",
+            notes[0].reason
+        );
         let (keep, notes) = split("p", "s-2of4-fp32", Sparsity::NOfM { n: 2, m: 4 }, true, both());
         assert_eq!((keep.len(), notes.len()), (2, 0));
         // A command slice is "dense" only for want of a pattern: nothing is skipped.

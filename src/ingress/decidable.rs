@@ -46,7 +46,9 @@ fn sampled_quantile(metric: Metric) -> Option<f64> {
     match metric {
         Metric::LatencyP95 => Some(0.95),
         Metric::LatencyP99 => Some(0.99),
-        Metric::Latency | Metric::LatencyP50 | Metric::ThroughputGflops | Metric::EffectiveSpeedup => Some(0.5),
+        Metric::Latency | Metric::LatencyP50 | Metric::ThroughputGflops | Metric::EffectiveSpeedup => {
+            Some(0.5)
+        }
         _ => None,
     }
 }
@@ -79,16 +81,18 @@ pub(crate) fn nothing_to_gate(
         .filter(|&i| pack.slices[i].guardrails.is_empty())
         .collect();
     if unguarded.len() == pack.slices.len() {
-        diags.push(loc.at_key(
-            "/slices",
-            "nothing to gate: the pack has no guardrail, at the top or on any slice",
-            Some(
-                "add one the gate can decide, e.g. at the top level:\n    guardrails:\n      - {metric: \
+        diags.push(
+            loc.at_key(
+                "/slices",
+                "nothing to gate: the pack has no guardrail, at the top or on any slice",
+                Some(
+                    "add one the gate can decide, e.g. at the top level:\n    guardrails:\n      - {metric: \
                  effective_speedup, at_least: 1.1}\n  or on a slice: `guardrails: [{metric: latency, \
                  regress_at_most: 5%}]`"
-                    .into(),
+                        .into(),
+                ),
             ),
-        ));
+        );
         return;
     }
     for i in unguarded {
@@ -105,7 +109,7 @@ pub(crate) fn nothing_to_gate(
 }
 
 /// The pack's guardrails that apply to slice spec `i`, with the pointer of each.
-fn applying<'a>(pack: &'a PackFile, i: usize) -> impl Iterator<Item = (&'a Guardrail, String)> {
+fn applying(pack: &PackFile, i: usize) -> impl Iterator<Item = (&Guardrail, String)> {
     let top = pack
         .guardrails
         .iter()
@@ -136,7 +140,11 @@ fn budget(pack: &PackFile, load: Option<u64>) -> (u64, String) {
     let s = &pack.samples;
     let runs = u64::from(s.max_runs.unwrap_or(s.runs).max(s.runs).max(1));
     let total = u64::from(s.max) * runs;
-    let runs_key = if s.max_runs.is_some() { "samples.max_runs" } else { "samples.runs" };
+    let runs_key = if s.max_runs.is_some() {
+        "samples.max_runs"
+    } else {
+        "samples.runs"
+    };
     (
         total,
         format!(
@@ -197,7 +205,11 @@ fn order_statistic_floor(
 ) -> Option<PackDiagnostic> {
     // A run-aware rule reads per-run statistics, not order statistics (absolute speedup
     // bounds over two or more runs, `validate::rules::absolute_by_run`).
-    let runs = pack.samples.max_runs.unwrap_or(pack.samples.runs).max(pack.samples.runs);
+    let runs = pack
+        .samples
+        .max_runs
+        .unwrap_or(pack.samples.runs)
+        .max(pack.samples.runs);
     if metric == Metric::EffectiveSpeedup && g.regress_at_most.is_none() && runs >= 2 && load.is_none() {
         return None;
     }
@@ -206,8 +218,16 @@ fn order_statistic_floor(
     if have >= needed {
         return None;
     }
-    let stat = if q == 0.5 { "median".to_owned() } else { format!("p{}", (q * 100.0).round()) };
-    let per_side = if g.regress_at_most.is_some() { " per side" } else { "" };
+    let stat = if q == 0.5 {
+        "median".to_owned()
+    } else {
+        format!("p{}", (q * 100.0).round())
+    };
+    let per_side = if g.regress_at_most.is_some() {
+        " per side"
+    } else {
+        ""
+    };
     let fix = match load {
         Some(_) => format!("raise `load.requests` to {needed} or more"),
         None => {
@@ -251,7 +271,12 @@ fn mde_warning(
             1.0 / (1.0 - m) - 1.0
         }
     };
-    let runs = pack.samples.max_runs.unwrap_or(pack.samples.runs).max(pack.samples.runs).max(1);
+    let runs = pack
+        .samples
+        .max_runs
+        .unwrap_or(pack.samples.runs)
+        .max(pack.samples.runs)
+        .max(1);
     let smallest = stats::min_resolvable_margin(cv, runs, g.confidence);
     if log_margin(margin) >= smallest {
         return None;
@@ -264,11 +289,17 @@ fn mde_warning(
     };
     let pct = crate::domain::sparsity::percent;
     let widen = pct((widen * 1000.0).ceil() / 1000.0);
-    let runs_key = if pack.samples.max_runs.is_some() { "samples.max_runs" } else { "samples.runs" };
+    let runs_key = if pack.samples.max_runs.is_some() {
+        "samples.max_runs"
+    } else {
+        "samples.runs"
+    };
     let fix = if needed <= MAX_RUNS {
         format!("raise `{runs_key}` to ≥ {needed}, or widen the margin to ≥ {widen}")
     } else {
-        format!("no run count the pack format allows (≤ {MAX_RUNS}) resolves it: widen the margin to ≥ {widen}")
+        format!(
+            "no run count the pack format allows (≤ {MAX_RUNS}) resolves it: widen the margin to ≥ {widen}"
+        )
     };
     Some(loc.at_value(
         &format!("{pointer}/regress_at_most"),
@@ -309,8 +340,15 @@ mod tests {
         assert_eq!(pack.warnings.len(), 1, "{:?}", pack.warnings);
         let w = &pack.warnings[0];
         assert_eq!(w.location.to_string(), "p.yaml:5:49");
-        assert!(w.message.contains("regress_at_most 5% is below what 1 run per side can resolve (≈ 10%"), "{w}");
-        assert_eq!(w.hint.as_deref(), Some("raise `samples.runs` to ≥ 4, or widen the margin to ≥ 10%"));
+        assert!(
+            w.message
+                .contains("regress_at_most 5% is below what 1 run per side can resolve (≈ 10%"),
+            "{w}"
+        );
+        assert_eq!(
+            w.hint.as_deref(),
+            Some("raise `samples.runs` to ≥ 4, or widen the margin to ≥ 10%")
+        );
         // Four runs resolve it: no warning.
         let pack = load(
             "samples: {runs: 4}\nguardrails: [{metric: latency, regress_at_most: 5%}]\n",
@@ -331,7 +369,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(pack.warnings.len(), 1);
-        assert!(pack.warnings[0].message.contains("slice `b` has no guardrail"), "{}", pack.warnings[0]);
+        assert!(
+            pack.warnings[0].message.contains("slice `b` has no guardrail"),
+            "{}",
+            pack.warnings[0]
+        );
         let err = load("", &format!("  - {{id: b, {CELL}}}\n")).unwrap_err();
         assert!(err.diagnostics[0].message.starts_with("nothing to gate"), "{err}");
         assert_eq!(err.diagnostics[0].location.to_string(), "p.yaml:5:1");

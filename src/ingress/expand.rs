@@ -232,7 +232,11 @@ slices:
         let note = &dense.not_applicable[0];
         assert_eq!(note.metric.name(), "effective_speedup");
         assert_eq!(note.location.as_ref().unwrap().to_string(), "p.yaml:5:15");
-        assert!(note.reason.contains("speedup is 1 by construction"), "{}", note.reason);
+        assert!(
+            note.reason.contains("speedup is 1 by construction"),
+            "{}",
+            note.reason
+        );
     }
 
     #[test]

@@ -1154,7 +1154,12 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        for s in ["dense", "2:4", "unstructured:density=10%", "block:16x16:density=25%"] {
+        for s in [
+            "dense",
+            "2:4",
+            "unstructured:density=10%",
+            "block:16x16:density=25%",
+        ] {
             let sp: Sparsity = s.parse().unwrap();
             assert_eq!(sp.to_string(), s);
             assert_eq!(sp.to_string().parse::<Sparsity>().unwrap(), sp);

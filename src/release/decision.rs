@@ -101,7 +101,10 @@ impl Decision {
     /// The decision with the not-applicable notes of `slices` (the gated ones), in slice
     /// order (issue 24).
     pub fn with_not_applicable(mut self, slices: &[Slice]) -> Decision {
-        self.not_applicable = slices.iter().flat_map(|s| s.not_applicable.iter().cloned()).collect();
+        self.not_applicable = slices
+            .iter()
+            .flat_map(|s| s.not_applicable.iter().cloned())
+            .collect();
         self
     }
 

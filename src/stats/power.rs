@@ -67,11 +67,15 @@ pub fn min_resolvable_margin(cv: f64, runs: u32, confidence: f64) -> f64 {
 pub fn runs_to_resolve(cv: f64, margin: f64, confidence: f64) -> u64 {
     let k = z(1.0 - (1.0 - confidence) / 2.0) + z(DEFAULT_POWER);
     let log_m = (1.0 + margin).ln();
-    if !(log_m > 0.0) {
+    if log_m.is_nan() || log_m <= 0.0 {
         return u64::MAX;
     }
     let r = (2.0 * (k * cv / log_m).powi(2)).ceil();
-    if r.is_finite() { (r as u64).max(1) } else { u64::MAX }
+    if r.is_finite() {
+        (r as u64).max(1)
+    } else {
+        u64::MAX
+    }
 }
 
 /// What a sample budget can resolve, planned from a baseline.

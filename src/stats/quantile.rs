@@ -118,7 +118,7 @@ pub fn quantile_ci_ranks(n: usize, q: f64, confidence: f64) -> Option<(usize, us
 /// requests) and the run-time "needs at least n per side" of the regression rule.
 /// E.g. at 95%: 6 for the median, 72 for the p95, 368 for the p99.
 pub fn quantile_ci_min_n(q: f64, confidence: f64) -> Option<usize> {
-    if !(q > 0.0 && q < 1.0) || !(confidence > 0.0 && confidence < 1.0) {
+    if !(q > 0.0 && q < 1.0 && confidence > 0.0 && confidence < 1.0) {
         return None;
     }
     let tail = (1.0 - confidence) / 2.0;
@@ -146,7 +146,14 @@ mod tests {
     // Issue 24: the minimal n is the first n the ranks accept, found without a linear scan.
     #[test]
     fn the_minimal_n_is_the_first_size_that_bounds_the_quantile() {
-        for (q, c) in [(0.5, 0.95), (0.95, 0.95), (0.99, 0.95), (0.99, 0.99), (0.9, 0.9), (0.5, 0.999)] {
+        for (q, c) in [
+            (0.5, 0.95),
+            (0.95, 0.95),
+            (0.99, 0.95),
+            (0.99, 0.99),
+            (0.9, 0.9),
+            (0.5, 0.999),
+        ] {
             let n = quantile_ci_min_n(q, c).unwrap();
             assert!(quantile_ci_ranks(n, q, c).is_some(), "q={q} c={c} n={n}");
             assert!(quantile_ci_ranks(n - 1, q, c).is_none(), "q={q} c={c} n={n}");

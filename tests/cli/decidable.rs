@@ -53,8 +53,14 @@ slices:
     let out = sb.output(&["validate", "pack.yaml", "--json"]);
     assert_exit(&out, 0);
     let err = stderr(&out);
-    assert_contains(&err, "warning: pack.yaml:7:40: `latency` regress_at_most 2% is below what 1 run");
-    assert_contains(&err, "hint: raise `samples.runs` to ≥ 24, or widen the margin to ≥ 10%");
+    assert_contains(
+        &err,
+        "warning: pack.yaml:7:40: `latency` regress_at_most 2% is below what 1 run",
+    );
+    assert_contains(
+        &err,
+        "hint: raise `samples.runs` to ≥ 24, or widen the margin to ≥ 10%",
+    );
     let report = stdout_json(&out);
     assert_eq!(report[0]["valid"], true);
     assert_eq!(report[0]["warnings"][0]["location"], "pack.yaml:7:40");

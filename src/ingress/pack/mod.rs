@@ -360,7 +360,9 @@ impl ShareSpec {
         match (&self.density, &self.sparsity) {
             (Some(d), None) => Ok((Share::Density, d)),
             (None, Some(s)) => Ok((Share::Sparsity, s)),
-            (Some(_), Some(_)) => Err("sets both `density` and `sparsity`; they are one number (density = 100% − sparsity)".into()),
+            (Some(_), Some(_)) => Err(
+                "sets both `density` and `sparsity`; they are one number (density = 100% − sparsity)".into(),
+            ),
             (None, None) => Err("needs `density` (share kept) or `sparsity` (share removed)".into()),
         }
     }
@@ -383,23 +385,29 @@ impl SparsityEntry {
         match self {
             SparsityEntry::Text(s) => s.parse(),
             SparsityEntry::Unstructured { unstructured } => {
-                let (share, text) = unstructured
-                    .share()
-                    .map_err(|m| plain(format!("`unstructured` {m}"), "e.g. `{unstructured: {sparsity: 90%}}`"))?;
+                let (share, text) = unstructured.share().map_err(|m| {
+                    plain(
+                        format!("`unstructured` {m}"),
+                        "e.g. `{unstructured: {sparsity: 90%}}`",
+                    )
+                })?;
                 Ok(Sparsity::Unstructured {
                     density: density_of(share, text)?,
                 })
             }
             SparsityEntry::Block { block } => {
-                let (rows, cols) =
-                    block_shape(&block.size).map_err(|m| plain(m, "e.g. `{block: {size: 16x16, density: 25%}}`"))?;
+                let (rows, cols) = block_shape(&block.size)
+                    .map_err(|m| plain(m, "e.g. `{block: {size: 16x16, density: 25%}}`"))?;
                 let spec = ShareSpec {
                     density: block.density.clone(),
                     sparsity: block.sparsity.clone(),
                 };
-                let (share, text) = spec
-                    .share()
-                    .map_err(|m| plain(format!("`block` {m}"), "e.g. `{block: {size: 16x16, density: 25%}}`"))?;
+                let (share, text) = spec.share().map_err(|m| {
+                    plain(
+                        format!("`block` {m}"),
+                        "e.g. `{block: {size: 16x16, density: 25%}}`",
+                    )
+                })?;
                 Ok(Sparsity::Block {
                     rows,
                     cols,
@@ -415,10 +423,18 @@ impl SparsityEntry {
         match self {
             SparsityEntry::Text(_) => "",
             SparsityEntry::Unstructured { unstructured } => {
-                if unstructured.density.is_some() { "/unstructured/density" } else { "/unstructured/sparsity" }
+                if unstructured.density.is_some() {
+                    "/unstructured/density"
+                } else {
+                    "/unstructured/sparsity"
+                }
             }
             SparsityEntry::Block { block } => {
-                if block.density.is_some() { "/block/density" } else { "/block/sparsity" }
+                if block.density.is_some() {
+                    "/block/density"
+                } else {
+                    "/block/sparsity"
+                }
             }
         }
     }
