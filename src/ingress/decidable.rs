@@ -17,6 +17,8 @@
 //!   [`PAIRED_RUN_CV`] (CPU kernels, which pair and calibrate inside each run) or
 //!   [`UNPAIRED_RUN_CV`] (a user's command). The gate re-plans from the measured spread of
 //!   the baseline later (`validate::power_check`); this is the advice before there is one.
+//!   A command slice with a `baseline` build is compared pair by pair in the session, where
+//!   the unpaired prior does not hold, so it gets no such warning.
 
 use super::pack::{Backend, Guardrail, LoadSpec, PackFile};
 use super::span::Locator;
@@ -184,7 +186,11 @@ pub(crate) fn check_budgets(
                 diags.push(w);
                 continue;
             }
+            // A command with a baseline build is compared pair by pair in the session, where
+            // the unpaired prior does not hold and nothing better is known before it runs.
+            let paired_command = spec.command.as_ref().is_some_and(|c| c.baseline.is_some());
             if load.is_none()
+                && !paired_command
                 && let Some(w) = mde_warning(pack, spec.backend, metric, g, &pointer, loc)
             {
                 warnings.push(w);
