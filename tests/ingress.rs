@@ -2,7 +2,8 @@
 //! every valid pack loads.
 //!
 //! Each file under `tests/packs/invalid/` starts with two comment lines:
-//! `# expect: <substring of the first diagnostic's message>` and `# at: <line>:<col>`.
+//! `# expect: <substring of the first diagnostic's message>` and `# at: <line>:<col>`; an
+//! optional `# hint: <substring of its hint>` pins the fix it suggests (issue 24).
 
 use sparsegate::ingress::{Rule, Sparsity, load_pack, parse_pack};
 use sparsegate::metric::Metric;
@@ -26,6 +27,12 @@ fn header<'a>(text: &'a str, key: &str) -> &'a str {
         .find_map(|l| l.strip_prefix(&format!("# {key}: ")))
         .unwrap_or_else(|| panic!("missing `# {key}:` header"))
         .trim()
+}
+
+fn optional_header<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("# {key}: ")))
+        .map(str::trim)
 }
 
 #[test]
@@ -52,7 +59,9 @@ fn every_invalid_pack_is_refused_with_a_located_diagnostic() {
         let got_at = format!("{}:{}", first.location.line, first.location.col);
         let shown = err.to_string();
         let located = format!("{}:{at}", path.display());
-        if got_at != at || !first.message.contains(expect) || !shown.contains(&located) {
+        let hint_ok = optional_header(&text, "hint")
+            .is_none_or(|h| first.hint.as_deref().is_some_and(|got| got.contains(h)));
+        if got_at != at || !first.message.contains(expect) || !shown.contains(&located) || !hint_ok {
             failures.push(format!(
                 "{}: expected `{expect}` at {at}, got:\n{shown}",
                 path.display()
@@ -183,8 +192,8 @@ fn refused(text: &str) -> sparsegate::ingress::PackError {
 }
 
 const MINIMAL: &str = "schema_version: 1\nname: edge\nowners: [{name: A, email: a@b.c, role: owner}]\n\
-                       rollback: {trigger: t}\nslices:\n  - id: s\n    workload: {ops: [{gemm: {name: g, m: 8, n: 8, k: 8}}]}\n    \
-                       sparsity: [\"2:4\"]\n";
+                       rollback: {trigger: t}\nguardrails: [{metric: latency, at_most: 1000}]\nslices:\n  - id: s\n    \
+                       workload: {ops: [{gemm: {name: g, m: 8, n: 8, k: 8}}]}\n    sparsity: [\"2:4\"]\n";
 
 #[test]
 fn pathological_yaml_is_refused_quickly() {

@@ -47,6 +47,9 @@ pub fn gate(
 ) -> Result<GateReport> {
     check_out_dir(out_dir, options.history.as_deref())?;
     let packs = load_packs(paths)?;
+    for warning in packs.iter().flat_map(|p| &p.warnings) {
+        progress(Progress::PackWarning { warning });
+    }
     let environment = capture_environment(&packs, &options.work_dir)?;
     let (baselines, drift) = required_baselines(&packs, &environment, options)?;
     // Validate plans the run counts from the baselines' between-run spread; execution takes
@@ -133,7 +136,7 @@ pub(super) fn decide_and_write(
 ) -> Result<GateReport> {
     let slices: Vec<Slice> = all_slices(packs).cloned().collect();
     let assessment = assess(&slices, &evidence, baselines);
-    let decision = decide(packs, &assessment, drift);
+    let decision = decide(packs, &assessment, drift).with_not_applicable(&slices);
     // Issue 23: the history records the run after its outputs are written, with what became
     // of them; the run is inserted first inside the history's transaction, so the memo's
     // trend charts still end with this run.

@@ -104,6 +104,12 @@ pub enum Progress<'a> {
         /// What it measured.
         evidence: &'a SliceEvidence,
     },
+    /// Before running: a located warning of a pack that loaded (issue 24: a margin its runs
+    /// are unlikely to resolve, a slice that gates nothing); `validate` prints the same.
+    PackWarning {
+        /// The warning, located in its pack.
+        warning: &'a crate::ingress::PackDiagnostic,
+    },
     /// Before running: a baseline-relative guardrail whose margin the sample budget cannot
     /// resolve, estimated from the baseline's spread (it is also in the verdict's detail).
     PowerWarning {

@@ -1,6 +1,11 @@
-//! Weight sparsity patterns and their pack spelling (`dense`, `N:M`, `unstructured:D`,
-//! `block:RxC:D`): the vocabulary ingress parses, lowering decides on, the kernels and the
-//! simulator implement.
+//! Weight sparsity patterns and their spelling (`dense`, `N:M`, `unstructured:density=10%`,
+//! `block:16x16:sparsity=75%`; in packs also `{unstructured: {sparsity: 90%}}`): the
+//! vocabulary ingress parses, lowering decides on, the kernels and the simulator implement.
+//!
+//! Issue 24: the old bare fractions (`unstructured:0.9`, `block:16x16:0.25`) meant the kept
+//! share, which readers took for the removed one; they are refused with their rewrite. The
+//! value stays a density inside, so slice ids (`u0.1`, `b16x16-0.25`) and baselines keep
+//! their keys.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -56,15 +61,57 @@ impl Sparsity {
     }
 }
 
+impl Sparsity {
+    /// A label for people (the memo): `dense`, `2:4 structured (50% kept)`,
+    /// `unstructured, 90% sparse (10% kept)`, `block 16x16, 25% kept (75% sparse)`.
+    /// Issue 24: a bare fraction was read as sparsity by some and as density by others, so
+    /// the label always names both.
+    pub fn describe(&self) -> String {
+        match *self {
+            Sparsity::Dense => "dense".into(),
+            Sparsity::NOfM { n, m } => {
+                format!("{n}:{m} structured ({} kept)", percent(self.density()))
+            }
+            Sparsity::Unstructured { density } => format!(
+                "unstructured, {} sparse ({} kept)",
+                percent(1.0 - density),
+                percent(density)
+            ),
+            Sparsity::Block { rows, cols, density } => format!(
+                "block {rows}x{cols}, {} kept ({} sparse)",
+                percent(density),
+                percent(1.0 - density)
+            ),
+        }
+    }
+}
+
+/// The explicit, parseable spelling: `dense`, `2:4`, `unstructured:density=10%`,
+/// `block:16x16:density=25%` (issue 24: never a bare fraction).
 impl fmt::Display for Sparsity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Sparsity::Dense => f.write_str("dense"),
             Sparsity::NOfM { n, m } => write!(f, "{n}:{m}"),
-            Sparsity::Unstructured { density } => write!(f, "unstructured:{density}"),
-            Sparsity::Block { rows, cols, density } => write!(f, "block:{rows}x{cols}:{density}"),
+            Sparsity::Unstructured { density } => {
+                write!(f, "unstructured:density={}", percent(density))
+            }
+            Sparsity::Block { rows, cols, density } => {
+                write!(f, "block:{rows}x{cols}:density={}", percent(density))
+            }
         }
     }
+}
+
+/// A fraction as a percentage with no float noise: `0.1` → `10%`, `0.0999…98` → `10%`.
+pub fn percent(fraction: f64) -> String {
+    format!("{}%", round_fraction(fraction * 100.0))
+}
+
+/// Round to 10 decimals: enough for any percentage a person writes, and it removes the
+/// noise of `1 − 0.9` so a sparsity and its density spell the same cell id.
+fn round_fraction(v: f64) -> f64 {
+    (v * 1e10).round() / 1e10
 }
 
 /// Largest N:M group size accepted.
@@ -87,14 +134,107 @@ impl fmt::Display for SparsityError {
 
 impl std::error::Error for SparsityError {}
 
-const SPARSITY_FORMS: &str = "write `dense`, `N:M` (e.g. `2:4`), `unstructured:D` (e.g. `unstructured:0.1`) or `block:RxC:D` \
-     (e.g. `block:16x16:0.25`), where D is the kept fraction in (0, 1]";
+const SPARSITY_FORMS: &str = "write `dense`, `N:M` (e.g. `2:4`), `{unstructured: {sparsity: 90%}}` or \
+     `{unstructured: {density: 10%}}`, or `{block: {size: 16x16, density: 25%}}` (on the command \
+     line: `unstructured:sparsity=90%`, `block:16x16:density=25%`); density is the share of weights \
+     kept, sparsity the share removed";
+
+/// Which share of the weights a percentage in a sparsity spelling names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Share {
+    /// The share kept.
+    Density,
+    /// The share removed (1 − density).
+    Sparsity,
+}
+
+impl Share {
+    /// The key that names it in a pack: `density` or `sparsity`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Share::Density => "density",
+            Share::Sparsity => "sparsity",
+        }
+    }
+}
+
+/// The density (kept fraction, in (0, 1]) that `text` (a percentage such as `90%`) means as
+/// a `share`. `sparsity: 90%` and `density: 10%` give the same `0.1`, bit for bit.
+pub fn density_of(share: Share, text: &str) -> Result<f64, SparsityError> {
+    let t = text.trim();
+    let key = share.key();
+    let err = |message: String| SparsityError {
+        message,
+        hint: format!(
+            "write the {key} as a percentage, e.g. `{key}: {}`",
+            if share == Share::Density { "10%" } else { "90%" }
+        ),
+    };
+    let Some(number) = t.strip_suffix('%') else {
+        return Err(err(format!(
+            "{key} `{t}` is not a percentage (issue 24: a bare fraction is ambiguous)"
+        )));
+    };
+    let v: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| err(format!("{key} `{t}` is not a percentage")))?;
+    let kept = match share {
+        Share::Density => v,
+        Share::Sparsity => 100.0 - v,
+    };
+    let density = round_fraction(kept / 100.0);
+    // `is_normal`: a subnormal density keeps no weight of any real matrix (issue 23).
+    let ok = v.is_finite() && density.is_normal() && density > 0.0 && density <= 1.0;
+    if !ok {
+        let range = match share {
+            Share::Density => "(0%, 100%]",
+            Share::Sparsity => "[0%, 100%)",
+        };
+        return Err(err(format!("{key} {t} is outside {range}")));
+    }
+    Ok(density)
+}
+
+/// The rewrite hint for a bare-fraction form (`unstructured:0.9`, `block:16x16:0.25`):
+/// what it meant, and the explicit spelling of the same cell.
+fn ambiguous(s: &str, sp: Sparsity) -> SparsityError {
+    let d = sp.density();
+    let (yaml, cli) = match sp {
+        Sparsity::Block { rows, cols, .. } => (
+            format!("{{block: {{size: {rows}x{cols}, density: {}}}}}", percent(d)),
+            format!("block:{rows}x{cols}:density={}", percent(d)),
+        ),
+        _ => (
+            format!("{{unstructured: {{density: {}}}}}", percent(d)),
+            format!("unstructured:density={}", percent(d)),
+        ),
+    };
+    let what = if matches!(sp, Sparsity::Block { .. }) {
+        "of blocks"
+    } else {
+        "of weights"
+    };
+    SparsityError {
+        message: format!(
+            "sparsity `{s}` is ambiguous: a bare fraction reads as sparsity to some and as density to others"
+        ),
+        hint: format!(
+            "`{s}` keeps {} {what}; write `{yaml}` (= {} sparsity), or `{cli}` on the command line",
+            percent(d),
+            percent(1.0 - d)
+        ),
+    }
+}
 
 impl FromStr for Sparsity {
     type Err = SparsityError;
 
-    /// Parse the pack form: `dense`, `N:M` with 0 < N < M ≤ 32, `unstructured:D` or
-    /// `block:RxC:D` with density D in (0, 1] and R, C ≥ 1.
+    /// Parse the string form: `dense`, `N:M` with 0 < N < M ≤ 32,
+    /// `unstructured:density=P%` / `unstructured:sparsity=P%`, or
+    /// `block:RxC:density=P%` / `block:RxC:sparsity=P%` with R, C ≥ 1. The old bare-fraction
+    /// forms (`unstructured:0.1`, `block:16x16:0.25`) are refused with their explicit
+    /// rewrite (issue 24).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.trim();
         let err = |message: String| SparsityError {
@@ -104,9 +244,20 @@ impl FromStr for Sparsity {
         if s == "dense" {
             return Ok(Sparsity::Dense);
         }
+        let in_sparsity = |e: SparsityError| SparsityError {
+            message: format!("in sparsity `{s}`: {}", e.message),
+            hint: e.hint,
+        };
         if let Some(d) = s.strip_prefix("unstructured:") {
-            let density = parse_density(d).map_err(|m| err(format!("in sparsity `{s}`: {m}")))?;
-            return Ok(Sparsity::Unstructured { density });
+            return match share_of(d) {
+                Some((share, text)) => Ok(Sparsity::Unstructured {
+                    density: density_of(share, text).map_err(in_sparsity)?,
+                }),
+                None => match parse_density(d) {
+                    Ok(density) => Err(ambiguous(s, Sparsity::Unstructured { density })),
+                    Err(m) => Err(err(format!("in sparsity `{s}`: {m}"))),
+                },
+            };
         }
         if let Some(rest) = s.strip_prefix("block:") {
             let Some((shape, d)) = rest.split_once(':') else {
@@ -114,19 +265,18 @@ impl FromStr for Sparsity {
                     "block sparsity `{s}` needs a block shape and a density"
                 )));
             };
-            let Some((r, c)) = shape.split_once('x') else {
-                return Err(err(format!(
-                    "block shape `{shape}` in `{s}` is not of the form RxC"
-                )));
+            let (rows, cols) = block_shape(shape).map_err(|m| err(format!("{m} in `{s}`")))?;
+            return match share_of(d) {
+                Some((share, text)) => Ok(Sparsity::Block {
+                    rows,
+                    cols,
+                    density: density_of(share, text).map_err(in_sparsity)?,
+                }),
+                None => match parse_density(d) {
+                    Ok(density) => Err(ambiguous(s, Sparsity::Block { rows, cols, density })),
+                    Err(m) => Err(err(format!("in sparsity `{s}`: {m}"))),
+                },
             };
-            let dim = |v: &str| v.parse::<u32>().ok().filter(|&v| v >= 1);
-            let (Some(rows), Some(cols)) = (dim(r), dim(c)) else {
-                return Err(err(format!(
-                    "block shape `{shape}` in `{s}` needs whole numbers ≥ 1"
-                )));
-            };
-            let density = parse_density(d).map_err(|m| err(format!("in sparsity `{s}`: {m}")))?;
-            return Ok(Sparsity::Block { rows, cols, density });
         }
         if let Some((n, m)) = s.split_once(':') {
             // Digits only: `2 :4` or `+2:4` is a typo, not a sparsity (issue 23).
@@ -185,6 +335,28 @@ fn parse_density(d: &str) -> Result<f64, DensityError> {
     Ok(v)
 }
 
+/// `density=10%` / `sparsity=90%` → which share and its text; `None` for anything else.
+fn share_of(d: &str) -> Option<(Share, &str)> {
+    let (key, value) = d.split_once('=')?;
+    match key.trim() {
+        "density" => Some((Share::Density, value)),
+        "sparsity" => Some((Share::Sparsity, value)),
+        _ => None,
+    }
+}
+
+/// A block shape `RxC` with whole R, C ≥ 1.
+pub fn block_shape(shape: &str) -> Result<(u32, u32), String> {
+    let Some((r, c)) = shape.trim().split_once('x') else {
+        return Err(format!("block shape `{shape}` is not of the form RxC"));
+    };
+    let dim = |v: &str| v.parse::<u32>().ok().filter(|&v| v >= 1);
+    match (dim(r), dim(c)) {
+        (Some(rows), Some(cols)) => Ok((rows, cols)),
+        _ => Err(format!("block shape `{shape}` needs whole numbers ≥ 1")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,8 +368,8 @@ mod tests {
             "2: 4",
             "+2:4",
             "2:+4",
-            "unstructured:1e-310",
-            "block:4x4:5e-324",
+            "unstructured:density=1e-310%",
+            "block:4x4:density=5e-324%",
         ] {
             assert!(bad.parse::<Sparsity>().is_err(), "{bad} was accepted");
         }
@@ -212,8 +384,52 @@ mod tests {
             "in sparsity `unstructured:x`: density `x` is not a number"
         );
         assert_eq!(
-            message("block:4x4:2"),
-            "in sparsity `block:4x4:2`: density 2 is outside (0, 1]"
+            message("block:4x4:density=200%"),
+            "in sparsity `block:4x4:density=200%`: density 200% is outside (0%, 100%]"
         );
+    }
+
+    // Issue 24: `unstructured:0.9` keeps 90% of the weights, which readers took for 90% sparse.
+    #[test]
+    fn a_bare_fraction_is_refused_with_its_explicit_rewrite() {
+        let e = "unstructured:0.9".parse::<Sparsity>().unwrap_err();
+        assert!(e.message.contains("ambiguous"), "{e}");
+        assert_eq!(
+            e.hint,
+            "`unstructured:0.9` keeps 90% of weights; write `{unstructured: {density: 90%}}` (= 10% sparsity), \
+             or `unstructured:density=90%` on the command line"
+        );
+        let e = "block:16x16:0.25".parse::<Sparsity>().unwrap_err();
+        assert!(
+            e.hint.starts_with(
+                "`block:16x16:0.25` keeps 25% of blocks; write `{block: {size: 16x16, density: 25%}}` (= 75% sparsity)"
+            ),
+            "{e}"
+        );
+    }
+
+    // Issue 24: both explicit spellings name the same cell, so ids and baselines keep their keys.
+    #[test]
+    fn sparsity_and_density_spell_the_same_cell() {
+        let a: Sparsity = "unstructured:sparsity=90%".parse().unwrap();
+        let b: Sparsity = "unstructured:density=10%".parse().unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.tag(), "u0.1");
+        let c: Sparsity = "block:16x16:sparsity=75%".parse().unwrap();
+        assert_eq!(c.tag(), "b16x16-0.25");
+        let d: Sparsity = "unstructured:sparsity=99.9%".parse().unwrap();
+        assert_eq!(d.tag(), "u0.001");
+    }
+
+    #[test]
+    fn describe_names_both_the_kept_and_the_removed_share() {
+        let d = |s: &str| s.parse::<Sparsity>().unwrap().describe();
+        assert_eq!(d("dense"), "dense");
+        assert_eq!(d("2:4"), "2:4 structured (50% kept)");
+        assert_eq!(
+            d("unstructured:sparsity=90%"),
+            "unstructured, 90% sparse (10% kept)"
+        );
+        assert_eq!(d("block:16x16:density=25%"), "block 16x16, 25% kept (75% sparse)");
     }
 }

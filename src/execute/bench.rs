@@ -133,6 +133,7 @@ pub fn bench_gemm(req: &BenchRequest) -> Result<BenchReport, BenchError> {
             weights: Default::default(),
         },
         guardrails: vec![],
+        not_applicable: vec![],
         samples: req.samples.clone(),
         seed: req.seed,
         threads: req.threads.max(1),
@@ -321,7 +322,12 @@ mod tests {
 
     #[test]
     fn issue_3_bench_reports_every_sparse_format() {
-        for s in ["2:4", "unstructured:0.1", "block:16x16:0.25", "dense"] {
+        for s in [
+            "2:4",
+            "unstructured:density=10%",
+            "block:16x16:density=25%",
+            "dense",
+        ] {
             let r = bench_gemm(&request(s.parse().unwrap())).unwrap();
             assert_eq!(r.gemm, "9x32x48");
             assert!((6..=12).contains(&r.samples), "{s}: {}", r.samples);
@@ -405,7 +411,7 @@ mod tests {
 
     #[test]
     fn issue_3_bench_records_the_fallback() {
-        let mut req = request("block:16x16:0.25".parse().unwrap());
+        let mut req = request("block:16x16:density=25%".parse().unwrap());
         req.k = 40;
         let r = bench_gemm(&req).unwrap();
         assert_eq!(r.path, KernelPath::DenseFallback);

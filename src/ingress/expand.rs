@@ -109,6 +109,7 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                         unreachable!("checked at ingress: `{}` has its backend block", spec.id)
                     }),
                     guardrails: guardrails.clone(),
+                    not_applicable: vec![],
                     samples: pack.samples.clone(),
                     threads,
                     checkpoint: None,
@@ -145,6 +146,10 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                     ..task
                 });
                 let load = *load;
+                // Issue 24: a guardrail that means nothing on this cell (a speedup on the
+                // dense cell) is left off it with a note, instead of failing by construction.
+                let (guardrails, not_applicable) =
+                    super::applicability::split(&pack.name, &id, *sparsity, true, guardrails.clone());
                 slices.push(Slice {
                     pack: pack.name.clone(),
                     seed: slice_seed(pack.seed, &id),
@@ -160,7 +165,8 @@ pub(crate) fn expand(pack: &PackFile, checked: &Checked) -> Vec<Slice> {
                         (None, None, Some(task)) => SliceBackend::Model(Box::new(task)),
                         (None, None, None) => SliceBackend::Kernels { weights },
                     },
-                    guardrails: guardrails.clone(),
+                    guardrails,
+                    not_applicable,
                     samples: pack.samples.clone(),
                     threads,
                     checkpoint: checkpoint.clone(),
@@ -183,6 +189,7 @@ schema_version: 1
 name: p
 owners: [{name: A, email: a@example.com, role: owner}]
 rollback: {trigger: t}
+guardrails: [{metric: accuracy, at_least: 0.5}]
 slices:
   - id: m
     workload: {mlp: {dataset: digits, hidden: 16}}
@@ -220,6 +227,34 @@ slices:
             .collect();
         assert!(seeds.iter().all(|&s| s == seeds[0]));
         assert!(loaded.slices.iter().all(|s| s.precision == Precision::Fp32));
+    }
+
+    // Issue 24: a pack-level speedup bound failed on the dense cell by construction.
+    #[test]
+    fn a_speedup_bound_is_left_off_the_dense_cell_with_a_located_note() {
+        let text = "schema_version: 1
+name: p
+owners: [{name: A, email: a@example.com, role: owner}]
+rollback: {trigger: t}
+guardrails: [{metric: effective_speedup, at_least: 1.1}, {metric: latency, at_most: 1}]
+slices:
+  - {id: q, workload: {ops: [{gemm: {name: g, m: 8, n: 8, k: 8}}]}, sparsity: [dense, \"2:4\"]}
+";
+        let loaded = crate::ingress::parse_pack(std::path::Path::new("p.yaml"), text.into()).unwrap();
+        let (dense, sparse) = (&loaded.slices[0], &loaded.slices[1]);
+        assert_eq!(dense.id, "q-dense-fp32");
+        let metrics = |s: &Slice| s.guardrails.iter().map(|g| g.metric.name()).collect::<Vec<_>>();
+        assert_eq!(metrics(dense), ["latency"]);
+        assert_eq!(metrics(sparse), ["effective_speedup", "latency"]);
+        assert!(sparse.not_applicable.is_empty());
+        let note = &dense.not_applicable[0];
+        assert_eq!(note.metric.name(), "effective_speedup");
+        assert_eq!(note.location.as_ref().unwrap().to_string(), "p.yaml:5:15");
+        assert!(
+            note.reason.contains("speedup is 1 by construction"),
+            "{}",
+            note.reason
+        );
     }
 
     #[test]

@@ -108,8 +108,10 @@ pub fn load_pack(path: &Path) -> Result<LoadedPack, PackError> {
 pub fn parse_pack(path: &Path, source: String) -> Result<LoadedPack, PackError> {
     let file = path.display().to_string();
     match check_text(&file, &source) {
-        Ok((pack, slices, trigger)) => {
+        Ok((pack, slices, trigger, mut warnings)) => {
             let digest = sha256_hex(source.as_bytes());
+            warnings.sort_by_key(|d| (d.location.line, d.location.col));
+            warnings.dedup();
             Ok(LoadedPack {
                 path: path.to_path_buf(),
                 source,
@@ -117,6 +119,7 @@ pub fn parse_pack(path: &Path, source: String) -> Result<LoadedPack, PackError> 
                 file: pack,
                 slices,
                 trigger,
+                warnings,
             })
         }
         Err(mut diagnostics) => {
@@ -131,10 +134,10 @@ pub fn parse_pack(path: &Path, source: String) -> Result<LoadedPack, PackError> 
     }
 }
 
-/// A checked pack: its typed file, its expanded slices and its parsed rollback trigger.
-type Checked = (PackFile, Vec<super::Slice>, Option<super::TriggerExpr>);
+/// A checked pack: its typed form, its slices, its parsed rollback trigger and its warnings.
+type CheckedText = (PackFile, Vec<super::Slice>, Option<super::TriggerExpr>, Vec<PackDiagnostic>);
 
-fn check_text(file: &str, text: &str) -> Result<Checked, Vec<PackDiagnostic>> {
+fn check_text(file: &str, text: &str) -> Result<CheckedText, Vec<PackDiagnostic>> {
     if text.trim().is_empty() {
         return Err(vec![empty_diag(file)]);
     }
@@ -204,9 +207,10 @@ fn check_text(file: &str, text: &str) -> Result<Checked, Vec<PackDiagnostic>> {
             )]);
         }
     };
-    let checked = semantic::check(&pack, &loc)?;
+    let mut checked = semantic::check(&pack, &loc)?;
     let slices = expand::expand(&pack, &checked);
-    Ok((pack, slices, checked.trigger))
+    let warnings = std::mem::take(&mut checked.warnings);
+    Ok((pack, slices, checked.trigger, warnings))
 }
 
 /// The pointer of the first number in `value` that prints as `text`.

@@ -6,6 +6,7 @@
 //! (every error, mapped back to `file:line:col`) → typed [`PackFile`] → semantic checks →
 //! matrix expansion into [`Slice`]s.
 
+pub mod applicability;
 pub mod checkpoint;
 pub mod environment;
 pub mod model;
@@ -15,6 +16,7 @@ pub mod report;
 pub mod shard;
 pub mod workspace;
 
+mod decidable;
 mod diagnostic;
 mod expand;
 mod ids;
@@ -23,6 +25,7 @@ mod trigger;
 mod semantic;
 mod span;
 
+pub use applicability::NotApplicable;
 pub use diagnostic::{Location, PackDiagnostic, PackError};
 pub use environment::{Environment, FieldDiff, GitInfo, MachineRoofs, PrecisionPeak};
 crate::of_slice!(Slice: pack, id);
@@ -70,6 +73,9 @@ pub struct LoadedPack {
     pub slices: Vec<Slice>,
     /// `rollback.when`, parsed: what the release stage evaluates over the guardrails.
     pub trigger: Option<TriggerExpr>,
+    /// Located problems that do not stop the pack: `validate` and `gate` print them
+    /// (issue 24: a margin the runs are unlikely to resolve, a slice that gates nothing).
+    pub warnings: Vec<PackDiagnostic>,
 }
 
 /// One workload cell after matrix expansion: what to run and what must hold.
@@ -87,8 +93,12 @@ pub struct Slice {
     pub precision: Precision,
     /// Where it runs, with that backend's own settings.
     pub backend: SliceBackend,
-    /// Pack-level guardrails followed by the slice's own.
+    /// Pack-level guardrails followed by the slice's own, less those that cannot apply to
+    /// this cell.
     pub guardrails: Vec<GuardrailSpec>,
+    /// The guardrails left off this cell because they cannot mean anything here (a speedup
+    /// bound on the dense cell), each with its reason (issue 24, `applicability.rs`).
+    pub not_applicable: Vec<NotApplicable>,
     /// Sampling budget.
     pub samples: pack::SamplePolicy,
     /// Seed for this slice's inputs and resampling: derived from the pack seed and the id,

@@ -17,6 +17,9 @@ pub struct PackValidation {
     pub slices: Vec<String>,
     /// Whether the pack loaded.
     pub valid: bool,
+    /// Located problems that do not stop a valid pack (issue 24): a guardrail its runs are
+    /// unlikely to resolve, a slice that gates nothing.
+    pub warnings: Vec<ProblemReport>,
 }
 
 /// One located problem of a pack.
@@ -32,6 +35,17 @@ pub struct ProblemReport {
     pub pointer: String,
 }
 
+impl ProblemReport {
+    fn of(d: &super::PackDiagnostic) -> ProblemReport {
+        ProblemReport {
+            hint: d.hint.clone(),
+            location: d.location.to_string(),
+            message: d.message.clone(),
+            pointer: d.pointer.clone(),
+        }
+    }
+}
+
 impl PackValidation {
     /// The report of the pack at `path`, loaded or refused.
     pub fn of(path: &Path, result: Result<&LoadedPack, &PackError>) -> PackValidation {
@@ -41,21 +55,14 @@ impl PackValidation {
                 path: path.to_owned(),
                 slices: pack.slices.iter().map(|s| s.id.clone()).collect(),
                 valid: true,
+                warnings: pack.warnings.iter().map(ProblemReport::of).collect(),
             },
             Err(err) => PackValidation {
-                errors: err
-                    .diagnostics
-                    .iter()
-                    .map(|d| ProblemReport {
-                        hint: d.hint.clone(),
-                        location: d.location.to_string(),
-                        message: d.message.clone(),
-                        pointer: d.pointer.clone(),
-                    })
-                    .collect(),
+                errors: err.diagnostics.iter().map(ProblemReport::of).collect(),
                 path: path.to_owned(),
                 slices: vec![],
                 valid: false,
+                warnings: vec![],
             },
         }
     }

@@ -49,13 +49,16 @@ pub(crate) struct Checked {
     pub loads: Vec<Vec<super::LoadPlan>>,
     /// `rollback.when`, parsed.
     pub trigger: Option<super::TriggerExpr>,
+    /// Problems that do not stop the pack (a guardrail the prior says is unlikely to
+    /// decide, a slice that gates nothing), located like errors.
+    pub warnings: Vec<PackDiagnostic>,
 }
 
 /// Check a slice's `load` block (one entry, or a list that expands into one slice per
 /// arrival pattern: issue 24): a backend that can serve requests, a sane rate and queue, a
-/// burst size only for bursts, each pattern at most once, `drop_rate` only under load, and
-/// enough requests for the percentiles its guardrails judge (MLPerf LoadGen's
-/// early-stopping minimum, shared with the simulator's queue model). Empty: no load.
+/// burst size only for bursts, each pattern at most once, `drop_rate` only under load.
+/// Whether its requests can bound the percentiles its guardrails judge is checked with
+/// every other sample budget (`decidable::check_budgets`). Empty: no load.
 fn check_load(
     pack: &PackFile,
     spec: &super::pack::SliceSpec,
@@ -195,7 +198,7 @@ fn check_one_load(
     diags: &mut Vec<PackDiagnostic>,
 ) -> Option<super::LoadPlan> {
     use super::pack::ArrivalKind;
-    use crate::sim::queue::{Arrivals, early_stopping_min_requests};
+    use crate::sim::queue::Arrivals;
     let before = diags.len();
     if !(l.rate_hz.is_finite() && l.rate_hz > 0.0) {
         diags.push(loc.at_value(
@@ -227,39 +230,19 @@ fn check_one_load(
         )),
         _ => {}
     }
-    let p99_min = early_stopping_min_requests(0.99, 0.99, 1);
-    let requests = l.requests.unwrap_or(p99_min);
+    let requests = super::decidable::load_requests(l);
     if requests == 0 {
         diags.push(loc.at_value(&format!("{ptr}/requests"), "0 requests measure nothing", None));
     }
     for (pointer, g) in guards {
-        let quantile = match g.metric.as_str() {
-            "latency_p99" => Some(0.99),
-            "latency_p95" => Some(0.95),
-            "effective_speedup" | "throughput_gflops" => {
-                diags.push(loc.at_value(
-                    pointer,
-                    format!("slice `{}` is served under `load`, which measures request latency, not `{}`", spec.id, g.metric),
-                    Some("judge `latency`, `latency_p50`, `latency_p95`, `latency_p99` or `drop_rate` under load; measure speedups in a slice without `load`".into()),
-                ));
-                None
-            }
-            _ => None,
-        };
-        if let Some(q) = quantile {
-            let needed = early_stopping_min_requests(q, 0.99, 1);
-            if requests < needed {
-                diags.push(loc.at_value(
-                    pointer,
-                    format!(
-                        "`{}` needs at least {needed} requests to be meaningful, and the load offers {requests}",
-                        g.metric
-                    ),
-                    Some(format!(
-                        "raise `load.requests` to {needed} or more (MLPerf LoadGen's early-stopping minimum at 99% confidence)"
-                    )),
-                ));
-            }
+        // Whether the load's requests can bound a p95/p99 is checked with every other
+        // sample budget, by one helper (`decidable::check_budgets`, issue 24).
+        if matches!(g.metric.as_str(), "effective_speedup" | "throughput_gflops") {
+            diags.push(loc.at_value(
+                pointer,
+                format!("slice `{}` is served under `load`, which measures request latency, not `{}`", spec.id, g.metric),
+                Some("judge `latency`, `latency_p50`, `latency_p95`, `latency_p99` or `drop_rate` under load; measure speedups in a slice without `load`".into()),
+            ));
         }
     }
     if diags.len() > before {
@@ -377,19 +360,23 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
         let mut seen_tags: HashSet<String> = HashSet::new();
         for (j, s) in spec.sparsity.iter().enumerate() {
             let pointer = format!("{base}/sparsity/{j}");
-            match s.parse::<Sparsity>() {
+            match s.resolve() {
                 Ok(sp) => {
                     if seen_tags.insert(sp.tag()) {
                         parsed.push(sp);
                     } else {
                         diags.push(loc.at_value(
                             &pointer,
-                            format!("sparsity `{s}` is listed twice in slice `{}`", spec.id),
+                            format!("sparsity `{sp}` is listed twice in slice `{}`", spec.id),
                             Some("remove the duplicate entry".into()),
                         ));
                     }
                 }
-                Err(e) => diags.push(loc.at_value(&pointer, e.message, Some(e.hint))),
+                Err(e) => diags.push(loc.at_value(
+                    &format!("{pointer}{}", s.value_pointer()),
+                    e.message,
+                    Some(e.hint),
+                )),
             }
         }
 
@@ -559,6 +546,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
             named_model_checks(spec, named, &base, widest, loc, &mut diags);
         }
         model_checks(spec, &base, &parsed, &pack.guardrails, loc, &mut diags);
+        super::applicability::refuse_on_dense_only(spec, &base, &parsed, loc, &mut diags);
 
         slice_guardrails.push(guardrails(
             &spec.guardrails,
@@ -608,8 +596,14 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
     routing_checks(pack, loc, &mut diags);
     let trigger = trigger_checks(pack, loc, &mut diags);
 
+    let mut warnings = Vec::new();
+    super::decidable::check_budgets(pack, loc, &mut diags, &mut warnings);
+    if diags.is_empty() {
+        super::decidable::nothing_to_gate(pack, loc, &mut diags, &mut warnings);
+    }
     if diags.is_empty() {
         Ok(Checked {
+            warnings,
             sparsities,
             pack_guardrails,
             slice_guardrails,
@@ -1177,7 +1171,7 @@ fn model_checks(
             diags.push(loc.at_value(
                 &format!("{pointer}/scope"),
                 "`scope: global` applies to unstructured sparsity, and this slice lists none",
-                Some("remove `scope`, or add an `unstructured:D` sparsity".into()),
+                Some("remove `scope`, or add an unstructured sparsity, e.g. `{unstructured: {sparsity: 90%}}`".into()),
             ));
         }
     }
@@ -1330,15 +1324,15 @@ mod tests {
             Sparsity::NOfM { n: 1, m: 32 }
         );
         assert_eq!(
-            "unstructured:0.1".parse::<Sparsity>().unwrap(),
+            "unstructured:density=10%".parse::<Sparsity>().unwrap(),
             Sparsity::Unstructured { density: 0.1 }
         );
         assert_eq!(
-            "unstructured:1".parse::<Sparsity>().unwrap(),
+            "unstructured:density=100%".parse::<Sparsity>().unwrap(),
             Sparsity::Unstructured { density: 1.0 }
         );
         assert_eq!(
-            "block:16x8:0.25".parse::<Sparsity>().unwrap(),
+            "block:16x8:sparsity=75%".parse::<Sparsity>().unwrap(),
             Sparsity::Block {
                 rows: 16,
                 cols: 8,
@@ -1363,9 +1357,14 @@ mod tests {
             "unstructured:-0.1",
             "unstructured:nan",
             "unstructured:inf",
-            "block:0x4:0.5",
-            "block:4x4:0",
-            "block:4:0.5",
+            "unstructured:0.5",
+            "unstructured:density=0%",
+            "unstructured:sparsity=100%",
+            "unstructured:density=0.1",
+            "block:0x4:density=50%",
+            "block:4x4:density=0%",
+            "block:4:density=50%",
+            "block:4x4:0.5",
             "block:4x4",
             "2:4:8",
         ] {
@@ -1377,7 +1376,12 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        for s in ["dense", "2:4", "unstructured:0.1", "block:16x16:0.25"] {
+        for s in [
+            "dense",
+            "2:4",
+            "unstructured:density=10%",
+            "block:16x16:density=25%",
+        ] {
             let sp: Sparsity = s.parse().unwrap();
             assert_eq!(sp.to_string(), s);
             assert_eq!(sp.to_string().parse::<Sparsity>().unwrap(), sp);

@@ -232,6 +232,7 @@ mod tests {
                 weights: Default::default(),
             },
             guardrails: vec![],
+            not_applicable: vec![],
             samples: SamplePolicy::default(),
             seed: 1,
             threads: 1,

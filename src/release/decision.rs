@@ -4,7 +4,7 @@ use super::ExitCode;
 use super::brief::{Brief, TriggerState, brief, rollback_states};
 use crate::domain::stage::Stage;
 use crate::domain::verdict::Verdict;
-use crate::ingress::{FieldDiff, LoadedPack, Severity};
+use crate::ingress::{FieldDiff, LoadedPack, NotApplicable, Severity, Slice};
 use crate::validate::{Assessment, GuardrailOutcome};
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +31,11 @@ pub struct Decision {
     /// The first screen of the memo: the call, what failed, who must act, and whether each
     /// pack's rollback trigger fired (issue 24).
     pub brief: Brief,
+    /// Guardrails left off a cell because they cannot mean anything there (a speedup bound
+    /// on the `dense` cell of a matrix), each with its reason (issue 24). Not verdicts:
+    /// they count in none of `counts`.
+    #[serde(default)]
+    pub not_applicable: Vec<NotApplicable>,
 }
 
 /// How many guardrails ended in each verdict.
@@ -110,10 +115,21 @@ pub fn decide(packs: &[LoadedPack], assessment: &Assessment, environment_drift: 
         guardrails: assessment.outcomes.clone(),
         environment_drift,
         brief,
+        not_applicable: vec![],
     }
 }
 
 impl Decision {
+    /// The decision with the not-applicable notes of `slices` (the gated ones), in slice
+    /// order (issue 24).
+    pub fn with_not_applicable(mut self, slices: &[Slice]) -> Decision {
+        self.not_applicable = slices
+            .iter()
+            .flat_map(|s| s.not_applicable.iter().cloned())
+            .collect();
+        self
+    }
+
     /// The blocking guardrails that failed, for summaries.
     pub fn failures(&self) -> impl Iterator<Item = &GuardrailOutcome> {
         self.guardrails

@@ -34,9 +34,12 @@ pub use multiple::{benjamini_hochberg, holm};
 pub use outliers::{
     MAD_NORMAL_SCALE, MAD_THRESHOLD, OutlierFlags, TukeyFences, flag_outliers, mad, tukey_fences, without,
 };
-pub use power::{DEFAULT_POWER, PowerPlan, mde, pass_probability, plan_from_baseline, se_from_interval};
+pub use power::{
+    DEFAULT_POWER, PowerPlan, mde, min_resolvable_margin, pass_probability, plan_from_baseline,
+    runs_to_resolve, se_from_interval,
+};
 pub use proportion::{McNemar, mcnemar, newcombe_paired, wilson};
-pub use quantile::{median, quantile, quantile_ci, quantile_ci_ranks};
+pub use quantile::{median, quantile, quantile_ci, quantile_ci_min_n, quantile_ci_ranks};
 pub use sequential::{SequentialLook, obrien_fleming_alpha};
 pub use tost::{Decision, Tost, non_inferiority, tost_welch};
 pub use welch::{Welch, welch_t};

@@ -52,6 +52,32 @@ pub fn pass_probability(se: f64, margin: f64, confidence: f64) -> f64 {
     Normal::standard().cdf((1.0 + margin).ln() / se - z(1.0 - (1.0 - confidence) / 2.0))
 }
 
+/// The smallest `regress_at_most` margin (a fraction) that `runs` runs per side resolve
+/// when the log of a run's statistic varies between runs with standard deviation `cv`
+/// (a prior, e.g. the between-run CV of `shared/data/aa-noise`): the margin `m` with
+/// `(z + z_π)·cv·√(2/runs) = log(1 + m)` — the same criterion as
+/// [`PowerPlan::margin_resolvable`], with the spread assumed instead of measured.
+pub fn min_resolvable_margin(cv: f64, runs: u32, confidence: f64) -> f64 {
+    let k = z(1.0 - (1.0 - confidence) / 2.0) + z(DEFAULT_POWER);
+    (k * cv * (2.0 / f64::from(runs.max(1))).sqrt()).exp() - 1.0
+}
+
+/// Runs per side that resolve `margin` (a fraction) under the prior `cv`: the smallest `R`
+/// with [`min_resolvable_margin`]`(cv, R, confidence) ≤ margin`.
+pub fn runs_to_resolve(cv: f64, margin: f64, confidence: f64) -> u64 {
+    let k = z(1.0 - (1.0 - confidence) / 2.0) + z(DEFAULT_POWER);
+    let log_m = (1.0 + margin).ln();
+    if log_m.is_nan() || log_m <= 0.0 {
+        return u64::MAX;
+    }
+    let r = (2.0 * (k * cv / log_m).powi(2)).ceil();
+    if r.is_finite() {
+        (r as u64).max(1)
+    } else {
+        u64::MAX
+    }
+}
+
 /// What a sample budget can resolve, planned from a baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PowerPlan {
@@ -132,6 +158,22 @@ pub fn plan_from_baseline(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Issue 24: the validate-time prior. At a 2.4% between-run CV and 95% confidence one
+    // run per side resolves ≈ 10%, four runs 5%.
+    #[test]
+    fn the_prior_margin_shrinks_with_runs_and_round_trips_through_the_run_count() {
+        let one = min_resolvable_margin(0.024, 1, 0.95);
+        assert!((one - 0.0998).abs() < 5e-4, "{one}");
+        assert_eq!(runs_to_resolve(0.024, 0.05, 0.95), 4);
+        for margin in [0.02, 0.05, 0.1] {
+            let r = runs_to_resolve(0.024, margin, 0.95);
+            let r = u32::try_from(r).unwrap();
+            assert!(min_resolvable_margin(0.024, r, 0.95) <= margin + 1e-12);
+            assert!(r == 1 || min_resolvable_margin(0.024, r - 1, 0.95) > margin);
+        }
+        assert_eq!(runs_to_resolve(0.024, 0.0, 0.95), u64::MAX);
+    }
 
     #[test]
     fn mde_grows_with_noise_and_round_trips_through_an_interval() {

@@ -108,9 +108,59 @@ pub fn quantile_ci_ranks(n: usize, q: f64, confidence: f64) -> Option<(usize, us
     }
 }
 
+/// The fewest values for which [`quantile_ci_ranks`] bounds the `q`-quantile at
+/// `confidence`: both tails need `P(miss) ≤ (1 − confidence)/2`, i.e. `(1 − q)ⁿ` and `qⁿ` at
+/// most that, so `n = max(⌈ln t / ln q⌉, ⌈ln t / ln(1 − q)⌉)`, confirmed against the ranks
+/// themselves. `None` for `q` or `confidence` outside (0, 1).
+///
+/// One helper for every "is the budget big enough" question (issue 24): the validate-time
+/// refusal of a p95/p99 guardrail with too small a sample budget (or too few load
+/// requests) and the run-time "needs at least n per side" of the regression rule.
+/// E.g. at 95%: 6 for the median, 72 for the p95, 368 for the p99.
+pub fn quantile_ci_min_n(q: f64, confidence: f64) -> Option<usize> {
+    if !(q > 0.0 && q < 1.0 && confidence > 0.0 && confidence < 1.0) {
+        return None;
+    }
+    let tail = (1.0 - confidence) / 2.0;
+    let need = |p: f64| (tail.ln() / p.ln()).ceil().max(1.0);
+    let guess = need(q).max(need(1.0 - q));
+    if !guess.is_finite() || guess > 1e9 {
+        return None;
+    }
+    // The closed form can be off by one either way where rounding meets the tail; step to
+    // the exact answer (a handful of iterations at most).
+    let mut n = (guess as usize).saturating_sub(2).max(1);
+    while quantile_ci_ranks(n, q, confidence).is_none() {
+        n += 1;
+        if n as f64 > guess + 64.0 {
+            return None;
+        }
+    }
+    Some(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Issue 24: the minimal n is the first n the ranks accept, found without a linear scan.
+    #[test]
+    fn the_minimal_n_is_the_first_size_that_bounds_the_quantile() {
+        for (q, c) in [
+            (0.5, 0.95),
+            (0.95, 0.95),
+            (0.99, 0.95),
+            (0.99, 0.99),
+            (0.9, 0.9),
+            (0.5, 0.999),
+        ] {
+            let n = quantile_ci_min_n(q, c).unwrap();
+            assert!(quantile_ci_ranks(n, q, c).is_some(), "q={q} c={c} n={n}");
+            assert!(quantile_ci_ranks(n - 1, q, c).is_none(), "q={q} c={c} n={n}");
+        }
+        assert_eq!(quantile_ci_min_n(0.5, 0.95), Some(6));
+        assert_eq!(quantile_ci_min_n(1.0, 0.95), None);
+    }
 
     #[test]
     fn type7_matches_hand_values() {

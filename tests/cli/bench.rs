@@ -23,7 +23,7 @@ fn bench_json(args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn issue_3_bench_json_has_the_report_fields() {
-    for sparsity in ["2:4", "unstructured:0.1", "block:8x8:0.25"] {
+    for sparsity in ["2:4", "unstructured:density=10%", "block:8x8:density=25%"] {
         let r = bench_json(&["--gemm", "9x16x32", "--sparsity", sparsity, "--threads", "1"]);
         assert_eq!(r["gemm"], "9x16x32");
         assert_eq!(r["path"], "sparse", "{sparsity}: {}", r["reason"]);
@@ -76,7 +76,7 @@ fn issue_3_bench_refuses_bad_shapes_and_patterns_with_exit_2() {
 #[test]
 fn issue_3_bench_runs_every_cpu_precision() {
     for precision in ["fp16", "bf16", "int8"] {
-        for sparsity in ["dense", "2:4", "unstructured:0.25"] {
+        for sparsity in ["dense", "2:4", "unstructured:density=25%"] {
             let r = bench_json(&[
                 "--gemm",
                 "9x16x32",
@@ -104,7 +104,7 @@ fn issue_3_bench_int8_block_falls_back_with_its_reason() {
         "--gemm",
         "9x16x32",
         "--sparsity",
-        "block:8x8:0.25",
+        "block:8x8:density=25%",
         "--precision",
         "int8",
     ]);

@@ -295,8 +295,8 @@ fn issue_21_merge_refuses_shards_that_measured_different_checkpoint_bytes() {
     write_slices(
         &sb,
         r#"
-              - {id: up, workload: {checkpoint: {weights: ckpt/tiny.safetensors, layers: "*up_proj*", tokens: 4}}, sparsity: ["2:4"]}
-              - {id: q, workload: {checkpoint: {weights: ckpt/tiny.safetensors, layers: "*q_proj*", tokens: 4}}, sparsity: ["2:4"]}
+              - {id: up, workload: {checkpoint: {weights: ckpt/tiny.safetensors, layers: "*up_proj*", tokens: 4}}, sparsity: ["2:4"], guardrails: [{metric: latency, at_most: 1000}]}
+              - {id: q, workload: {checkpoint: {weights: ckpt/tiny.safetensors, layers: "*q_proj*", tokens: 4}}, sparsity: ["2:4"], guardrails: [{metric: latency, at_most: 1000}]}
 "#,
     );
     let shard = |k: &str| {

@@ -109,15 +109,22 @@ fn fallback_failure_is_attributed_to_lowering() {
 }
 
 #[test]
-fn too_few_samples_to_decide_exits_3() {
-    // Three samples cannot give a 95% interval for a median: the gate must not guess.
+fn a_budget_too_small_to_ever_decide_is_refused_before_running() {
+    // Three samples cannot give a 95% interval for a median: the gate used to run and come
+    // out inconclusive (exit 3); issue 24 refuses it up front, located, with the fix.
     let (_, out) = gate_tiny(
         "undecided",
         "{warmup: 1, min: 3, max: 3, time_budget_s: 0.01}",
         "{metric: effective_speedup, at_least: 0.01}",
     );
-    assert_exit(&out, 3);
-    assert!(stdout(&out).contains("gate INCONCLUSIVE"), "{}", stdout(&out));
+    assert_exit(&out, 2);
+    let err = crate::support::stderr(&out);
+    assert!(err.contains("pack.yaml:15:"), "located at the guardrail: {err}");
+    assert!(
+        err.contains("needs at least 6 samples, and the budget is 3 (samples.max 3 × samples.runs 1)"),
+        "{err}"
+    );
+    assert!(err.contains("raise `samples.max` to 6"), "{err}");
 }
 
 #[test]

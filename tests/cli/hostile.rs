@@ -100,7 +100,7 @@ fn args(list: &[&str]) -> Vec<String> {
 fn sim_pack(preset: &str) -> String {
     format!(
         "schema_version: 1\nname: p\nowners: [{{name: A, email: a@b.c, role: owner}}]\n\
-         rollback: {{trigger: t}}\nslices:\n  - id: s\n    backend: sim\n    preset: '{preset}'\n\
+         rollback: {{trigger: t}}\nguardrails: [{{metric: latency, at_most: 1000}}]\nslices:\n  - id: s\n    backend: sim\n    preset: '{preset}'\n\
          \x20   sparsity: [\"2:4\"]\n    precision: [fp16]\n\
          \x20   workload: {{ops: [{{gemm: {{name: g, m: 64, n: 64, k: 64}}}}]}}\n"
     )
@@ -112,6 +112,7 @@ name: p
 owners: [{name: A, email: a@b.c, role: owner}]
 rollback: {trigger: t}
 samples: {warmup: 1, min: 8, max: 12, time_budget_s: 0.05}
+guardrails: [{metric: latency, at_most: 1000}]
 slices:
   - id: s
     sparsity: [{SPARSITY}]

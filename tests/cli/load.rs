@@ -88,7 +88,8 @@ fn issue_8_load_mistakes_are_refused_at_ingress_with_locations() {
     let err = sb.refused_at_ingress("pack.yaml");
     assert_contains(
         &err,
-        "needs at least 662 requests to be meaningful, and the load offers 100",
+        // Issue 24: one helper for every sample budget, the order-statistic minimum.
+        "a 95% distribution-free interval of the p99 needs at least 368 samples, and the load offers 100 requests",
     );
     assert!(err.contains("pack.yaml:7:"), "located at the guardrail: {err}");
     assert_contains(&err, "`burst` applies to `arrivals: bursts`");

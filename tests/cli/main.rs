@@ -9,6 +9,7 @@ mod checkpoint;
 mod ci;
 mod command;
 mod containment;
+mod decidable;
 mod docs;
 mod exit_codes;
 mod forgery;

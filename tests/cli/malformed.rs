@@ -9,6 +9,8 @@ struct Case {
     path: PathBuf,
     expect: String,
     at: String,
+    /// `# hint:` when the file pins the fix its diagnostic suggests (issue 24).
+    hint: Option<String>,
 }
 
 fn corpus() -> Vec<Case> {
@@ -35,7 +37,15 @@ fn corpus() -> Vec<Case> {
             } else {
                 (header("expect"), header("at"))
             };
-            Case { path, expect, at }
+            let hint = text
+                .lines()
+                .find_map(|l| l.strip_prefix("# hint: ").map(|h| h.trim().to_owned()));
+            Case {
+                path,
+                expect,
+                at,
+                hint,
+            }
         })
         .collect();
     cases.sort_by(|a, b| a.path.cmp(&b.path));
@@ -73,6 +83,9 @@ fn issue_2_every_malformed_pack_exits_2_located_and_writes_nothing() {
                 "{args:?}: expected {:?} in:\n{err}",
                 case.expect
             );
+            if let Some(hint) = &case.hint {
+                assert!(err.contains(hint), "{args:?}: expected hint {hint:?} in:\n{err}");
+            }
             assert!(!err.contains("panicked"), "{err}");
             assert!(
                 sb.files_under(".").is_empty(),

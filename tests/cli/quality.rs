@@ -18,7 +18,7 @@ slices:
   - id: mlp
     workload:
       mlp: {{dataset: digits, hidden: 64, epochs: 8, equal_latency: true}}
-    sparsity: [dense, \"2:4\", \"unstructured:0.25\"]
+    sparsity: [dense, \"2:4\", {{unstructured: {{sparsity: 75%}}}}]
     pruning: {{schedule: gradual, steps: 2, finetune_epochs: 1}}
     guardrails:
       - {{metric: accuracy, at_least: {accuracy_at_least}}}

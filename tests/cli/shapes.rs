@@ -110,6 +110,7 @@ name: break-even
 owners: [{name: Ada, email: ada@example.com, role: owner}]
 rollback: {trigger: \"2:4 slower than dense\"}
 samples: {warmup: 1, min: 3, max: 5, time_budget_s: 0.05, runs: 2}
+guardrails: [{metric: latency, at_most: 1000}]
 slices:
   - id: bert
     sparsity: [\"2:4\"]

@@ -19,7 +19,7 @@ slices:
   - {id: a, workload: {ops: [{gemm: {name: x, m: 16, n: 32, k: 32}}]}, sparsity: [\"2:4\", dense]}
   - {id: b, workload: {ops: [{gemm: {name: x, m: 16, n: 32, k: 30}}]}, sparsity: [\"2:4\"]}
   - {id: c, workload: {ops: [{gemm: {name: x, m: 16, n: 48, k: 64}}]}, sparsity: [\"1:4\"]}
-  - {id: d, workload: {ops: [{gemm: {name: x, m: 8, n: 32, k: 32}}]}, sparsity: [\"unstructured:0.5\"]}
+  - {id: d, workload: {ops: [{gemm: {name: x, m: 8, n: 32, k: 32}}]}, sparsity: [{unstructured: {sparsity: 50%}}]}
 ";
 
 fn rows(verdict_json: &str) -> Vec<(String, String, String, String)> {

@@ -192,7 +192,7 @@ fn issue_4_sim_slices_need_a_known_preset() {
     let pack = |extra: &str| {
         format!(
             "schema_version: 1\nname: p\nowners: [{{name: A, email: a@b.c, role: owner}}]\nrollback: {{trigger: t}}\n\
-             slices:\n  - id: s\n{extra}    sparsity: [\"2:4\"]\n    precision: [fp16]\n    workload: {{ops: [{{gemm: {{name: g, m: 64, n: 64, k: 64}}}}]}}\n"
+             guardrails: [{{metric: latency, at_most: 1000}}]\nslices:\n  - id: s\n{extra}    sparsity: [\"2:4\"]\n    precision: [fp16]\n    workload: {{ops: [{{gemm: {{name: g, m: 64, n: 64, k: 64}}}}]}}\n"
         )
     };
     for (name, extra, expect) in [

@@ -35,6 +35,7 @@ fn paired_runs(runs: u32) -> Vec<Vec<f64>> {
             weights: Default::default(),
         },
         guardrails: vec![],
+        not_applicable: vec![],
         samples: SamplePolicy {
             warmup: 3,
             min: 20,

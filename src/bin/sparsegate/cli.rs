@@ -264,7 +264,8 @@ pub struct BenchArgs {
     /// dense comparator on this CPU.
     #[arg(long, value_name = "M,M,...", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
     pub sweep_tokens: Vec<u32>,
-    /// Weight sparsity: dense, N:M, unstructured:D or block:RxC:D (D = kept fraction).
+    /// Weight sparsity: dense, N:M (e.g. 2:4), unstructured:sparsity=90% (or density=10%),
+    /// or block:16x16:density=25% (or sparsity=75%). Density is the share kept.
     #[arg(long, default_value = "dense", value_parser = parse_sparsity)]
     pub sparsity: Sparsity,
     /// Precision: fp32, fp16, bf16 or int8.
@@ -390,7 +391,7 @@ pub struct SimArgs {
     /// The GEMM as MxNxK: M tokens, N output features, K reduction.
     #[arg(long, value_name = "MxNxK")]
     pub gemm: String,
-    /// Weight sparsity: dense, N:M (e.g. 2:4) or unstructured:D.
+    /// Weight sparsity: dense, N:M (e.g. 2:4) or unstructured:sparsity=90% (or density=10%).
     #[arg(long, default_value = "dense")]
     pub sparsity: String,
     /// Operand precision: fp32, fp16, bf16 or int8.

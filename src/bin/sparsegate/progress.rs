@@ -119,6 +119,13 @@ pub fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
                     None => eprintln!("{line}"),
                 }
             }
+            Progress::PackWarning { warning } => {
+                let line = format!("warning: {warning}");
+                match &bar {
+                    Some(bar) => bar.println(line),
+                    None => eprintln!("{line}"),
+                }
+            }
             Progress::PowerWarning { note } => {
                 let line = format!("{}/{} `{}`: {}", note.pack, note.slice, note.metric, note.message);
                 match &bar {

@@ -12,6 +12,10 @@ pub fn run(paths: &[PathBuf], json: bool) -> Result<ExitCode> {
     for (path, result) in results {
         match result {
             Ok(pack) => {
+                // Issue 24: warnings go to stderr in both modes; `--json` also lists them.
+                for w in &pack.warnings {
+                    eprintln!("warning: {w}");
+                }
                 if !json {
                     println!(
                         "ok {} ({} slice{})",

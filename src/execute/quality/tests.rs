@@ -41,6 +41,7 @@ fn model_slice(task: ModelTask, sparsity: Sparsity, threads: usize) -> Slice {
         precision: Precision::Fp32,
         backend: SliceBackend::Model(Box::new(task)),
         guardrails: vec![],
+        not_applicable: vec![],
         samples: SamplePolicy {
             warmup: 1,
             min: 3,

@@ -26,6 +26,7 @@ fn slice(sparsity: Sparsity, ops: &[(usize, usize, usize)]) -> Slice {
             weights: Default::default(),
         },
         guardrails: vec![],
+        not_applicable: vec![],
         samples: SamplePolicy {
             warmup: 2,
             min: 3,

@@ -310,11 +310,14 @@ pub struct SliceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Workload")]
     pub workload: Option<Workload>,
-    /// Weight sparsity patterns to test: `dense`, `N:M` (e.g. `2:4`), `unstructured:D` or
-    /// `block:RxC:D` where D is the density (fraction of weights kept) in (0, 1]. Backends
-    /// `cpu` and `sim` need at least one; `command` and `import` slices take none.
+    /// Weight sparsity patterns to test: `dense`, `N:M` (e.g. `2:4`),
+    /// `{unstructured: {sparsity: 90%}}` (or `{density: 10%}`), or
+    /// `{block: {size: 16x16, density: 25%}}` (or `sparsity: 75%`). Density is the share of
+    /// weights kept, sparsity the share removed; a bare fraction (`unstructured:0.9`) is
+    /// refused as ambiguous. Backends `cpu` and `sim` need at least one; `command` and
+    /// `import` slices take none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sparsity: Vec<String>,
+    pub sparsity: Vec<SparsityEntry>,
     /// Precisions to test.
     #[serde(default = "default_precisions")]
     #[schemars(length(min = 1))]
@@ -365,6 +368,145 @@ pub struct SliceSpec {
     /// dense reference). Only for model workloads.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub precision_policies: Vec<PrecisionPolicy>,
+}
+
+/// One entry of a slice's `sparsity` list (issue 24): a string (`dense`, `2:4`, or the
+/// command-line form `unstructured:sparsity=90%`) or an explicit mapping that names which
+/// share its percentage is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SparsityEntry {
+    /// `dense`, `N:M`, or `unstructured:density=P%` / `block:RxC:sparsity=P%`.
+    Text(String),
+    /// `{unstructured: {sparsity: 90%}}` or `{unstructured: {density: 10%}}`.
+    Unstructured {
+        /// Which share of the weights is kept or removed, anywhere in the matrix.
+        unstructured: ShareSpec,
+    },
+    /// `{block: {size: 16x16, density: 25%}}` or `{block: {size: 16x16, sparsity: 75%}}`.
+    Block {
+        /// The block shape and which share of blocks is kept or removed.
+        block: BlockSpec,
+    },
+}
+
+/// Exactly one of `density` (share kept) and `sparsity` (share removed), as a percentage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShareSpec {
+    /// Share of weights kept, a percentage in (0%, 100%], e.g. `10%`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub density: Option<String>,
+    /// Share of weights removed, a percentage in [0%, 100%), e.g. `90%`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparsity: Option<String>,
+}
+
+/// A block pattern: blocks of `size` (`RxC`) weights kept or dropped together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BlockSpec {
+    /// Block shape `RxC`, e.g. `16x16`.
+    pub size: String,
+    /// Share of blocks kept, a percentage in (0%, 100%], e.g. `25%`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub density: Option<String>,
+    /// Share of blocks removed, a percentage in [0%, 100%), e.g. `75%`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparsity: Option<String>,
+}
+
+impl ShareSpec {
+    /// The share it names and its text, or a message when it names none or both.
+    fn share(&self) -> Result<(crate::domain::sparsity::Share, &str), String> {
+        use crate::domain::sparsity::Share;
+        match (&self.density, &self.sparsity) {
+            (Some(d), None) => Ok((Share::Density, d)),
+            (None, Some(s)) => Ok((Share::Sparsity, s)),
+            (Some(_), Some(_)) => Err(
+                "sets both `density` and `sparsity`; they are one number (density = 100% − sparsity)".into(),
+            ),
+            (None, None) => Err("needs `density` (share kept) or `sparsity` (share removed)".into()),
+        }
+    }
+}
+
+impl SparsityEntry {
+    /// The sparsity this entry spells.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong with it, with the accepted forms as the hint; the bare fractions
+    /// (`unstructured:0.9`) are refused with their explicit rewrite.
+    pub fn resolve(&self) -> Result<crate::domain::Sparsity, crate::domain::SparsityError> {
+        use crate::domain::Sparsity;
+        use crate::domain::sparsity::{block_shape, density_of};
+        let plain = |message: String, hint: &str| crate::domain::SparsityError {
+            message,
+            hint: hint.to_owned(),
+        };
+        match self {
+            SparsityEntry::Text(s) => s.parse(),
+            SparsityEntry::Unstructured { unstructured } => {
+                let (share, text) = unstructured.share().map_err(|m| {
+                    plain(
+                        format!("`unstructured` {m}"),
+                        "e.g. `{unstructured: {sparsity: 90%}}`",
+                    )
+                })?;
+                Ok(Sparsity::Unstructured {
+                    density: density_of(share, text)?,
+                })
+            }
+            SparsityEntry::Block { block } => {
+                let (rows, cols) = block_shape(&block.size)
+                    .map_err(|m| plain(m, "e.g. `{block: {size: 16x16, density: 25%}}`"))?;
+                let spec = ShareSpec {
+                    density: block.density.clone(),
+                    sparsity: block.sparsity.clone(),
+                };
+                let (share, text) = spec.share().map_err(|m| {
+                    plain(
+                        format!("`block` {m}"),
+                        "e.g. `{block: {size: 16x16, density: 25%}}`",
+                    )
+                })?;
+                Ok(Sparsity::Block {
+                    rows,
+                    cols,
+                    density: density_of(share, text)?,
+                })
+            }
+        }
+    }
+
+    /// Where in the entry a problem with its value sits, relative to the entry's pointer:
+    /// the percentage of a mapping, the string itself otherwise.
+    pub fn value_pointer(&self) -> &'static str {
+        match self {
+            SparsityEntry::Text(_) => "",
+            SparsityEntry::Unstructured { unstructured } => {
+                if unstructured.density.is_some() {
+                    "/unstructured/density"
+                } else {
+                    "/unstructured/sparsity"
+                }
+            }
+            SparsityEntry::Block { block } => {
+                if block.density.is_some() {
+                    "/block/density"
+                } else {
+                    "/block/sparsity"
+                }
+            }
+        }
+    }
+}
+
+impl From<&str> for SparsityEntry {
+    fn from(s: &str) -> Self {
+        SparsityEntry::Text(s.to_owned())
+    }
 }
 
 /// Per-layer precision of a model's inference. `default` alone puts every operator in one

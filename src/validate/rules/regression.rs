@@ -193,7 +193,7 @@ fn sampled(
     // The same sample-size floor as the absolute rules: a side too small to bound its own
     // statistic cannot bound a ratio either (a bootstrap would pretend it could).
     if quantile_ci_ranks(nc, q, confidence).is_none() || quantile_ci_ranks(nb, q, confidence).is_none() {
-        let min_n = (1..=100_000).find(|&n| quantile_ci_ranks(n, q, confidence).is_some());
+        let min_n = crate::stats::quantile_ci_min_n(q, confidence);
         return with_numbers(Judgement::inconclusive(format!(
             "{nc} candidate and {nb} baseline samples: a {} interval of the {stat} needs at least {} per \
              side: inconclusive",

@@ -67,6 +67,7 @@ pub(super) fn slice(id: &str, guardrails: Vec<GuardrailSpec>) -> Slice {
             weights: Default::default(),
         },
         guardrails,
+        not_applicable: vec![],
         samples: SamplePolicy::default(),
         seed: 42,
         threads: 1,
