@@ -95,6 +95,9 @@ pub struct Memo {
     pub matrix: Vec<MatrixRow>,
     /// The guardrail outcomes behind the matrix, in pack and slice order.
     pub guardrails: Vec<GuardrailOutcome>,
+    /// Guardrails left off a cell because they cannot mean anything there, with why.
+    #[serde(default)]
+    pub not_applicable: Vec<crate::ingress::NotApplicable>,
     /// Evidence that points two ways, spelled out so nobody reads only the headline.
     pub contradictions: Vec<String>,
     /// Who must sign: each owner role and the owners holding it.
@@ -510,6 +513,7 @@ impl Memo {
             brief: decision.brief.clone(),
             matrix: matrix(&decision.guardrails),
             guardrails: decision.guardrails.clone(),
+            not_applicable: decision.not_applicable.clone(),
             environment_drift: decision.environment_drift.clone(),
             baselines: baselines
                 .values()
@@ -715,7 +719,8 @@ fn what_ran(s: &SliceEvidence, spec: Option<&crate::ingress::Slice>) -> String {
     } else {
         ""
     };
-    let built_in = format!("{} · {}", s.sparsity, s.precision.as_str());
+    let pattern = spec.map_or_else(|| s.sparsity.clone(), |x| x.sparsity.describe());
+    let built_in = format!("{pattern} · {}", s.precision.as_str());
     let what = match spec.map(|x| &x.backend) {
         Some(SliceBackend::Command(c)) => {
             let metrics: Vec<&str> = s.metrics.keys().map(|k| k.name()).filter(|m| *m != "calibration").collect();
@@ -1024,6 +1029,7 @@ mod tests {
             brief: fixed_brief(trigger),
             matrix: matrix(&guardrails),
             guardrails,
+            not_applicable: vec![],
             contradictions: vec!["the sparse path is faster than dense on a but slower on b".into()],
             sign_off: vec![SignOff {
                 role: "owner".into(),
