@@ -24,6 +24,14 @@ pub(super) fn pack_set(e: PackSetError) -> Error {
             "pack names key golden baselines; give each pack its own `name`",
         ),
         e @ PackSetError::MixedThreads => usage(e, "run packs with different locks in separate invocations"),
+        e @ PackSetError::LockField { .. } => usage(
+            e,
+            "a lock field's command must exist, succeed and finish within 10 s on this machine; fix it or read an `env` variable instead",
+        ),
+        e @ PackSetError::MixedLockField { .. } => usage(
+            e,
+            "give the two packs' fields distinct names, or gate the packs in separate invocations",
+        ),
     }
 }
 

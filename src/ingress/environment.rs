@@ -40,6 +40,10 @@ pub struct Environment {
     /// memo's roofline places each CPU slice against them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roofs: Option<MachineRoofs>,
+    /// The packs' own lock fields (`lock.fields`, issue 24): name → value, locked like the
+    /// built-in ones under `stack.<name>`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stack: BTreeMap<String, String>,
 }
 
 /// The two roofs of this machine's roofline, measured at gate time by the execute stage
@@ -139,12 +143,13 @@ impl Environment {
                 .unwrap_or_else(|_| "unknown".to_owned()),
             git: git_info(dir),
             roofs: None,
+            stack: BTreeMap::new(),
         }
     }
 
     /// The fields that must match for timings to be comparable, by name.
-    pub fn lock(&self) -> BTreeMap<&'static str, String> {
-        BTreeMap::from([
+    pub fn lock(&self) -> BTreeMap<String, String> {
+        let built_in = BTreeMap::from([
             ("tool_version", self.tool_version.clone()),
             (
                 "kernel_libs",
@@ -167,7 +172,12 @@ impl Environment {
             ("logical_cpus", self.logical_cpus.to_string()),
             ("threads", self.threads.to_string()),
             ("os", self.os.clone()),
-        ])
+        ]);
+        built_in
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .chain(self.stack.iter().map(|(k, v)| (format!("stack.{k}"), v.clone())))
+            .collect()
     }
 
     /// Every lock field that differs from `baseline`, in field order.
@@ -177,15 +187,126 @@ impl Environment {
             .lock()
             .into_iter()
             .filter_map(|(field, before)| {
-                let current = now.get(field).cloned().unwrap_or_default();
+                let current = now.get(&field).cloned().unwrap_or_default();
                 (current != before).then(|| FieldDiff {
-                    field: field.to_owned(),
+                    field,
                     baseline: before,
                     current,
                 })
             })
             .collect()
     }
+}
+
+/// Why a pack's lock field could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LockFieldError {
+    /// The program could not be started.
+    #[error("could not start `{program}`: {reason}")]
+    Start {
+        /// The program.
+        program: String,
+        /// The OS error.
+        reason: String,
+    },
+    /// It ran past the time limit and was killed.
+    #[error("`{program}` did not finish within {limit_s} s")]
+    Timeout {
+        /// The program.
+        program: String,
+        /// The limit.
+        limit_s: u64,
+    },
+    /// It exited unsuccessfully.
+    #[error("`{program}` exited with {status}")]
+    Failed {
+        /// The program.
+        program: String,
+        /// Its exit status.
+        status: String,
+    },
+}
+
+/// Longest a lock-field command may run.
+const LOCK_FIELD_TIMEOUT_S: u64 = 10;
+/// Most bytes of a lock field's value kept (and of its command's stdout read).
+const LOCK_FIELD_MAX: usize = 256;
+
+/// Read one pack-defined lock field: an environment variable (`unset` when absent) or the
+/// stdout of a program run without a shell in `dir`, bounded in time and size, whitespace
+/// collapsed. Its stderr is discarded, and its output never appears in an error message.
+pub fn read_lock_field(
+    field: &crate::ingress::pack::LockField,
+    dir: &Path,
+) -> Result<String, LockFieldError> {
+    use std::io::Read;
+    if let Some(var) = &field.env {
+        return Ok(std::env::var(var).map_or_else(|_| "unset".to_owned(), |v| collapse(&v)));
+    }
+    let argv = field.command.as_deref().unwrap_or_default();
+    let Some((program, args)) = argv.split_first() else {
+        return Ok(String::new());
+    };
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| LockFieldError::Start {
+            program: program.clone(),
+            reason: e.to_string(),
+        })?;
+    let stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        if let Some(out) = stdout {
+            let mut out = out;
+            let _ = out.by_ref().take(64 * 1024).read_to_end(&mut kept);
+            // Drain the rest so the program never blocks on a full pipe.
+            let _ = std::io::copy(&mut out, &mut std::io::sink());
+        }
+        kept
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(LOCK_FIELD_TIMEOUT_S);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(LockFieldError::Timeout {
+                    program: program.clone(),
+                    limit_s: LOCK_FIELD_TIMEOUT_S,
+                });
+            }
+        }
+    };
+    let out = reader.join().unwrap_or_default();
+    if !status.success() {
+        return Err(LockFieldError::Failed {
+            program: program.clone(),
+            status: status.to_string(),
+        });
+    }
+    Ok(collapse(&String::from_utf8_lossy(&out)))
+}
+
+/// Whitespace runs to one space, trimmed, cut to [`LOCK_FIELD_MAX`] bytes on a char boundary.
+fn collapse(text: &str) -> String {
+    let mut s = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if s.len() > LOCK_FIELD_MAX {
+        let mut end = LOCK_FIELD_MAX;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
 }
 
 fn kernel_libs() -> BTreeMap<String, String> {

@@ -135,7 +135,12 @@ pub fn parse_pack(path: &Path, source: String) -> Result<LoadedPack, PackError> 
 }
 
 /// A checked pack: its typed form, its slices, its parsed rollback trigger and its warnings.
-type CheckedText = (PackFile, Vec<super::Slice>, Option<super::TriggerExpr>, Vec<PackDiagnostic>);
+type CheckedText = (
+    PackFile,
+    Vec<super::Slice>,
+    Option<super::TriggerExpr>,
+    Vec<PackDiagnostic>,
+);
 
 fn check_text(file: &str, text: &str) -> Result<CheckedText, Vec<PackDiagnostic>> {
     if text.trim().is_empty() {

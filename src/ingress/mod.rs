@@ -21,9 +21,9 @@ mod diagnostic;
 mod expand;
 mod ids;
 mod load;
-mod trigger;
 mod semantic;
 mod span;
+mod trigger;
 
 pub use applicability::NotApplicable;
 pub use diagnostic::{Location, PackDiagnostic, PackError};
@@ -33,10 +33,10 @@ crate::of_slice!(Slice: pack, id);
 #[cfg(test)]
 pub(crate) use expand::mlp_ops as expand_mlp_ops;
 pub use expand::pack_threads;
-pub use trigger::{TriggerExpr, TriggerSyntaxError};
 pub use load::{PACK_SCHEMA_JSON, load_pack, pack_schema, parse_pack};
 pub use model::{MLP_LAYERS, ModelTask, PruningPlan};
 pub use pack::{Backend, PackFile, Severity};
+pub use trigger::{TriggerExpr, TriggerSyntaxError};
 
 // The shared vocabulary lives on the domain floor; re-exported here for the pack's users.
 pub use crate::domain::{GemmOp, Precision, Sparsity, SparsityError, shapes};

@@ -25,6 +25,22 @@ pub enum PackSetError {
     /// The packs ask for different `lock.threads`, so they cannot share one lock.
     #[error("the packs ask for different thread counts (lock.threads)")]
     MixedThreads,
+    /// A pack's own lock field (`lock.fields`) could not be read.
+    #[error("pack `{pack}`: lock field `{field}` could not be read: {reason}")]
+    LockField {
+        /// The pack name.
+        pack: String,
+        /// The field.
+        field: String,
+        /// Why.
+        reason: String,
+    },
+    /// Two packs define one lock field that reads differently.
+    #[error("the packs define lock field `{field}` differently (their values differ)")]
+    MixedLockField {
+        /// The field.
+        field: String,
+    },
     /// A pack requires a clean git work tree and it is not.
     #[error(
         "pack `{pack}` requires a clean git work tree (lock.require_clean_git), but it has uncommitted changes"
@@ -73,7 +89,32 @@ pub fn capture_environment(packs: &[LoadedPack], work_dir: &Path) -> Result<Envi
     if threads.any(|t| t != first) {
         return Err(PackSetError::MixedThreads);
     }
-    let environment = Environment::capture(first, work_dir);
+    let mut environment = Environment::capture(first, work_dir);
+    for pack in packs {
+        let dir = pack
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        for field in &pack.file.lock.fields {
+            let value =
+                super::environment::read_lock_field(field, dir).map_err(|e| PackSetError::LockField {
+                    pack: pack.file.name.clone(),
+                    field: field.name.clone(),
+                    reason: e.to_string(),
+                })?;
+            match environment.stack.get(&field.name) {
+                Some(other) if other != &value => {
+                    return Err(PackSetError::MixedLockField {
+                        field: field.name.clone(),
+                    });
+                }
+                _ => {
+                    environment.stack.insert(field.name.clone(), value);
+                }
+            }
+        }
+    }
     for pack in packs.iter().filter(|p| p.file.lock.require_clean_git) {
         if environment.git.as_ref().is_none_or(|g| g.dirty) {
             return Err(PackSetError::DirtyWorkTree {

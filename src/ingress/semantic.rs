@@ -594,6 +594,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
     }
 
     routing_checks(pack, loc, &mut diags);
+    lock_field_checks(pack, loc, &mut diags);
     let trigger = trigger_checks(pack, loc, &mut diags);
 
     let mut warnings = Vec::new();
@@ -614,6 +615,38 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
         })
     } else {
         Err(diags)
+    }
+}
+
+/// Each `lock.fields` entry names one source, and no name twice.
+fn lock_field_checks(pack: &PackFile, loc: &Locator, diags: &mut Vec<PackDiagnostic>) {
+    let mut seen = HashSet::new();
+    for (i, f) in pack.lock.fields.iter().enumerate() {
+        let pointer = format!("/lock/fields/{i}");
+        if f.env.is_some() == f.command.is_some() {
+            diags.push(loc.at_value(
+                &pointer,
+                format!("lock field `{}` needs exactly one of `env` or `command`", f.name),
+                Some("e.g. `{name: cuda, command: [nvcc, --version]}` or `{name: torch, env: TORCH_VERSION}`".into()),
+            ));
+        }
+        if f.command
+            .as_ref()
+            .is_some_and(|argv| argv.first().is_none_or(|p| p.is_empty()))
+        {
+            diags.push(loc.at_value(
+                &format!("{pointer}/command"),
+                format!("lock field `{}` has no program to run", f.name),
+                Some("give the program first, then its arguments: `[nvcc, --version]`".into()),
+            ));
+        }
+        if !seen.insert(f.name.as_str()) {
+            diags.push(loc.at_value(
+                &format!("{pointer}/name"),
+                format!("lock field `{}` is defined twice", f.name),
+                Some("give every lock field a distinct `name`".into()),
+            ));
+        }
     }
 }
 

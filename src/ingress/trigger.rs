@@ -79,7 +79,8 @@ fn tokens(text: &str) -> Result<Vec<(usize, Token)>, TriggerSyntaxError> {
             }
             c if c.is_ascii_lowercase() || c.is_ascii_digit() => {
                 let start = i;
-                while i < chars.len() && (chars[i].is_ascii_lowercase() || chars[i].is_ascii_digit() || "_-".contains(chars[i]))
+                while i < chars.len()
+                    && (chars[i].is_ascii_lowercase() || chars[i].is_ascii_digit() || "_-".contains(chars[i]))
                 {
                     i += 1;
                 }
@@ -272,7 +273,10 @@ mod tests {
             TriggerExpr::parse("(a or b) and c").unwrap(),
             TriggerExpr::All(vec![TriggerExpr::Any(vec![id("a"), id("b")]), id("c")])
         );
-        assert_eq!(TriggerExpr::parse(" block-speedup ").unwrap(), id("block-speedup"));
+        assert_eq!(
+            TriggerExpr::parse(" block-speedup ").unwrap(),
+            id("block-speedup")
+        );
     }
 
     #[test]
@@ -281,7 +285,10 @@ mod tests {
         assert_eq!(e.at, 5);
         assert!(e.message.contains("found the end"), "{}", e.message);
         let e = TriggerExpr::parse("a b").unwrap_err();
-        assert_eq!((e.at, e.message.as_str()), (3, "expected `and`, `or` or the end of the expression, found `b`"));
+        assert_eq!(
+            (e.at, e.message.as_str()),
+            (3, "expected `and`, `or` or the end of the expression, found `b`")
+        );
         let e = TriggerExpr::parse("(a or b").unwrap_err();
         assert!(e.message.starts_with("expected `)`"), "{}", e.message);
         let e = TriggerExpr::parse("speed < 1.5").unwrap_err();

@@ -203,9 +203,8 @@ pub(crate) fn rollback_states(packs: &[LoadedPack], outcomes: &[GuardrailOutcome
 pub(crate) fn concern_of(o: &GuardrailOutcome, under_load: bool) -> Concern {
     match (o.stage, o.metric) {
         (Stage::Ingress | Stage::Execution, _) => Concern::Harness,
-        (Stage::Lowering, _) | (_, Metric::FallbackRate | Metric::PatternViolations | Metric::SparseCoverage) => {
-            Concern::Lowering
-        }
+        (Stage::Lowering, _)
+        | (_, Metric::FallbackRate | Metric::PatternViolations | Metric::SparseCoverage) => Concern::Lowering,
         (_, Metric::Accuracy | Metric::QualityDelta) => Concern::Quality,
         (_, Metric::DropRate) => Concern::Serving,
         (_, Metric::Latency | Metric::LatencyP50 | Metric::LatencyP95 | Metric::LatencyP99) if under_load => {
@@ -228,7 +227,11 @@ fn route(pack: &LoadedPack, concern: Concern) -> (String, String) {
     let fallback = if holds("owner") {
         "owner".to_owned()
     } else {
-        pack.file.owners.first().map(|o| o.role.clone()).unwrap_or_default()
+        pack.file
+            .owners
+            .first()
+            .map(|o| o.role.clone())
+            .unwrap_or_default()
     };
     (
         fallback.clone(),
@@ -243,7 +246,10 @@ pub(crate) fn brief(
     outcomes: &[GuardrailOutcome],
     rollback: Vec<RollbackState>,
 ) -> Brief {
-    let fired: Vec<&RollbackState> = rollback.iter().filter(|r| r.state == TriggerState::Fired).collect();
+    let fired: Vec<&RollbackState> = rollback
+        .iter()
+        .filter(|r| r.state == TriggerState::Fired)
+        .collect();
     let undecided: Vec<&RollbackState> = rollback
         .iter()
         .filter(|r| r.state == TriggerState::Undecided)
@@ -383,7 +389,10 @@ fn headline(
     rollback: &[RollbackState],
     outcomes: &[GuardrailOutcome],
 ) -> String {
-    let fired: Vec<&RollbackState> = rollback.iter().filter(|r| r.state == TriggerState::Fired).collect();
+    let fired: Vec<&RollbackState> = rollback
+        .iter()
+        .filter(|r| r.state == TriggerState::Fired)
+        .collect();
     let undecided: Vec<&RollbackState> = rollback
         .iter()
         .filter(|r| r.state == TriggerState::Undecided)
@@ -435,7 +444,10 @@ fn headline(
                 .filter(|o| o.severity == Severity::Warn && o.verdict != Verdict::Pass)
                 .count();
             let plural = |n: usize| if n == 1 { "" } else { "s" };
-            let mut s = format!("Ship: all {blocking} blocking guardrail{} passed", plural(blocking));
+            let mut s = format!(
+                "Ship: all {blocking} blocking guardrail{} passed",
+                plural(blocking)
+            );
             let unchecked: Vec<&str> = rollback
                 .iter()
                 .filter(|r| r.state == TriggerState::Unchecked)
@@ -549,7 +561,12 @@ slices:
         let d = decide_on(
             PACK,
             vec![
-                outcome("no-fallback", Metric::FallbackRate, Verdict::Pass, Severity::Block),
+                outcome(
+                    "no-fallback",
+                    Metric::FallbackRate,
+                    Verdict::Pass,
+                    Severity::Block,
+                ),
                 outcome("speedup", Metric::EffectiveSpeedup, Verdict::Fail, Severity::Warn),
             ],
         );
@@ -558,10 +575,24 @@ slices:
         let b = &d.brief;
         assert_eq!(b.call, Call::DoNotShip);
         assert_eq!(b.rollback[0].state, TriggerState::Fired);
-        assert!(b.rollback[0].why.starts_with("speedup failed (p/s-2of4-fp32 effective_speedup 1.05x against ≥ 1.2x, [1x, 1.1x] @ 95%)"), "{}", b.rollback[0].why);
-        assert!(b.headline.starts_with("Do not ship: the rollback trigger of p fired (the 2:4 layer"), "{}", b.headline);
+        assert!(
+            b.rollback[0].why.starts_with(
+                "speedup failed (p/s-2of4-fp32 effective_speedup 1.05x against ≥ 1.2x, [1x, 1.1x] @ 95%)"
+            ),
+            "{}",
+            b.rollback[0].why
+        );
+        assert!(
+            b.headline
+                .starts_with("Do not ship: the rollback trigger of p fired (the 2:4 layer"),
+            "{}",
+            b.headline
+        );
         assert_eq!(b.findings.len(), 1);
-        assert_eq!((b.act[0].role.as_str(), b.act[0].concerns.as_slice()), ("accelerator", &[Concern::Kernel][..]));
+        assert_eq!(
+            (b.act[0].role.as_str(), b.act[0].concerns.as_slice()),
+            ("accelerator", &[Concern::Kernel][..])
+        );
         assert_eq!(b.act[0].holders, ["Grace <grace@example.com>"]);
     }
 
@@ -572,7 +603,12 @@ slices:
         let d = decide_on(
             PACK,
             vec![
-                outcome("no-fallback", Metric::FallbackRate, Verdict::Fail, Severity::Block),
+                outcome(
+                    "no-fallback",
+                    Metric::FallbackRate,
+                    Verdict::Fail,
+                    Severity::Block,
+                ),
                 outcome("speedup", Metric::EffectiveSpeedup, Verdict::Pass, Severity::Warn),
             ],
         );
@@ -580,7 +616,10 @@ slices:
         assert_eq!(d.first_failing_stage, Some(Stage::Lowering));
         assert_eq!(d.brief.rollback[0].state, TriggerState::Fired);
         let a = &d.brief.act[0];
-        assert_eq!((a.role.as_str(), a.routed_by.as_str()), ("compiler-team", "routing.lowering"));
+        assert_eq!(
+            (a.role.as_str(), a.routed_by.as_str()),
+            ("compiler-team", "routing.lowering")
+        );
         assert_eq!(a.titles, ["compiler sparsity pass owner"]);
     }
 
@@ -591,14 +630,28 @@ slices:
         let d = decide_on(
             PACK,
             vec![
-                outcome("no-fallback", Metric::FallbackRate, Verdict::Pass, Severity::Block),
-                outcome("speedup", Metric::EffectiveSpeedup, Verdict::Inconclusive, Severity::Warn),
+                outcome(
+                    "no-fallback",
+                    Metric::FallbackRate,
+                    Verdict::Pass,
+                    Severity::Block,
+                ),
+                outcome(
+                    "speedup",
+                    Metric::EffectiveSpeedup,
+                    Verdict::Inconclusive,
+                    Severity::Warn,
+                ),
             ],
         );
         assert_eq!(d.verdict, Verdict::Inconclusive);
         assert_eq!(d.brief.call, Call::NotEnoughEvidence);
         assert_eq!(d.brief.rollback[0].state, TriggerState::Undecided);
-        assert!(d.brief.headline.contains("cannot be ruled out"), "{}", d.brief.headline);
+        assert!(
+            d.brief.headline.contains("cannot be ruled out"),
+            "{}",
+            d.brief.headline
+        );
         assert_eq!(d.brief.findings[0].guardrail.as_deref(), Some("speedup"));
     }
 
@@ -607,7 +660,12 @@ slices:
     #[test]
     fn issue_24_ship_says_whether_the_trigger_was_checked() {
         let held = vec![
-            outcome("no-fallback", Metric::FallbackRate, Verdict::Pass, Severity::Block),
+            outcome(
+                "no-fallback",
+                Metric::FallbackRate,
+                Verdict::Pass,
+                Severity::Block,
+            ),
             outcome("speedup", Metric::EffectiveSpeedup, Verdict::Pass, Severity::Warn),
         ];
         let d = decide_on(PACK, held.clone());
@@ -620,7 +678,13 @@ slices:
         let free_text = PACK.replace("  when: speedup or no-fallback\n", "");
         let d = decide_on(&free_text, held);
         assert_eq!(d.brief.rollback[0].state, TriggerState::Unchecked);
-        assert!(d.brief.headline.ends_with("the rollback trigger of p is free text and was not checked."), "{}", d.brief.headline);
+        assert!(
+            d.brief
+                .headline
+                .ends_with("the rollback trigger of p is free text and was not checked."),
+            "{}",
+            d.brief.headline
+        );
         assert!(d.brief.act.is_empty());
     }
 
@@ -633,6 +697,10 @@ slices:
         let a = &d.brief.act[0];
         assert_eq!(a.concerns, [Concern::Quality]);
         assert_eq!(a.role, "owner");
-        assert!(a.routed_by.contains("nobody holds role `model-optimization`"), "{}", a.routed_by);
+        assert!(
+            a.routed_by.contains("nobody holds role `model-optimization`"),
+            "{}",
+            a.routed_by
+        );
     }
 }

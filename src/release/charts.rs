@@ -41,7 +41,12 @@ pub fn speedup_chart(slices: &[MemoSlice]) -> String {
     }
     let top = rows
         .iter()
-        .map(|(s, v)| s.speedup_ci.map_or(*v, |c| c.1).max(*v).max(s.ideal_speedup.unwrap_or(0.0)))
+        .map(|(s, v)| {
+            s.speedup_ci
+                .map_or(*v, |c| c.1)
+                .max(*v)
+                .max(s.ideal_speedup.unwrap_or(0.0))
+        })
         .fold(1.0, f64::max);
     let max = nice_max(top * 1.05);
     // Room right of the longest bar for its label.

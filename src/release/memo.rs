@@ -177,7 +177,10 @@ fn matrix(outcomes: &[GuardrailOutcome]) -> Vec<MatrixRow> {
             verdict: o.verdict,
             stage: o.stage,
             detail: o.detail.clone(),
-            location: o.location.as_ref().map(|l| format!("{}:{}:{}", l.file, l.line, l.col)),
+            location: o
+                .location
+                .as_ref()
+                .map(|l| format!("{}:{}:{}", l.file, l.line, l.col)),
             note: i + 1,
         })
         .collect()
@@ -723,13 +726,24 @@ fn what_ran(s: &SliceEvidence, spec: Option<&crate::ingress::Slice>) -> String {
     let built_in = format!("{pattern} · {}", s.precision.as_str());
     let what = match spec.map(|x| &x.backend) {
         Some(SliceBackend::Command(c)) => {
-            let metrics: Vec<&str> = s.metrics.keys().map(|k| k.name()).filter(|m| *m != "calibration").collect();
-            format!("command `{}`, reporting {}", c.candidate.display(), metrics.join(", "))
+            let metrics: Vec<&str> = s
+                .metrics
+                .keys()
+                .map(|k| k.name())
+                .filter(|m| *m != "calibration")
+                .collect();
+            format!(
+                "command `{}`, reporting {}",
+                c.candidate.display(),
+                metrics.join(", ")
+            )
         }
         Some(SliceBackend::Import(i)) => format!("imported from {} `{}`", i.format.as_str(), i.benchmark),
         Some(SliceBackend::Sim(p)) => format!("{built_in} · simulated on {}", p.name),
         Some(SliceBackend::Model(_)) => format!("{built_in} · trained model on the CPU kernels"),
-        Some(SliceBackend::Kernels { .. } | SliceBackend::Serving { .. }) | None => format!("{built_in} · CPU kernels"),
+        Some(SliceBackend::Kernels { .. } | SliceBackend::Serving { .. }) | None => {
+            format!("{built_in} · CPU kernels")
+        }
     };
     format!("{what}{under_load}")
 }
@@ -919,6 +933,7 @@ mod tests {
                     instruction: "vdpbf16ps".into(),
                 }],
             }),
+            stack: BTreeMap::from([("cuda".into(), "12.4".into())]),
         };
         let outcome = |metric, rule, verdict, value, ci: (f64, f64), stage| GuardrailOutcome {
             pack: "quickstart".into(),
@@ -946,7 +961,7 @@ mod tests {
             }),
             yardstick: None,
         };
-    let guardrails = vec![
+        let guardrails = vec![
             outcome(
                 Metric::FallbackRate,
                 Rule::AtMost { bound: 0.0 },

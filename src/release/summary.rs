@@ -64,11 +64,23 @@ pub fn render_summary(decision: &Decision) -> String {
     let _ = write!(out, "\n{}", decision.brief.headline);
     for r in &decision.brief.rollback {
         if r.state != super::TriggerState::NotFired {
-            let _ = write!(out, "\nrollback trigger of {}: {}: {}", r.pack, r.state.as_str(), r.why);
+            let _ = write!(
+                out,
+                "\nrollback trigger of {}: {}: {}",
+                r.pack,
+                r.state.as_str(),
+                r.why
+            );
         }
     }
     for a in &decision.brief.act {
-        let _ = write!(out, "\nmust act: {} ({}) on {}", a.role, a.holders.join("; "), a.on.join(", "));
+        let _ = write!(
+            out,
+            "\nmust act: {} ({}) on {}",
+            a.role,
+            a.holders.join("; "),
+            a.on.join(", ")
+        );
     }
     out.push('\n');
     out

@@ -82,13 +82,7 @@ pub(crate) fn outcome_sentence(o: &GuardrailOutcome) -> String {
     let value = o
         .value
         .map_or_else(|| "no value".to_owned(), |v| with_unit(v, o.metric));
-    let mut s = format!(
-        "{}/{} {} {value} against {}",
-        o.pack,
-        o.slice,
-        o.metric,
-        bound(o)
-    );
+    let mut s = format!("{}/{} {} {value} against {}", o.pack, o.slice, o.metric, bound(o));
     if let Some(i) = interval(o) {
         s.push_str(&format!(", {i}"));
     }

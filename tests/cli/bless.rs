@@ -174,3 +174,44 @@ fn the_memo_says_baselines_are_protected_by_review_and_who_blessed_them() {
         "tiny-2of4-fp32.json changed since signing",
     );
 }
+
+/// Issue 24: a pack's own lock fields (an environment variable, a command's output) are
+/// locked like the built-in ones: a baseline blessed under one value refuses a gate under
+/// another, naming the field; a failing lock command is refused before anything runs.
+#[test]
+fn issue_24_pack_lock_fields_are_locked_like_the_built_in_ones() {
+    let pack = golden_pack("stack-lock").replace(
+        "samples:",
+        "lock:\n  fields:\n    - {name: framework, env: SG_TEST_FRAMEWORK}\n    - {name: compiler, command: [sh, -c, 'echo cc   1.2']}\nsamples:",
+    );
+    let sb = Sandbox::with_pack(&pack);
+    let bless = sb
+        .cmd(&["bless", "pack.yaml", "-q"])
+        .env("SG_TEST_FRAMEWORK", "torch 2.5")
+        .output()
+        .unwrap();
+    assert_exit(&bless, 0);
+    let evidence = sb.read("golden/stack-lock/tiny-2of4-fp32.json");
+    assert_contains(&evidence, "\"framework\": \"torch 2.5\"");
+    assert_contains(&evidence, "\"compiler\": \"cc 1.2\"");
+    let out = sb
+        .cmd(&["gate", "pack.yaml", "--out", "out"])
+        .env("SG_TEST_FRAMEWORK", "torch 2.6")
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    for needle in ["stack.framework", "torch 2.5", "torch 2.6"] {
+        assert_contains(&err, needle);
+    }
+    let failing = pack.replace("'echo cc   1.2'", "'echo secret; exit 7'");
+    let sb = Sandbox::with_pack(&failing);
+    let out = sb.gate("pack.yaml", &["-q"]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert_contains(&err, "lock field `compiler` could not be read");
+    assert!(
+        !err.contains("secret"),
+        "a lock command's output is never echoed: {err}"
+    );
+}

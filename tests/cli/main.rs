@@ -12,6 +12,7 @@ mod containment;
 mod decidable;
 mod docs;
 mod exit_codes;
+mod first_screen;
 mod forgery;
 mod history;
 mod hostile;

@@ -166,6 +166,30 @@ pub struct LockPolicy {
     /// baseline blessed on one checkpoint is refused against another.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_artifact_change: bool,
+    /// The pack's own stack, locked like the built-in fields (issue 24): CUDA, driver,
+    /// framework and compiler versions read from an environment variable or a command's
+    /// output, recorded in the evidence and compared with a baseline's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub fields: Vec<LockField>,
+}
+
+/// One pack-defined lock field: exactly one of `env` or `command`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LockField {
+    /// The field's name in the lock, e.g. `cuda`, `torch`.
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_.-]*$"), length(min = 1, max = 64))]
+    pub name: String,
+    /// Read the value from this environment variable (`unset` when it is not set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"), length(min = 1, max = 128))]
+    pub env: Option<String>,
+    /// Or from what this program prints (no shell; run in the pack's directory, 10 s at
+    /// most, its stdout trimmed, whitespace collapsed, at most 256 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub command: Option<Vec<String>>,
 }
 
 /// Sampling budget for each slice.

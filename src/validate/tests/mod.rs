@@ -33,6 +33,7 @@ pub(super) fn env() -> Environment {
         os_release: "6".into(),
         git: None,
         roofs: None,
+        stack: Default::default(),
     }
 }
 
