@@ -188,7 +188,7 @@ impl Environment {
             .into_iter()
             .filter_map(|(field, before)| {
                 let current = now.get(&field).cloned().unwrap_or_default();
-                (current != before).then(|| FieldDiff {
+                (current != before).then_some(FieldDiff {
                     field,
                     baseline: before,
                     current,
