@@ -2,47 +2,11 @@
 //! sentence, the first screen and the validation matrix read the same in Markdown and HTML
 //! (issue 24: "every number that has an interval shows it the same way").
 
-use crate::domain::metric::Metric;
 use crate::ingress::Rule;
 use crate::validate::{GuardrailOutcome, Yardstick};
 
-/// Four significant digits, no trailing zeros; scientific outside [1e-3, 1e6).
-pub(crate) fn number(x: f64) -> String {
-    if !x.is_finite() {
-        return if x.is_nan() {
-            "NaN".into()
-        } else if x > 0.0 {
-            "∞".into()
-        } else {
-            "−∞".into()
-        };
-    }
-    if x == 0.0 {
-        return "0".to_owned();
-    }
-    let a = x.abs();
-    if !(1e-3..1e6).contains(&a) {
-        return format!("{x:.3e}");
-    }
-    let decimals = (3 - a.log10().floor() as i32).max(0) as usize;
-    let s = format!("{x:.decimals$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_owned()
-    } else {
-        s
-    }
-}
-
-/// `1.234x`, `0.0021 s`, `455 GFLOP/s`, `0.02` (fractions and counts bare). A baseline
-/// rule's `value` is the raw median even when the rule compared calibration-normalised
-/// ratios, so the metric's own unit is right for it.
-pub(crate) fn with_unit(x: f64, metric: Metric) -> String {
-    match metric.unit() {
-        "x" => format!("{}x", number(x)),
-        "fraction" | "groups" | "" => number(x),
-        u => format!("{} {u}", number(x)),
-    }
-}
+// Numbers and units read as in the guardrails' details: one formatter for both stages.
+pub(crate) use crate::validate::describe::{num as number, with_unit};
 
 /// The bound in words: `≥ 1.5x`, `≤ 0`, `≤ +5% vs golden`.
 pub(crate) fn bound(o: &GuardrailOutcome) -> String {
@@ -51,7 +15,7 @@ pub(crate) fn bound(o: &GuardrailOutcome) -> String {
         Rule::AtMost { bound } => format!("≤ {}", with_unit(bound, o.metric)),
         Rule::RegressAtMost { margin } => {
             let against = match o.yardstick {
-                Some(Yardstick::BaselineBuild) => "the baseline build",
+                Some(Yardstick::BaselineBuild) => "baseline build (paired, this session)",
                 _ => "golden",
             };
             format!("regresses ≤ {}% vs {against}", number(margin * 100.0))
@@ -59,10 +23,15 @@ pub(crate) fn bound(o: &GuardrailOutcome) -> String {
     }
 }
 
-/// The interval a verdict was read from, always as `[lo, hi] @ 95%`; a baseline rule's
-/// interval is of the ratio candidate/baseline, and says so.
+/// The interval a verdict was read from, always as `[lo, hi] @ 95%` (none for a counter,
+/// whose bounds are its value); a baseline rule's interval is of the ratio
+/// candidate/baseline, and says so.
 pub(crate) fn interval(o: &GuardrailOutcome) -> Option<String> {
     let (lo, hi) = (o.ci_low?, o.ci_high?);
+    // A counter's "interval" is the value itself: no interval to show.
+    if lo == hi {
+        return None;
+    }
     let confidence = number(o.confidence * 100.0);
     Some(match o.rule {
         Rule::RegressAtMost { .. } => {
@@ -92,22 +61,47 @@ pub(crate) fn outcome_sentence(o: &GuardrailOutcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::metric::Metric;
+    use crate::domain::stage::Stage;
+    use crate::domain::verdict::Verdict;
+    use crate::ingress::Severity;
 
     #[test]
-    fn numbers_keep_four_significant_digits_without_trailing_zeros() {
-        assert_eq!(number(1.23456), "1.235");
-        assert_eq!(number(2.0), "2");
-        assert_eq!(number(0.0), "0");
-        assert_eq!(number(455.3), "455.3");
-        assert_eq!(number(4.4e-4), "4.400e-4");
-        assert_eq!(number(f64::INFINITY), "∞");
-    }
-
-    #[test]
-    fn units_follow_the_metric() {
-        assert_eq!(with_unit(1.5, Metric::EffectiveSpeedup), "1.5x");
-        assert_eq!(with_unit(0.002, Metric::Latency), "0.002 s");
-        assert_eq!(with_unit(0.0, Metric::FallbackRate), "0");
-        assert_eq!(with_unit(455.0, Metric::ThroughputGflops), "455 GFLOP/s");
+    fn bounds_and_intervals_carry_the_metrics_unit() {
+        let o = GuardrailOutcome {
+            pack: "p".into(),
+            slice: "s".into(),
+            guardrail: None,
+            metric: Metric::EffectiveSpeedup,
+            rule: Rule::AtLeast { bound: 1.5 },
+            verdict: Verdict::Fail,
+            finding: Verdict::Fail,
+            severity: Severity::Block,
+            value: Some(1.23456),
+            baseline: None,
+            ci_low: Some(1.2),
+            ci_high: Some(1.3),
+            p_value: None,
+            confidence: 0.95,
+            samples: 9,
+            bottleneck: None,
+            stage: Stage::Validation,
+            detail: String::new(),
+            location: None,
+            yardstick: None,
+        };
+        assert_eq!(bound(&o), "≥ 1.5x");
+        assert_eq!(interval(&o).as_deref(), Some("[1.2x, 1.3x] @ 95%"));
+        assert_eq!(
+            outcome_sentence(&o),
+            "p/s effective_speedup 1.235x against ≥ 1.5x, [1.2x, 1.3x] @ 95%"
+        );
+        let regression = GuardrailOutcome {
+            metric: Metric::Latency,
+            rule: Rule::RegressAtMost { margin: 0.05 },
+            ..o
+        };
+        assert_eq!(bound(&regression), "regresses ≤ 5% vs golden");
+        assert_eq!(interval(&regression).as_deref(), Some("ratio [1.2, 1.3] @ 95%"));
     }
 }

@@ -11,7 +11,7 @@ pub mod golden;
 pub use crate::stats;
 
 mod assess;
-mod describe;
+pub(crate) mod describe;
 mod interim;
 mod looks;
 mod observe;

@@ -11,13 +11,20 @@
 //! measurements, never pixel equality.
 
 use crate::cdp::{Browser, find_chromium};
-use crate::support::{Sandbox, assert_exit, repo_file};
+use crate::support::{Sandbox, repo_file};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
 /// The memos measured: name, pack under `tests/packs/valid/`, the gate's exit code.
-const MEMOS: [(&str, &str, i32); 2] = [("pass", "layout-pass.yaml", 0), ("fail", "layout-fail.yaml", 1)];
+/// The memos checked: name, pack (from the repository root), the exit codes it may give.
+/// The quickstart is the README's own command (issue 24's "done when"); on a loaded
+/// machine its blocking speedup may come out undecided, so exit 3 is allowed there.
+const MEMOS: [(&str, &str, &[i32]); 3] = [
+    ("pass", "tests/packs/valid/layout-pass.yaml", &[0]),
+    ("fail", "tests/packs/valid/layout-fail.yaml", &[1]),
+    ("quickstart", "scenarios/quickstart.yaml", &[0, 3]),
+];
 
 /// A screen the memo is read on: name, CSS pixels, emulated as a phone.
 struct Screen {
@@ -80,13 +87,16 @@ fn measure(exe: &std::path::Path) -> Layouts {
     std::fs::create_dir_all(&shots).unwrap();
     let update = updating_screenshots();
     let mut reports = Vec::new();
-    for (name, pack, exit) in MEMOS {
+    for (name, pack, exits) in MEMOS {
         let sb = Sandbox::new();
-        sb.write_raw(
-            pack,
-            &std::fs::read_to_string(repo_file(&format!("tests/packs/valid/{pack}"))).unwrap(),
+        let file = pack.rsplit('/').next().unwrap_or(pack);
+        sb.write_raw(file, &std::fs::read_to_string(repo_file(pack)).unwrap());
+        let out = sb.gate(file, &["-q"]);
+        assert!(
+            out.status.code().is_some_and(|c| exits.contains(&c)),
+            "{name}: exit {:?}, expected one of {exits:?}",
+            out.status.code()
         );
-        assert_exit(&sb.gate(pack, &["-q"]), exit);
         let memo = sb.path().join("out/memo.html");
         let mut measured = |browser: &mut Browser, screen: &str, paper: bool| {
             let report = browser
