@@ -246,19 +246,11 @@ pub(crate) fn brief(
     outcomes: &[GuardrailOutcome],
     rollback: Vec<RollbackState>,
 ) -> Brief {
-    let fired: Vec<&RollbackState> = rollback
-        .iter()
-        .filter(|r| r.state == TriggerState::Fired)
-        .collect();
-    let undecided: Vec<&RollbackState> = rollback
-        .iter()
-        .filter(|r| r.state == TriggerState::Undecided)
-        .collect();
-    let in_fired_trigger = |o: &GuardrailOutcome| {
-        o.failed() == Some(true)
+    // Whether `o`'s pack has a trigger in `state` that names `o`'s guardrail.
+    let named_by = |o: &GuardrailOutcome, state: TriggerState| {
+        rollback.iter().any(|r| r.pack == o.pack && r.state == state)
             && packs.iter().any(|p| {
                 p.file.name == o.pack
-                    && fired.iter().any(|r| r.pack == p.file.name)
                     && p.trigger
                         .as_ref()
                         .zip(o.guardrail.as_deref())
@@ -266,38 +258,30 @@ pub(crate) fn brief(
             })
     };
     let blocking = |o: &&GuardrailOutcome| o.severity == Severity::Block;
-    let mut picked: Vec<&GuardrailOutcome> = outcomes
-        .iter()
-        .filter(|o| (blocking(o) && o.verdict == Verdict::Fail) || in_fired_trigger(o))
-        .collect();
     let call = match verdict {
         Verdict::Fail => Call::DoNotShip,
         Verdict::Inconclusive => Call::NotEnoughEvidence,
         Verdict::Pass | Verdict::Warn => Call::Ship,
     };
-    if call == Call::NotEnoughEvidence {
-        picked = outcomes
-            .iter()
-            .filter(|o| blocking(o) && o.verdict == Verdict::Inconclusive)
-            .collect();
-        // An undecided trigger over advisory guardrails: those are what must be decided.
-        if picked.is_empty() {
-            picked = outcomes
-                .iter()
-                .filter(|o| {
-                    o.failed().is_none()
-                        && undecided.iter().any(|r| r.pack == o.pack)
-                        && packs.iter().any(|p| {
-                            p.file.name == o.pack
-                                && p.trigger
-                                    .as_ref()
-                                    .zip(o.guardrail.as_deref())
-                                    .is_some_and(|(t, id)| t.ids().contains(&id))
-                        })
-                })
-                .collect();
+    let pick = |keep: &dyn Fn(&GuardrailOutcome) -> bool| -> Vec<&GuardrailOutcome> {
+        outcomes.iter().filter(|o| keep(o)).collect()
+    };
+    let mut picked = match call {
+        // Blocking failures, and advisory ones a fired trigger names.
+        Call::DoNotShip | Call::Ship => pick(&|o| {
+            (blocking(&o) && o.verdict == Verdict::Fail)
+                || (o.failed() == Some(true) && named_by(o, TriggerState::Fired))
+        }),
+        Call::NotEnoughEvidence => {
+            let undecided = pick(&|o| blocking(&o) && o.verdict == Verdict::Inconclusive);
+            if undecided.is_empty() {
+                // An undecided trigger over advisory guardrails: those must be decided.
+                pick(&|o| o.failed().is_none() && named_by(o, TriggerState::Undecided))
+            } else {
+                undecided
+            }
         }
-    }
+    };
     // Earliest stage first: the first failing stage leads.
     picked.sort_by_key(|o| o.stage);
     let under_load = |o: &GuardrailOutcome| {
@@ -542,6 +526,19 @@ slices:
         }
     }
 
+    /// [`PACK`] decided on its two guardrails' findings.
+    fn decide_pack(fallback: Verdict, speedup: Verdict) -> crate::release::Decision {
+        decide_on(PACK, two(fallback, speedup))
+    }
+
+    /// The blocking `no-fallback` and the advisory `speedup` with these findings.
+    fn two(fallback: Verdict, speedup: Verdict) -> Vec<GuardrailOutcome> {
+        vec![
+            outcome("no-fallback", Metric::FallbackRate, fallback, Severity::Block),
+            outcome("speedup", Metric::EffectiveSpeedup, speedup, Severity::Warn),
+        ]
+    }
+
     fn decide_on(text: &str, outcomes: Vec<GuardrailOutcome>) -> crate::release::Decision {
         let assessment = Assessment {
             outcomes,
@@ -558,18 +555,7 @@ slices:
     /// after its concern.
     #[test]
     fn issue_24_a_fired_trigger_fails_the_gate_even_over_an_advisory_guardrail() {
-        let d = decide_on(
-            PACK,
-            vec![
-                outcome(
-                    "no-fallback",
-                    Metric::FallbackRate,
-                    Verdict::Pass,
-                    Severity::Block,
-                ),
-                outcome("speedup", Metric::EffectiveSpeedup, Verdict::Fail, Severity::Warn),
-            ],
-        );
+        let d = decide_pack(Verdict::Pass, Verdict::Fail);
         assert_eq!(d.verdict, Verdict::Fail);
         assert_eq!(d.first_failing_stage, Some(Stage::Validation));
         let b = &d.brief;
@@ -596,22 +582,11 @@ slices:
         assert_eq!(b.act[0].holders, ["Grace <grace@example.com>"]);
     }
 
-    /// Issue 24: a fallback failure is routed by the pack's `routing:` entry; a trigger
-    /// that held says so and the gate fails only for the blocking failure.
+    /// Issue 24: a fallback failure is routed by the pack's `routing:` entry, and the
+    /// trigger that names it fires too.
     #[test]
     fn issue_24_failures_are_routed_by_the_packs_routing() {
-        let d = decide_on(
-            PACK,
-            vec![
-                outcome(
-                    "no-fallback",
-                    Metric::FallbackRate,
-                    Verdict::Fail,
-                    Severity::Block,
-                ),
-                outcome("speedup", Metric::EffectiveSpeedup, Verdict::Pass, Severity::Warn),
-            ],
-        );
+        let d = decide_pack(Verdict::Fail, Verdict::Pass);
         assert_eq!(d.verdict, Verdict::Fail);
         assert_eq!(d.first_failing_stage, Some(Stage::Lowering));
         assert_eq!(d.brief.rollback[0].state, TriggerState::Fired);
@@ -627,23 +602,7 @@ slices:
     /// the memo says the trigger cannot be ruled out rather than that it fired.
     #[test]
     fn issue_24_an_undecided_trigger_is_not_enough_evidence() {
-        let d = decide_on(
-            PACK,
-            vec![
-                outcome(
-                    "no-fallback",
-                    Metric::FallbackRate,
-                    Verdict::Pass,
-                    Severity::Block,
-                ),
-                outcome(
-                    "speedup",
-                    Metric::EffectiveSpeedup,
-                    Verdict::Inconclusive,
-                    Severity::Warn,
-                ),
-            ],
-        );
+        let d = decide_pack(Verdict::Pass, Verdict::Inconclusive);
         assert_eq!(d.verdict, Verdict::Inconclusive);
         assert_eq!(d.brief.call, Call::NotEnoughEvidence);
         assert_eq!(d.brief.rollback[0].state, TriggerState::Undecided);
@@ -659,15 +618,7 @@ slices:
     /// as unchecked rather than silently counted as not fired.
     #[test]
     fn issue_24_ship_says_whether_the_trigger_was_checked() {
-        let held = vec![
-            outcome(
-                "no-fallback",
-                Metric::FallbackRate,
-                Verdict::Pass,
-                Severity::Block,
-            ),
-            outcome("speedup", Metric::EffectiveSpeedup, Verdict::Pass, Severity::Warn),
-        ];
+        let held = two(Verdict::Pass, Verdict::Pass);
         let d = decide_on(PACK, held.clone());
         assert_eq!(d.verdict, Verdict::Pass);
         assert_eq!(d.brief.rollback[0].state, TriggerState::NotFired);

@@ -96,16 +96,12 @@ pub fn decide(packs: &[LoadedPack], assessment: &Assessment, environment_drift: 
         Verdict::Pass
     };
     let brief = brief(packs, verdict, &assessment.outcomes, rollback);
-    let first_failing_stage = blocking(Verdict::Fail)
-        .map(|o| o.stage)
-        .chain(
-            brief
-                .findings
-                .iter()
-                .filter(|f| f.verdict != Verdict::Inconclusive && verdict == Verdict::Fail)
-                .map(|f| f.stage),
-        )
-        .min();
+    // A failing gate's findings are its blocking failures and what a fired trigger names.
+    let first_failing_stage = if verdict == Verdict::Fail {
+        brief.findings.iter().map(|f| f.stage).min()
+    } else {
+        None
+    };
     Decision {
         schema_version: VERDICT_SCHEMA_VERSION,
         verdict,
