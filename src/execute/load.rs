@@ -120,12 +120,51 @@ pub(crate) fn record(
     Ok(())
 }
 
+/// The admission rule both serving loops share: one FIFO server, at most `capacity`
+/// requests in the system, completion times known in arrival order.
+struct Admission {
+    capacity: usize,
+    /// Completion times of the accepted requests still in the system.
+    in_system: VecDeque<f64>,
+}
+
+impl Admission {
+    fn new(capacity: u32) -> Admission {
+        Admission {
+            capacity: capacity as usize,
+            in_system: VecDeque::new(),
+        }
+    }
+
+    /// Whether a request arriving at `arrival` finds room, counting it in `out` (dropped,
+    /// queued behind another, the most in the system).
+    fn admit(&mut self, arrival: f64, out: &mut LoadOutcome) -> bool {
+        while self.in_system.front().is_some_and(|&done| done <= arrival) {
+            self.in_system.pop_front();
+        }
+        if self.in_system.len() >= self.capacity {
+            out.dropped += 1;
+            return false;
+        }
+        if !self.in_system.is_empty() {
+            out.queued += 1;
+        }
+        out.max_in_system = out.max_in_system.max(self.in_system.len() as u64 + 1);
+        true
+    }
+
+    /// An admitted request completes at `done`.
+    fn complete(&mut self, done: f64) {
+        self.in_system.push_back(done);
+    }
+}
+
 /// The serving loop in simulated time, for a system whose service time is known rather
 /// than measured (the simulated accelerator: issue 24): the same FIFO server, queue bound
 /// and drop rule as [`serve`], each request taking `service_s`. Seeded and exact.
 pub fn serve_simulated(load: LoadPlan, seed: u64, service_s: f64) -> LoadOutcome {
     let arrivals = arrival_times(load.arrivals, load.requests, seed);
-    let mut in_system: VecDeque<f64> = VecDeque::new();
+    let mut queue = Admission::new(load.queue);
     let mut out = LoadOutcome {
         latencies: Vec::with_capacity(arrivals.len()),
         requests: load.requests,
@@ -136,19 +175,11 @@ pub fn serve_simulated(load: LoadPlan, seed: u64, service_s: f64) -> LoadOutcome
     };
     let mut server_free = 0.0f64;
     for arrival in arrivals {
-        while in_system.front().is_some_and(|&done| done <= arrival) {
-            in_system.pop_front();
-        }
-        if in_system.len() >= load.queue as usize {
-            out.dropped += 1;
+        if !queue.admit(arrival, &mut out) {
             continue;
         }
-        if !in_system.is_empty() {
-            out.queued += 1;
-        }
-        out.max_in_system = out.max_in_system.max(in_system.len() as u64 + 1);
         server_free = server_free.max(arrival) + service_s;
-        in_system.push_back(server_free);
+        queue.complete(server_free);
         out.latencies.push((server_free - arrival).max(1e-12));
     }
     out
@@ -165,7 +196,7 @@ pub fn serve<E>(
     mut service: impl FnMut() -> Result<(), E>,
 ) -> Result<LoadOutcome, E> {
     let arrivals = arrival_times(load.arrivals, load.requests, seed);
-    let mut in_system: VecDeque<f64> = VecDeque::new();
+    let mut queue = Admission::new(load.queue);
     let mut out = LoadOutcome {
         latencies: Vec::with_capacity(arrivals.len()),
         requests: load.requests,
@@ -177,17 +208,9 @@ pub fn serve<E>(
     let mut service_times = Vec::with_capacity(arrivals.len());
     let t0 = Instant::now();
     for arrival in arrivals {
-        while in_system.front().is_some_and(|&done| done <= arrival) {
-            in_system.pop_front();
-        }
-        if in_system.len() >= load.queue as usize {
-            out.dropped += 1;
+        if !queue.admit(arrival, &mut out) {
             continue;
         }
-        if !in_system.is_empty() {
-            out.queued += 1;
-        }
-        out.max_in_system = out.max_in_system.max(in_system.len() as u64 + 1);
         // Idle until the request arrives (sleep coarsely, spin the last stretch).
         loop {
             let now = t0.elapsed();
@@ -206,7 +229,7 @@ pub fn serve<E>(
         service()?;
         service_times.push(began.elapsed().as_secs_f64());
         let done = t0.elapsed().as_secs_f64();
-        in_system.push_back(done);
+        queue.complete(done);
         out.latencies.push((done - arrival).max(1e-9));
     }
     service_times.sort_by(f64::total_cmp);
