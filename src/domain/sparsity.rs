@@ -345,15 +345,26 @@ fn share_of(d: &str) -> Option<(Share, &str)> {
     }
 }
 
+/// Why a block shape is not `RxC` with whole R, C ≥ 1.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BlockShapeError {
+    /// No `x` between two numbers.
+    #[error("block shape `{0}` is not of the form RxC")]
+    NotRxC(String),
+    /// A side that is not a whole number ≥ 1.
+    #[error("block shape `{0}` needs whole numbers ≥ 1")]
+    NotWhole(String),
+}
+
 /// A block shape `RxC` with whole R, C ≥ 1.
-pub fn block_shape(shape: &str) -> Result<(u32, u32), String> {
+pub fn block_shape(shape: &str) -> Result<(u32, u32), BlockShapeError> {
     let Some((r, c)) = shape.trim().split_once('x') else {
-        return Err(format!("block shape `{shape}` is not of the form RxC"));
+        return Err(BlockShapeError::NotRxC(shape.to_owned()));
     };
     let dim = |v: &str| v.parse::<u32>().ok().filter(|&v| v >= 1);
     match (dim(r), dim(c)) {
         (Some(rows), Some(cols)) => Ok((rows, cols)),
-        _ => Err(format!("block shape `{shape}` needs whole numbers ≥ 1")),
+        _ => Err(BlockShapeError::NotWhole(shape.to_owned())),
     }
 }
 

@@ -441,18 +441,25 @@ pub struct BlockSpec {
 }
 
 impl ShareSpec {
-    /// The share it names and its text, or a message when it names none or both.
-    fn share(&self) -> Result<(crate::domain::sparsity::Share, &str), String> {
+    /// The share it names and its text, or why it names none or both.
+    fn share(&self) -> Result<(crate::domain::sparsity::Share, &str), ShareError> {
         use crate::domain::sparsity::Share;
         match (&self.density, &self.sparsity) {
             (Some(d), None) => Ok((Share::Density, d)),
             (None, Some(s)) => Ok((Share::Sparsity, s)),
-            (Some(_), Some(_)) => Err(
-                "sets both `density` and `sparsity`; they are one number (density = 100% − sparsity)".into(),
-            ),
-            (None, None) => Err("needs `density` (share kept) or `sparsity` (share removed)".into()),
+            (Some(_), Some(_)) => Err(ShareError::Both),
+            (None, None) => Err(ShareError::Neither),
         }
     }
+}
+
+/// A share block that does not name exactly one of `density` and `sparsity`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum ShareError {
+    #[error("sets both `density` and `sparsity`; they are one number (density = 100% − sparsity)")]
+    Both,
+    #[error("needs `density` (share kept) or `sparsity` (share removed)")]
+    Neither,
 }
 
 impl SparsityEntry {
@@ -484,7 +491,7 @@ impl SparsityEntry {
             }
             SparsityEntry::Block { block } => {
                 let (rows, cols) = block_shape(&block.size)
-                    .map_err(|m| plain(m, "e.g. `{block: {size: 16x16, density: 25%}}`"))?;
+                    .map_err(|e| plain(e.to_string(), "e.g. `{block: {size: 16x16, density: 25%}}`"))?;
                 let spec = ShareSpec {
                     density: block.density.clone(),
                     sparsity: block.sparsity.clone(),
