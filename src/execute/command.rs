@@ -15,7 +15,7 @@ use super::error::{CommandError, CommandStderr, ExecError, PairSide, RecordError
 use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
 use super::numbers::{median, zero_if_nan};
 use super::paired::{BaselineRuns, PairOrder};
-use super::run::{OnProgress, RunProgress};
+use super::run::{OnProgress, Phase, RunProgress};
 use crate::domain::Counter;
 use crate::domain::metric::Metric;
 use crate::ingress::{CommandInvocation, CommandSlice, Slice};
@@ -61,7 +61,7 @@ pub fn execute_command_slice(
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
     let outcome = match slice.load {
-        Some(load) => measure_under_load(slice, command, load, &mut evidence),
+        Some(load) => measure_under_load(slice, command, load, &mut evidence, on_progress),
         None => measure(slice, command, &mut evidence, on_progress).map_err(ExecError::from),
     };
     evidence.finish(outcome, start)
@@ -86,7 +86,9 @@ fn measure_under_load(
     command: &CommandSlice,
     load: crate::ingress::LoadPlan,
     evidence: &mut SliceEvidence,
+    mut on_progress: Option<&mut OnProgress<'_>>,
 ) -> Result<(), ExecError> {
+    let started = Instant::now();
     let timeout = Duration::from_secs_f64(command.timeout_s);
     let mut invocations = 0u64;
     for _ in 0..slice.samples.warmup {
@@ -94,10 +96,19 @@ fn measure_under_load(
         invocations += 1;
     }
     evidence.warmup_iterations = slice.samples.warmup;
-    let outcome = super::load::serve(load, slice.seed, || {
+    let tick = |phase| {
+        if let Some(tell) = on_progress.as_deref_mut() {
+            tell(RunProgress {
+                phase,
+                elapsed_s: started.elapsed().as_secs_f64(),
+            });
+        }
+    };
+    let service = || {
         invocations += 1;
         invoke(&command.candidate, timeout).map(|_| ())
-    })?;
+    };
+    let outcome = super::load::serve(load, slice.seed, service, tick)?;
     evidence.counters.insert(Counter::Invocations, invocations as f64);
     super::load::record(load, &outcome, evidence)
 }
@@ -226,10 +237,12 @@ fn measure(
             let last = n >= policy.min && (elapsed() >= budget || n >= policy.max);
             if let Some(tell) = on_progress.as_deref_mut() {
                 tell(RunProgress {
-                    runs_done: run + u32::from(last),
-                    runs_planned: policy.runs.max(1),
-                    runs_max: policy.runs.max(1),
-                    samples: taken,
+                    phase: Phase::Runs {
+                        runs_done: run + u32::from(last),
+                        runs_planned: policy.runs.max(1),
+                        runs_max: policy.runs.max(1),
+                        samples: taken,
+                    },
                     elapsed_s: started.elapsed().as_secs_f64(),
                 });
             }

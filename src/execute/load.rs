@@ -9,7 +9,7 @@
 
 use super::error::ExecError;
 use super::evidence::{MetricSamples, SliceEvidence};
-use super::run::worker_pool;
+use super::run::{OnProgress, Phase, RunProgress, worker_pool};
 use super::workload::Workload;
 use crate::domain::{Counter, Metric};
 use crate::ingress::{LoadPlan, Slice};
@@ -21,6 +21,10 @@ use std::time::{Duration, Instant};
 /// Sleep (rather than spin) while the next arrival is further away than this: a loaded
 /// machine wakes a sleeper late, and lateness would count as request latency.
 const SPIN_BELOW: Duration = Duration::from_millis(1);
+
+/// The serving loop says where it stands at most this often (issue 24), so that telling
+/// never costs the measured requests more than a clock read.
+const TICK_EVERY: Duration = Duration::from_millis(250);
 
 /// What one serving loop observed.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,14 +43,20 @@ pub struct LoadOutcome {
     pub service_s: f64,
 }
 
-/// Serve `slice`'s workload under its `load` and record request latencies.
-pub fn execute_load_slice(slice: &Slice, load: LoadPlan, plan: &Plan) -> SliceEvidence {
+/// Serve `slice`'s workload under its `load` and record request latencies; `on_progress`
+/// hears how many requests have been served while the loop runs.
+pub fn execute_load_slice(
+    slice: &Slice,
+    load: LoadPlan,
+    plan: &Plan,
+    on_progress: Option<&mut OnProgress<'_>>,
+) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
     evidence
         .counters
         .insert(Metric::FallbackRate, plan.fallback_rate());
-    let outcome = measure(slice, load, plan, &mut evidence);
+    let outcome = measure(slice, load, plan, &mut evidence, on_progress);
     evidence.finish(outcome, start)
 }
 
@@ -55,10 +65,12 @@ fn measure(
     load: LoadPlan,
     plan: &Plan,
     evidence: &mut SliceEvidence,
+    on_progress: Option<&mut OnProgress<'_>>,
 ) -> Result<(), ExecError> {
     if plan.ops.is_empty() {
         return Err(ExecError::NoOps);
     }
+    let started = Instant::now();
     let pool = worker_pool(slice)?;
     let mut work = Workload::prepare(slice, plan)?;
     let (value_bytes, metadata_bytes) = work.sparse_bytes();
@@ -69,16 +81,41 @@ fn measure(
     };
     evidence.counters.insert(Metric::MetadataOverhead, overhead);
     let warmup = slice.samples.warmup;
-    let outcome = pool.install(|| -> Result<LoadOutcome, ExecError> {
-        // Correct before fast: the same check as the back-to-back protocol.
-        work.run_candidate()?;
-        work.run_comparator()?;
-        work.check()?;
-        for _ in 0..warmup {
-            work.run_candidate()?;
+    // The loop runs on the worker pool, where the caller's (not `Send`) progress callback
+    // cannot go: it sends its ticks here instead, and this thread tells the caller while
+    // the loop runs on another.
+    let (ticks, told) = std::sync::mpsc::channel::<Phase>();
+    let outcome = std::thread::scope(|scope| {
+        let serving = scope.spawn(|| {
+            pool.install(move || -> Result<LoadOutcome, ExecError> {
+                // Correct before fast: the same check as the back-to-back protocol.
+                work.run_candidate()?;
+                work.run_comparator()?;
+                work.check()?;
+                for _ in 0..warmup {
+                    work.run_candidate()?;
+                }
+                let tick = |phase| {
+                    let _ = ticks.send(phase);
+                };
+                Ok(serve(load, slice.seed, || work.run_candidate(), tick)?)
+            })
+        });
+        let mut on_progress = on_progress;
+        for phase in told {
+            if let Some(tell) = on_progress.as_deref_mut() {
+                tell(RunProgress {
+                    phase,
+                    elapsed_s: started.elapsed().as_secs_f64(),
+                });
+            }
         }
-        Ok(serve(load, slice.seed, || work.run_candidate())?)
-    })?;
+        serving.join()
+    });
+    let outcome = match outcome {
+        Ok(outcome) => outcome?,
+        Err(panic) => std::panic::resume_unwind(panic),
+    };
     evidence.warmup_iterations = warmup;
     record(load, &outcome, evidence)
 }
@@ -188,12 +225,14 @@ pub fn serve_simulated(load: LoadPlan, seed: u64, service_s: f64) -> LoadOutcome
 /// The serving loop: one server, FIFO, at most `load.queue` requests in the system.
 /// Requests are served in arrival order, so when request `i` is considered every earlier
 /// accepted request has completed and its completion time is known: whether `i` found the
-/// queue full at its arrival is decided exactly, after the fact. Fails only with the
-/// service's own error.
+/// queue full at its arrival is decided exactly, after the fact. `tick` hears the counts
+/// so far every [`TICK_EVERY`] and once at the end. Fails only with the service's own
+/// error.
 pub fn serve<E>(
     load: LoadPlan,
     seed: u64,
     mut service: impl FnMut() -> Result<(), E>,
+    mut tick: impl FnMut(Phase),
 ) -> Result<LoadOutcome, E> {
     let arrivals = arrival_times(load.arrivals, load.requests, seed);
     let mut queue = Admission::new(load.queue);
@@ -207,7 +246,20 @@ pub fn serve<E>(
     };
     let mut service_times = Vec::with_capacity(arrivals.len());
     let t0 = Instant::now();
-    for arrival in arrivals {
+    let mut told = t0;
+    let tell = |offered: usize, out: &LoadOutcome, tick: &mut dyn FnMut(Phase)| {
+        tick(Phase::Serving {
+            offered: offered as u64,
+            requests: out.requests,
+            served: out.latencies.len() as u64,
+            dropped: out.dropped,
+        });
+    };
+    for (offered, arrival) in arrivals.into_iter().enumerate() {
+        if told.elapsed() >= TICK_EVERY {
+            tell(offered, &out, &mut tick);
+            told = Instant::now();
+        }
         if !queue.admit(arrival, &mut out) {
             continue;
         }
@@ -232,6 +284,7 @@ pub fn serve<E>(
         queue.complete(done);
         out.latencies.push((done - arrival).max(1e-9));
     }
+    tell(out.requests as usize, &out, &mut tick);
     service_times.sort_by(f64::total_cmp);
     out.service_s = service_times.get(service_times.len() / 2).copied().unwrap_or(0.0);
     Ok(out)
@@ -271,8 +324,8 @@ mod tests {
             },
             ..steady
         };
-        let s = serve(steady, 1, busy(service)).unwrap();
-        let b = serve(bursts, 1, busy(service)).unwrap();
+        let s = serve(steady, 1, busy(service), |_| ()).unwrap();
+        let b = serve(bursts, 1, busy(service), |_| ()).unwrap();
         assert_eq!(s.dropped, 0);
         assert_eq!(b.dropped, 4 * 8, "{b:?}");
         assert_eq!(b.latencies.len(), 32);

@@ -50,8 +50,8 @@ pub use load::{LoadOutcome, execute_load_slice, serve};
 pub use paired::{BaselineRuns, PairOrder};
 pub use quality::execute_model_slice;
 pub use run::{
-    BaselineLaunch, LaunchRun, OnProgress, RunProgress, RunRecord, StopDecision, StopRule, execute_slice,
-    execute_slice_with, measure_run,
+    BaselineLaunch, LaunchRun, OnProgress, Phase, RunProgress, RunRecord, StopDecision, StopRule,
+    execute_slice, execute_slice_with, measure_run,
 };
 pub use sim::execute_sim_slice;
 /// The CPU kernels, a crate of their own (`crates/kernels`); re-exported so that
@@ -70,8 +70,9 @@ use crate::lower::Plan;
 /// a baseline binary was given, runs the baseline build's runs interleaved with them
 /// (issue 22; a `command` slice names its baseline in the pack instead); `stop` is the
 /// interim check sequential sampling asks after each run (see [`StopRule`]);
-/// `on_progress` hears where a long slice stands while it runs (CPU-kernel and command
-/// slices; the others are quick or report nothing until they end).
+/// `on_progress` hears where a long slice stands while it runs (the runs of CPU-kernel,
+/// model and command slices, a model's training and pruning, a load's requests; the
+/// simulator, an import and a simulated load are quick and report nothing until they end).
 pub fn execute_slice_on(
     slice: &Slice,
     plan: &Plan,
@@ -82,13 +83,13 @@ pub fn execute_slice_on(
 ) -> SliceEvidence {
     let mut evidence = match (&slice.backend, slice.load) {
         (SliceBackend::Kernels { .. } | SliceBackend::Serving { .. }, Some(load)) => {
-            execute_load_slice(slice, load, plan)
+            execute_load_slice(slice, load, plan, on_progress)
         }
         (SliceBackend::Kernels { .. } | SliceBackend::Serving { .. }, None) => {
             run::execute_slice_paired(slice, plan, launch, baseline, stop, on_progress)
         }
         // The simulator and a command serve a load themselves (issue 24).
-        (SliceBackend::Model(task), _) => execute_model_slice(slice, task, plan),
+        (SliceBackend::Model(task), _) => execute_model_slice(slice, task, plan, on_progress),
         (SliceBackend::Sim(preset), _) => execute_sim_slice(slice, preset, plan),
         (SliceBackend::Command(command), _) => execute_command_slice(slice, command, plan, on_progress),
         (SliceBackend::Import(import), _) => execute_import_slice(slice, import, plan),

@@ -83,17 +83,60 @@ pub type StopRule<'a> = dyn Fn(&SliceEvidence) -> StopDecision + 'a;
 /// how to show it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunProgress {
-    /// Runs finished so far.
-    pub runs_done: u32,
-    /// Runs the slice plans (`samples.runs`, or the run count planned from the baseline).
-    pub runs_planned: u32,
-    /// The most runs it may take (`samples.max_runs` under sequential sampling; else
-    /// `runs_planned`).
-    pub runs_max: u32,
-    /// Samples of the slice taken so far, over all runs.
-    pub samples: usize,
-    /// Seconds since the slice's runs began.
+    /// What the slice is doing.
+    pub phase: Phase,
+    /// Seconds since the slice began.
     pub elapsed_s: f64,
+}
+
+/// What a running slice is doing, with how far along it is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Phase {
+    /// Timing runs (CPU kernels, a model's inference, a command).
+    Runs {
+        /// Runs finished so far.
+        runs_done: u32,
+        /// Runs the slice plans (`samples.runs`, or the run count planned from the
+        /// baseline).
+        runs_planned: u32,
+        /// The most runs it may take (`samples.max_runs` under sequential sampling; else
+        /// `runs_planned`).
+        runs_max: u32,
+        /// Samples of the slice taken so far, over all runs.
+        samples: usize,
+    },
+    /// A model slice training a dense model.
+    Training {
+        /// Its hidden width.
+        hidden: u32,
+        /// Epochs finished.
+        epoch: u32,
+        /// Epochs the recipe trains.
+        epochs: u32,
+    },
+    /// A model slice's pruning schedule.
+    Pruning {
+        /// Steps finished, each with its fine-tuning epochs.
+        step: u32,
+        /// Steps the schedule takes.
+        steps: u32,
+    },
+    /// A model slice's search for the widest dense model as fast as the sparse one.
+    EqualLatency {
+        /// Widths timed so far.
+        probes: u32,
+    },
+    /// A load slice serving its requests.
+    Serving {
+        /// Arrivals considered so far (served or dropped).
+        offered: u64,
+        /// Arrivals the load offers in all.
+        requests: u64,
+        /// Requests served so far.
+        served: u64,
+        /// Arrivals that found the queue full so far.
+        dropped: u64,
+    },
 }
 
 /// Told after each run (and, where a run is long, as its samples come in).
@@ -216,10 +259,12 @@ fn take_runs(
         records.push(record);
         if let Some(tell) = on_progress.as_deref_mut() {
             tell(RunProgress {
-                runs_done: run + 1,
-                runs_planned: first,
-                runs_max: most,
-                samples: records.iter().map(|r| r.candidate.len()).sum(),
+                phase: Phase::Runs {
+                    runs_done: run + 1,
+                    runs_planned: first,
+                    runs_max: most,
+                    samples: records.iter().map(|r| r.candidate.len()).sum(),
+                },
                 elapsed_s: started.elapsed().as_secs_f64(),
             });
         }
@@ -290,13 +335,23 @@ pub(crate) fn measure_pair(
     pool: &rayon::ThreadPool,
     work: &mut impl TimedPair,
     dense_flops: f64,
-    evidence: &mut SliceEvidence,
+    (evidence, tell): (&mut SliceEvidence, &mut dyn FnMut(Phase)),
 ) -> Result<(), ExecError> {
     let mut calibration = Calibration::new();
     let mut records = Vec::new();
-    for run in 0..slice.samples.runs.max(1) {
+    let runs = slice.samples.runs.max(1);
+    let mut samples = 0;
+    for run in 0..runs {
         let timed = pool.install(|| sample(&slice.samples, work, &mut calibration, run == 0))?;
-        records.push(record(timed, Counters::new(), Vec::new(), None));
+        let record = record(timed, Counters::new(), Vec::new(), None);
+        samples += record.candidate.len();
+        records.push(record);
+        tell(Phase::Runs {
+            runs_done: run + 1,
+            runs_planned: runs,
+            runs_max: runs,
+            samples,
+        });
     }
     merge_runs(evidence, RunMode::InProcess, records, dense_flops);
     Ok(())

@@ -2,6 +2,7 @@
 
 use sparsegate::app::Progress;
 use sparsegate::domain::Metric;
+use sparsegate::execute::Phase;
 use std::time::{Duration, Instant};
 
 /// How often a line about a running slice may be printed when stderr is not a terminal:
@@ -51,17 +52,12 @@ pub fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
                 }
             }
             Progress::SliceRunning { slice, at } => {
-                let runs = if at.runs_max > at.runs_planned {
-                    format!(
-                        "{}/{} runs (up to {})",
-                        at.runs_done, at.runs_planned, at.runs_max
-                    )
-                } else {
-                    format!("{}/{} runs", at.runs_done, at.runs_planned)
-                };
                 let line = format!(
-                    "{}/{}: {runs} done, {} samples, {:.1} s",
-                    slice.pack, slice.id, at.samples, at.elapsed_s
+                    "{}/{}: {}, {:.1} s",
+                    slice.pack,
+                    slice.id,
+                    doing(at.phase),
+                    at.elapsed_s
                 );
                 match &bar {
                     Some(bar) => bar.set_message(line),
@@ -134,5 +130,42 @@ pub fn progress(quiet: bool) -> impl FnMut(Progress<'_>) {
                 }
             }
         }
+    }
+}
+
+/// What a running slice is doing, in words: `2/3 runs done, 140 samples`, `training the
+/// dense model (64 hidden), epoch 3/20`, `1200/5000 requests (1180 served, 20 dropped)`.
+fn doing(phase: Phase) -> String {
+    match phase {
+        Phase::Runs {
+            runs_done,
+            runs_planned,
+            runs_max,
+            samples,
+        } => {
+            let up_to = if runs_max > runs_planned {
+                format!(" (up to {runs_max})")
+            } else {
+                String::new()
+            };
+            format!("{runs_done}/{runs_planned} runs{up_to} done, {samples} samples")
+        }
+        Phase::Training {
+            hidden,
+            epoch,
+            epochs,
+        } => {
+            format!("training the dense model ({hidden} hidden), epoch {epoch}/{epochs}")
+        }
+        Phase::Pruning { step, steps } => format!("pruning, step {step}/{steps} done"),
+        Phase::EqualLatency { probes } => {
+            format!("searching the equal-latency dense width, {probes} timed")
+        }
+        Phase::Serving {
+            offered,
+            requests,
+            served,
+            dropped,
+        } => format!("{offered}/{requests} requests ({served} served, {dropped} dropped)"),
     }
 }

@@ -14,7 +14,7 @@ use crate::execute::error::{ExecError, ModelError};
 use crate::execute::evidence::EqualLatency;
 use crate::execute::kernels::dense::DenseWeights;
 use crate::execute::kernels::{KernelError, SparseWeights, bsr, csr, nm};
-use crate::execute::run::{TimedPair, median_paired_ratio};
+use crate::execute::run::{Phase, TimedPair, median_paired_ratio};
 use crate::ingress::ModelTask;
 use crate::ingress::pack::{RunMode, SamplePolicy};
 use crate::lower::{KernelPath, Plan};
@@ -257,7 +257,7 @@ pub(crate) fn equal_latency(
     data: &Dataset,
     split: &Split,
     task: &ModelTask,
-    threads: usize,
+    (threads, tell): (usize, &mut dyn FnMut(Phase)),
 ) -> Result<EqualLatency, ExecError> {
     let grid = width_grid(candidate.hidden);
     let policy = probe_policy();
@@ -278,6 +278,9 @@ pub(crate) fn equal_latency(
         .map_err(|source| ModelError::EqualLatencyProbe { width, source })?;
         let ratio = median_paired_ratio(pool, &policy, &mut p)?;
         probes.push((width, ratio));
+        tell(Phase::EqualLatency {
+            probes: probes.len() as u32,
+        });
         Ok(ratio)
     };
     let last = grid.len() - 1;
@@ -304,7 +307,7 @@ pub(crate) fn equal_latency(
         .rev()
         .find(|(w, _)| *w == width)
         .map_or(f64::NAN, |p| p.1);
-    let model = trained_dense(data, split, task, width)?;
+    let model = trained_dense(data, split, task, width, tell)?;
     let predictions = model
         .predict(data, &split.test)
         .map_err(ModelError::EqualLatencyModel)?;

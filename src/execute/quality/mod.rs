@@ -15,7 +15,7 @@ mod schedule;
 
 use super::error::{ExecError, ModelError};
 use super::evidence::{ModelScore, PrecisionEvidence, QualityEvidence, SliceEvidence};
-use super::run::{measure_pair, worker_pool};
+use super::run::{OnProgress, Phase, RunProgress, measure_pair, worker_pool};
 use crate::domain::Sparsity;
 use crate::domain::{Counter, Metric};
 use crate::ingress::{ModelTask, Slice};
@@ -31,12 +31,27 @@ use std::time::Instant;
 pub use schedule::final_sparsity;
 
 /// Measure a model slice: train (or reuse) the dense model, prune it along the schedule,
-/// time its inference against the dense kernel and record quality evidence. Never panics
-/// on a user's pack: a failure comes back as [`SliceEvidence::failure`].
-pub fn execute_model_slice(slice: &Slice, task: &ModelTask, plan: &Plan) -> SliceEvidence {
+/// time its inference against the dense kernel and record quality evidence; `on_progress`
+/// hears the training epochs, pruning steps, timing runs and equal-latency probes as they
+/// finish. Never panics on a user's pack: a failure comes back as
+/// [`SliceEvidence::failure`].
+pub fn execute_model_slice(
+    slice: &Slice,
+    task: &ModelTask,
+    plan: &Plan,
+    mut on_progress: Option<&mut OnProgress<'_>>,
+) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::of_plan(slice, plan);
-    let outcome = measure(slice, task, plan, plan.dense_flops(), &mut evidence);
+    let mut tell = |phase| {
+        if let Some(tell) = on_progress.as_deref_mut() {
+            tell(RunProgress {
+                phase,
+                elapsed_s: start.elapsed().as_secs_f64(),
+            });
+        }
+    };
+    let outcome = measure(slice, task, plan, plan.dense_flops(), (&mut evidence, &mut tell));
     evidence.finish(outcome, start)
 }
 
@@ -45,13 +60,13 @@ fn measure(
     task: &ModelTask,
     plan: &Plan,
     dense_flops: f64,
-    evidence: &mut SliceEvidence,
+    (evidence, tell): (&mut SliceEvidence, &mut dyn FnMut(Phase)),
 ) -> Result<(), ExecError> {
     let data = dataset::load(task.mlp.dataset)?;
     let split = dataset::split(&data, task.seed);
-    let dense = trained_dense(&data, &split, task, task.mlp.hidden as usize)?;
+    let dense = trained_dense(&data, &split, task, task.mlp.hidden as usize, tell)?;
     let mut model = (*dense).clone();
-    let steps = schedule::prune_along(&mut model, &data, &split, task, slice.sparsity)?;
+    let steps = schedule::prune_along(&mut model, &data, &split, task, slice.sparsity, tell)?;
 
     let pool = worker_pool(slice)?;
     let mut pair = latency::InferencePair::new(
@@ -89,7 +104,7 @@ fn measure(
         }
         None => None,
     };
-    measure_pair(slice, &pool, &mut pair, dense_flops, evidence)?;
+    measure_pair(slice, &pool, &mut pair, dense_flops, (evidence, tell))?;
 
     let dense_score = score(&dense, &data, &split.test, dense.predict(&data, &split.test)?);
     let candidate = score(&model, &data, &split.test, candidate_predictions);
@@ -100,7 +115,7 @@ fn measure(
             &data,
             &split,
             task,
-            slice.threads,
+            (slice.threads, tell),
         )?)
     } else {
         None
@@ -149,12 +164,14 @@ fn training_seed(task: &ModelTask) -> u64 {
 /// (same key, same bits), so it never changes a result.
 static TRAINED: Mutex<BTreeMap<String, Arc<Mlp>>> = Mutex::new(BTreeMap::new());
 
-/// The dense MLP of `hidden` width trained by the task's recipe.
+/// The dense MLP of `hidden` width trained by the task's recipe (`tell` hears its epochs
+/// when it is trained here rather than found trained).
 fn trained_dense(
     data: &Dataset,
     split: &Split,
     task: &ModelTask,
     hidden: usize,
+    tell: &mut dyn FnMut(Phase),
 ) -> Result<Arc<Mlp>, ModelError> {
     let m = &task.mlp;
     let key = format!(
@@ -168,7 +185,7 @@ fn trained_dense(
     if let Some(hit) = TRAINED.lock().ok().and_then(|c| c.get(&key).cloned()) {
         return Ok(hit);
     }
-    let model = Arc::new(train(data, split, task, hidden)?);
+    let model = Arc::new(train(data, split, task, hidden, tell)?);
     if let Ok(mut cache) = TRAINED.lock() {
         cache.insert(key, Arc::clone(&model));
     }
@@ -177,15 +194,26 @@ fn trained_dense(
 
 /// Train a dense model from scratch: seeded init, seeded sample order, single-threaded
 /// GEMMs (bit-reproducible).
-fn train(data: &Dataset, split: &Split, task: &ModelTask, hidden: usize) -> Result<Mlp, ModelError> {
+fn train(
+    data: &Dataset,
+    split: &Split,
+    task: &ModelTask,
+    hidden: usize,
+    tell: &mut dyn FnMut(Phase),
+) -> Result<Mlp, ModelError> {
     let mut rng = ChaCha8Rng::seed_from_u64(training_seed(task));
     let info = data.info;
     let mut model = Mlp::init(info.features, hidden, info.classes, &mut rng);
     let mut sgd = Sgd::new(&model, task.mlp.learning_rate as f32, task.mlp.batch as usize);
-    for _ in 0..task.mlp.epochs {
+    for epoch in 1..=task.mlp.epochs {
         model
             .train_epoch(data, &split.train, &mut sgd, None, &mut rng)
             .map_err(ModelError::Training)?;
+        tell(Phase::Training {
+            hidden: hidden as u32,
+            epoch,
+            epochs: task.mlp.epochs,
+        });
     }
     if model.w1.iter().chain(&model.w2).any(|v| !v.is_finite()) {
         return Err(ModelError::Diverged {

@@ -10,6 +10,7 @@ use crate::execute::kernels::nm::prune_magnitude_in_place;
 use crate::execute::kernels::prune::{
     cubic_sparsity, prune_blocks, prune_unstructured_global, prune_unstructured_per_row,
 };
+use crate::execute::run::Phase;
 use crate::ingress::ModelTask;
 use crate::ingress::pack::PruningScope;
 use rand::SeedableRng;
@@ -31,6 +32,7 @@ pub(crate) fn prune_along(
     split: &Split,
     task: &ModelTask,
     sparsity: Sparsity,
+    tell: &mut dyn FnMut(Phase),
 ) -> Result<Vec<PruneStep>, ModelError> {
     if sparsity == Sparsity::Dense {
         return Ok(vec![]);
@@ -60,6 +62,7 @@ pub(crate) fn prune_along(
             finetune_epochs: plan.finetune_epochs,
             validation_accuracy: mlp::accuracy(data, &split.validation, &predictions),
         });
+        tell(Phase::Pruning { step, steps });
     }
     Ok(records)
 }

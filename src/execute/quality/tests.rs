@@ -72,19 +72,19 @@ fn digits_task(
 #[test]
 fn issue_7_training_is_bit_reproducible_from_the_seed() {
     let (data, t, s) = digits_task(32, 3, PruningScheduleKind::OneShot, 1);
-    let a = train(&data, &s, &t, 32).unwrap();
-    let b = train(&data, &s, &t, 32).unwrap();
+    let a = train(&data, &s, &t, 32, &mut |_| ()).unwrap();
+    let b = train(&data, &s, &t, 32, &mut |_| ()).unwrap();
     assert_eq!(a.digest(), b.digest());
     let mut other = t.clone();
     other.seed = 12;
-    let c = train(&data, &split(&data, other.seed), &other, 32).unwrap();
+    let c = train(&data, &split(&data, other.seed), &other, 32, &mut |_| ()).unwrap();
     assert_ne!(a.digest(), c.digest());
 }
 
 #[test]
 fn issue_7_trained_mlp_classifies_digits() {
     let (data, t, s) = digits_task(64, 10, PruningScheduleKind::OneShot, 1);
-    let m = train(&data, &s, &t, 64).unwrap();
+    let m = train(&data, &s, &t, 64, &mut |_| ()).unwrap();
     let acc = mlp::accuracy(&data, &s.test, &m.predict(&data, &s.test).unwrap());
     assert!(acc > 0.9, "test accuracy {acc}");
 }
@@ -126,8 +126,16 @@ fn issue_7_pruning_patterns_are_exact() {
 #[test]
 fn issue_7_gradual_schedule_records_every_step_and_keeps_the_mask() {
     let (data, t, s) = digits_task(32, 2, PruningScheduleKind::Gradual, 3);
-    let mut m = train(&data, &s, &t, 32).unwrap();
-    let steps = prune_along(&mut m, &data, &s, &t, Sparsity::Unstructured { density: 0.1 }).unwrap();
+    let mut m = train(&data, &s, &t, 32, &mut |_| ()).unwrap();
+    let steps = prune_along(
+        &mut m,
+        &data,
+        &s,
+        &t,
+        Sparsity::Unstructured { density: 0.1 },
+        &mut |_| (),
+    )
+    .unwrap();
     assert_eq!(steps.len(), 3);
     assert!(
         steps
@@ -153,8 +161,8 @@ fn issue_7_gradual_schedule_records_every_step_and_keeps_the_mask() {
     );
     assert_eq!(Masks::of(&m), before);
     // N:M ramps unstructured and lands on 2:4 at the last step.
-    let mut n = train(&data, &s, &t, 32).unwrap();
-    let nm_steps = prune_along(&mut n, &data, &s, &t, Sparsity::NOfM { n: 2, m: 4 }).unwrap();
+    let mut n = train(&data, &s, &t, 32, &mut |_| ()).unwrap();
+    let nm_steps = prune_along(&mut n, &data, &s, &t, Sparsity::NOfM { n: 2, m: 4 }, &mut |_| ()).unwrap();
     assert!((nm_steps[2].target_sparsity - 0.5).abs() < 1e-12);
     assert!(
         n.w1.chunks_exact(4)
