@@ -176,6 +176,24 @@ pub enum Error {
         hint: String,
     },
 
+    /// A measured GPU grid (`sim --measured`, issue 25) is not in the format or cannot be
+    /// compared.
+    #[error("{}{position}: {message}", path.display())]
+    #[diagnostic(
+        code(sparsegate::measured),
+        help(
+            "make the grid with benches/gpu/h200_measure.py; its format is schemas/gpu-measurement.schema.json"
+        )
+    )]
+    Measured {
+        /// The grid file.
+        path: PathBuf,
+        /// `:line:col` where the parser stopped, or empty.
+        position: String,
+        /// What is wrong (never the file's content).
+        message: String,
+    },
+
     /// The run history could not be opened, read or written (for `history` and `trend`;
     /// `gate` only warns).
     #[error(transparent)]

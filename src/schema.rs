@@ -31,6 +31,14 @@ pub const COMMITTED: &[CommittedSchema] = &[
     ),
     ("sim-report.schema.json", generate::<crate::sim::SimRun>),
     (
+        "gpu-measurement.schema.json",
+        generate::<crate::sim::measured::MeasuredGrid>,
+    ),
+    (
+        "sim-measured-report.schema.json",
+        generate::<crate::sim::measured::Agreement>,
+    ),
+    (
         "stats-compare-report.schema.json",
         generate::<crate::validate::compare::Comparison>,
     ),

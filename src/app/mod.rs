@@ -30,7 +30,7 @@ pub use merge::merge;
 pub use outputs::{check_out_dir, is_output};
 pub use run::{run, write_evidence};
 pub use serve_run::serve_run;
-pub use sim::simulate;
+pub use sim::{check_measured, simulate};
 pub use stats::compare_samples;
 pub use trend::trend;
 pub use validate::validate_packs;

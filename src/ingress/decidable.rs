@@ -412,6 +412,7 @@ mod tests {
             guardrails: vec![],
             slices: vec![],
             anchors: None,
+            requires: Vec::new(),
         };
         assert_eq!(budget(&pack, None).0, 50);
     }

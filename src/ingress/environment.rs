@@ -297,6 +297,23 @@ pub fn read_lock_field(
 }
 
 /// Whitespace runs to one space, trimmed, cut to [`LOCK_FIELD_MAX`] bytes on a char boundary.
+/// Whether this machine has what a pack's `requires` names (issue 25). Read from what the
+/// driver exposes, never by running a program: validate stays quick and side-effect free.
+pub fn requirement_met(requirement: crate::ingress::pack::Requirement) -> bool {
+    match requirement {
+        crate::ingress::pack::Requirement::NvidiaGpu => nvidia_gpu_present(),
+    }
+}
+
+/// The NVIDIA driver lists one directory per GPU under `/proc/driver/nvidia/gpus/` and
+/// makes the device node `/dev/nvidia0`; a container given a GPU sees both.
+fn nvidia_gpu_present() -> bool {
+    let listed = std::fs::read_dir("/proc/driver/nvidia/gpus")
+        .map(|mut dir| dir.next().is_some())
+        .unwrap_or(false);
+    listed || Path::new("/dev/nvidia0").exists()
+}
+
 fn collapse(text: &str) -> String {
     let mut s = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if s.len() > LOCK_FIELD_MAX {

@@ -595,6 +595,7 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
 
     routing_checks(pack, loc, &mut diags);
     lock_field_checks(pack, loc, &mut diags);
+    requirement_checks(pack, loc, &mut diags);
     let trigger = trigger_checks(pack, loc, &mut diags);
 
     let mut warnings = Vec::new();
@@ -645,6 +646,24 @@ fn lock_field_checks(pack: &PackFile, loc: &Locator, diags: &mut Vec<PackDiagnos
                 &format!("{pointer}/name"),
                 format!("lock field `{}` is defined twice", f.name),
                 Some("give every lock field a distinct `name`".into()),
+            ));
+        }
+    }
+}
+
+/// A pack that names what the machine must have (issue 25) is refused here, before anything
+/// runs, where the machine lacks it: a GPU pack on a CPU runner says so instead of failing
+/// slice by slice.
+fn requirement_checks(pack: &PackFile, loc: &Locator, diags: &mut Vec<PackDiagnostic>) {
+    for (i, &req) in pack.requires.iter().enumerate() {
+        if !super::environment::requirement_met(req) {
+            diags.push(loc.at_value(
+                &format!("/requires/{i}"),
+                format!(
+                    "this pack requires `{}`, and this machine has none (no /proc/driver/nvidia/gpus entry, no /dev/nvidia0)",
+                    req.as_str()
+                ),
+                Some("run it on a machine with an NVIDIA GPU and its driver; CPU-only runners should skip this pack".into()),
             ));
         }
     }

@@ -17,6 +17,7 @@
 
 pub mod energy;
 pub mod layer;
+pub mod measured;
 pub mod model;
 pub mod preset;
 pub mod queue;

@@ -2,7 +2,7 @@
 //! comparator, a planted regression fails, and a command that hangs, fails or prints
 //! malformed records fails its slice at the execution stage with the reason in the memo.
 
-use crate::support::{Sandbox, assert_contains, assert_exit, example_pack, u64s};
+use crate::support::{Sandbox, assert_contains, assert_exit, assert_refused, example_pack, stderr, u64s};
 
 /// A pack with one `command` slice; `command` is the YAML of its `command:` block (one
 /// flow mapping) and `guardrails` a flow list.
@@ -142,4 +142,26 @@ slices:
     let err = sb.refused_at_ingress("bare.yaml");
     assert_contains(&err, "has `backend: command` but no `command`");
     assert_contains(&err, "`workload` applies to the built-in backends");
+}
+
+/// Issue 25: the GPU example needs an NVIDIA GPU; on a machine without one `validate`
+/// refuses it, located at `requires`, before any command runs.
+#[test]
+fn issue_25_a_gpu_pack_is_refused_at_validate_on_a_machine_without_a_gpu() {
+    if std::path::Path::new("/dev/nvidia0").exists()
+        || std::fs::read_dir("/proc/driver/nvidia/gpus").is_ok_and(|mut d| d.next().is_some())
+    {
+        println!("SKIPPED: this machine has an NVIDIA GPU, so the refusal cannot be shown here");
+        return;
+    }
+    let sb = Sandbox::new();
+    let pack = example_pack("gpu-torch.yaml");
+    let out = sb.output(&["validate", &pack]);
+    assert_refused(&out, "this pack requires `nvidia-gpu`");
+    let err = stderr(&out);
+    assert!(err.contains("gpu-torch.yaml:12:"), "located at `requires`: {err}");
+    // gate refuses the same way, and writes nothing.
+    let out = sb.output(&["gate", &pack, "--out", "out", "--no-history"]);
+    assert_refused(&out, "this pack requires `nvidia-gpu`");
+    assert!(!sb.path().join("out").exists());
 }

@@ -1,7 +1,9 @@
 //! `sparsegate sim`: one simulated layer, as JSON for tools, and typed errors (exit 2 with a
 //! hint) for an unknown preset, a bad preset file or a malformed request.
 
-use crate::support::{Sandbox, assert_exit, assert_refused, example_pack, repo_file, stderr, stdout_json};
+use crate::support::{
+    Sandbox, assert_exit, assert_refused, example_pack, repo_file, stderr, stdout, stdout_json,
+};
 
 /// `sim ARGS... --json`, which must exit 0 and print a report its committed schema accepts.
 #[track_caller]
@@ -272,4 +274,67 @@ fn the_sim_report_schema_refuses_a_report_missing_a_counter_or_naming_an_unknown
     let errors = crate::support::schema_errors(&v, "sim-report.schema.json");
     assert!(errors.iter().any(|e| e.contains("cycles")), "{errors:?}");
     assert!(errors.iter().any(|e| e.starts_with("/bottleneck")), "{errors:?}");
+}
+
+/// A small grid in the measurement script's format: a test input for `--measured`, with
+/// times chosen so 2:4 loses at 1 token and wins at 8192 (not a measurement).
+const GRID: &str = r#"{"format": "sparsegate-gpu-measurement", "version": 1,
+  "device": {"name": "test GPU", "sm_count": 132, "compute_capability": "9.0"},
+  "stack": {"torch": "test"},
+  "cells": [
+    {"layer": "sq", "m": 1, "n": 8192, "k": 8192, "dtype": "fp16",
+     "dense": {"median_us": 40.0, "p10_us": 39.0, "p90_us": 41.0, "reps": 30},
+     "sparse_cusparselt": {"median_us": 44.0, "p10_us": 43.0, "p90_us": 45.0, "reps": 30}},
+    {"layer": "sq", "m": 8192, "n": 8192, "k": 8192, "dtype": "fp16",
+     "dense": {"median_us": 1500.0, "p10_us": 1490.0, "p90_us": 1510.0, "reps": 30},
+     "sparse_cusparselt": {"median_us": 1250.0, "p10_us": 1240.0, "p90_us": 1260.0, "reps": 30},
+     "sparse_cutlass": {"error": "RuntimeError: not on sm90"}},
+    {"layer": "sq", "m": 16, "n": 8192, "k": 8192, "dtype": "fp8",
+     "dense": {"median_us": 30.0, "p10_us": 29.0, "p90_us": 31.0, "reps": 30}}
+  ]}"#;
+
+#[test]
+fn issue_25_sim_measured_puts_the_preset_beside_a_real_grid() {
+    let sb = Sandbox::new();
+    sb.write_raw("grid.json", GRID);
+    let v = sb.output_report(
+        &["sim", "--arch", "h200", "--measured", "grid.json", "--json"],
+        "sim-measured-report.schema.json",
+    );
+    assert_eq!(v["preset"], "h200");
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{v}");
+    let big = &cells[1];
+    assert_eq!(big["m"], 8192);
+    assert!((big["measured_speedup"].as_f64().unwrap() - 1.2).abs() < 1e-9);
+    assert_eq!(big["compute_bound"], true);
+    assert_eq!(v["skipped"][0]["reason"], "the simulator has no fp8 precision");
+    let x = &v["crossovers"][0];
+    assert_eq!(x["decode_tokens"], 1);
+    assert_eq!(x["measured_wins_from"], 8192);
+
+    let text = sb.output(&["sim", "--arch", "h200", "--measured", "grid.json"]);
+    assert_exit(&text, 0);
+    let printed = stdout(&text);
+    assert!(
+        printed.contains("compute-bound speedups within 10%:"),
+        "{printed}"
+    );
+    assert!(printed.contains("skipped sq at 16 tokens (fp8)"), "{printed}");
+}
+
+#[test]
+fn issue_25_a_malformed_grid_is_refused_with_its_position_and_no_content() {
+    let sb = Sandbox::new();
+    sb.write_raw(
+        "bad.json",
+        "{\"format\": \"sparsegate-gpu-measurement\", \"version\": 1, \"cells\": \"SECRET-TOKEN\"}",
+    );
+    let out = sb.output(&["sim", "--arch", "h200", "--measured", "bad.json"]);
+    assert_refused(&out, "not a measured grid");
+    assert!(!stderr(&out).contains("SECRET-TOKEN"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("bad.json:1:"), "{}", stderr(&out));
+    sb.write_raw("v2.json", &GRID.replace("\"version\": 1", "\"version\": 2"));
+    let out = sb.output(&["sim", "--arch", "h200", "--measured", "v2.json"]);
+    assert_refused(&out, "version 2");
 }

@@ -389,8 +389,12 @@ pub struct SimArgs {
     #[arg(long, value_name = "NAME_OR_FILE")]
     pub arch: String,
     /// The GEMM as MxNxK: M tokens, N output features, K reduction.
-    #[arg(long, value_name = "MxNxK")]
-    pub gemm: String,
+    #[arg(long, value_name = "MxNxK", required_unless_present = "measured")]
+    pub gemm: Option<String>,
+    /// Instead of one layer: put the preset's predictions beside a real GPU's measured
+    /// dense and 2:4 times (a grid written by benches/gpu/h200_measure.py), cell by cell.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["gemm", "traffic"])]
+    pub measured: Option<std::path::PathBuf>,
     /// Weight sparsity: dense, N:M (e.g. 2:4) or unstructured:sparsity=90% (or density=10%).
     #[arg(long, default_value = "dense")]
     pub sparsity: String,

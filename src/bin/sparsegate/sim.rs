@@ -3,16 +3,24 @@
 use crate::cli::SimArgs;
 use crate::report::print_report;
 use sparsegate::release::ExitCode;
+use sparsegate::sim::measured::{Agreement, SPEEDUP_TOLERANCE};
 use sparsegate::sim::{SimRun, TrafficRequest};
 use sparsegate::{Result, app};
 
 pub fn run(args: &SimArgs) -> Result<ExitCode> {
+    if let Some(grid) = &args.measured {
+        let agreement = app::check_measured(&args.arch, grid)?;
+        print_report(&agreement, args.json, print_agreement);
+        return Ok(ExitCode::Pass);
+    }
+    // clap requires --gemm unless --measured is given.
+    let gemm = args.gemm.as_deref().unwrap_or_default();
     let traffic = args.traffic.as_deref().map(|arrivals| TrafficRequest {
         arrivals,
         requests: args.requests,
         seed: args.seed,
     });
-    let run = app::simulate(&args.arch, &args.gemm, &args.sparsity, &args.precision, traffic)?;
+    let run = app::simulate(&args.arch, gemm, &args.sparsity, &args.precision, traffic)?;
     print_report(&run, args.json, print_text);
     Ok(ExitCode::Pass)
 }
@@ -59,4 +67,59 @@ fn print_text(run: &SimRun) {
             }
         );
     }
+}
+
+fn print_agreement(a: &Agreement) {
+    println!("{} predicted against {} (measured):", a.preset, a.device);
+    println!(
+        "{:<24} {:>6} {:>5} {:>10} {:>10} {:>9} {:>9} {:>7}",
+        "layer", "tokens", "prec", "dense us", "2:4 us", "measured", "model", "error"
+    );
+    for c in &a.cells {
+        println!(
+            "{:<24} {:>6} {:>5} {:>10.1} {:>10.1} {:>8.2}x {:>8.2}x {:>+6.1}%{}",
+            c.layer,
+            c.m,
+            c.precision.as_str(),
+            c.measured_dense_s * 1e6,
+            c.measured_sparse_s * 1e6,
+            c.measured_speedup,
+            c.predicted_speedup,
+            c.speedup_error * 100.0,
+            if c.compute_bound { " compute-bound" } else { "" }
+        );
+    }
+    for s in &a.skipped {
+        println!(
+            "skipped {} at {} tokens ({}): {}",
+            s.layer, s.m, s.dtype, s.reason
+        );
+    }
+    for x in &a.crossovers {
+        println!(
+            "{} {}: at {} tokens measured {:.2}x, model {:.2}x ({}); 2:4 wins from {} measured, {} in the model",
+            x.layer,
+            x.precision.as_str(),
+            x.decode_tokens,
+            x.measured_decode_speedup,
+            x.predicted_decode_speedup,
+            if x.decode_side_agrees {
+                "same side"
+            } else {
+                "WRONG SIDE"
+            },
+            x.measured_wins_from
+                .map_or("never".to_owned(), |m| format!("{m} tokens")),
+            x.predicted_wins_from
+                .map_or("never".to_owned(), |m| format!("{m} tokens")),
+        );
+    }
+    println!(
+        "compute-bound speedups within {:.0}%: {}/{}; decode crossover on the right side: {}/{}",
+        SPEEDUP_TOLERANCE * 100.0,
+        a.compute_bound_within,
+        a.compute_bound_total,
+        a.decode_sides_agreeing,
+        a.crossovers.len()
+    );
 }

@@ -45,6 +45,12 @@ pub struct PackFile {
     /// `owner`, else to the first owner.
     #[serde(default, skip_serializing_if = "Routing::is_empty")]
     pub routing: Routing,
+    /// What the machine must have for the pack to run at all (issue 25), e.g.
+    /// `[nvidia-gpu]`: `validate` and `gate` refuse the pack (exit 2) where one is missing,
+    /// instead of running slices that can only fail.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub requires: Vec<Requirement>,
     /// Metadata that must match for evidence to be comparable.
     #[serde(default)]
     pub lock: LockPolicy,
@@ -64,6 +70,24 @@ pub struct PackFile {
     /// A home for YAML anchors (`anchors: {shape: &shape {...}}`); ignored by the runner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anchors: Option<serde_json::Value>,
+}
+
+/// Something a machine must have for a pack to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Requirement {
+    /// An NVIDIA GPU the driver exposes (what a `backend: command` slice running CUDA
+    /// needs).
+    NvidiaGpu,
+}
+
+impl Requirement {
+    /// The name packs use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Requirement::NvidiaGpu => "nvidia-gpu",
+        }
+    }
 }
 
 fn default_seed() -> u64 {

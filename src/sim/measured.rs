@@ -1,0 +1,601 @@
+//! A preset checked against a real GPU's measurements (issue 25).
+//!
+//! `benches/gpu/h200_measure.py` times dense cuBLAS against 2:4 semi-structured GEMMs
+//! (cuSPARSELt, CUTLASS) on a real part and writes a [`MeasuredGrid`]. [`compare`] puts the
+//! preset's predicted dense and 2:4 latencies beside every measured cell, and says, per
+//! layer and precision, whether the model puts the decode-size crossover (where 2:4 stops
+//! or starts paying) on the same side as the chip. The simulator is then judged by the
+//! criterion the issue sets: speedup within a tolerance on compute-bound shapes, and the
+//! crossover on the right side. A user with another GPU runs the same script and checks
+//! their own preset the same way (`sparsegate sim --arch FILE --measured GRID`).
+//!
+//! The comparison never fits anything: a miss is reported as a miss, with the measured and
+//! predicted numbers side by side, so a preset's `sources` can say why.
+
+use super::{Layer, Preset, SimError, evaluate};
+use crate::domain::{Precision, Sparsity};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The file format's name, in every grid's `format` field.
+pub const FORMAT: &str = "sparsegate-gpu-measurement";
+
+/// The format version this build reads.
+pub const VERSION: u32 = 1;
+
+/// What the measurement script wrote: the device, its software stack, how it timed, and one
+/// cell per (layer, tokens, dtype).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MeasuredGrid {
+    /// Always `sparsegate-gpu-measurement`.
+    pub format: String,
+    /// Format version (1).
+    pub version: u32,
+    /// The part measured.
+    pub device: MeasuredDevice,
+    /// Driver, CUDA, torch, cuSPARSELt versions, as the script read them.
+    #[serde(default)]
+    pub stack: BTreeMap<String, String>,
+    /// Achieved device-to-device copy bandwidth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_copy: Option<MemoryCopy>,
+    /// Dense bf16 throughput at 8192³.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_dense: Option<PeakDense>,
+    /// GPU seconds the measurement took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_seconds: Option<f64>,
+    /// The measured cells.
+    pub cells: Vec<MeasuredCell>,
+}
+
+/// The measured part, as torch reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MeasuredDevice {
+    /// Marketing name, e.g. `NVIDIA H200`.
+    pub name: String,
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// Compute capability, e.g. `9.0`.
+    #[serde(default)]
+    pub compute_capability: String,
+}
+
+/// Device-to-device copy: read + write bytes over the median time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryCopy {
+    /// Bytes read plus written per copy.
+    pub bytes_moved: f64,
+    /// Achieved GB/s.
+    pub gbps: f64,
+}
+
+/// Dense throughput on a large square GEMM.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PeakDense {
+    /// Precision of the run (`bf16`).
+    pub dtype: String,
+    /// Achieved TFLOP/s.
+    pub tflops: f64,
+}
+
+/// One GEMM: M tokens × N outputs × K reduction, in one dtype, dense and 2:4.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MeasuredCell {
+    /// The layer's name in the script's grid (`llama2-7b.mlp_up_gate`).
+    pub layer: String,
+    /// Tokens.
+    pub m: u64,
+    /// Output features.
+    pub n: u64,
+    /// Reduction (the 2:4 axis).
+    pub k: u64,
+    /// `fp16`, `bf16`, `int8` or `fp8`.
+    pub dtype: String,
+    /// What the script had to do differently for this cell (padding, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Dense cuBLAS timing.
+    pub dense: Timing,
+    /// 2:4 on cuSPARSELt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse_cusparselt: Option<Timing>,
+    /// 2:4 on CUTLASS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse_cutlass: Option<Timing>,
+}
+
+/// A timed path, or why it could not run on that stack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Timing {
+    /// CUDA-event times of the interleaved calls, in microseconds.
+    Measured {
+        /// Median.
+        median_us: f64,
+        /// 10th percentile.
+        p10_us: f64,
+        /// 90th percentile.
+        p90_us: f64,
+        /// Timed calls.
+        reps: u32,
+    },
+    /// The stack refused the call (shape or dtype unsupported, …).
+    Failed {
+        /// The error, as the framework said it.
+        error: String,
+    },
+}
+
+impl Timing {
+    fn median_s(&self) -> Option<f64> {
+        match self {
+            Timing::Measured { median_us, .. } if *median_us > 0.0 && median_us.is_finite() => {
+                Some(median_us * 1e-6)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How far a predicted speedup may be from the measured one on a compute-bound shape
+/// before it counts as a miss: the issue's goal, 10%.
+pub const SPEEDUP_TOLERANCE: f64 = 0.10;
+
+/// Measured speedups this close to 1 count as a tie: either side of the crossover agrees.
+pub const TIE_BAND: f64 = 0.03;
+
+/// One cell with the model's prediction beside the measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct CellAgreement {
+    /// Layer name from the grid.
+    pub layer: String,
+    /// Tokens.
+    pub m: u64,
+    /// Output features.
+    pub n: u64,
+    /// Reduction.
+    pub k: u64,
+    /// Precision.
+    pub precision: Precision,
+    /// The faster measured 2:4 backend (`cusparselt` or `cutlass`).
+    pub sparse_backend: String,
+    /// Measured dense seconds (median).
+    pub measured_dense_s: f64,
+    /// Measured 2:4 seconds (median).
+    pub measured_sparse_s: f64,
+    /// Measured dense / 2:4.
+    pub measured_speedup: f64,
+    /// The preset's dense seconds.
+    pub predicted_dense_s: f64,
+    /// The preset's 2:4 seconds.
+    pub predicted_sparse_s: f64,
+    /// The preset's dense / 2:4.
+    pub predicted_speedup: f64,
+    /// predicted / measured speedup − 1.
+    pub speedup_error: f64,
+    /// Whether the preset puts the dense GEMM on the compute roof (compute cycles at least
+    /// the memory cycles): the shapes the speedup tolerance applies to.
+    pub compute_bound: bool,
+}
+
+/// A measured cell the model cannot speak to, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct SkippedCell {
+    /// Layer name from the grid.
+    pub layer: String,
+    /// Tokens.
+    pub m: u64,
+    /// Precision as the grid spells it.
+    pub dtype: String,
+    /// Why it is not compared.
+    pub reason: String,
+}
+
+/// Where 2:4 starts to pay, per layer and precision, on the chip and in the model.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Crossover {
+    /// Layer name from the grid.
+    pub layer: String,
+    /// Precision.
+    pub precision: Precision,
+    /// The smallest token count measured for this layer (the decode size).
+    pub decode_tokens: u64,
+    /// Measured speedup at the decode size.
+    pub measured_decode_speedup: f64,
+    /// Predicted speedup at the decode size.
+    pub predicted_decode_speedup: f64,
+    /// Whether both say the same about 2:4 at decode (win or lose), a measured tie
+    /// within [`TIE_BAND`] agreeing with either.
+    pub decode_side_agrees: bool,
+    /// Smallest measured token count from which 2:4 wins at every larger count measured.
+    pub measured_wins_from: Option<u64>,
+    /// The same, from the model.
+    pub predicted_wins_from: Option<u64>,
+}
+
+/// The preset against a measured grid.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Agreement {
+    /// Preset name.
+    pub preset: String,
+    /// Measured device name.
+    pub device: String,
+    /// Every compared cell.
+    pub cells: Vec<CellAgreement>,
+    /// Cells not compared, with the reason.
+    pub skipped: Vec<SkippedCell>,
+    /// Per layer and precision.
+    pub crossovers: Vec<Crossover>,
+    /// Compute-bound cells whose speedup is within [`SPEEDUP_TOLERANCE`].
+    pub compute_bound_within: usize,
+    /// Compute-bound cells compared.
+    pub compute_bound_total: usize,
+    /// Crossovers whose decode side agrees.
+    pub decode_sides_agreeing: usize,
+}
+
+/// Why a grid cannot be compared at all.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum MeasuredError {
+    /// Not this format, or a version this build does not read.
+    #[error(
+        "not a `{FORMAT}` version {VERSION} file (format `{format}`, version {version}); make it with benches/gpu/h200_measure.py"
+    )]
+    Format {
+        /// The file's `format`.
+        format: String,
+        /// The file's `version`.
+        version: u32,
+    },
+    /// A cell's shape the model refuses.
+    #[error("cell {layer} at {m} tokens: {source}")]
+    Layer {
+        /// Layer name.
+        layer: String,
+        /// Tokens.
+        m: u64,
+        /// The model's refusal.
+        source: SimError,
+    },
+}
+
+fn precision_of(dtype: &str) -> Option<Precision> {
+    match dtype {
+        "fp16" => Some(Precision::Fp16),
+        "bf16" => Some(Precision::Bf16),
+        "int8" => Some(Precision::Int8),
+        "fp32" => Some(Precision::Fp32),
+        _ => None,
+    }
+}
+
+/// Put `preset`'s prediction beside every cell of `grid`.
+pub fn compare(preset: &Preset, grid: &MeasuredGrid) -> Result<Agreement, MeasuredError> {
+    if grid.format != FORMAT || grid.version != VERSION {
+        return Err(MeasuredError::Format {
+            format: grid.format.clone(),
+            version: grid.version,
+        });
+    }
+    let mut cells = Vec::new();
+    let mut skipped = Vec::new();
+    for c in &grid.cells {
+        let skip = |reason: String| SkippedCell {
+            layer: c.layer.clone(),
+            m: c.m,
+            dtype: c.dtype.clone(),
+            reason,
+        };
+        let Some(precision) = precision_of(&c.dtype) else {
+            skipped.push(skip(format!("the simulator has no {} precision", c.dtype)));
+            continue;
+        };
+        let dense_s = match (&c.dense, c.dense.median_s()) {
+            (_, Some(s)) => s,
+            (Timing::Failed { error }, None) => {
+                skipped.push(skip(format!("dense did not run: {}", first_line(error))));
+                continue;
+            }
+            (Timing::Measured { .. }, None) => {
+                skipped.push(skip("dense time is not a positive number".into()));
+                continue;
+            }
+        };
+        let best = [
+            ("cusparselt", c.sparse_cusparselt.as_ref()),
+            ("cutlass", c.sparse_cutlass.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(name, t)| t.and_then(Timing::median_s).map(|s| (name, s)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((backend, sparse_s)) = best else {
+            let why: Vec<String> = [&c.sparse_cusparselt, &c.sparse_cutlass]
+                .into_iter()
+                .flatten()
+                .filter_map(|t| match t {
+                    Timing::Failed { error } => Some(first_line(error)),
+                    Timing::Measured { .. } => None,
+                })
+                .collect();
+            skipped.push(skip(if why.is_empty() {
+                "no 2:4 timing".into()
+            } else {
+                format!("no 2:4 backend ran: {}", why.join("; "))
+            }));
+            continue;
+        };
+        let layer = Layer::new(c.m, c.n, c.k, Sparsity::NOfM { n: 2, m: 4 }, precision);
+        let err = |source| MeasuredError::Layer {
+            layer: c.layer.clone(),
+            m: c.m,
+            source,
+        };
+        let sparse = evaluate(preset, &layer).map_err(err)?;
+        let dense = evaluate(
+            preset,
+            &Layer {
+                sparsity: Sparsity::Dense,
+                ..layer
+            },
+        )
+        .map_err(err)?;
+        let measured_speedup = dense_s / sparse_s;
+        let predicted_speedup = dense.latency_s / sparse.latency_s;
+        cells.push(CellAgreement {
+            layer: c.layer.clone(),
+            m: c.m,
+            n: c.n,
+            k: c.k,
+            precision,
+            sparse_backend: backend.to_owned(),
+            measured_dense_s: dense_s,
+            measured_sparse_s: sparse_s,
+            measured_speedup,
+            predicted_dense_s: dense.latency_s,
+            predicted_sparse_s: sparse.latency_s,
+            predicted_speedup,
+            speedup_error: predicted_speedup / measured_speedup - 1.0,
+            compute_bound: dense.compute_cycles >= dense.memory_cycles,
+        });
+    }
+    let crossovers = crossovers(&cells);
+    let bound: Vec<&CellAgreement> = cells.iter().filter(|c| c.compute_bound).collect();
+    Ok(Agreement {
+        preset: preset.name.clone(),
+        device: grid.device.name.clone(),
+        compute_bound_within: bound
+            .iter()
+            .filter(|c| c.speedup_error.abs() <= SPEEDUP_TOLERANCE)
+            .count(),
+        compute_bound_total: bound.len(),
+        decode_sides_agreeing: crossovers.iter().filter(|c| c.decode_side_agrees).count(),
+        crossovers,
+        cells,
+        skipped,
+    })
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    line.chars().take(160).collect()
+}
+
+/// Group the cells by (layer, precision) in grid order and find where 2:4 pays.
+fn crossovers(cells: &[CellAgreement]) -> Vec<Crossover> {
+    let mut groups: Vec<((&str, Precision), Vec<&CellAgreement>)> = Vec::new();
+    for c in cells {
+        let key = (c.layer.as_str(), c.precision);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(c),
+            None => groups.push((key, vec![c])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((layer, precision), mut v)| {
+            v.sort_by_key(|c| c.m);
+            let decode = v[0];
+            let m_side = decode.measured_speedup >= 1.0;
+            let p_side = decode.predicted_speedup >= 1.0;
+            Crossover {
+                layer: layer.to_owned(),
+                precision,
+                decode_tokens: decode.m,
+                measured_decode_speedup: decode.measured_speedup,
+                predicted_decode_speedup: decode.predicted_speedup,
+                decode_side_agrees: m_side == p_side || (decode.measured_speedup - 1.0).abs() <= TIE_BAND,
+                measured_wins_from: wins_from(&v, |c| c.measured_speedup),
+                predicted_wins_from: wins_from(&v, |c| c.predicted_speedup),
+            }
+        })
+        .collect()
+}
+
+/// The smallest token count from which every larger measured count wins (speedup > 1).
+fn wins_from(sorted: &[&CellAgreement], speedup: impl Fn(&CellAgreement) -> f64) -> Option<u64> {
+    let mut from = None;
+    for c in sorted.iter().rev() {
+        if speedup(c) > 1.0 {
+            from = Some(c.m);
+        } else {
+            break;
+        }
+    }
+    from
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h200() -> Preset {
+        Preset::resolve("h200").unwrap()
+    }
+
+    fn measured(us: f64) -> Timing {
+        Timing::Measured {
+            median_us: us,
+            p10_us: us * 0.98,
+            p90_us: us * 1.02,
+            reps: 30,
+        }
+    }
+
+    /// A grid whose "measurements" are the preset's own predictions scaled by `skew` on
+    /// the 2:4 side: a test input for the comparison, not a measurement.
+    fn grid_from_model(preset: &Preset, skew: f64, tokens: &[u64]) -> MeasuredGrid {
+        let mut cells = Vec::new();
+        for &(layer, n, k) in &[("up", 11008, 4096), ("sq", 8192, 8192)] {
+            for &m in tokens {
+                let l = Layer::new(m, n, k, Sparsity::NOfM { n: 2, m: 4 }, Precision::Fp16);
+                let s = evaluate(preset, &l).unwrap().latency_s;
+                let d = evaluate(
+                    preset,
+                    &Layer {
+                        sparsity: Sparsity::Dense,
+                        ..l
+                    },
+                )
+                .unwrap()
+                .latency_s;
+                cells.push(MeasuredCell {
+                    layer: layer.into(),
+                    m,
+                    n,
+                    k,
+                    dtype: "fp16".into(),
+                    note: None,
+                    dense: measured(d * 1e6),
+                    sparse_cusparselt: Some(measured(s * skew * 1e6)),
+                    sparse_cutlass: Some(Timing::Failed {
+                        error: "RuntimeError: CUTLASS 2:4 needs sm8x\nmore".into(),
+                    }),
+                });
+            }
+        }
+        MeasuredGrid {
+            format: FORMAT.into(),
+            version: VERSION,
+            device: MeasuredDevice {
+                name: "test grid".into(),
+                sm_count: 132,
+                compute_capability: "9.0".into(),
+            },
+            stack: BTreeMap::new(),
+            memory_copy: None,
+            peak_dense: None,
+            gpu_seconds: None,
+            cells,
+        }
+    }
+
+    #[test]
+    fn a_grid_the_model_predicts_exactly_agrees_everywhere() {
+        let p = h200();
+        let a = compare(&p, &grid_from_model(&p, 1.0, &[1, 16, 512, 8192])).unwrap();
+        assert_eq!(a.cells.len(), 8);
+        assert!(a.cells.iter().all(|c| c.speedup_error.abs() < 1e-12));
+        assert!(a.compute_bound_total > 0, "8192 tokens is compute-bound");
+        assert_eq!(a.compute_bound_within, a.compute_bound_total);
+        assert_eq!(a.decode_sides_agreeing, a.crossovers.len());
+        assert!(a.cells.iter().all(|c| c.sparse_backend == "cusparselt"));
+    }
+
+    #[test]
+    fn a_sparse_path_slower_than_predicted_is_a_miss_on_compute_bound_shapes() {
+        let p = h200();
+        // 2:4 measured 25% slower than the model says: every speedup is 20% lower.
+        let a = compare(&p, &grid_from_model(&p, 1.25, &[512, 8192])).unwrap();
+        assert!(a.compute_bound_total > 0);
+        assert_eq!(a.compute_bound_within, 0);
+        for c in &a.cells {
+            assert!((c.speedup_error - 0.25).abs() < 1e-9, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn the_decode_crossover_on_the_wrong_side_is_reported() {
+        let p = h200();
+        let mut g = grid_from_model(&p, 1.0, &[1, 8192]);
+        // On the chip 2:4 loses clearly at 1 token where the model says otherwise, or wins
+        // where the model says it loses: flip the measured decode side of the first layer.
+        let first = &mut g.cells[0];
+        let (d, s) = (
+            first.dense.median_s().unwrap(),
+            first.sparse_cusparselt.as_ref().unwrap().median_s().unwrap(),
+        );
+        let predicted = d / s;
+        let flipped = if predicted >= 1.0 { 0.8 } else { 1.3 };
+        first.sparse_cusparselt = Some(measured(d / flipped * 1e6));
+        let a = compare(&p, &g).unwrap();
+        let up = a.crossovers.iter().find(|c| c.layer == "up").unwrap();
+        assert!(!up.decode_side_agrees, "{up:?}");
+        assert_eq!(a.decode_sides_agreeing, a.crossovers.len() - 1);
+    }
+
+    #[test]
+    fn cells_the_model_cannot_speak_to_are_skipped_with_the_reason() {
+        let p = h200();
+        let mut g = grid_from_model(&p, 1.0, &[16]);
+        g.cells[0].dtype = "fp8".into();
+        g.cells[1].sparse_cusparselt = Some(Timing::Failed {
+            error: "RuntimeError: shape not supported\ntraceback".into(),
+        });
+        let a = compare(&p, &g).unwrap();
+        assert!(a.cells.is_empty());
+        assert_eq!(a.skipped.len(), 2);
+        assert_eq!(a.skipped[0].reason, "the simulator has no fp8 precision");
+        assert_eq!(
+            a.skipped[1].reason,
+            "no 2:4 backend ran: RuntimeError: shape not supported; RuntimeError: CUTLASS 2:4 needs sm8x"
+        );
+    }
+
+    #[test]
+    fn wins_from_is_the_start_of_the_last_winning_run() {
+        let p = h200();
+        let mut g = grid_from_model(&p, 1.0, &[1, 16, 512, 8192]);
+        // Measured: lose at 1 and 16, win at 512 and 8192, on the first layer.
+        for (cell, speedup) in g.cells.iter_mut().take(4).zip([0.9, 0.95, 1.1, 1.2]) {
+            let d = cell.dense.median_s().unwrap();
+            cell.sparse_cusparselt = Some(measured(d / speedup * 1e6));
+        }
+        let a = compare(&p, &g).unwrap();
+        let up = a.crossovers.iter().find(|c| c.layer == "up").unwrap();
+        assert_eq!(up.measured_wins_from, Some(512));
+        assert_eq!(up.decode_tokens, 1);
+    }
+
+    #[test]
+    fn another_format_is_refused() {
+        let p = h200();
+        let mut g = grid_from_model(&p, 1.0, &[16]);
+        g.version = 2;
+        assert!(matches!(
+            compare(&p, &g),
+            Err(MeasuredError::Format { version: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn the_script_output_shape_parses() {
+        // The keys benches/gpu/h200_measure.py writes, including ones this reader ignores.
+        let text = r#"{"format": "sparsegate-gpu-measurement", "version": 1,
+          "device": {"name": "NVIDIA H200", "sm_count": 132, "memory_gib": 139.8, "compute_capability": "9.0"},
+          "stack": {"torch": "2.5.1", "cuda": "12.4"},
+          "method": {"timer": "cuda_event"}, "clocks_before": {"clocks.sm": "1980"},
+          "memory_copy": {"bytes_moved": 2147483648, "median_s": 0.0005, "gbps": 4100.0},
+          "peak_dense": {"m": 8192, "n": 8192, "k": 8192, "dtype": "bf16", "median_s": 0.0015, "tflops": 730.0},
+          "cells": [{"layer": "l", "m": 16, "n": 4096, "k": 4096, "dtype": "fp16",
+                     "dense": {"median_us": 20.0, "p10_us": 19.0, "p90_us": 21.0, "reps": 30},
+                     "sparse_cusparselt": {"median_us": 18.0, "p10_us": 17.5, "p90_us": 19.0, "reps": 30},
+                     "sparse_cutlass": {"error": "RuntimeError: no"}}],
+          "gpu_seconds": 200.5, "trace": "torch_trace_h200.json"}"#;
+        let g: MeasuredGrid = serde_json::from_str(text).unwrap();
+        assert!((g.cells[0].dense.median_s().unwrap() - 20e-6).abs() < 1e-15);
+        assert!(matches!(g.cells[0].sparse_cutlass, Some(Timing::Failed { .. })));
+        assert_eq!(g.memory_copy.unwrap().gbps, 4100.0);
+    }
+}
