@@ -15,6 +15,10 @@ as a wide range instead of a biased number.
 Run:
 
     python3 -m venv /tmp/mkl && /tmp/mkl/bin/pip install mkl numpy
+    # on AMD, the yardstick that takes the AVX-512 BF16/VNNI paths (the OpenMP CPU build;
+    # PyPI's newer `onednn` is a SYCL build that finds no CPU device without a SYCL runtime):
+    python3 -m venv /tmp/dnnl && /tmp/dnnl/bin/pip install onednn-cpu-gomp numpy
+    /tmp/dnnl/bin/python benches/compare_mkl.py --vendor onednn --threads 2
     cargo build --release
     /tmp/mkl/bin/python benches/compare_mkl.py --threads 2
 
@@ -160,6 +164,135 @@ class Mkl:
                 sys.exit(f"MKL {precision} product does not match numpy: check the bindings")
 
 
+class OneDnn:
+    """oneDNN's matmul primitive through its C API (PyPI's `onednn`, libdnnl.so.3). oneDNN
+    dispatches by ISA, not by CPU vendor, so on AMD it runs its AVX-512 BF16/VNNI kernels where
+    MKL takes a generic path: the honest yardstick there. The weights are reordered once into
+    the layout the primitive asks for (`format_tag_any`), as our kernels pack theirs, and only
+    the execution is timed."""
+
+    # dnnl_types.h: data types, engine kind, queries, exec arg ids.
+    F16, BF16, F32, S32, S8, U8 = 1, 2, 3, 4, 5, 6
+    CPU, TAG_ANY, QUERY_WEIGHTS_MD = 1, 1, 131
+    ARG_SRC, ARG_DST, ARG_WEIGHTS = 1, 17, 33
+    ALLOCATE = ctypes.c_void_p(2**64 - 1)  # DNNL_MEMORY_ALLOCATE
+
+    class ExecArg(ctypes.Structure):
+        _fields_ = [("arg", ctypes.c_int), ("memory", ctypes.c_void_p)]
+
+    def __init__(self, path, threads):
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        self.lib = ctypes.CDLL(path)
+        v = self.lib.dnnl_version
+        v.restype = ctypes.POINTER(ctypes.c_int * 3)
+        major, minor, patch = v().contents
+        self.version = f"oneDNN {major}.{minor}.{patch}"
+        self.engine = ctypes.c_void_p()
+        self._ok(self.lib.dnnl_engine_create(ctypes.byref(self.engine), self.CPU, ctypes.c_size_t(0)), "engine")
+        self.stream = ctypes.c_void_p()
+        self._ok(self.lib.dnnl_stream_create(ctypes.byref(self.stream), self.engine, ctypes.c_uint(1)), "stream")
+        self.lib.dnnl_primitive_desc_query_md.restype = ctypes.c_void_p
+
+    @staticmethod
+    def _ok(status, what):
+        if status != 0:
+            raise RuntimeError(f"oneDNN {what}: status {status}")
+
+    def _md(self, dims, dtype, strides=None):
+        md = ctypes.c_void_p()
+        d = (ctypes.c_int64 * 12)(*dims)
+        if strides is None:
+            self._ok(self.lib.dnnl_memory_desc_create_with_tag(ctypes.byref(md), len(dims), d, dtype, self.TAG_ANY), "md")
+        else:
+            st = (ctypes.c_int64 * 12)(*strides)
+            self._ok(self.lib.dnnl_memory_desc_create_with_strides(ctypes.byref(md), len(dims), d, dtype, st), "md")
+        return md
+
+    def _mem(self, md, handle):
+        mem = ctypes.c_void_p()
+        self._ok(self.lib.dnnl_memory_create(ctypes.byref(mem), md, self.engine, handle), "memory")
+        return mem
+
+    def _run(self, prim, args):
+        arr = (self.ExecArg * len(args))(*[self.ExecArg(a, m) for a, m in args])
+        self._ok(self.lib.dnnl_primitive_execute(prim, self.stream, len(args), arr), "execute")
+        self._ok(self.lib.dnnl_stream_wait(self.stream), "wait")
+
+    def product(self, precision, gemm):
+        """Yᵀ[M×N] = Xᵀ[M×K] · Wᵀ[K×N]: the same multiply-adds as W·X. Returns a callable
+        running one product, and the buffers (W N×K, X K×M, Y N×M as numpy views, for check)."""
+        m, n, k = dims(gemm)
+        rng = np.random.default_rng(1)
+        ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)
+        if precision == "fp32":
+            dt_in, dt_w, dt_out = self.F32, self.F32, self.F32
+            w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+            xt = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+            yt = np.zeros((m, n), np.float32)
+        elif precision in ("bf16", "fp16"):
+            if precision == "bf16":
+                bits = lambda a: (a.view(np.uint32) >> 16).astype(np.uint16)
+                w = bits(rng.uniform(-1, 1, (n, k)).astype(np.float32))
+                xt = bits(rng.uniform(-1, 1, (m, k)).astype(np.float32))
+                dt_in = dt_w = self.BF16
+            else:
+                w = rng.uniform(-1, 1, (n, k)).astype(np.float16)
+                xt = rng.uniform(-1, 1, (m, k)).astype(np.float16)
+                dt_in = dt_w = self.F16
+            dt_out = self.F32
+            yt = np.zeros((m, n), np.float32)
+        elif precision == "int8":
+            dt_in, dt_w, dt_out = self.U8, self.S8, self.S32
+            w = rng.integers(-127, 128, (n, k), dtype=np.int8)
+            xt = rng.integers(0, 256, (m, k), dtype=np.uint8)
+            yt = np.zeros((m, n), np.int32)
+        else:
+            raise ValueError(precision)
+        src_md = self._md((m, k), dt_in, (k, 1))
+        w_plain = self._md((k, n), dt_w, (1, k))  # Wᵀ viewed in W's own N×K storage
+        w_any = self._md((k, n), dt_w)
+        dst_md = self._md((m, n), dt_out, (n, 1))
+        pd = ctypes.c_void_p()
+        self._ok(self.lib.dnnl_matmul_primitive_desc_create(ctypes.byref(pd), self.engine, src_md, w_any, None, dst_md, None),
+                 f"{precision} matmul (not implemented on this CPU?)")
+        prim = ctypes.c_void_p()
+        self._ok(self.lib.dnnl_primitive_create(ctypes.byref(prim), pd), "primitive")
+        packed_md = ctypes.c_void_p(self.lib.dnnl_primitive_desc_query_md(pd, self.QUERY_WEIGHTS_MD, 0))
+        w_mem = self._mem(w_plain, ptr(w))
+        packed = self._mem(packed_md, self.ALLOCATE)
+        rpd, reorder = ctypes.c_void_p(), ctypes.c_void_p()
+        self._ok(self.lib.dnnl_reorder_primitive_desc_create(ctypes.byref(rpd), w_plain, self.engine, packed_md, self.engine, None), "reorder")
+        self._ok(self.lib.dnnl_primitive_create(ctypes.byref(reorder), rpd), "reorder primitive")
+        self._run(reorder, [(self.ARG_SRC, w_mem), (self.ARG_DST, packed)])
+        src = self._mem(src_md, ptr(xt))
+        dst = self._mem(dst_md, ptr(yt))
+        args = [(self.ARG_SRC, src), (self.ARG_WEIGHTS, packed), (self.ARG_DST, dst)]
+        keep = (w, xt, yt, src_md, w_plain, w_any, dst_md, pd, prim, w_mem, packed, rpd, reorder, src, dst)
+        # Buffers in the MKL binding's orientation for check(): W, X (K×M), Y (N×M).
+        return (lambda: self._run(prim, args)), (w, xt.T, yt.T, keep)
+
+    def check(self):
+        """Each precision oneDNN implements here, on a small shape, against numpy."""
+        self.available = []
+        for precision in ("fp32", "bf16", "fp16", "int8"):
+            try:
+                run, (w, x, y, _) = self.product(precision, "5x24x40")
+            except RuntimeError as e:
+                print(f"# oneDNN {precision}: {e}; skipped", file=sys.stderr)
+                continue
+            run()
+            if precision == "bf16":
+                wide = lambda a: (a.astype(np.uint32) << 16).view(np.float32)
+                ok = np.allclose(y, wide(w) @ wide(x), atol=1e-3)
+            elif precision == "int8":
+                ok = np.array_equal(y, w.astype(np.int64) @ x.astype(np.int64))
+            else:
+                ok = np.allclose(y, w.astype(np.float32) @ x.astype(np.float32), atol=1e-2)
+            if not ok:
+                sys.exit(f"oneDNN {precision} product does not match numpy: check the bindings")
+            self.available.append(precision)
+
+
 def mkl_code_path(path):
     """MKL_VERBOSE's first line in a child process (it prints the code path it dispatched to)."""
     code = (
@@ -215,15 +348,23 @@ def main():
     ap.add_argument("--tokens", default="1,8,16,128,512", help="token counts of the LLaMA-2-7B FFN shapes")
     ap.add_argument("--quick", action="store_true", help="small shapes only (a smoke run)")
     ap.add_argument("--mkl", default=None, help="path of libmkl_rt (default: sys.prefix/lib/libmkl_rt.so*)")
+    ap.add_argument("--vendor", choices=("mkl", "onednn"), default="mkl",
+                    help="the yardstick: MKL's cblas GEMMs, or oneDNN's matmul (ISA-dispatched: the one to use on AMD)")
     ap.add_argument("--json", default=None, help="also write every round's numbers to this file")
     args = ap.parse_args()
     if not os.path.exists(BIN):
         sys.exit(f"{BIN} not found: run `cargo build --release` first")
-    path = args.mkl or next(iter(sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*")))), None)
-    if not path:
-        sys.exit("libmkl_rt not found under sys.prefix/lib: `pip install mkl` in this interpreter's environment")
-    os.environ["MKL_NUM_THREADS"] = str(args.threads)
-    mkl = Mkl(path, args.threads)
+    if args.vendor == "onednn":
+        path = next(iter(sorted(glob.glob(os.path.join(sys.prefix, "lib", "libdnnl.so*")))), None)
+        if not path:
+            sys.exit("libdnnl not found under sys.prefix/lib: `pip install onednn` in this interpreter's environment")
+        mkl = OneDnn(path, args.threads)
+    else:
+        path = args.mkl or next(iter(sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*")))), None)
+        if not path:
+            sys.exit("libmkl_rt not found under sys.prefix/lib: `pip install mkl` in this interpreter's environment")
+        os.environ["MKL_NUM_THREADS"] = str(args.threads)
+        mkl = Mkl(path, args.threads)
     mkl.check()
 
     model, flags = cpu()
@@ -231,11 +372,16 @@ def main():
     print(f"# CPU: {model}; {os.cpu_count()} logical CPUs")
     print("# CPU flags: " + " ".join(f for f in ("avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_bf16", "amx_int8") if f in flags))
     print("# ours, ISA path of the dense comparators: " + ", ".join(f"{p} {paths[p]}" for p in paths))
-    print(f"# MKL: {mkl.version} ({path})")
-    print(f"# MKL code path: {mkl_code_path(path)}")
-    for var in ("MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE", "MKL_CBWR"):
-        print(f"# {var}={os.environ.get(var, '(unset)')}")
-    print(f"# threads: {args.threads} (ours --threads, MKL mkl_set_num_threads, dynamic off); "
+    if args.vendor == "onednn":
+        print(f"# vendor: {mkl.version} ({path}), matmul primitive, weights reordered once; "
+              f"OMP_NUM_THREADS={args.threads}; implemented here: {', '.join(mkl.available)}")
+        print(f"# ONEDNN_VERBOSE=1 names the ISA it dispatched to")
+    else:
+        print(f"# MKL: {mkl.version} ({path})")
+        print(f"# MKL code path: {mkl_code_path(path)}")
+        for var in ("MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE", "MKL_CBWR"):
+            print(f"# {var}={os.environ.get(var, '(unset)')}")
+    print(f"# threads: {args.threads} (ours --threads, the vendor's threads, dynamic off); "
           f"{args.rounds} rounds; {args.budget:.1f} s per timing")
 
     if args.quick:
@@ -247,13 +393,18 @@ def main():
         shapes = ["2048x2048x2048"]
         shapes += [f"{t}x{nk}" for t in tokens for nk in ("4096x4096", "11008x4096", "4096x11008")]
 
+    short = "DNN" if args.vendor == "onednn" else "MKL"
     header = (
-        f"{'prec':>5} {'gemm':>16} {'ours ms':>9} {'GFLOP/s':>8} {'MKL ms':>9} {'GFLOP/s':>8} "
-        f"{'ours/MKL':>8} {'range':>13} {'2:4 ms':>8} {'GF/s eq':>8} {'2:4/dense':>9} {'range':>13}"
+        f"{'prec':>5} {'gemm':>16} {'ours ms':>9} {'GFLOP/s':>8} {short + ' ms':>9} {'GFLOP/s':>8} "
+        f"{'ours/' + short:>8} {'range':>13} {'2:4 ms':>8} {'GF/s eq':>8} {'2:4/dense':>9} {'range':>13}"
     )
     records = []
+    vendor = "oneDNN" if args.vendor == "onednn" else "MKL"
     for precision in args.precisions.split(","):
-        print(f"\n## {precision}: dense ({paths[precision]}) vs MKL, and 2:4 vs our dense")
+        if args.vendor == "onednn" and precision not in mkl.available:
+            print(f"\n## {precision}: oneDNN has no {precision} matmul on this CPU; skipped")
+            continue
+        print(f"\n## {precision}: dense ({paths[precision]}) vs {vendor}, and 2:4 vs our dense")
         print(header)
         for gemm in shapes:
             run, bufs = mkl.product(precision, gemm)
@@ -285,7 +436,7 @@ def main():
             records.append({"precision": precision, "gemm": gemm, "rounds": rounds})
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"cpu": model, "threads": args.threads, "mkl": mkl.version, "rows": records}, f, indent=1)
+            json.dump({"cpu": model, "threads": args.threads, "vendor": mkl.version, "rows": records}, f, indent=1)
 
 
 if __name__ == "__main__":
