@@ -1,7 +1,7 @@
 //! CI integration (issue 6): GitHub annotations on the pack line, the job summary, and JUnit
 //! that a standard XML parser reads.
 
-use crate::support::{FAST, Sandbox, assert_contains, assert_exit, stdout, tiny_pack};
+use crate::support::{FAST, Sandbox, assert_contains, assert_exit, stderr, stdout, stdout_json, tiny_pack};
 
 /// A tiny pack named `name` whose 2nd guardrail (line 16) fails and whose 1st passes.
 fn failing_pack(name: &str) -> String {
@@ -41,6 +41,52 @@ fn issue_6_github_annotations_point_at_the_failing_guardrail() {
     );
     let summary = sb.read("summary.md");
     assert_contains(&summary, "# DO NOT SHIP: closure memo (verdict fail, exit 1)");
+}
+
+/// Issue 22: in Actions with `--json`, stdout is the verdict alone (annotations there broke
+/// every JSON reader); the annotations still reach the runner, on stderr.
+#[test]
+fn issue_22_annotations_never_go_to_stdout_with_json() {
+    let sb = Sandbox::with_pack(&failing_pack("annotated-json"));
+    let out = sb
+        .cmd(&[
+            "gate",
+            "pack.yaml",
+            "--out",
+            "out",
+            "-q",
+            "--json",
+            "--no-history",
+        ])
+        .env("GITHUB_ACTIONS", "true")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .output()
+        .unwrap();
+    assert_exit(&out, 1);
+    assert_eq!(stdout_json(&out)["verdict"], "fail");
+    let err = stderr(&out);
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("::error file=pack.yaml,line=16,col=")),
+        "{err}"
+    );
+}
+
+/// Issue 22: `gate` appends the memo to the job summary itself, so the GitHub example must
+/// not append it again.
+#[test]
+fn issue_22_the_github_examples_append_the_memo_to_the_summary_once() {
+    for name in ["github-actions.yml", "github-actions-sharded.yml"] {
+        let text = std::fs::read_to_string(format!("{}/ci/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let appends = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#') && l.contains(">> \"$GITHUB_STEP_SUMMARY\""))
+            .count();
+        assert_eq!(
+            appends, 0,
+            "{name} appends to the job summary beside gate/merge: {text}"
+        );
+    }
 }
 
 #[test]

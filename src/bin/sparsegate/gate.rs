@@ -25,7 +25,7 @@ pub fn print_report(report: &GateReport, json: bool) -> Result<()> {
     if let HistoryOutcome::Failed { error, .. } = &report.history {
         eprintln!("warning: the run was not recorded in the history: {error}");
     }
-    github_actions(report)?;
+    github_actions(report, json)?;
     if json {
         print!("{}", app::to_json(&report.decision));
     } else {
@@ -38,10 +38,17 @@ pub fn print_report(report: &GateReport, json: bool) -> Result<()> {
 }
 
 /// In GitHub Actions: annotate the pack lines of guardrails that did not pass, and add the
-/// memo to the job summary.
-fn github_actions(report: &GateReport) -> Result<()> {
+/// memo to the job summary. With `--json` stdout is the verdict alone (issue 22: annotations
+/// there broke every JSON reader), so the annotations go to stderr, which the Actions runner
+/// reads for workflow commands as well.
+fn github_actions(report: &GateReport, json: bool) -> Result<()> {
     if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
-        print!("{}", github_annotations(&report.decision));
+        let annotations = github_annotations(&report.decision);
+        if json {
+            eprint!("{annotations}");
+        } else {
+            print!("{annotations}");
+        }
     }
     if let Ok(summary) = std::env::var("GITHUB_STEP_SUMMARY") {
         let write_error = |source| FileError::Write {
