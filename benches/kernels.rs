@@ -101,8 +101,9 @@ fn precisions(c: &mut Criterion) {
     let (wq, _) = precision::quantize_per_channel(&w24, n, k).expect("quantize");
     let (xq, _) = precision::quantize_per_channel(&x, 1, k * m).expect("quantize");
     let mut acc = vec![0i32; n * m];
+    let dense = precision::DenseI8::new(&wq, n, k).expect("int8 layout");
     group.bench_function(BenchmarkId::new("dense", "int8"), |b| {
-        b.iter(|| precision::gemm_i8(t, &wq, &xq, &mut acc, n, k, m).expect("int8"))
+        b.iter(|| dense.gemm(t, &xq, &mut acc, m).expect("int8"))
     });
     let sparse = SparseI8::compress_nm(&wq, n, k, 2, 4).expect("compress");
     group.bench_function(BenchmarkId::new("2:4", "int8"), |b| {

@@ -19,7 +19,7 @@ use super::error::{ExecError, PrepareError};
 use super::evidence::OpFidelity;
 use super::kernels::dense::{DenseWeights, gemm_f32};
 use super::kernels::precision::{
-    self, DenseBf16, DenseF16, Half, HalfBuf, SparseI8, TwoOfFourBf16, TwoOfFourF16,
+    self, DenseBf16, DenseF16, DenseI8, Half, HalfBuf, SparseI8, TwoOfFourBf16, TwoOfFourF16,
 };
 use super::kernels::{KernelError, SparseWeights};
 use crate::domain::{GemmOp, Precision, Sparsity};
@@ -151,7 +151,8 @@ impl PreparedOp {
 
 /// int8 operands and i32 accumulators.
 struct Int8Op {
-    w: Vec<i8>,
+    /// The dense comparator's weights, laid out once like the sparse candidate's.
+    dense: DenseI8,
     w_scale: Vec<f32>,
     x: Vec<i8>,
     x_scale: f32,
@@ -215,11 +216,11 @@ impl Workload {
         let Some(p) = self.ops.get_mut(index) else {
             return Ok(());
         };
-        let GemmOp { m, n, k, .. } = p.op;
+        let m = p.op.m;
         if let Some(q) = &mut p.int8 {
             match &q.sparse {
                 Some(a) => a.spmm(threads, &q.x, &mut q.acc_candidate, m)?,
-                None => precision::gemm_i8(threads, &q.w, &q.x, &mut q.acc_candidate, n, k, m)?,
+                None => q.dense.gemm(threads, &q.x, &mut q.acc_candidate, m)?,
             }
             return precision::dequantize(&q.acc_candidate, &q.w_scale, q.x_scale, &mut p.y_candidate, m);
         }
@@ -242,9 +243,9 @@ impl Workload {
         let Some(p) = self.ops.get_mut(index) else {
             return Ok(());
         };
-        let GemmOp { m, n, k, .. } = p.op;
+        let m = p.op.m;
         if let Some(q) = &mut p.int8 {
-            precision::gemm_i8(threads, &q.w, &q.x, &mut q.acc_comparator, n, k, m)?;
+            q.dense.gemm(threads, &q.x, &mut q.acc_comparator, m)?;
             return precision::dequantize(&q.acc_comparator, &q.w_scale, q.x_scale, &mut p.y_comparator, m);
         }
         p.run_dense(threads, false)
@@ -312,7 +313,7 @@ impl Workload {
                 (Some(q), _) => q
                     .sparse
                     .as_ref()
-                    .map_or(q.w.len(), |a| a.value_bytes() + a.metadata_bytes()),
+                    .map_or(q.dense.value_bytes(), |a| a.value_bytes() + a.metadata_bytes()),
                 (None, Some(a)) => a.value_bytes() + a.metadata_bytes(),
                 (None, None) => p
                     .two_of_four_half
@@ -435,7 +436,7 @@ fn prepare_op(
         int8 = Some(Int8Op {
             acc_candidate: acc()?,
             acc_comparator: acc()?,
-            w,
+            dense: DenseI8::new(&w, n, k).map_err(fail)?,
             w_scale,
             x: xq,
             x_scale: x_scale[0],

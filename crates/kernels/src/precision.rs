@@ -19,9 +19,9 @@
 //! * **int8.** [`gemm_i8`] (dense) and [`SparseI8`] (any pruned pattern, kept entries per row)
 //!   multiply i8 by i8 into exact i32 sums; [`quantize_per_channel`] and [`dequantize`] map to
 //!   and from f32 with one scale per output channel (weight row) and one for the activations.
-//!   [`gemm_i8`] is the comparator every int8 sparse speedup is measured against, so it runs
-//!   the AVX-512 VNNI kernel (`super::int8_vnni`, ~11× the axpy loop here) where the CPU
-//!   has it; [`SparseI8`] runs VNNI too (kept entries four at a time). The widening axpy loop
+//!   [`DenseI8`] is the comparator every int8 sparse speedup is measured against, weights
+//!   packed once as the vendor libraries pack theirs, so it runs the AVX-512 VNNI kernels
+//!   (`super::int8_dense`) where the CPU has them; [`SparseI8`] runs VNNI too (kept entries four at a time). The widening axpy loop
 //!   is the fallback for both.
 //!
 //! bf16 numerics: a product of two bf16 is exact in f32, so a bf16 kernel's only error is
@@ -639,9 +639,10 @@ pub const INT8_MAX_K: usize = (i32::MAX as usize) / (128 * 128);
 /// `y[N×M] = w[N×K] · x[K×M]` in i8 × i8 → i32, exact, on `threads` workers of the current
 /// rayon pool (1 runs on the calling thread).
 ///
-/// This is the dense int8 comparator, so it runs the fastest exact kernel the CPU has: the
-/// AVX-512 VNNI kernel (`vpdpbusd`, four byte products per i32 lane) where AVX-512F/BW/VNNI
-/// are detected at run time, else the widening axpy loop (AVX-512BW, AVX2 or portable).
+/// One product on the dense int8 comparator, [`DenseI8`], its weights laid out for this call
+/// only: the AVX-512 VNNI kernel (`vpdpbusd`, four byte products per i32 lane) where
+/// AVX-512F/BW/VNNI are detected at run time, else the widening axpy loop (AVX-512BW, AVX2 or
+/// portable). Repeated products with the same weights hold a [`DenseI8`] instead.
 pub fn gemm_i8(
     threads: usize,
     w: &[i8],
@@ -652,13 +653,83 @@ pub fn gemm_i8(
     m: usize,
 ) -> Result<(), KernelError> {
     check_i8_shapes(w, x, y, n, k, m)?;
+    DenseI8::new(w, n, k)?.gemm(threads, x, y, m)
+}
+
+/// Dense `n × k` int8 weights laid out once for repeated products (weight-stationary): the
+/// dense int8 comparator of a slice, as the vendor libraries it is measured against pack
+/// theirs once (issue 20).
+///
+/// Where AVX-512F/BW/VNNI are detected the weights are packed for `vpdpbusd` in 16-row
+/// blocks (`int8_dense`); without them they stay row-major for the widening axpy loop.
+#[derive(Debug, Clone)]
+pub struct DenseI8 {
+    n: usize,
+    k: usize,
+    stored: DenseI8Stored,
+}
+
+#[derive(Debug, Clone)]
+enum DenseI8Stored {
     #[cfg(target_arch = "x86_64")]
-    if super::int8_vnni::available() {
-        // SAFETY: the features were detected and the shapes and K bound checked above.
-        unsafe { super::int8_vnni::gemm(threads, w, x, y, n, k, m) };
-        return Ok(());
+    Blocks(super::int8_dense::DenseBlocks),
+    Rows(Vec<i8>),
+}
+
+impl DenseI8 {
+    /// Lay out the row-major `n × k` weights `w`; refuses a K whose sums could leave i32.
+    pub fn new(w: &[i8], n: usize, k: usize) -> Result<DenseI8, KernelError> {
+        check_len("w", w.len(), n, k)?;
+        if k > INT8_MAX_K {
+            return Err(KernelError::Overflow { rows: n, cols: k });
+        }
+        #[cfg(target_arch = "x86_64")]
+        if super::int8_dense::available() {
+            let stored = DenseI8Stored::Blocks(super::int8_dense::DenseBlocks::new(w, n, k));
+            return Ok(DenseI8 { n, k, stored });
+        }
+        Ok(DenseI8 {
+            n,
+            k,
+            stored: DenseI8Stored::Rows(w.to_vec()),
+        })
     }
-    gemm_i8_axpy(threads, w, x, y, n, k, m)
+
+    /// `y[n × m] = W · x[k × m]`, exact in i32, on `threads` workers of the current rayon
+    /// pool (1 runs on the calling thread).
+    pub fn gemm(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize) -> Result<(), KernelError> {
+        check_len("x", x.len(), self.k, m)?;
+        check_len("y", y.len(), self.n, m)?;
+        match &self.stored {
+            #[cfg(target_arch = "x86_64")]
+            DenseI8Stored::Blocks(b) => {
+                // SAFETY: `Blocks` is only built where the features were detected; the
+                // shapes were checked above and `k ≤ INT8_MAX_K` by `new`.
+                unsafe { b.gemm(threads, x, y, m) };
+                Ok(())
+            }
+            DenseI8Stored::Rows(w) => gemm_i8_axpy(threads, w, x, y, self.n, self.k, m),
+        }
+    }
+
+    /// Which instruction-set path its products take.
+    pub fn isa_path(&self) -> IsaPath {
+        match self.stored {
+            #[cfg(target_arch = "x86_64")]
+            DenseI8Stored::Blocks(_) => IsaPath::Avx512Vnni,
+            DenseI8Stored::Rows(_) => IsaPath::WidenI32,
+        }
+    }
+
+    /// Bytes of weight values a product streams, as stored (the VNNI layout's padding to
+    /// whole 16-row blocks and K-quads included).
+    pub fn value_bytes(&self) -> usize {
+        match &self.stored {
+            #[cfg(target_arch = "x86_64")]
+            DenseI8Stored::Blocks(b) => b.packed_bytes(),
+            DenseI8Stored::Rows(w) => w.len(),
+        }
+    }
 }
 
 fn check_i8_shapes(w: &[i8], x: &[i8], y: &[i32], n: usize, k: usize, m: usize) -> Result<(), KernelError> {
@@ -1520,6 +1591,29 @@ mod tests {
                 assert_exact(&y, &want, format_args!("dense m={m} t={t}"));
             }
         }
+    }
+
+    #[test]
+    fn issue_20_int8_dense_packed_once_is_exact_at_every_token_count() {
+        // One packing, every token count: each feature-lane group size (1–16, balanced
+        // groups up to 48) and the token lanes past it, with several 16-row blocks, a
+        // partial last block, a K that is no multiple of four and tasks split per thread.
+        let (n, k) = (37, 301);
+        let w: Vec<i8> = (0..n * k).map(|i| ((i * 7919 + 13) % 256) as u8 as i8).collect();
+        let dense = DenseI8::new(&w, n, k).unwrap();
+        for m in (1..=70).chain([127, 129]) {
+            let x: Vec<i8> = (0..k * m).map(|i| ((i * 104729 + 7) % 256) as u8 as i8).collect();
+            let want = gemm_i8_naive(&w, &x, n, k, m);
+            for t in [1, 2] {
+                let mut y = vec![7i32; n * m];
+                dense.gemm(t, &x, &mut y, m).unwrap();
+                assert_exact(&y, &want, format_args!("dense m={m} t={t}"));
+            }
+        }
+        assert!(
+            dense.value_bytes() >= n * k,
+            "the packed weights hold every weight"
+        );
     }
 
     #[test]
