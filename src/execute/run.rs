@@ -380,11 +380,14 @@ impl InProcessRuns {
     fn prepare(slice: &Slice, plan: &Plan) -> Result<InProcessRuns, ExecError> {
         let pool = worker_pool(slice)?;
         let work = Workload::prepare(slice, plan)?;
-        let counters = weight_counters(&work, slice);
+        let mut counters = weight_counters(&work, slice);
+        let llc = super::kernels::roofs::last_level_cache_bytes().unwrap_or(32 << 20) as usize;
+        let calibration = Calibration::for_regime(work.bytes_moved(slice.precision.bytes() as usize), llc);
+        counters.insert(Counter::CalibrationStreamBytes, calibration.stream_bytes() as f64);
         Ok(InProcessRuns {
             pool,
             work,
-            calibration: Calibration::new(),
+            calibration,
             counters,
         })
     }
@@ -610,41 +613,93 @@ fn op_costs(work: &mut Workload) -> Result<Vec<OpCost>, ExecError> {
 /// enough (≈ 110k multiply-adds) to be timed well above clock resolution.
 const CALIBRATION_DIM: usize = 48;
 
-/// A fixed dense GEMM timed interleaved with every pair of a run: its per-run median
+/// The stream probe reads at least this many times the last-level cache, so it is served
+/// from DRAM whatever the replacement policy keeps.
+const STREAM_LLC_FACTOR: f64 = 1.5;
+/// …and at most this many bytes, so a huge slice does not double its memory.
+const STREAM_MAX_BYTES: usize = 256 << 20;
+
+/// A fixed workload timed interleaved with every pair of a run: its per-run median
 /// measures how fast *this run* of the machine is, independent of the slice, so absolute
 /// times can be normalised by it (DESIGN.md §6).
+///
+/// Matched to the slice's regime (issue 22): a slice that moves more bytes a pass than the
+/// last-level cache holds streams from DRAM, and its time follows the memory bandwidth of
+/// the moment, which an in-cache GEMM cannot see (a LLaMA-2-7B FFN slice gated right after
+/// `bless` failed 2 of 3 times with the GEMM probe); it gets a read of a buffer past the
+/// cache. Every other slice gets the in-cache FMA probe.
 struct Calibration {
-    a: Vec<f32>,
-    b: Vec<f32>,
-    c: Vec<f32>,
+    probe: Probe,
+}
+
+enum Probe {
+    /// A 48³ f32 GEMM, in L1.
+    Gemm { a: Vec<f32>, b: Vec<f32>, c: Vec<f32> },
+    /// A read of `words`, past the last-level cache.
+    Stream { words: Vec<u64> },
 }
 
 impl Calibration {
+    /// The FMA probe.
     fn new() -> Calibration {
         let n = CALIBRATION_DIM * CALIBRATION_DIM;
         let a = (0..n).map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0).collect();
         let b = (0..n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0).collect();
         Calibration {
-            a,
-            b,
-            c: vec![0.0; n],
+            probe: Probe::Gemm {
+                a,
+                b,
+                c: vec![0.0; n],
+            },
         }
     }
 
-    /// One product `C = A·B` (i-k-j order, so the inner loop vectorises).
+    /// The probe for a slice that moves `bytes_moved` bytes a pass on a machine whose
+    /// last-level cache holds `llc` bytes: the stream probe past the cache when the slice's
+    /// bytes do not fit in it, else the FMA probe.
+    fn for_regime(bytes_moved: usize, llc: usize) -> Calibration {
+        if bytes_moved <= llc {
+            return Calibration::new();
+        }
+        let bytes = ((llc as f64 * STREAM_LLC_FACTOR) as usize).max(bytes_moved.min(STREAM_MAX_BYTES));
+        let words = (0..bytes / 8).map(|i| i as u64).collect();
+        Calibration {
+            probe: Probe::Stream { words },
+        }
+    }
+
+    /// Bytes the probe streams per sample (0: the in-cache FMA probe), recorded in the
+    /// evidence so that a baseline and a gate normalise only by the same probe.
+    fn stream_bytes(&self) -> usize {
+        match &self.probe {
+            Probe::Gemm { .. } => 0,
+            Probe::Stream { words } => words.len() * 8,
+        }
+    }
+
+    /// One probe: `C = A·B` (i-k-j order, so the inner loop vectorises), or a wrapping sum
+    /// of the buffer (vectorised; the result kept live).
     fn run(&mut self) {
-        let d = CALIBRATION_DIM;
-        self.c.fill(0.0);
-        for i in 0..d {
-            for k in 0..d {
-                let aik = self.a[i * d + k];
-                let (row, b) = (&mut self.c[i * d..(i + 1) * d], &self.b[k * d..(k + 1) * d]);
-                for (c, b) in row.iter_mut().zip(b) {
-                    *c += aik * b;
+        match &mut self.probe {
+            Probe::Gemm { a, b, c } => {
+                let d = CALIBRATION_DIM;
+                c.fill(0.0);
+                for i in 0..d {
+                    for k in 0..d {
+                        let aik = a[i * d + k];
+                        let (row, b) = (&mut c[i * d..(i + 1) * d], &b[k * d..(k + 1) * d]);
+                        for (c, b) in row.iter_mut().zip(b) {
+                            *c += aik * b;
+                        }
+                    }
                 }
+                std::hint::black_box(&*c);
+            }
+            Probe::Stream { words } => {
+                let sum = words.iter().fold(0u64, |s, &w| s.wrapping_add(w));
+                std::hint::black_box(sum);
             }
         }
-        std::hint::black_box(&self.c);
     }
 }
 

@@ -15,10 +15,10 @@ use super::rules::{
     regression,
 };
 use super::session_drift::{account_for_drift, drifts};
-use crate::domain::OfSlice;
 use crate::domain::metric::{Metric, Series};
 use crate::domain::stage::Stage;
 use crate::domain::verdict::Verdict;
+use crate::domain::{Counter, OfSlice};
 use crate::execute::{Evidence, SliceEvidence};
 use crate::ingress::{GuardrailSpec, Rule, Severity, Slice};
 use crate::stats::{Bootstrap, DEFAULT_RESAMPLES, holm};
@@ -187,14 +187,17 @@ fn absolute_rule(
 }
 
 /// Latency observations of both sides divided by their runs' calibration medians, when the
-/// metric is a latency and both the evidence and the baseline carry calibration samples.
+/// metric is a latency, both the evidence and the baseline carry calibration samples, and
+/// both took them with the same kind of probe (a stream past the cache normalises a
+/// memory-bound slice, the FMA GEMM a compute-bound one; dividing by different probes would
+/// compare two machines' different resources). With the probe, for the memo.
 fn calibrated(
     metric: Metric,
     ev: &SliceEvidence,
     obs: &Observed,
     b: &super::golden::Baseline,
     base: &Observed,
-) -> Option<(Observed, Observed)> {
+) -> Option<(Observed, Observed, Probe)> {
     if !matches!(
         metric,
         Metric::Latency | Metric::LatencyP50 | Metric::LatencyP95 | Metric::LatencyP99
@@ -205,6 +208,10 @@ fn calibrated(
         ev.metrics.get(Series::Calibration)?,
         b.metrics.get(Series::Calibration)?,
     );
+    let (probe, probe_b) = (Probe::of(&ev.counters), Probe::of(&b.counters));
+    if probe.streams() != probe_b.streams() {
+        return None;
+    }
     let norm = |o: &Observed, cal| match o {
         Observed::Sampled { samples, runs, q } => Some(Observed::Sampled {
             samples: normalise_by_calibration(samples, runs, cal)?,
@@ -213,7 +220,41 @@ fn calibrated(
         }),
         Observed::Point(_) => None,
     };
-    Some((norm(obs, cal_c)?, norm(base, cal_b)?))
+    Some((norm(obs, cal_c)?, norm(base, cal_b)?, probe))
+}
+
+/// The calibration probe a run took, as its counters record it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Probe {
+    /// Bytes read per sample; 0 (or unrecorded, before issue 22): the FMA GEMM.
+    stream_bytes: f64,
+}
+
+impl Probe {
+    fn of(counters: &crate::domain::Counters) -> Probe {
+        Probe {
+            stream_bytes: counters
+                .get(Counter::CalibrationStreamBytes)
+                .copied()
+                .unwrap_or(0.0),
+        }
+    }
+
+    fn streams(self) -> bool {
+        self.stream_bytes > 0.0
+    }
+
+    /// What the memo says the latency was divided by.
+    fn describe(self) -> String {
+        if self.streams() {
+            format!(
+                "a {:.0} MiB read past the last-level cache, since the slice streams from memory",
+                self.stream_bytes / f64::from(1u32 << 20)
+            )
+        } else {
+            "the in-cache 48³ FMA GEMM".to_owned()
+        }
+    }
 }
 
 /// Seed of guardrail `index` of a slice: distinct per guardrail so two bootstraps in one
@@ -360,7 +401,7 @@ fn judge_measured(
                             )
                         };
                         let mut j = match calibrated(g.metric, ev, &obs, b, &base) {
-                            Some((c_norm, b_norm)) => {
+                            Some((c_norm, b_norm, probe)) => {
                                 let raw = judge(g.metric.into(), &obs, &base);
                                 // Issue 24: a normalised latency is a ratio to the calibration
                                 // GEMM, not seconds.
@@ -373,8 +414,9 @@ fn judge_measured(
                                 j.value = raw.value;
                                 j.baseline = raw.baseline;
                                 j.detail = format!(
-                                    "calibration-normalised (latency ÷ the median of the in-process calibration \
-                                     GEMM of its run, both sides): {}; raw, not normalised: {} (ratio CI {})",
+                                    "calibration-normalised (latency ÷ the median of its run's calibration probe, \
+                                     both sides: {}): {}; raw, not normalised: {} (ratio CI {})",
+                                    probe.describe(),
                                     j.detail,
                                     raw.verdict,
                                     raw.ci
@@ -382,7 +424,18 @@ fn judge_measured(
                                 );
                                 j
                             }
-                            None => judge(g.metric.into(), &obs, &base),
+                            None => {
+                                let mut j = judge(g.metric.into(), &obs, &base);
+                                let (now, then) = (Probe::of(&ev.counters), Probe::of(&b.counters));
+                                if now.streams() != then.streams() {
+                                    j.detail.push_str(&format!(
+                                        "; not calibration-normalised: this run's probe was {}, the baseline's {}",
+                                        now.describe(),
+                                        then.describe()
+                                    ));
+                                }
+                                j
+                            }
                         };
                         if let Some(drift) = b.session_drift.as_ref().filter(|_| drifts(g.metric)) {
                             account_for_drift(&mut j, drift, g.metric.better(), margin, g.confidence);

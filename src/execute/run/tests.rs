@@ -367,3 +367,34 @@ fn issue_5_sequential_runs_stop_when_the_rule_says_decided_and_record_the_looks(
     let ev = execute_slice_with(&s, &lower(&s), None, Some(&never));
     assert_eq!((ev.runs.len(), ev.looks.len()), (2, 0));
 }
+
+#[test]
+fn issue_22_a_slice_past_the_last_level_cache_is_calibrated_by_a_stream_probe() {
+    let llc = 1 << 20;
+    // In cache: the FMA probe.
+    assert_eq!(Calibration::for_regime(llc / 2, llc).stream_bytes(), 0);
+    assert_eq!(Calibration::for_regime(llc, llc).stream_bytes(), 0);
+    // Past it: a read of at least 1.5 × the cache, of the slice's own size when larger,
+    // capped.
+    let past = Calibration::for_regime(llc + 1, llc).stream_bytes();
+    assert_eq!(past, llc * 3 / 2);
+    let big = Calibration::for_regime(5 * llc, llc).stream_bytes();
+    assert_eq!(big, 5 * llc);
+    assert_eq!(
+        Calibration::for_regime(usize::MAX / 2, llc).stream_bytes(),
+        STREAM_MAX_BYTES
+    );
+    // Both probes run and take time.
+    let mut probe = Calibration::for_regime(2 * llc, llc);
+    probe.run();
+    Calibration::new().run();
+}
+
+#[test]
+fn issue_22_the_evidence_records_which_calibration_probe_ran() {
+    // A tiny slice: in cache, so the FMA probe, and the counter says 0.
+    let s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(8, 64, 64)]);
+    let plan = crate::lower::lower(&s);
+    let runs = InProcessRuns::prepare(&s, &plan).expect("prepare");
+    assert_eq!(runs.counters.get(Counter::CalibrationStreamBytes), Some(&0.0));
+}

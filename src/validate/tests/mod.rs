@@ -10,7 +10,7 @@ use super::{AssessOptions, Assessment, assess, assess_with};
 use crate::domain::metric::Metric;
 use crate::domain::stage::Stage;
 use crate::domain::verdict::{Bottleneck, Verdict};
-use crate::domain::{GemmOp, KeyedMap, Precision, Series, Sparsity};
+use crate::domain::{Counter, GemmOp, KeyedMap, Precision, Series, Sparsity};
 use crate::execute::{EVIDENCE_SCHEMA_VERSION, Evidence, MetricSamples, SliceEvidence, SliceFailure};
 use crate::ingress::pack::SamplePolicy;
 use crate::ingress::{Environment, GuardrailSpec, Rule, Severity, Slice, SliceBackend};
@@ -529,5 +529,66 @@ fn issue_9_latency_regression_is_judged_on_calibration_normalised_times() {
         o,
         Verdict::Pass,
         &["calibration-normalised", "raw, not normalised: fail"],
+    );
+}
+
+/// The issue-9 set-up (the candidate's machine 20% slower across the board, its probe too),
+/// with each side's calibration probe recorded as `probes` (stream bytes; 0 = the GEMM).
+fn slower_machine_with_probes(probes: (f64, f64)) -> super::GuardrailOutcome {
+    let g = blocking(Metric::Latency, Rule::RegressAtMost { margin: 0.05 });
+    let mut base = baseline(
+        "s",
+        vec![
+            ("latency", lognormal(40, 1e-3, 0.01, 1)),
+            ("calibration", lognormal(40, 1e-4, 0.01, 2)),
+        ],
+    );
+    for b in base.values_mut() {
+        into_runs(&mut b.metrics, 4);
+        b.counters.insert(Counter::CalibrationStreamBytes, probes.1);
+    }
+    let mut ev = slice_ev(
+        "s",
+        vec![
+            ("latency", lognormal(40, 1.2e-3, 0.01, 3)),
+            ("calibration", lognormal(40, 1.2e-4, 0.01, 4)),
+        ],
+        vec![],
+        sparse_plan(),
+    );
+    into_runs(&mut ev.metrics, 4);
+    ev.counters.insert(Counter::CalibrationStreamBytes, probes.0);
+    let a = assess_with(
+        &[slice("s", vec![g])],
+        &evidence(vec![ev]),
+        &base,
+        &AssessOptions { resamples: 300 },
+    );
+    a.outcomes[0].clone()
+}
+
+#[test]
+fn issue_22_a_memory_bound_slice_is_normalised_by_its_stream_probe_and_the_memo_says_so() {
+    let o = slower_machine_with_probes((48.0 * 1048576.0, 48.0 * 1048576.0));
+    assert_outcome(
+        &o,
+        Verdict::Pass,
+        &[
+            "calibration-normalised",
+            "a 48 MiB read past the last-level cache",
+            "raw, not normalised: fail",
+        ],
+    );
+}
+
+#[test]
+fn issue_22_latency_is_not_normalised_across_different_calibration_probes() {
+    // A baseline taken with the GEMM probe says nothing about the memory bandwidth a
+    // stream-probed run saw: the raw comparison decides, and the detail says why.
+    let o = slower_machine_with_probes((48.0 * 1048576.0, 0.0));
+    assert_outcome(
+        &o,
+        Verdict::Fail,
+        &["not calibration-normalised", "in-cache 48³ FMA GEMM"],
     );
 }
