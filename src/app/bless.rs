@@ -11,11 +11,13 @@ use std::path::PathBuf;
 
 /// Measure the packs and record their slices as golden baselines (the `bless` command).
 /// `only` restricts it to the named slice ids; every named id must exist. With
-/// `expires_in_days`, the baselines carry an `expires_at` that many days from now.
+/// `expires_in_days`, the baselines carry an `expires_at` that many days from now. With
+/// `per_runner`, they go under this runner's class (`golden/runners/<class>/`), beside the
+/// baselines of other kinds of runner, instead of the class-less `golden/<pack>/`.
 pub fn bless(
     paths: &[PathBuf],
     only: &[String],
-    expires_in_days: Option<u32>,
+    (expires_in_days, per_runner): (Option<u32>, bool),
     options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Vec<BlessChange>> {
@@ -38,10 +40,11 @@ pub fn bless(
         }
     }
     let environment = capture_environment(&packs, &options.work_dir)?;
+    let class = per_runner.then(|| environment.runner_class());
     // Read every old baseline first: a corrupt one stops bless before anything is measured.
     let mut old = Vec::new();
     for slice in all_slices(&packs) {
-        let path = golden::baseline_path(&options.golden_dir, &slice.pack, &slice.id);
+        let path = golden::class_baseline_path(&options.golden_dir, class.as_deref(), &slice.pack, &slice.id);
         old.push((golden::load_baseline(&path)?, path));
     }
     let evidence = run_under(&packs, environment, None, &[], options, progress);
@@ -74,6 +77,10 @@ pub fn bless(
             blessed_by.clone(),
         )
         .with_expiry(expires_at.clone());
+        let baseline = Baseline {
+            runner_class: class.clone(),
+            ..baseline
+        };
         write_atomic(&path, to_json(&baseline).as_bytes())?;
         changes.push(golden::describe_change(&path, old.as_ref(), &baseline));
     }

@@ -180,6 +180,46 @@ impl Environment {
             .collect()
     }
 
+    /// The runner class: what must match for golden timings to be comparable on a kind of
+    /// runner, without the tool's own version (issue 22): CPU model and features, the
+    /// kernels' ISA paths, logical CPUs and threads. A readable prefix (CPU model, threads)
+    /// and 8 hex digits of the fields' sha256, e.g. `amd-epyc-2t-3f9a1c2b`: a name a
+    /// repository can keep golden baselines under, one directory per kind of runner.
+    pub fn runner_class(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let lock = self.lock();
+        let fields = [
+            "cpu_model",
+            "cpu_features",
+            "kernel_paths",
+            "logical_cpus",
+            "threads",
+        ];
+        let mut hash = Sha256::new();
+        for f in fields {
+            hash.update(f.as_bytes());
+            hash.update([0]);
+            hash.update(lock.get(f).map_or("", String::as_str).as_bytes());
+            hash.update([0]);
+        }
+        let digest = hash.finalize();
+        let mut slug = String::new();
+        for c in self.cpu_model.chars().flat_map(char::to_lowercase) {
+            if c.is_ascii_alphanumeric() {
+                slug.push(c);
+            } else if !slug.is_empty() && !slug.ends_with('-') {
+                slug.push('-');
+            }
+            if slug.len() >= 32 {
+                break;
+            }
+        }
+        let slug = slug.trim_end_matches('-');
+        let slug = if slug.is_empty() { "cpu" } else { slug };
+        let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{slug}-{}t-{hex}", self.threads)
+    }
+
     /// Every lock field that differs from `baseline`, in field order.
     pub fn lock_diff(&self, baseline: &Environment) -> Vec<FieldDiff> {
         let now = self.lock();
@@ -448,6 +488,38 @@ mod tests {
         assert_eq!(env.threads, 2);
         assert!(!env.tool_version.is_empty());
         assert!(env.kernel_libs.contains_key("gemm"), "{:?}", env.kernel_libs);
+    }
+
+    #[test]
+    fn issue_22_the_runner_class_names_the_hardware_not_the_tool_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Environment::capture(2, dir.path());
+        a.cpu_model = "AMD EPYC 9R14 96-Core Processor".into();
+        let class = a.runner_class();
+        assert!(
+            class.starts_with("amd-epyc-9r14-96-core-processor-2t-"),
+            "{class}"
+        );
+        assert!(
+            class.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+            "a directory name: {class}"
+        );
+        let mut b = a.clone();
+        b.tool_version = "9.9.9".into();
+        b.git = None;
+        assert_eq!(b.runner_class(), class, "a new release keeps the class");
+        b.threads = 4;
+        assert_ne!(b.runner_class(), class);
+        let mut c = a.clone();
+        c.cpu_features.push("amx_tile".into());
+        assert_ne!(
+            c.runner_class(),
+            class,
+            "same model name, other features: another class"
+        );
+        let mut d = a.clone();
+        d.cpu_model = "  ???  ".into();
+        assert!(d.runner_class().starts_with("cpu-2t-"), "{}", d.runner_class());
     }
 
     #[test]

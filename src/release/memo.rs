@@ -12,7 +12,7 @@ use crate::ingress::pack::Owner;
 use crate::ingress::{Environment, LoadedPack};
 use crate::lower::KernelPath;
 use crate::stats::{median, quantile, quantile_ci};
-use crate::validate::golden::{Baselines, baseline_path};
+use crate::validate::golden::{Baselines, class_baseline_path};
 use crate::validate::quality::{PairedQuality, QualityComparison};
 use crate::validate::{Assessment, GuardrailOutcome, SliceDiagnosis};
 use serde::{Deserialize, Serialize};
@@ -523,7 +523,9 @@ impl Memo {
                 .map(|b| MemoBaseline {
                     pack: b.pack.clone(),
                     slice: b.slice.clone(),
-                    path: baseline_path(golden_dir, &b.pack, &b.slice).display().to_string(),
+                    path: class_baseline_path(golden_dir, b.runner_class.as_deref(), &b.pack, &b.slice)
+                        .display()
+                        .to_string(),
                     blessed_at: b.blessed_at.clone(),
                     blessed_by: b.blessed_by.clone(),
                     digest: b.digest.clone(),

@@ -65,7 +65,8 @@ pub fn has_baseline_build(slice: &Slice, baseline_bin: bool) -> bool {
 }
 
 /// Load the baselines every baseline-relative guardrail of `packs` needs from
-/// `golden_dir`, refusing a missing baseline, one expired at `now` (RFC 3339), and, unless
+/// `golden_dir` (this runner's class's where it has one, see
+/// [`golden::resolve_baseline_path`]), refusing a missing baseline, one expired at `now` (RFC 3339), and, unless
 /// `allow_drift`, one taken under a lock other than `environment`'s.
 ///
 /// A slice measured against a baseline build ([`has_baseline_build`]) needs no golden
@@ -81,6 +82,7 @@ pub fn load_required_baselines(
 ) -> Result<(Baselines, Vec<BaselineDrift>), BaselineError> {
     let mut baselines = Baselines::new();
     let mut drift = Vec::new();
+    let class = environment.runner_class();
     for pack in packs {
         for slice in pack
             .slices
@@ -92,25 +94,36 @@ pub fn load_required_baselines(
                 .guardrails
                 .iter()
                 .any(|g| g.rule.needs_baseline() && !(paired && super::rules::pairs_decide(g.metric)));
+            let (path, runner_class) =
+                golden::resolve_baseline_path(golden_dir, &class, &slice.pack, &slice.id);
+            let with_class = |b: golden::Baseline| golden::Baseline {
+                runner_class: runner_class.clone(),
+                ..b
+            };
             if !needs_golden {
-                let path = golden::baseline_path(golden_dir, &slice.pack, &slice.id);
-                let usable = golden::load_baseline(&path).ok().flatten().filter(|b| {
-                    b.check_expiry(&path, now).is_ok()
-                        && artifact_diff(slice, &b.artifacts).is_empty()
-                        && environment.lock_diff(&b.environment).is_empty()
-                });
+                let usable = golden::load_baseline(&path)
+                    .ok()
+                    .flatten()
+                    .map(with_class)
+                    .filter(|b| {
+                        b.check_expiry(&path, now).is_ok()
+                            && artifact_diff(slice, &b.artifacts).is_empty()
+                            && environment.lock_diff(&b.environment).is_empty()
+                    });
                 if let Some(b) = usable {
                     baselines.insert(crate::domain::OfSlice::slice_key(slice), b);
                 }
                 continue;
             }
-            let path = golden::baseline_path(golden_dir, &slice.pack, &slice.id);
-            let baseline = golden::load_baseline(&path)?.ok_or_else(|| BaselineError::Missing {
-                pack: slice.pack.clone(),
-                slice: slice.id.clone(),
-                path: path.clone(),
-                pack_path: pack.path.display().to_string(),
-            })?;
+            let baseline =
+                golden::load_baseline(&path)?
+                    .map(with_class)
+                    .ok_or_else(|| BaselineError::Missing {
+                        pack: slice.pack.clone(),
+                        slice: slice.id.clone(),
+                        path: path.clone(),
+                        pack_path: pack.path.display().to_string(),
+                    })?;
             baseline.check_expiry(&path, now)?;
             let artifacts = artifact_diff(slice, &baseline.artifacts);
             if !artifacts.is_empty() && !pack.file.lock.allow_artifact_change {

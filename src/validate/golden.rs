@@ -92,6 +92,11 @@ pub struct Baseline {
     #[serde(skip)]
     #[schemars(skip)]
     pub session_drift: Option<super::session_drift::SessionDrift>,
+    /// The runner class whose directory it was loaded from (`golden/runners/<class>/`),
+    /// attached by the gate; `None`: the class-less `golden/<pack>/`. Never in the file.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub runner_class: Option<String>,
 }
 
 /// Baselines by (pack name, slice id).
@@ -120,6 +125,7 @@ impl Baseline {
             artifacts: evidence.artifacts.clone(),
             digest: String::new(),
             session_drift: None,
+            runner_class: None,
         };
         baseline.digest = baseline.compute_digest();
         baseline
@@ -188,6 +194,35 @@ fn is_rfc3339_utc(s: &str) -> bool {
 /// Where the baseline of `slice` in `pack` lives under `golden_dir`.
 pub fn baseline_path(golden_dir: &Path, pack: &str, slice: &str) -> PathBuf {
     golden_dir.join(pack).join(format!("{slice}.json"))
+}
+
+/// The directory under the golden directory that holds one subdirectory per runner class.
+pub const RUNNERS_DIR: &str = "runners";
+
+/// Where the baseline of `slice` in `pack` lives for runner class `class` (`None`: the
+/// class-less [`baseline_path`]).
+pub fn class_baseline_path(golden_dir: &Path, class: Option<&str>, pack: &str, slice: &str) -> PathBuf {
+    match class {
+        Some(class) => baseline_path(&golden_dir.join(RUNNERS_DIR).join(class), pack, slice),
+        None => baseline_path(golden_dir, pack, slice),
+    }
+}
+
+/// The baseline a gate on runner class `class` uses: its class's file where one exists
+/// (a repository keeping baselines per kind of runner), else the class-less one. Returns
+/// the path and the class it belongs to.
+pub fn resolve_baseline_path(
+    golden_dir: &Path,
+    class: &str,
+    pack: &str,
+    slice: &str,
+) -> (PathBuf, Option<String>) {
+    let own = class_baseline_path(golden_dir, Some(class), pack, slice);
+    if std::fs::symlink_metadata(&own).is_ok_and(|m| m.is_file()) {
+        (own, Some(class.to_owned()))
+    } else {
+        (baseline_path(golden_dir, pack, slice), None)
+    }
 }
 
 /// Read and verify a baseline: `Ok(None)` when the file does not exist; an error when it
@@ -265,6 +300,9 @@ pub struct BlessChange {
     pub slice: String,
     /// The baseline file.
     pub path: PathBuf,
+    /// The runner class it was blessed for (`bless --per-runner`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_class: Option<String>,
     /// Whether a baseline existed before.
     pub replaced: bool,
     /// Per metric, old and new medians.
@@ -306,6 +344,7 @@ pub fn describe_change(path: &Path, old: Option<&Baseline>, new: &Baseline) -> B
         pack: new.pack.clone(),
         slice: new.slice.clone(),
         path: path.to_owned(),
+        runner_class: new.runner_class.clone(),
         replaced: old.is_some(),
         metrics: names
             .into_iter()

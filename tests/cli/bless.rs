@@ -215,3 +215,44 @@ fn issue_24_pack_lock_fields_are_locked_like_the_built_in_ones() {
         "a lock command's output is never echoed: {err}"
     );
 }
+
+#[test]
+fn issue_22_per_runner_baselines_sit_beside_another_runners_and_the_gate_uses_its_own() {
+    // The class-less baseline was blessed on another kind of runner.
+    let sb = golden_sandbox(true);
+    rewrite_baseline(
+        &sb,
+        |b| b.environment.cpu_model = "Imaginary CPU 9000".into(),
+        true,
+    );
+    let out = sb.gate("pack.yaml", &["-q"]);
+    assert_exit(&out, 2);
+    assert_contains(&stderr(&out), "Imaginary CPU 9000");
+
+    // This runner keeps its own, under its class, beside the other runner's.
+    let out = sb.output(&["bless", "pack.yaml", "-q", "--per-runner"]);
+    assert_exit(&out, 0);
+    let said = stdout(&out);
+    let class = said
+        .split("(runner class ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("bless names no runner class: {said}"))
+        .to_owned();
+    let own = format!("runners/{class}/golden-test/tiny-2of4-fp32.json");
+    assert_contains(&said, &format!("created golden/{own}"));
+    assert_eq!(
+        sb.files_under("golden"),
+        ["golden-test/tiny-2of4-fp32.json".to_owned(), own.clone()]
+    );
+
+    // The gate takes its own class's baseline (no drift to refuse) and the memo says which.
+    let out = sb.gate("pack.yaml", &["-q"]);
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(3)),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_contains(&sb.read("out/memo.md"), &own);
+}

@@ -8,11 +8,16 @@ use sparsegate::release::ExitCode;
 use sparsegate::validate::golden::{BLESS_CONFIDENCE, BlessChange};
 use sparsegate::{Result, app};
 
-pub fn run(run: &RunArgs, slices: &[String], expires_in_days: Option<u32>, json: bool) -> Result<ExitCode> {
+pub fn run(
+    run: &RunArgs,
+    slices: &[String],
+    (expires_in_days, per_runner): (Option<u32>, bool),
+    json: bool,
+) -> Result<ExitCode> {
     let changes = app::bless(
         &run.packs,
         slices,
-        expires_in_days,
+        (expires_in_days, per_runner),
         &options(run, false),
         &mut progress(run.quiet),
     )?;
@@ -22,9 +27,12 @@ pub fn run(run: &RunArgs, slices: &[String], expires_in_days: Option<u32>, json:
 
 fn print_change(c: &BlessChange) {
     println!(
-        "{} {}",
+        "{} {}{}",
         if c.replaced { "updated" } else { "created" },
-        c.path.display()
+        c.path.display(),
+        c.runner_class
+            .as_ref()
+            .map_or_else(String::new, |class| format!(" (runner class {class})"))
     );
     for m in &c.metrics {
         let fmt = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.6}"));

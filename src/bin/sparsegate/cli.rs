@@ -108,6 +108,11 @@ pub enum Command {
         /// Make the new baselines expire this many days from now (`gate` then refuses them).
         #[arg(long, value_name = "DAYS")]
         expires_in_days: Option<u32>,
+        /// Keep the baselines for this kind of runner only: under golden/runners/<class>/,
+        /// the class named from the CPU model and features, ISA paths, CPUs and threads.
+        /// `gate` prefers its own class's baselines and falls back to golden/<pack>/.
+        #[arg(long)]
+        per_runner: bool,
         /// Print the changes as JSON on stdout.
         #[arg(long)]
         json: bool,

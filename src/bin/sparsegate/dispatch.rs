@@ -47,8 +47,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             run,
             slices,
             expires_in_days,
+            per_runner,
             json,
-        } => crate::bless::run(&run, &slices, expires_in_days, json),
+        } => crate::bless::run(&run, &slices, (expires_in_days, per_runner), json),
         Command::History {
             pack,
             limit,

@@ -151,6 +151,7 @@ pub(super) fn baseline(id: &str, metrics: Vec<(&str, Vec<f64>)>) -> Baselines {
         artifacts: vec![],
         digest: "sha256:0".into(),
         session_drift: None,
+        runner_class: None,
     };
     BTreeMap::from([(crate::domain::SliceKey::new("p", id), b)])
 }
