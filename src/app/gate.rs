@@ -12,7 +12,7 @@ use crate::ingress::{Environment, LoadedPack, Slice};
 use crate::release::calendar::now_rfc3339;
 use crate::release::memo_trends::memo_trends;
 use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
-use crate::validate::baselines::load_required_baselines;
+use crate::validate::baselines::{MeasuredOn, load_required_baselines};
 use crate::validate::golden::Baselines;
 use crate::validate::session_drift::SessionDrift;
 use crate::validate::{RunPlan, assess, plan_runs, power_check};
@@ -51,7 +51,7 @@ pub fn gate(
         progress(Progress::PackWarning { warning });
     }
     let environment = capture_environment(&packs, &options.work_dir)?;
-    let (baselines, drift) = required_baselines(&packs, &environment, options)?;
+    let (baselines, drift) = required_baselines(&packs, (&environment, &MeasuredOn::new()), options)?;
     // Validate plans the run counts from the baselines' between-run spread; execution takes
     // them in place of the packs' `samples.runs`, and the packs stay as ingress read them.
     let plans: Vec<RunPlan> = all_slices(&packs)
@@ -77,12 +77,12 @@ pub fn gate(
 /// (refused unless `options.allow_env_drift`).
 pub(super) fn required_baselines(
     packs: &[LoadedPack],
-    environment: &Environment,
+    environments: (&Environment, &MeasuredOn),
     options: &Options,
 ) -> Result<(Baselines, Vec<DriftNote>)> {
     let (baselines, drift) = load_required_baselines(
         packs,
-        environment,
+        environments,
         &options.golden_dir,
         (options.allow_env_drift, options.baseline_build.is_some()),
         &now_rfc3339(),

@@ -12,7 +12,9 @@ use crate::files::{FileError, read_bounded, read_bounded_bytes};
 use std::path::{Path, PathBuf};
 
 /// Combine the evidence of shard runs (`DIR/evidence.json` each) into one gate decision,
-/// written to `out_dir` like `gate`'s. Refuses shards measured under different locks, from
+/// written to `out_dir` like `gate`'s. Shards may run on different machines (each slice is
+/// compared on its own, against its runner class's baselines). Refuses shards measured
+/// under locks that differ otherwise, from
 /// different versions of a pack, overlapping shards, and an incomplete set.
 pub fn merge(dirs: &[PathBuf], out_dir: &Path, options: &Options) -> Result<GateReport> {
     super::outputs::check_out_dir(out_dir, options.history.as_deref())?;
@@ -23,7 +25,17 @@ pub fn merge(dirs: &[PathBuf], out_dir: &Path, options: &Options) -> Result<Gate
     let combined = combine(&shards).map_err(refusals::shard)?;
     let packs = reload_packs(&combined.packs).map_err(refusals::shard)?;
     let evidence = into_evidence(combined, &packs).map_err(refusals::shard)?;
-    let (baselines, drift) = required_baselines(&packs, &evidence.environment, options)?;
+    let measured_on = evidence
+        .slices
+        .iter()
+        .filter_map(|s| {
+            Some((
+                (s.pack.clone(), s.slice.clone()),
+                (**s.measured_on.as_ref()?).clone(),
+            ))
+        })
+        .collect();
+    let (baselines, drift) = required_baselines(&packs, (&evidence.environment, &measured_on), options)?;
     decide_and_write("merge", &packs, evidence, &baselines, drift, out_dir, options)
 }
 

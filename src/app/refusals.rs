@@ -63,7 +63,7 @@ pub(super) fn shard(e: ShardError) -> Error {
         e @ ShardError::NoShards => usage(e, "pass the output directory of every shard"),
         e @ ShardError::LockMismatch { .. } => usage(
             e,
-            "run every shard on the same machine class with the same sparsegate build",
+            "run every shard with the same sparsegate build, threads and pack lock fields (the CPU may differ)",
         ),
         e @ ShardError::PackVersions { .. } => usage(e, "run every shard from the same commit"),
         e @ ShardError::ArtifactVersions(_) => usage(

@@ -113,6 +113,12 @@ pub struct SliceEvidence {
     /// so the memo can say under which traffic its latencies and drops were measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<crate::ingress::LoadPlan>,
+    /// The machine this slice was measured on when it is not the evidence's own: set by
+    /// `merge` for the slices of a shard that ran on another kind of runner (issue 22; its
+    /// comparisons were paired on that machine, and its golden baseline is looked up for
+    /// it). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_on: Option<Box<Environment>>,
 }
 
 /// The instruction-set paths of a CPU slice.
@@ -503,7 +509,14 @@ impl SliceEvidence {
             baseline_build: None,
             gpu_kernels: None,
             load: None,
+            measured_on: None,
         }
+    }
+
+    /// The environment this slice was measured under: its own ([`Self::measured_on`]) if
+    /// a merge gave it one, else the evidence's.
+    pub fn environment<'a>(&'a self, evidence: &'a Environment) -> &'a Environment {
+        self.measured_on.as_deref().unwrap_or(evidence)
     }
 }
 

@@ -21,7 +21,7 @@ pub enum ShardError {
     #[error("no shard directories given")]
     NoShards,
     /// Two shards were measured under different environment locks.
-    #[error("{} and {} were measured under different locks ({})", first.display(), other.display(), fields.join(", "))]
+    #[error("{} and {} were measured under different locks ({}); shards may run on different machines, not different tools or settings", first.display(), other.display(), fields.join(", "))]
     LockMismatch {
         /// The first shard's evidence file.
         first: PathBuf,
@@ -81,7 +81,8 @@ type Result<T, E = ShardError> = std::result::Result<T, E>;
 /// The shards' evidence, checked against each other but not yet against the packs.
 #[derive(Debug)]
 pub struct Combined {
-    /// The first shard's environment (all share its lock).
+    /// The first shard's environment (all share its lock but for [`RUNNER_FIELDS`]; a slice
+    /// measured elsewhere carries its own).
     pub environment: Environment,
     /// Every pack any shard ran, once.
     pub packs: Vec<PackRecord>,
@@ -106,8 +107,17 @@ pub fn read_shards(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, Evidence)>> {
     Ok(shards)
 }
 
+/// Lock fields in which shards may differ: the machine (hosted runners mix CPU models).
+/// Every comparison of a slice is made on the machine that measured it (sparse against
+/// dense, a baseline build against the candidate, its runner class's golden baseline), so
+/// per-slice verdicts combine; the tool, its kernel libraries, the OS, the threads and
+/// the pack's own lock fields must still agree (issue 22).
+pub const RUNNER_FIELDS: &[&str] = &["cpu_model", "cpu_features", "kernel_paths", "logical_cpus"];
+
 /// Combine the shards (each with the file it came from), refusing none at all, shards
-/// under different locks, different versions of one pack, and a slice in two shards.
+/// under locks that differ beyond the machine ([`RUNNER_FIELDS`]), different versions of
+/// one pack, and a slice in two shards. A slice from a shard on another machine than the
+/// first keeps its shard's environment (`measured_on`).
 pub fn combine(shards: &[(PathBuf, Evidence)]) -> Result<Combined> {
     let Some((first_path, first)) = shards.first() else {
         return Err(ShardError::NoShards);
@@ -118,13 +128,18 @@ pub fn combine(shards: &[(PathBuf, Evidence)]) -> Result<Combined> {
     let mut artifacts: std::collections::BTreeMap<(String, String), String> = Default::default();
     for (path, evidence) in shards {
         let fields = evidence.environment.lock_diff(&first.environment);
-        if !fields.is_empty() {
+        let (hardware, other): (Vec<_>, Vec<_>) = fields
+            .into_iter()
+            .partition(|f| RUNNER_FIELDS.contains(&f.field.as_str()));
+        if !other.is_empty() {
             return Err(ShardError::LockMismatch {
                 first: first_path.clone(),
                 other: path.clone(),
-                fields: fields.into_iter().map(|f| f.field).collect(),
+                fields: other.into_iter().map(|f| f.field).collect(),
             });
         }
+        // Another kind of runner: its slices keep the machine they were measured on.
+        let measured_on = (!hardware.is_empty()).then(|| Box::new(evidence.environment.clone()));
         for record in &evidence.packs {
             match records.iter().find(|r| r.name == record.name) {
                 Some(known) if known.digest != record.digest => {
@@ -165,7 +180,11 @@ pub fn combine(shards: &[(PathBuf, Evidence)]) -> Result<Combined> {
                     }
                 }
             }
-            slices.push(slice.clone());
+            let mut slice = slice.clone();
+            if slice.measured_on.is_none() {
+                slice.measured_on.clone_from(&measured_on);
+            }
+            slices.push(slice);
         }
     }
     Ok(Combined {

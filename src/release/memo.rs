@@ -747,7 +747,15 @@ fn what_ran(s: &SliceEvidence, spec: Option<&crate::ingress::Slice>) -> String {
             format!("{built_in} · CPU kernels")
         }
     };
-    format!("{what}{under_load}")
+    // A merged shard on another kind of runner (issue 22): say which machine measured it.
+    let elsewhere = s.measured_on.as_ref().map_or_else(String::new, |e| {
+        format!(
+            " · measured on {} (runner class {})",
+            e.cpu_model,
+            e.runner_class()
+        )
+    });
+    format!("{what}{under_load}{elsewhere}")
 }
 
 fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosis]) -> MemoSlice {

@@ -64,6 +64,10 @@ pub fn has_baseline_build(slice: &Slice, baseline_bin: bool) -> bool {
     }
 }
 
+/// The environments of slices measured on another machine than the run's, by (pack,
+/// slice): a merge's shards on other kinds of runner.
+pub type MeasuredOn = std::collections::BTreeMap<(String, String), Environment>;
+
 /// Load the baselines every baseline-relative guardrail of `packs` needs from
 /// `golden_dir` (this runner's class's where it has one, see
 /// [`golden::resolve_baseline_path`]), refusing a missing baseline, one expired at `now` (RFC 3339), and, unless
@@ -75,14 +79,13 @@ pub fn has_baseline_build(slice: &Slice, baseline_bin: bool) -> bool {
 /// skipped otherwise.
 pub fn load_required_baselines(
     packs: &[LoadedPack],
-    environment: &Environment,
+    (environment, measured_on): (&Environment, &MeasuredOn),
     golden_dir: &Path,
     (allow_drift, baseline_bin): (bool, bool),
     now: &str,
 ) -> Result<(Baselines, Vec<BaselineDrift>), BaselineError> {
     let mut baselines = Baselines::new();
     let mut drift = Vec::new();
-    let class = environment.runner_class();
     for pack in packs {
         for slice in pack
             .slices
@@ -94,8 +97,16 @@ pub fn load_required_baselines(
                 .guardrails
                 .iter()
                 .any(|g| g.rule.needs_baseline() && !(paired && super::rules::pairs_decide(g.metric)));
-            let (path, runner_class) =
-                golden::resolve_baseline_path(golden_dir, &class, &slice.pack, &slice.id);
+            // The machine the slice was measured on: a merged shard's own, else the run's.
+            let environment = measured_on
+                .get(&(slice.pack.clone(), slice.id.clone()))
+                .unwrap_or(environment);
+            let (path, runner_class) = golden::resolve_baseline_path(
+                golden_dir,
+                &environment.runner_class(),
+                &slice.pack,
+                &slice.id,
+            );
             let with_class = |b: golden::Baseline| golden::Baseline {
                 runner_class: runner_class.clone(),
                 ..b

@@ -100,8 +100,9 @@ fn issue_8_merge_refuses_gaps_overlaps_and_changed_packs() {
         "more than one shard",
     );
 
+    // Shards may run on other machines (see below), not on another build.
     let mut evidence = sb.json("shard1/evidence.json");
-    evidence["environment"]["cpu_model"] = "Imaginary CPU 9000".into();
+    evidence["environment"]["tool_version"] = "0.0.1-other".into();
     sb.write_raw("shard1/evidence.json", &evidence.to_string());
     refused(
         &["merge", "shard1", "shard2", "shard3"],
@@ -110,7 +111,7 @@ fn issue_8_merge_refuses_gaps_overlaps_and_changed_packs() {
     rehash(&sb, "shard1");
     refused(
         &["merge", "shard1", "shard2", "shard3"],
-        "different locks (cpu_model)",
+        "different locks (tool_version)",
     );
     run_shards(&sb);
 
@@ -218,4 +219,41 @@ slices:
         &sb.output(&["merge", "s1", "s2", "--out", "merged", "--json", "--no-history"]),
         0,
     );
+}
+
+#[test]
+fn issue_22_shards_on_different_cpu_models_merge_each_slice_judged_on_its_own_machine() {
+    // Hosted runners mix CPU models: one shard ran elsewhere. Every comparison of its
+    // slices was paired on its own machine, so the merge combines them and says where.
+    let sb = Sandbox::with_pack(PACK);
+    let single = sb.output(&["gate", "pack.yaml", "--out", "single", "--json", "-q"]);
+    run_shards(&sb);
+    let mut evidence = sb.json("shard3/evidence.json");
+    evidence["environment"]["cpu_model"] = "Imaginary CPU 9000".into();
+    evidence["environment"]["cpu_features"] = serde_json::json!(["imaginary"]);
+    sb.write_raw("shard3/evidence.json", &evidence.to_string());
+    rehash(&sb, "shard3");
+    let moved: Vec<String> = evidence["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["slice"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!moved.is_empty(), "shard 3 measured nothing");
+
+    let merged = sb.output(&["merge", "shard1", "shard2", "shard3", "--out", "merged", "--json"]);
+    assert_exit(&merged, 1);
+    assert_eq!(rows(&stdout(&merged)), rows(&stdout(&single)));
+    let memo = sb.read("merged/memo.md");
+    assert!(
+        memo.matches("measured on Imaginary CPU 9000 (runner class imaginary-cpu-9000-")
+            .count()
+            >= moved.len(),
+        "every slice of the other machine says so: {memo}"
+    );
+    let ev = sb.json("merged/evidence.json");
+    for s in ev["slices"].as_array().unwrap() {
+        let elsewhere = moved.contains(&s["slice"].as_str().unwrap().to_owned());
+        assert_eq!(s["measured_on"].is_object(), elsewhere, "{}", s["slice"]);
+    }
 }
