@@ -19,6 +19,7 @@ mod hostile;
 mod import;
 mod load;
 mod malformed;
+mod onnx;
 mod memo;
 mod output_set;
 mod paired;
