@@ -69,7 +69,10 @@ pub fn nodes(graph: &Graph) -> Vec<NodePlan> {
                 NodeKind::OpaqueGemm(why) => (NodePath::Unsupported, format!("{op}: {why}")),
                 NodeKind::Quantize(of) => (
                     NodePath::Dense,
-                    format!("{op}: quantizes {of}; not a GEMM, runs dense"),
+                    format!(
+                        "{op}: {} {of}; not a GEMM, runs dense",
+                        if n.op_type == "DequantizeLinear" { "dequantizes" } else { "quantizes" }
+                    ),
                 ),
                 NodeKind::Other if standard && DENSE_OPS.contains(&n.op_type.as_str()) => {
                     (NodePath::Dense, format!("{op}: not a GEMM, runs dense"))

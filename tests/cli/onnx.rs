@@ -55,16 +55,16 @@ fn issue_21_an_onnx_graph_lists_every_op_and_times_its_gemms_on_their_initialize
     assert_eq!(verdict["guardrails"][0]["metric"], "pattern_violations");
     // The GEMMs, named by their weights, with how each was read from the graph.
     for row in [
-        "| g | mlp.up.weight | 8x128x64 | sparse | 2:4 structured kernel (compressed values, packed indices) (ONNX MatMul `up`: MatMul, B [64, 128] read as [out, in] = [128, 64]) |",
-        "| g | mlp.down.weight | 8x64x128 | sparse | 2:4 structured kernel (compressed values, packed indices) (ONNX Gemm `down`: Gemm transB=1, B [64, 128] = [out, in]) |",
-        "(ONNX MatMul `proj`: MatMul, B [64, 64] read as [out, in] = [64, 64]; weight through QuantizeLinear `proj_q` → DequantizeLinear `proj_dq`) |",
+        "| g-2of4-fp32 | mlp.up.weight | 8x128x64 | sparse | 2:4 structured kernel (compressed values, packed indices) (ONNX MatMul `up`: MatMul, B \\[64, 128\\] read as \\[out, in\\] = \\[128, 64\\]) |",
+        "| g-2of4-fp32 | mlp.down.weight | 8x64x128 | sparse | 2:4 structured kernel (compressed values, packed indices) (ONNX Gemm `down`: Gemm transB=1, B \\[64, 128\\] = \\[out, in\\]) |",
+        "(ONNX MatMul `proj`: MatMul, B \\[64, 64\\] read as \\[out, in\\] = \\[64, 64\\]; weight through QuantizeLinear `proj_q` → DequantizeLinear `proj_dq`) |",
         // Every other op, dense or unsupported, with why.
-        "| g | ln (LayerNormalization) | – | dense | LayerNormalization: not a GEMM, runs dense |",
-        "| g | act (Relu) | – | dense | Relu: not a GEMM, runs dense |",
-        "| g | proj_q (QuantizeLinear) | – | dense | QuantizeLinear: quantizes the weight `proj.weight` of MatMul `proj`; not a GEMM, runs dense |",
-        "| g | proj_dq (DequantizeLinear) | – | dense | DequantizeLinear: quantizes the weight `proj.weight` of MatMul `proj`; not a GEMM, runs dense |",
-        "| g | softmax (Softmax) | – | dense | Softmax: not a GEMM, runs dense |",
-        "| g | fancy (com.example.FancyNorm) | – | unsupported | unknown op com.example.FancyNorm (domain `com.example`): the gate cannot tell whether it hides a GEMM; its work is not covered |",
+        "| g-2of4-fp32 | ln (LayerNormalization) | – | dense | LayerNormalization: not a GEMM, runs dense |",
+        "| g-2of4-fp32 | act (Relu) | – | dense | Relu: not a GEMM, runs dense |",
+        "| g-2of4-fp32 | proj_q (QuantizeLinear) | – | dense | QuantizeLinear: quantizes the weight `proj.weight` of MatMul `proj`; not a GEMM, runs dense |",
+        "| g-2of4-fp32 | proj_dq (DequantizeLinear) | – | dense | DequantizeLinear: dequantizes the weight `proj.weight` of MatMul `proj`; not a GEMM, runs dense |",
+        "| g-2of4-fp32 | softmax (Softmax) | – | dense | Softmax: not a GEMM, runs dense |",
+        "| g-2of4-fp32 | fancy (com.example.FancyNorm) | – | unsupported | unknown op com.example.FancyNorm (domain `com.example`): the gate cannot tell whether it hides a GEMM; its work is not covered |",
     ] {
         assert_contains(&memo, row);
     }
@@ -115,7 +115,7 @@ fn issue_21_malformed_onnx_graphs_exit_2_naming_the_file_and_the_node_or_tensor(
     ] {
         let sb = sandbox(fixture, "");
         let printed = refused(&sb);
-        assert_contains(&printed, "pack.yaml:12:30:");
+        assert_contains(&printed, "pack.yaml:11:27:");
         for needle in needles {
             assert_contains(&printed, needle);
         }

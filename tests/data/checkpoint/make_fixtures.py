@@ -245,7 +245,7 @@ def tiny_inits():
         numpy_helper.from_array(np.zeros(HIDDEN, np.float32), "ln.beta"),
         numpy_helper.from_array(np.ascontiguousarray(o_up.T), "mlp.up.weight"),
         numpy_helper.from_array(o_down, "mlp.down.weight"),
-        numpy_helper.from_array(o_proj, "proj.weight"),
+        numpy_helper.from_array(np.ascontiguousarray(o_proj.T), "proj.weight"),
         numpy_helper.from_array(np.array(0.05, np.float32), "proj.scale"),
         numpy_helper.from_array(np.array(0, np.int8), "proj.zero"),
     ]
