@@ -78,7 +78,11 @@ pub(super) fn shard(e: ShardError) -> Error {
 
 /// An import slice's results file that cannot be read: bad input, refused before anything
 /// runs (exit 2).
-pub(super) fn import(pack: &std::path::Path, slice: &crate::ingress::Slice, e: crate::execute::ExecError) -> Error {
+pub(super) fn import(
+    pack: &std::path::Path,
+    slice: &crate::ingress::Slice,
+    e: crate::execute::ExecError,
+) -> Error {
     usage(
         format!("{}: slice `{}`: {e}", pack.display(), slice.id),
         "the file `import.file` names must be the tool's own unedited output; write it again, \

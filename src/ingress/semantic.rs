@@ -844,7 +844,10 @@ fn checkpoint_checks(
         (None, None) => {
             diags.push(loc.at_key(
                 &pointer,
-                format!("slice `{}`'s checkpoint names neither `weights` nor `graph`", spec.id),
+                format!(
+                    "slice `{}`'s checkpoint names neither `weights` nor `graph`",
+                    spec.id
+                ),
                 Some("add `weights: model.safetensors` or `graph: model.onnx` (relative to the pack)".into()),
             ));
             return None;

@@ -68,7 +68,10 @@ impl Plan {
 
 /// Choose a kernel for every op of `slice`.
 pub fn lower(slice: &Slice) -> Plan {
-    let graph = slice.checkpoint.as_ref().and_then(|w| w.checkpoint.graph.as_ref());
+    let graph = slice
+        .checkpoint
+        .as_ref()
+        .and_then(|w| w.checkpoint.graph.as_ref());
     Plan {
         ops: slice
             .ops

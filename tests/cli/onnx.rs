@@ -83,8 +83,15 @@ fn issue_21_an_onnx_graph_lists_every_op_and_times_its_gemms_on_their_initialize
     assert_eq!(structure[1]["density"], 0.5);
     // Two of the three GEMMs' FLOPs hold 2:4 and run sparse (down has the violation).
     let coverage = slice["counters"]["sparse_coverage"].as_f64().unwrap();
-    assert!((coverage - (128.0 * 64.0 + 64.0 * 64.0) / (128.0 * 64.0 * 2.0 + 64.0 * 64.0)).abs() < 1e-12, "{coverage}");
-    assert!(slice["metrics"]["latency"]["samples"].as_array().is_some_and(|s| !s.is_empty()));
+    assert!(
+        (coverage - (128.0 * 64.0 + 64.0 * 64.0) / (128.0 * 64.0 * 2.0 + 64.0 * 64.0)).abs() < 1e-12,
+        "{coverage}"
+    );
+    assert!(
+        slice["metrics"]["latency"]["samples"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty())
+    );
     let nodes = slice["plan"]["graph"].as_array().unwrap();
     assert_eq!(nodes.len(), 6, "{nodes:?}");
 }
@@ -94,23 +101,43 @@ fn issue_21_malformed_onnx_graphs_exit_2_naming_the_file_and_the_node_or_tensor(
     for (fixture, needles) in [
         (
             "bad/truncated.onnx",
-            &["ckpt/bad/truncated.onnx: byte ", "not a complete protobuf message", "(truncated)", "re-export it"][..],
+            &[
+                "ckpt/bad/truncated.onnx: byte ",
+                "not a complete protobuf message",
+                "(truncated)",
+                "re-export it",
+            ][..],
         ),
         (
             "bad/cycle.onnx",
-            &["ckpt/bad/cycle.onnx: node `", "is on a cycle", "`ln` (LayerNormalization)", "expected an acyclic graph", "must be acyclic"][..],
+            &[
+                "ckpt/bad/cycle.onnx: node `",
+                "is on a cycle",
+                "`ln` (LayerNormalization)",
+                "expected an acyclic graph",
+                "must be acyclic",
+            ][..],
         ),
         (
             "bad/shape-vs-bytes.onnx",
-            &["initializer `mlp.down.weight`: F32 × [64, 132] is 33792 bytes, but raw_data holds 32768", "infer_shapes"][..],
+            &[
+                "initializer `mlp.down.weight`: F32 × [64, 132] is 33792 bytes, but raw_data holds 32768",
+                "infer_shapes",
+            ][..],
         ),
         (
             "bad/declared-width.onnx",
-            &["node `up` (MatMul): reads `xn` declared [?, 65] (K = 65), but its weight `mlp.up.weight` is [64, 128]: expected K = 64"][..],
+            &[
+                "node `up` (MatMul): reads `xn` declared [?, 65] (K = 65), but its weight `mlp.up.weight` is [64, 128]: expected K = 64",
+            ][..],
         ),
         (
             "bad/external.onnx",
-            &["initializer `", "keeps its data in an external file", "save_as_external_data=False"][..],
+            &[
+                "initializer `",
+                "keeps its data in an external file",
+                "save_as_external_data=False",
+            ][..],
         ),
     ] {
         let sb = sandbox(fixture, "");
@@ -142,18 +169,30 @@ fn issue_21_a_graph_claiming_a_million_nodes_is_refused_before_decoding_them() {
     std::fs::write(sb.path().join("ckpt/huge.onnx"), &bytes).unwrap();
     write_pack(&sb, "{graph: ckpt/huge.onnx, tokens: 8}");
     let printed = refused(&sb);
-    assert_contains(&printed, "ckpt/huge.onnx: the graph: holds 1000000 nodes, expected at most 100000");
+    assert_contains(
+        &printed,
+        "ckpt/huge.onnx: the graph: holds 1000000 nodes, expected at most 100000",
+    );
     assert_contains(&printed, "instead, or split the graph");
 }
 
 #[test]
 fn issue_21_a_checkpoint_names_weights_or_a_graph_and_the_graph_stays_in_the_pack_tree() {
     let sb = sandbox("tiny.onnx", ", weights: ckpt/tiny.onnx");
-    assert_contains(&sb.refused_at_ingress("pack.yaml"), "names both `weights` and `graph`");
+    assert_contains(
+        &sb.refused_at_ingress("pack.yaml"),
+        "names both `weights` and `graph`",
+    );
     let sb = Sandbox::new();
     write_pack(&sb, "{tokens: 8}");
-    assert_contains(&sb.refused_at_ingress("pack.yaml"), "names neither `weights` nor `graph`");
+    assert_contains(
+        &sb.refused_at_ingress("pack.yaml"),
+        "names neither `weights` nor `graph`",
+    );
     let sb = Sandbox::new();
     write_pack(&sb, "{graph: ../tiny.onnx, tokens: 8}");
-    assert_contains(&sb.refused_at_ingress("pack.yaml"), "is outside the pack's directory");
+    assert_contains(
+        &sb.refused_at_ingress("pack.yaml"),
+        "is outside the pack's directory",
+    );
 }

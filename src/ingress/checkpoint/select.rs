@@ -36,7 +36,9 @@ impl CheckpointWorkload {
                     .as_ref()
                     .and_then(|g| g.gemm_of(&t.name))
                     .map_or(1, |(_, gemm)| gemm.rows_per_token);
-                self.tokens.iter().map(move |&tokens| (t, tokens, tokens.saturating_mul(rows)))
+                self.tokens
+                    .iter()
+                    .map(move |&tokens| (t, tokens, tokens.saturating_mul(rows)))
             })
             .map(|(t, tokens, m)| GemmOp {
                 name: if several {

@@ -21,8 +21,8 @@ mod proto;
 mod wire;
 
 pub use proto::{
-    AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, TensorProto, TensorShapeProto, TensorTypeProto,
-    TypeProto, ValueInfoProto,
+    AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, TensorProto, TensorShapeProto,
+    TensorTypeProto, TypeProto, ValueInfoProto,
 };
 
 use super::{CheckpointError, Dtype, Held, TensorEntry, shown};
@@ -105,7 +105,12 @@ pub struct GemmNode {
 }
 
 /// Build a [`CheckpointError::Graph`].
-fn bad(file: &str, item: impl Into<String>, problem: impl Into<String>, hint: &'static str) -> CheckpointError {
+fn bad(
+    file: &str,
+    item: impl Into<String>,
+    problem: impl Into<String>,
+    hint: &'static str,
+) -> CheckpointError {
     CheckpointError::Graph {
         file: file.to_owned(),
         item: item.into(),
@@ -152,7 +157,12 @@ pub fn decode(bytes: Vec<u8>, name: &str) -> Result<Graph, CheckpointError> {
     }
     let model = ModelProto::decode(bytes::Bytes::from(bytes)).map_err(|e| {
         // prost's message names the field path and the problem, never the bytes.
-        bad(name, "the model", format!("not an ONNX ModelProto ({e})"), REEXPORT)
+        bad(
+            name,
+            "the model",
+            format!("not an ONNX ModelProto ({e})"),
+            REEXPORT,
+        )
     })?;
     let graph = model
         .graph
@@ -202,17 +212,35 @@ fn initializer(t: &TensorProto, file: &str) -> Result<Init, CheckpointError> {
     }
     let mut dims = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
-        dims.push(u64::try_from(d).map_err(|_| bad(file, item.clone(), format!("has a negative dimension {d}"), SHAPES))?);
+        dims.push(u64::try_from(d).map_err(|_| {
+            bad(
+                file,
+                item.clone(),
+                format!("has a negative dimension {d}"),
+                SHAPES,
+            )
+        })?);
     }
     let elements = dims
         .iter()
         .try_fold(1u64, |a, &d| a.checked_mul(d))
         .filter(|&n| n <= MAX_GRAPH_BYTES)
-        .ok_or_else(|| bad(file, item.clone(), format!("declares {dims:?}, more elements than the file can hold"), SHAPES))?;
+        .ok_or_else(|| {
+            bad(
+                file,
+                item.clone(),
+                format!("declares {dims:?}, more elements than the file can hold"),
+                SHAPES,
+            )
+        })?;
     let known = element(t.data_type);
     if !t.raw_data.is_empty() {
         let Some((size, dtype)) = known else {
-            return Ok(Init { dims, dtype: None, data: t.raw_data.clone() });
+            return Ok(Init {
+                dims,
+                dtype: None,
+                data: t.raw_data.clone(),
+            });
         };
         if t.raw_data.len() as u64 != elements * size {
             return Err(bad(
@@ -227,7 +255,11 @@ fn initializer(t: &TensorProto, file: &str) -> Result<Init, CheckpointError> {
                 SHAPES,
             ));
         }
-        return Ok(Init { dims, dtype: Some(dtype), data: t.raw_data.clone() });
+        return Ok(Init {
+            dims,
+            dtype: Some(dtype),
+            data: t.raw_data.clone(),
+        });
     }
     let mut data = Vec::new();
     let held = match t.data_type {
@@ -314,7 +346,10 @@ fn is_standard(domain: &str) -> bool {
 }
 
 fn attr_i(n: &NodeProto, name: &str, default: i64) -> i64 {
-    n.attribute.iter().find(|a| a.name == name).map_or(default, |a| a.i)
+    n.attribute
+        .iter()
+        .find(|a| a.name == name)
+        .map_or(default, |a| a.i)
 }
 
 /// Check the graph and classify its nodes.
@@ -323,19 +358,31 @@ fn build(g: &GraphProto, file: &str) -> Result<Graph, CheckpointError> {
     for t in &g.initializer {
         let init = initializer(t, file)?;
         if inits.insert(t.name.as_str(), init).is_some() {
-            return Err(bad(file, format!("initializer `{}`", shown(&t.name)), "is defined twice", DAG));
+            return Err(bad(
+                file,
+                format!("initializer `{}`", shown(&t.name)),
+                "is defined twice",
+                DAG,
+            ));
         }
     }
     let shapes = declared_shapes(g);
     for (name, init) in &inits {
         if let Some(declared) = shapes.get(name) {
             let agrees = declared.len() == init.dims.len()
-                && declared.iter().zip(&init.dims).all(|(d, &i)| d.is_none_or(|d| d == i));
+                && declared
+                    .iter()
+                    .zip(&init.dims)
+                    .all(|(d, &i)| d.is_none_or(|d| d == i));
             if !agrees {
                 return Err(bad(
                     file,
                     format!("initializer `{}`", shown(name)),
-                    format!("holds {:?}, but the graph declares its shape as {}", init.dims, show_dims(declared)),
+                    format!(
+                        "holds {:?}, but the graph declares its shape as {}",
+                        init.dims,
+                        show_dims(declared)
+                    ),
                     SHAPES,
                 ));
             }
@@ -349,7 +396,10 @@ fn build(g: &GraphProto, file: &str) -> Result<Graph, CheckpointError> {
                 return Err(bad(
                     file,
                     format!("node `{}` ({})", node_name(n, i), shown(&n.op_type)),
-                    format!("writes `{}`, which another node or an initializer already defines", shown(out)),
+                    format!(
+                        "writes `{}`, which another node or an initializer already defines",
+                        shown(out)
+                    ),
                     DAG,
                 ));
             }
@@ -363,7 +413,10 @@ fn build(g: &GraphProto, file: &str) -> Result<Graph, CheckpointError> {
                 return Err(bad(
                     file,
                     format!("node `{}` ({})", node_name(n, i), shown(&n.op_type)),
-                    format!("reads `{}`, which no node, graph input or initializer defines", shown(v)),
+                    format!(
+                        "reads `{}`, which no node, graph input or initializer defines",
+                        shown(v)
+                    ),
                     DAG,
                 ));
             }
@@ -374,7 +427,10 @@ fn build(g: &GraphProto, file: &str) -> Result<Graph, CheckpointError> {
 }
 
 fn show_dims(dims: &[Option<u64>]) -> String {
-    let parts: Vec<String> = dims.iter().map(|d| d.map_or("?".to_owned(), |d| d.to_string())).collect();
+    let parts: Vec<String> = dims
+        .iter()
+        .map(|d| d.map_or("?".to_owned(), |d| d.to_string()))
+        .collect();
     format!("[{}]", parts.join(", "))
 }
 
@@ -384,7 +440,12 @@ fn check_acyclic(g: &GraphProto, producer: &HashMap<&str, usize>, file: &str) ->
     let preds: Vec<Vec<usize>> = g
         .node
         .iter()
-        .map(|node| node.input.iter().filter_map(|v| producer.get(v.as_str()).copied()).collect())
+        .map(|node| {
+            node.input
+                .iter()
+                .filter_map(|v| producer.get(v.as_str()).copied())
+                .collect()
+        })
         .collect();
     let mut succs = vec![Vec::new(); n];
     let mut indegree = vec![0usize; n];
@@ -490,7 +551,8 @@ fn classify(
         let input = |k: usize| n.input.get(k).map(String::as_str).filter(|v| !v.is_empty());
         let (a, b) = match n.op_type.as_str() {
             "MatMul" | "Gemm" | "Conv" => (input(0), input(1)),
-            "MatMulInteger" | "QLinearMatMul" | "ConvInteger" | "QLinearConv" | "ConvTranspose" | "Einsum" => {
+            "MatMulInteger" | "QLinearMatMul" | "ConvInteger" | "QLinearConv" | "ConvTranspose"
+            | "Einsum" => {
                 nodes[i].kind = NodeKind::OpaqueGemm(
                     match n.op_type.as_str() {
                         "ConvTranspose" => "a transposed convolution has no sparse CPU kernel",
@@ -505,7 +567,12 @@ fn classify(
         };
         let node_item = format!("node `{}` ({})", nodes[i].name, nodes[i].op_type);
         let (Some(a), Some(b)) = (a, b) else {
-            return Err(bad(file, node_item, "has fewer than two inputs, expected A and B", DAG));
+            return Err(bad(
+                file,
+                node_item,
+                "has fewer than two inputs, expected A and B",
+                DAG,
+            ));
         };
         let mut through = Vec::new();
         let Some(w) = constant_source(g, b, inits, producer, &mut through) else {
@@ -518,27 +585,53 @@ fn classify(
         let group = attr_i(n, "group", 1);
         // (N, K, stored as [K, N]?, rows per token, form)
         let (out_dim, k, in_out, rows_per_token, form) = match (op, init.dims.as_slice()) {
-            ("MatMul", &[k, n_]) => (n_, k, true, 1, format!("MatMul, B [{k}, {n_}] read as [out, in] = [{n_}, {k}]")),
-            ("Gemm", &[r, c]) if trans_b => (r, c, false, 1, format!("Gemm transB=1, B [{r}, {c}] = [out, in]")),
-            ("Gemm", &[k, n_]) => (n_, k, true, 1, format!("Gemm transB=0, B [{k}, {n_}] read as [out, in] = [{n_}, {k}]")),
+            ("MatMul", &[k, n_]) => (
+                n_,
+                k,
+                true,
+                1,
+                format!("MatMul, B [{k}, {n_}] read as [out, in] = [{n_}, {k}]"),
+            ),
+            ("Gemm", &[r, c]) if trans_b => {
+                (r, c, false, 1, format!("Gemm transB=1, B [{r}, {c}] = [out, in]"))
+            }
+            ("Gemm", &[k, n_]) => (
+                n_,
+                k,
+                true,
+                1,
+                format!("Gemm transB=0, B [{k}, {n_}] read as [out, in] = [{n_}, {k}]"),
+            ),
             ("Conv", dims) if dims.len() >= 3 && group == 1 => {
                 let k: u64 = dims[1..].iter().product();
                 let out = n.output.first().and_then(|o| shapes.get(o.as_str()));
-                let positions = out
-                    .filter(|s| s.len() >= 3)
-                    .and_then(|s| s[2..].iter().try_fold(1u64, |a, d| d.map(|d| a.saturating_mul(d))));
+                let positions = out.filter(|s| s.len() >= 3).and_then(|s| {
+                    s[2..]
+                        .iter()
+                        .try_fold(1u64, |a, d| d.map(|d| a.saturating_mul(d)))
+                });
                 let form = match positions {
-                    Some(p) => format!("Conv {dims:?} as im2col GEMM, K = {k}, M = tokens × {p} output positions"),
-                    None => format!("Conv {dims:?} as im2col GEMM, K = {k}; output positions undeclared, M = tokens"),
+                    Some(p) => {
+                        format!("Conv {dims:?} as im2col GEMM, K = {k}, M = tokens × {p} output positions")
+                    }
+                    None => format!(
+                        "Conv {dims:?} as im2col GEMM, K = {k}; output positions undeclared, M = tokens"
+                    ),
                 };
                 (dims[0], k, false, positions.unwrap_or(1).max(1), form)
             }
             ("Conv", dims) if dims.len() >= 3 => {
-                nodes[i].kind = NodeKind::OpaqueGemm(format!("a grouped convolution (group = {group}) has no sparse CPU kernel"));
+                nodes[i].kind = NodeKind::OpaqueGemm(format!(
+                    "a grouped convolution (group = {group}) has no sparse CPU kernel"
+                ));
                 continue;
             }
             (_, dims) => {
-                nodes[i].kind = NodeKind::OpaqueGemm(format!("its weight `{}` is {}-D, not a 2-D matrix", shown(w), dims.len()));
+                nodes[i].kind = NodeKind::OpaqueGemm(format!(
+                    "its weight `{}` is {}-D, not a 2-D matrix",
+                    shown(w),
+                    dims.len()
+                ));
                 continue;
             }
         };
@@ -585,7 +678,10 @@ fn classify(
                 .collect();
             quantized.push(format!("weight through {}", chain.join(" → ")));
             for &q in &through {
-                quant_role.insert(q, format!("the weight `{}` of {op} `{}`", shown(w), nodes[i].name));
+                quant_role.insert(
+                    q,
+                    format!("the weight `{}` of {op} `{}`", shown(w), nodes[i].name),
+                );
             }
         }
         if let Some(&p) = producer.get(a)
@@ -593,21 +689,34 @@ fn classify(
             && constant_source(g, a, inits, producer, &mut Vec::new()).is_none()
         {
             quantized.push(format!("activation through DequantizeLinear `{}`", nodes[p].name));
-            quant_role.insert(p, format!("the activation `{}` into {op} `{}`", shown(a), nodes[i].name));
+            quant_role.insert(
+                p,
+                format!("the activation `{}` into {op} `{}`", shown(a), nodes[i].name),
+            );
             if let Some(&q) = g.node[p].input.first().and_then(|v| producer.get(v.as_str()))
                 && g.node[q].op_type == "QuantizeLinear"
             {
-                quant_role.insert(q, format!("the activation `{}` into {op} `{}`", shown(a), nodes[i].name));
+                quant_role.insert(
+                    q,
+                    format!("the activation `{}` into {op} `{}`", shown(a), nodes[i].name),
+                );
             }
         }
         if let Some(prev) = weights.iter().find(|t| t.name == w) {
             if prev.shape != [out_dim, k] {
-                nodes[i].kind = NodeKind::OpaqueGemm(format!("shares its weight `{}` with another GEMM in another layout", shown(w)));
+                nodes[i].kind = NodeKind::OpaqueGemm(format!(
+                    "shares its weight `{}` with another GEMM in another layout",
+                    shown(w)
+                ));
                 continue;
             }
         } else {
             let size = dtype.bytes().unwrap_or(1) as usize;
-            let data = if in_out { transpose(&init.data, k as usize, out_dim as usize, size) } else { init.data.clone() };
+            let data = if in_out {
+                transpose(&init.data, k as usize, out_dim as usize, size)
+            } else {
+                init.data.clone()
+            };
             weights.push(TensorEntry {
                 name: w.to_owned(),
                 dtype,
@@ -626,8 +735,14 @@ fn classify(
         });
     }
     for (i, n) in g.node.iter().enumerate() {
-        if matches!(n.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear") && matches!(nodes[i].kind, NodeKind::Other) {
-            nodes[i].kind = NodeKind::Quantize(quant_role.remove(&i).unwrap_or_else(|| "a value no GEMM reads directly".to_owned()));
+        if matches!(n.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear")
+            && matches!(nodes[i].kind, NodeKind::Other)
+        {
+            nodes[i].kind = NodeKind::Quantize(
+                quant_role
+                    .remove(&i)
+                    .unwrap_or_else(|| "a value no GEMM reads directly".to_owned()),
+            );
         }
     }
     Ok(Graph { nodes, weights })

@@ -18,7 +18,11 @@ fn f32_init(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
         name: name.into(),
         dims: dims.to_vec(),
         data_type: 1,
-        raw_data: values.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>().into(),
+        raw_data: values
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>()
+            .into(),
         ..Default::default()
     }
 }
@@ -81,7 +85,14 @@ fn a_matmul_weight_is_read_as_out_by_in_and_other_ops_are_listed() {
     assert_eq!(g.weights.len(), 1);
     let w = &g.weights[0];
     assert_eq!((w.name.as_str(), w.shape.as_slice()), ("W", &[2u64, 4][..]));
-    let values: Vec<f32> = w.held.as_ref().unwrap().0.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    let values: Vec<f32> = w
+        .held
+        .as_ref()
+        .unwrap()
+        .0
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
     assert_eq!(values, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
     assert!(matches!(&g.nodes[0].kind, NodeKind::Gemm(gemm) if gemm.weight == "W"));
     assert_eq!(g.nodes[1].kind, NodeKind::Other);
@@ -111,8 +122,10 @@ fn a_gemm_with_trans_b_keeps_its_layout_and_typed_fields_are_read() {
 #[test]
 fn a_weight_through_quantize_dequantize_is_the_gemms_weight_and_the_pair_is_placed() {
     let mut g = small();
-    g.node.insert(0, node("q", "QuantizeLinear", &["W", "s"], &["Wq"]));
-    g.node.insert(1, node("dq", "DequantizeLinear", &["Wq", "s"], &["Wd"]));
+    g.node
+        .insert(0, node("q", "QuantizeLinear", &["W", "s"], &["Wq"]));
+    g.node
+        .insert(1, node("dq", "DequantizeLinear", &["Wq", "s"], &["Wd"]));
     g.node[2] = node("mm", "MatMul", &["x", "Wd"], &["h"]);
     g.initializer.push(f32_init("s", &[], &[0.1]));
     let read = decode(model(g), "m.onnx").unwrap();
@@ -120,8 +133,14 @@ fn a_weight_through_quantize_dequantize_is_the_gemms_weight_and_the_pair_is_plac
         panic!("{:?}", read.nodes[2]);
     };
     assert_eq!(gemm.weight, "W");
-    assert_eq!(gemm.quantized, ["weight through QuantizeLinear `q` → DequantizeLinear `dq`"]);
-    assert_eq!(read.nodes[0].kind, NodeKind::Quantize("the weight `W` of MatMul `mm`".into()));
+    assert_eq!(
+        gemm.quantized,
+        ["weight through QuantizeLinear `q` → DequantizeLinear `dq`"]
+    );
+    assert_eq!(
+        read.nodes[0].kind,
+        NodeKind::Quantize("the weight `W` of MatMul `mm`".into())
+    );
 }
 
 #[test]
@@ -138,12 +157,15 @@ fn a_conv_is_its_im2col_gemm() {
     let mut g = small();
     g.node[0] = node("conv", "Conv", &["img", "K"], &["h"]);
     g.input.push(value("img", &[Some(1), Some(2), Some(5), Some(5)]));
-    g.value_info.push(value("h", &[Some(1), Some(3), Some(3), Some(3)]));
+    g.value_info
+        .push(value("h", &[Some(1), Some(3), Some(3), Some(3)]));
     g.initializer.push(f32_init("K", &[3, 2, 3, 3], &[0.5; 54]));
     let read = decode(model(g), "m.onnx").unwrap();
     let k = read.weights.iter().find(|t| t.name == "K").unwrap();
     assert_eq!(k.shape, [3, 18]);
-    let Some((_, gemm)) = read.gemm_of("K") else { panic!() };
+    let Some((_, gemm)) = read.gemm_of("K") else {
+        panic!()
+    };
     assert_eq!(gemm.rows_per_token, 9);
 }
 
@@ -164,7 +186,10 @@ fn a_value_read_but_never_defined_is_refused() {
     let mut g = small();
     g.node[1].input[1] = "nowhere".into();
     let msg = error(&model(g));
-    assert!(msg.contains("node `ln` (LayerNormalization): reads `nowhere`"), "{msg}");
+    assert!(
+        msg.contains("node `ln` (LayerNormalization): reads `nowhere`"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -172,7 +197,10 @@ fn raw_data_disagreeing_with_the_declared_shape_is_refused() {
     let mut g = small();
     g.initializer[0].dims = vec![4, 3];
     let msg = error(&model(g));
-    assert!(msg.contains("initializer `W`: F32 × [4, 3] is 48 bytes, but raw_data holds 32"), "{msg}");
+    assert!(
+        msg.contains("initializer `W`: F32 × [4, 3] is 48 bytes, but raw_data holds 32"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -180,7 +208,10 @@ fn a_declared_activation_width_other_than_k_is_refused() {
     let mut g = small();
     g.input[0] = value("x", &[None, Some(5)]);
     let msg = error(&model(g));
-    assert!(msg.contains("node `mm` (MatMul): reads `x` declared [?, 5] (K = 5)"), "{msg}");
+    assert!(
+        msg.contains("node `mm` (MatMul): reads `x` declared [?, 5] (K = 5)"),
+        "{msg}"
+    );
     assert!(msg.contains("expected K = 4"), "{msg}");
 }
 
@@ -202,7 +233,10 @@ fn a_million_claimed_nodes_are_refused_before_any_is_decoded() {
     prost::encoding::encode_varint(graph.len() as u64, &mut bytes);
     bytes.extend_from_slice(&graph);
     let msg = error(&bytes);
-    assert!(msg.contains("the graph: holds 1000000 nodes, expected at most 100000"), "{msg}");
+    assert!(
+        msg.contains("the graph: holds 1000000 nodes, expected at most 100000"),
+        "{msg}"
+    );
 }
 
 #[test]

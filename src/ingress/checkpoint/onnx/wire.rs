@@ -90,7 +90,10 @@ fn walk<'a>(bytes: &'a [u8], base: usize, visit: &mut Visit<'a>) -> Result<(), W
             }
             2 => {
                 let len = varint(bytes, &mut i).ok_or(truncated.clone())?;
-                let len = usize::try_from(len).ok().filter(|&l| l <= bytes.len() - i).ok_or(truncated)?;
+                let len = usize::try_from(len)
+                    .ok()
+                    .filter(|&l| l <= bytes.len() - i)
+                    .ok_or(truncated)?;
                 visit(tag, at, Some((base + i, &bytes[i..i + len])))?;
                 i += len;
             }
