@@ -198,3 +198,45 @@ pub fn gemm_note(graph: &Graph, tensor: &str) -> Option<String> {
     }
     Some(note)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingress::checkpoint::onnx::GraphNode;
+
+    fn node(name: &str, op: &str, domain: &str, kind: NodeKind) -> GraphNode {
+        GraphNode {
+            name: name.into(),
+            op_type: op.into(),
+            domain: domain.into(),
+            kind,
+        }
+    }
+
+    #[test]
+    fn known_ops_run_dense_and_unknown_ones_are_listed_unsupported_not_refused() {
+        let graph = Graph {
+            nodes: vec![
+                node("ln", "LayerNormalization", "", NodeKind::Other),
+                node("f", "Foo", "", NodeKind::Other),
+                node("x", "Attention", "com.microsoft", NodeKind::Other),
+                node("qk", "MatMul", "", NodeKind::ActivationGemm),
+                node("g", "ConvTranspose", "", NodeKind::OpaqueGemm("no kernel".into())),
+            ],
+            weights: vec![],
+        };
+        let rows = nodes(&graph);
+        let paths: Vec<NodePath> = rows.iter().map(|r| r.path).collect();
+        use NodePath::{Dense, Unsupported};
+        assert_eq!(paths, [Dense, Unsupported, Unsupported, Dense, Unsupported]);
+        assert_eq!(rows[0].reason, "LayerNormalization: not a GEMM, runs dense");
+        assert!(
+            rows[1]
+                .reason
+                .starts_with("Foo: an operator the gate does not model")
+        );
+        assert_eq!(rows[2].op_type, "com.microsoft.Attention");
+        assert!(rows[2].reason.starts_with("unknown op com.microsoft.Attention"));
+        assert_eq!(rows[4].reason, "ConvTranspose: no kernel");
+    }
+}
