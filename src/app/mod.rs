@@ -132,7 +132,14 @@ fn all_slices(packs: &[LoadedPack]) -> impl Iterator<Item = &Slice> {
 /// Load every pack, stopping at the first that is invalid, and refuse packs that cannot be
 /// run together.
 pub fn load_packs(paths: &[PathBuf]) -> Result<Vec<LoadedPack>> {
-    pack_set::load_packs(paths).map_err(refusals::pack_set)
+    let packs = pack_set::load_packs(paths).map_err(refusals::pack_set)?;
+    // An import slice's results file is input like the pack: read before anything runs.
+    for pack in &packs {
+        for slice in &pack.slices {
+            crate::execute::check_import(slice).map_err(|e| refusals::import(&pack.path, slice, e))?;
+        }
+    }
+    Ok(packs)
 }
 
 /// The environment `packs` run under, refused when they cannot share one lock.

@@ -75,3 +75,17 @@ pub(super) fn shard(e: ShardError) -> Error {
         e @ ShardError::Missing(_) => usage(e, "pass the output directory of every shard (K = 1..N)"),
     }
 }
+
+/// An import slice's results file that cannot be read: bad input, refused before anything
+/// runs (exit 2).
+pub(super) fn import(
+    pack: &std::path::Path,
+    slice: &crate::ingress::Slice,
+    e: crate::execute::ExecError,
+) -> Error {
+    usage(
+        format!("{}: slice `{}`: {e}", pack.display(), slice.id),
+        "the file `import.file` names must be the tool's own unedited output; write it again, \
+         or make the pack's `benchmark` / `ranges` name what it holds",
+    )
+}

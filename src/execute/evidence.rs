@@ -490,7 +490,10 @@ impl SliceEvidence {
             slice: slice.to_owned(),
             sparsity: "dense".into(),
             precision: crate::domain::Precision::Fp32,
-            plan: crate::lower::Plan { ops: vec![] },
+            plan: crate::lower::Plan {
+                ops: vec![],
+                graph: vec![],
+            },
             metrics: KeyedMap::new(),
             comparator: None,
             counters: Counters::new(),

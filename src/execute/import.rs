@@ -40,6 +40,26 @@ pub fn execute_import_slice(slice: &Slice, import: &ImportSlice, plan: &Plan) ->
     evidence.finish(outcome, start)
 }
 
+/// Read `slice`'s results once before anything runs (`gate`, `run`, `bless`), so that a
+/// file that cannot be read (malformed, truncated, over a limit, or without the entry or
+/// range the pack names) is bad input: the command exits 2 with nothing written, as for a
+/// malformed checkpoint, instead of failing the slice at execution (exit 1). A benchmark
+/// that ran and failed (`error_message`, a non-zero exit) is a measured finding, left to
+/// execution. Result files are bounded, so the second read costs milliseconds.
+pub fn check_import(slice: &Slice) -> Result<(), ExecError> {
+    let crate::ingress::SliceBackend::Import(import) = &slice.backend else {
+        return Ok(());
+    };
+    let mut scratch = SliceEvidence::empty(slice, &crate::lower::lower(slice));
+    match record(import, &mut scratch) {
+        Err(ExecError::Import {
+            problem: ImportError::BenchmarkFailed { .. } | ImportError::NonZeroExit { .. },
+            ..
+        }) => Ok(()),
+        other => other,
+    }
+}
+
 fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), ExecError> {
     let context = |problem: ImportError| ExecError::Import {
         format: import.format,

@@ -45,7 +45,7 @@ pub use evidence::{
     MetricSamples, ModelScore, OpCost, PackRecord, PruneStep, QualityEvidence, RunSummary, SliceEvidence,
     SliceFailure, TokenSpeedup,
 };
-pub use import::{Imported, execute_import_slice, read_entry};
+pub use import::{Imported, check_import, execute_import_slice, read_entry};
 pub use load::{LoadOutcome, execute_load_slice, serve};
 pub use paired::{BaselineRuns, PairOrder};
 pub use quality::execute_model_slice;

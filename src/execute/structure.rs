@@ -139,6 +139,7 @@ mod tests {
             file: 0,
             offset: 0,
             len: 0,
+            held: None,
         }
     }
 

@@ -832,6 +832,28 @@ fn checkpoint_checks(
         ));
         return None;
     }
+    match (&c.weights, &c.graph) {
+        (Some(_), Some(_)) => {
+            diags.push(loc.at_key(
+                &format!("{pointer}/graph"),
+                format!("slice `{}` names both `weights` and `graph`", spec.id),
+                Some("an ONNX graph carries its weights as initializers: give `weights` (safetensors) or `graph` (ONNX), not both".into()),
+            ));
+            return None;
+        }
+        (None, None) => {
+            diags.push(loc.at_key(
+                &pointer,
+                format!(
+                    "slice `{}`'s checkpoint names neither `weights` nor `graph`",
+                    spec.id
+                ),
+                Some("add `weights: model.safetensors` or `graph: model.onnx` (relative to the pack)".into()),
+            ));
+            return None;
+        }
+        _ => {}
+    }
     let dir = super::pack_dir(&loc.file);
     match super::checkpoint::open_workload(&dir, c) {
         Ok(w) => {
@@ -867,7 +889,8 @@ fn checkpoint_checks(
                         CheckpointError::File(f) => f.to_string().contains(name),
                         _ => false,
                     });
-                    (if in_config { "config" } else { "weights" }, inner.hint().to_owned())
+                    let source = if c.graph.is_some() { "graph" } else { "weights" };
+                    (if in_config { "config" } else { source }, inner.hint().to_owned())
                 }
             };
             let key_pointer = format!("{pointer}/{key}");

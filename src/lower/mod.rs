@@ -2,6 +2,10 @@
 //! or the dense fallback, and why. This is the *supported layer matrix* the memo shows.
 //! Nothing here measures time.
 
+mod graph;
+
+pub use graph::{NodePath, NodePlan};
+
 use crate::domain::{GemmOp, Precision, Sparsity};
 
 use crate::ingress::Slice;
@@ -12,6 +16,10 @@ use serde::{Deserialize, Serialize};
 pub struct Plan {
     /// One entry per op, in order.
     pub ops: Vec<OpPlan>,
+    /// For an ONNX graph: every node that is not a GEMM with a readable weight, with how it
+    /// runs (issue 21). Its GEMMs are in `ops`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graph: Vec<NodePlan>,
 }
 
 /// How one op will run.
@@ -60,15 +68,23 @@ impl Plan {
 
 /// Choose a kernel for every op of `slice`.
 pub fn lower(slice: &Slice) -> Plan {
+    let graph = slice
+        .checkpoint
+        .as_ref()
+        .and_then(|w| w.checkpoint.graph.as_ref());
     Plan {
         ops: slice
             .ops
             .iter()
             .map(|op| {
-                let (path, reason) = match slice.backend.preset() {
+                let (path, mut reason) = match slice.backend.preset() {
                     Some(preset) => select_sim(preset, slice.precision, slice.sparsity, op),
                     None => select_cpu(slice.precision, slice.sparsity, op),
                 };
+                let tensor = crate::ingress::checkpoint::tensor_of(&op.name);
+                if let Some(note) = graph.and_then(|g| graph::gemm_note(g, tensor)) {
+                    reason = format!("{reason} ({note})");
+                }
                 OpPlan {
                     op: op.clone(),
                     path,
@@ -76,6 +92,7 @@ pub fn lower(slice: &Slice) -> Plan {
                 }
             })
             .collect(),
+        graph: graph.map(graph::nodes).unwrap_or_default(),
     }
 }
 

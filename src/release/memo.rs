@@ -357,6 +357,10 @@ pub struct MemoSlice {
     pub bottleneck: Option<Bottleneck>,
     /// The supported layer matrix: every op, its path and why.
     pub ops: Vec<MemoOp>,
+    /// For an ONNX graph: the rows of its nodes that are not GEMMs with a readable weight
+    /// (`dense` or `unsupported`, with why).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graph_nodes: Vec<crate::lower::NodePlan>,
     /// Why the slice did not run, if it did not.
     pub failure: Option<String>,
     /// Independent runs the slice was measured in (0 for evidence without run summaries).
@@ -808,6 +812,7 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
                 cosine: fidelity(&o.op.name).map(|f| f.cosine),
             })
             .collect(),
+        graph_nodes: s.plan.graph.clone(),
         failure: s.failure.as_ref().map(|f| format!("{}: {}", f.stage, f.message)),
         diagnosis: diagnosis.cloned(),
         structure: s.structure.clone(),
@@ -1048,6 +1053,7 @@ mod tests {
                 diagnosis: Some(fixed_diagnosis()),
                 structure: vec![],
                 break_even: vec![],
+                graph_nodes: vec![],
                 load: None,
                 artifacts: vec![],
             }],

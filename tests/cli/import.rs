@@ -1,9 +1,22 @@
 //! `backend: import` (issue 8): packs gating the committed real outputs of Google
 //! Benchmark, hyperfine, criterion and pytest-benchmark, a planted regression, and a
-//! missing entry failing at the execution stage with the entries the file has; GPU traces
-//! (issue 21): PyTorch profiler and Nsight Systems exports, malformed and oversized ones.
+//! missing entry refused with the entries the file has; GPU traces (issue 21): PyTorch
+//! profiler and Nsight Systems exports, malformed and oversized ones. A results file that
+//! cannot be read is bad input like the pack: exit 2, the file named, nothing written.
 
-use crate::support::{Sandbox, assert_contains, assert_exit, example_pack, repo_file};
+use crate::support::{Sandbox, assert_contains, assert_exit, example_pack, printed, repo_file};
+
+/// `gate pack.yaml --out out`, which must refuse the pack's results file before anything
+/// runs (exit 2) and write nothing: what it printed.
+#[track_caller]
+fn refused_before_running(sb: &Sandbox) -> String {
+    let out = sb.gate("pack.yaml", &[]);
+    assert_exit(&out, 2);
+    assert!(!sb.path().join("out").exists(), "nothing is written");
+    let text = printed(&out);
+    assert_contains(&text, "pack.yaml: slice `");
+    text
+}
 
 /// A pack importing `benchmark` (vs `comparator`) from a fixture in `format`.
 fn import_pack(file: &str, format: &str, benchmark: &str, comparator: &str, guardrails: &str) -> String {
@@ -61,7 +74,7 @@ fn issue_8_imported_regression_fails_the_gate() {
 }
 
 #[test]
-fn issue_8_unknown_import_entry_fails_at_execution_listing_the_entries() {
+fn issue_8_unknown_import_entry_is_refused_listing_the_entries() {
     let sb = Sandbox::with_pack(&import_pack(
         "hyperfine.json",
         "hyperfine",
@@ -69,9 +82,10 @@ fn issue_8_unknown_import_entry_fails_at_execution_listing_the_entries() {
         "",
         "[{metric: latency, at_most: 1}]",
     ));
-    let (_, memo) = sb.gate_fails_at("execution");
-    assert_contains(&memo, "no benchmark `busy-9999`");
-    assert_contains(&memo, "busy-2000, busy-8000");
+    let printed = refused_before_running(&sb);
+    assert_contains(&printed, "hyperfine `");
+    assert_contains(&printed, "no benchmark `busy-9999`");
+    assert_contains(&printed, "busy-2000, busy-8000");
 }
 
 #[test]
@@ -162,9 +176,10 @@ fn issue_21_fallback_rate_over_a_benchmark_format_is_refused() {
 }
 
 #[test]
-fn issue_21_malformed_traces_fail_at_execution_saying_why() {
+fn issue_21_malformed_traces_are_refused_with_exit_2_saying_where_and_why() {
     for (file, format, needle) in [
         ("torch_truncated.json", "torch_profiler", "ends early"),
+        ("torch_truncated.json", "torch_profiler", "at line "),
         ("torch_negative_dur.json", "torch_profiler", "negative `dur`"),
         (
             "nsys_no_kernels_table.sqlite",
@@ -175,8 +190,9 @@ fn issue_21_malformed_traces_fail_at_execution_saying_why() {
     ] {
         let path = repo_file(&format!("tests/data/import/{file}"));
         let sb = Sandbox::with_pack(&trace_pack(&path, format, "", "[{metric: latency, at_most: 1}]"));
-        let (_, memo) = sb.gate_fails_at("execution");
-        assert_contains(&memo, needle);
+        let printed = refused_before_running(&sb);
+        assert_contains(&printed, file);
+        assert_contains(&printed, needle);
     }
 }
 
@@ -202,8 +218,7 @@ fn issue_21_ten_million_event_json_trace_is_refused_quickly() {
         ),
     );
     let start = std::time::Instant::now();
-    let (_, memo) = sb.gate_fails_at("execution");
-    assert_contains(&memo, "more than 2000000 trace events");
+    assert_contains(&refused_before_running(&sb), "more than 2000000 trace events");
     assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
     // Over the size cap: refused from its length, nothing read.
     let huge = std::fs::File::create(sb.path().join("huge.json")).unwrap();
@@ -217,8 +232,7 @@ fn issue_21_ten_million_event_json_trace_is_refused_quickly() {
             "[{metric: latency, at_most: 1}]",
         ),
     );
-    let (_, memo) = sb.gate_fails_at("execution");
-    assert_contains(&memo, "over the 268435456-byte limit");
+    assert_contains(&refused_before_running(&sb), "over the 268435456-byte limit");
 }
 
 #[test]
@@ -239,6 +253,5 @@ fn issue_21_sqlite_export_over_the_event_cap_is_refused_by_count() {
         "pack.yaml",
         &trace_pack("big.sqlite", "nsys_sqlite", "", "[{metric: latency, at_most: 1}]"),
     );
-    let (_, memo) = sb.gate_fails_at("execution");
-    assert_contains(&memo, "more than 2000000 trace events");
+    assert_contains(&refused_before_running(&sb), "more than 2000000 trace events");
 }

@@ -20,6 +20,7 @@ mod import;
 mod load;
 mod malformed;
 mod memo;
+mod onnx;
 mod output_set;
 mod paired;
 mod progress;

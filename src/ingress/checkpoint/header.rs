@@ -122,6 +122,7 @@ pub(super) fn read_headers(
             file,
             offset: data_start + start,
             len: end - start,
+            held: None,
         });
     }
     // Contiguous and non-overlapping, as the format requires: every byte belongs to one

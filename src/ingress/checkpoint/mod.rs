@@ -1,5 +1,6 @@
 //! The checkpoint a pack names (issue 21): its safetensors files (one, or the shards of a
-//! `model.safetensors.index.json`) and, optionally, its Hugging Face `config.json`.
+//! `model.safetensors.index.json`) or its ONNX graph ([`onnx`]), and, optionally, its
+//! Hugging Face `config.json`.
 //!
 //! Ingress reads what the gate must know before anything runs: every header (dtypes,
 //! shapes, where each tensor's bytes are), checked against the file sizes, and the config's
@@ -12,6 +13,7 @@
 
 mod config;
 mod header;
+pub mod onnx;
 mod select;
 
 pub use config::{ModelConfig, SparsityClaim};
@@ -98,6 +100,21 @@ pub struct TensorEntry {
     pub offset: u64,
     /// Bytes of data.
     pub len: u64,
+    /// The data itself, for a weight read from an ONNX graph (already in `[out, in]`
+    /// layout); `None` for a safetensors tensor, read from its file when needed.
+    #[serde(skip)]
+    pub held: Option<Held>,
+}
+
+/// Tensor bytes kept in memory (an ONNX graph's GEMM weights: the graph is one protobuf
+/// message, read whole and bounded). Debug shows the length, not the bytes.
+#[derive(Clone, PartialEq)]
+pub struct Held(pub bytes::Bytes);
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Held({} bytes)", self.0.len())
+    }
 }
 
 impl TensorEntry {
@@ -110,10 +127,14 @@ impl TensorEntry {
 /// A checkpoint whose headers passed every check.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Checkpoint {
-    /// Its files: the index (if sharded), then the weight files in name order, then the config.
+    /// Its files: the index (if sharded), then the weight files in name order (or the ONNX
+    /// graph), then the config.
     pub files: Vec<ArtifactFile>,
-    /// Every tensor, in name order.
+    /// Every tensor, in name order (of a graph: its GEMMs' weights).
     pub tensors: Vec<TensorEntry>,
+    /// The ONNX graph, when the checkpoint is one: every node and what it is to the gate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<onnx::Graph>,
     /// The model config, if the pack names one.
     pub config: Option<ModelConfig>,
 }
@@ -189,6 +210,18 @@ pub enum CheckpointError {
         /// What is wrong.
         problem: String,
     },
+    /// The ONNX graph is malformed: its protobuf, a node or an initializer.
+    #[error("{file}: {item}: {problem}")]
+    Graph {
+        /// The file.
+        file: String,
+        /// What is wrong: `node `x` (MatMul)`, `initializer `w``, `byte 120`, `the graph`.
+        item: String,
+        /// What was expected and what was found (never the file's bytes).
+        problem: String,
+        /// What to do about it.
+        hint: &'static str,
+    },
 }
 
 impl CheckpointError {
@@ -212,6 +245,7 @@ impl CheckpointError {
             CheckpointError::Json { .. } => {
                 "check the file against what `transformers` writes (`save_pretrained`)"
             }
+            CheckpointError::Graph { hint, .. } => hint,
         }
     }
 }
@@ -251,17 +285,29 @@ pub fn digest_file(path: &Path) -> Result<(u64, String), FileError> {
 }
 
 impl Checkpoint {
-    /// Open the checkpoint at `weights` (a `.safetensors` file or a shard index ending in
-    /// `.index.json`) and the optional `config`, both relative to the pack directory `dir`.
-    pub fn open(dir: &Path, weights: &str, config: Option<&str>) -> Result<Checkpoint, CheckpointError> {
+    /// Open the checkpoint's `weights` (a `.safetensors` file or a shard index ending in
+    /// `.index.json`) or its ONNX graph, and the optional `config`, all relative to the pack
+    /// directory `dir`.
+    pub fn open(dir: &Path, source: Source<'_>, config: Option<&str>) -> Result<Checkpoint, CheckpointError> {
         let mut files = Vec::new();
         let mut tensors = Vec::new();
-        if weights.ends_with(".index.json") {
-            header::open_sharded(dir, weights, &mut files, &mut tensors)?;
-        } else {
-            let path = confined(dir, weights)?;
-            header::read_headers(&path, weights, 0, &mut tensors)?;
-            files.push(artifact(path, weights)?);
+        let mut graph = None;
+        match source {
+            Source::Weights(weights) if weights.ends_with(".index.json") => {
+                header::open_sharded(dir, weights, &mut files, &mut tensors)?;
+            }
+            Source::Weights(weights) => {
+                let path = confined(dir, weights)?;
+                header::read_headers(&path, weights, 0, &mut tensors)?;
+                files.push(artifact(path, weights)?);
+            }
+            Source::Graph(name) => {
+                let path = confined(dir, name)?;
+                let read = onnx::read(&path, name)?;
+                tensors = read.weights.clone();
+                files.push(artifact(path, name)?);
+                graph = Some(read);
+            }
         }
         tensors.sort_by(|a, b| a.name.cmp(&b.name));
         let config = match config {
@@ -277,6 +323,7 @@ impl Checkpoint {
             files,
             tensors,
             config,
+            graph,
         })
     }
 
@@ -291,6 +338,9 @@ impl Checkpoint {
     /// The bytes of `tensor`, read from its file: exactly its declared length, never more.
     pub fn read_tensor(&self, tensor: &TensorEntry) -> Result<Vec<u8>, CheckpointError> {
         use std::io::{Read, Seek, SeekFrom};
+        if let Some(held) = &tensor.held {
+            return Ok(held.0.to_vec());
+        }
         let file = &self.files[tensor.file];
         let read = |source| FileError::Read {
             path: file.path.clone(),
@@ -320,6 +370,15 @@ impl Checkpoint {
         }
         Ok(out)
     }
+}
+
+/// Where a checkpoint's weights are.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// A `.safetensors` file or a shard index.
+    Weights(&'a str),
+    /// An ONNX model, whose GEMM weights are its initializers.
+    Graph(&'a str),
 }
 
 /// A name from a foreign file, fit to show: control characters escaped, at most 120

@@ -21,24 +21,34 @@ pub struct CheckpointWorkload {
 
 impl CheckpointWorkload {
     /// The slice's ops: one GEMM per layer and token count, `N×K` from the tensor's `[out,
-    /// in]` shape. With one token count an op is named after its tensor; with several,
-    /// `<tensor>@<tokens>` ([`tensor_of`] reads the tensor back).
+    /// in]` shape (M = tokens, times the output positions of a graph's Conv). With one
+    /// token count an op is named after its tensor; with several, `<tensor>@<tokens>`
+    /// ([`tensor_of`] reads the tensor back).
     pub fn ops(&self) -> Vec<GemmOp> {
         let several = self.tokens.len() > 1;
         self.layers
             .iter()
             .filter_map(|name| self.checkpoint.tensor(name))
             .flat_map(|t| {
-                self.tokens.iter().map(move |&m| GemmOp {
-                    name: if several {
-                        format!("{}@{m}", t.name)
-                    } else {
-                        t.name.clone()
-                    },
-                    m: usize::try_from(m).unwrap_or(usize::MAX),
-                    n: usize::try_from(t.shape[0]).unwrap_or(usize::MAX),
-                    k: usize::try_from(t.shape[1]).unwrap_or(usize::MAX),
-                })
+                let rows = self
+                    .checkpoint
+                    .graph
+                    .as_ref()
+                    .and_then(|g| g.gemm_of(&t.name))
+                    .map_or(1, |(_, gemm)| gemm.rows_per_token);
+                self.tokens
+                    .iter()
+                    .map(move |&tokens| (t, tokens, tokens.saturating_mul(rows)))
+            })
+            .map(|(t, tokens, m)| GemmOp {
+                name: if several {
+                    format!("{}@{tokens}", t.name)
+                } else {
+                    t.name.clone()
+                },
+                m: usize::try_from(m).unwrap_or(usize::MAX),
+                n: usize::try_from(t.shape[0]).unwrap_or(usize::MAX),
+                k: usize::try_from(t.shape[1]).unwrap_or(usize::MAX),
             })
             .collect()
     }
@@ -55,7 +65,7 @@ pub fn tensor_of(op: &str) -> &str {
 pub enum SelectError {
     /// The pattern matched nothing the CPU can run.
     #[error(
-        "no 2-D f32, f16, bf16 or int8 `.weight` tensor of the checkpoint matches `{pattern}` ({tensors} tensors in all)"
+        "no GEMM weight of the checkpoint (a 2-D f32, f16, bf16 or int8 `.weight` tensor, or a graph GEMM's initializer) matches `{pattern}` ({tensors} tensors in all)"
     )]
     NoMatch {
         /// The pattern.
@@ -63,6 +73,9 @@ pub enum SelectError {
         /// Tensors in the checkpoint.
         tensors: usize,
     },
+    /// The block names neither `weights` nor `graph`.
+    #[error("the checkpoint names neither `weights` nor `graph`")]
+    NoSource,
 }
 
 /// Whether `name` matches `pattern`, where `*` matches any run of characters.
@@ -100,7 +113,9 @@ pub fn select(
     let claim = checkpoint.config.as_ref().and_then(|c| c.sparsity.as_ref());
     let mut chosen = Vec::new();
     let mut left_dense = Vec::new();
-    for t in checkpoint.tensors.iter().filter(|t| runnable(t)) {
+    // A graph's tensors are its GEMMs' weights, whatever their names.
+    let from_graph = checkpoint.graph.is_some();
+    for t in checkpoint.tensors.iter().filter(|t| from_graph || runnable(t)) {
         if !layers.is_none_or(|p| matches_glob(p, &t.name)) {
             continue;
         }
@@ -136,7 +151,13 @@ pub fn open_workload(
     dir: &std::path::Path,
     spec: &crate::ingress::pack::CheckpointSpec,
 ) -> Result<CheckpointWorkload, OpenError> {
-    let checkpoint = Checkpoint::open(dir, &spec.weights, spec.config.as_deref())?;
+    let source = match (&spec.graph, &spec.weights) {
+        (Some(graph), _) => super::Source::Graph(graph),
+        (None, Some(weights)) => super::Source::Weights(weights),
+        // Semantic checks refuse a block naming neither before opening it.
+        (None, None) => return Err(SelectError::NoSource.into()),
+    };
+    let checkpoint = Checkpoint::open(dir, source, spec.config.as_deref())?;
     Ok(select(checkpoint, spec.layers.as_deref(), spec.tokens.counts())?)
 }
 

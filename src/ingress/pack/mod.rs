@@ -896,14 +896,23 @@ pub struct Workload {
 }
 
 /// A checkpoint workload: `checkpoint: {weights: model.safetensors, config: config.json,
-/// layers: "model.layers.*.mlp.*", tokens: [1, 16, 512]}`.
+/// layers: "model.layers.*.mlp.*", tokens: [1, 16, 512]}`, or `checkpoint: {graph:
+/// model.onnx, tokens: 16}` for an ONNX graph.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointSpec {
     /// A `.safetensors` file, or the `model.safetensors.index.json` of a sharded one,
-    /// relative to the pack (and inside its directory tree).
+    /// relative to the pack (and inside its directory tree). Give this or `graph`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
-    pub weights: String,
+    pub weights: Option<String>,
+    /// An ONNX model (`.onnx`), relative to the pack (and inside its directory tree), instead
+    /// of `weights`: every node is listed in the supported layer matrix, and its GEMMs
+    /// (MatMul, Gemm, Conv with a constant weight) are verified and timed on their
+    /// initializers. Weights in external data files are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub graph: Option<String>,
     /// The Hugging Face `config.json`, relative to the pack: its sizes are checked, and its
     /// `sparsity_config` (compressed-tensors) says which modules the checkpoint claims are
     /// sparse and which it left dense (`ignore`).

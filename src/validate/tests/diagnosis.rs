@@ -118,6 +118,7 @@ fn two_op_plan() -> Plan {
                 reason: "K not a multiple of 4".into(),
             },
         ],
+        graph: vec![],
     }
 }
 

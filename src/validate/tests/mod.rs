@@ -87,6 +87,7 @@ pub(super) fn plan(ops: Vec<GemmOp>, path: KernelPath) -> Plan {
                 reason: "test".into(),
             })
             .collect(),
+        graph: vec![],
     }
 }
 

@@ -181,3 +181,104 @@ os.makedirs(example, exist_ok=True)
 for name in ["tiny.safetensors", "config.json"]:
     with open(os.path.join(HERE, name), "rb") as src, open(os.path.join(example, name), "wb") as dst:
         dst.write(src.read())
+
+# ---------------------------------------------------------------------------------------
+# ONNX graphs (issue 21), written by the real `onnx` package:
+#
+#     /tmp/fx/bin/pip install onnx numpy
+#
+# tiny.onnx: x [tokens, 64] → LayerNormalization → MatMul (up, 2:4 along K) → Relu →
+# Gemm (down, transB=1, 2:4 with one planted violation) → MatMul (proj, through a
+# QuantizeLinear/DequantizeLinear pair) → Softmax → com.example.FancyNorm (unknown) → y.
+# bad/: truncated, a cycle, an initializer whose dims disagree with its bytes, an input
+# declared with the wrong width (the MatMul's K is 64, `xn` is declared 65 wide), weights in external data. (The 10^6-node claim is written
+# by the Rust test itself: 2 MB of wire bytes are not worth committing.)
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+orng = np.random.default_rng(2104)
+
+
+def two_of_four_o(rows, cols):
+    w = orng.standard_normal((rows, cols)).astype(np.float32)
+    for r in range(rows):
+        for g in range(0, cols, 4):
+            w[r, g + orng.choice(4, size=2, replace=False)] = 0.0
+    return w
+
+
+o_up = two_of_four_o(INTER, HIDDEN)  # [out, in]; MatMul stores B = [in, out]
+o_down = two_of_four_o(HIDDEN, INTER)  # Gemm transB=1 stores [out, in]
+zeros = [c for c in range(16, 20) if o_down[5, c] == 0.0]
+o_down[5, zeros[0]] = 0.25  # planted: row 5, group at column 16 keeps 3
+o_proj = two_of_four_o(HIDDEN, HIDDEN)
+
+
+def graph(nodes, inits, declared=()):
+    return helper.make_graph(
+        nodes,
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["tokens", HIDDEN])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["tokens", HIDDEN])],
+        initializer=inits,
+        value_info=[helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in declared],
+    )
+
+
+def tiny_nodes():
+    return [
+        helper.make_node("LayerNormalization", ["x", "ln.gamma", "ln.beta"], ["xn"], name="ln", axis=-1),
+        helper.make_node("MatMul", ["xn", "mlp.up.weight"], ["up"], name="up"),
+        helper.make_node("Relu", ["up"], ["act"], name="act"),
+        helper.make_node("Gemm", ["act", "mlp.down.weight"], ["down"], name="down", transB=1),
+        helper.make_node("QuantizeLinear", ["proj.weight", "proj.scale", "proj.zero"], ["proj.q"], name="proj_q"),
+        helper.make_node("DequantizeLinear", ["proj.q", "proj.scale", "proj.zero"], ["proj.dq"], name="proj_dq"),
+        helper.make_node("MatMul", ["down", "proj.dq"], ["p"], name="proj"),
+        helper.make_node("Softmax", ["p"], ["probs"], name="softmax", axis=-1),
+        helper.make_node("FancyNorm", ["probs"], ["y"], name="fancy", domain="com.example"),
+    ]
+
+
+def tiny_inits():
+    return [
+        numpy_helper.from_array(np.ones(HIDDEN, np.float32), "ln.gamma"),
+        numpy_helper.from_array(np.zeros(HIDDEN, np.float32), "ln.beta"),
+        numpy_helper.from_array(np.ascontiguousarray(o_up.T), "mlp.up.weight"),
+        numpy_helper.from_array(o_down, "mlp.down.weight"),
+        numpy_helper.from_array(np.ascontiguousarray(o_proj.T), "proj.weight"),
+        numpy_helper.from_array(np.array(0.05, np.float32), "proj.scale"),
+        numpy_helper.from_array(np.array(0, np.int8), "proj.zero"),
+    ]
+
+
+def model_of(g):
+    m = helper.make_model(
+        g,
+        producer_name="sparsegate make_fixtures.py",
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)],
+    )
+    m.ir_version = 8
+    return m
+
+
+tiny_onnx = model_of(graph(tiny_nodes(), tiny_inits()))
+onnx.save_model(tiny_onnx, os.path.join(HERE, "tiny.onnx"))
+with open(os.path.join(HERE, "tiny.onnx"), "rb") as f:
+    good_onnx = f.read()
+with open(os.path.join(bad, "truncated.onnx"), "wb") as f:
+    f.write(good_onnx[: len(good_onnx) - 100])
+cycle = tiny_nodes()
+cycle[0] = helper.make_node("LayerNormalization", ["act", "ln.gamma", "ln.beta"], ["xn"], name="ln", axis=-1)
+onnx.save_model(model_of(graph(cycle, tiny_inits())), os.path.join(bad, "cycle.onnx"))
+lying = tiny_inits()
+lying[3].dims[:] = [HIDDEN, INTER + 4]  # data still holds 64 × 128
+onnx.save_model(model_of(graph(tiny_nodes(), lying)), os.path.join(bad, "shape-vs-bytes.onnx"))
+onnx.save_model(model_of(graph(tiny_nodes(), tiny_inits(), declared=[("xn", ["tokens", HIDDEN + 1])])), os.path.join(bad, "declared-width.onnx"))
+external = model_of(graph(tiny_nodes(), tiny_inits()))
+onnx.save_model(external, os.path.join(bad, "external.onnx"), save_as_external_data=True, all_tensors_to_one_file=True, location="external.onnx.data", size_threshold=1024)
+# The gate refuses the reference before it would read the data file: no need to commit it.
+os.remove(os.path.join(bad, "external.onnx.data"))
+print("onnx fixtures written; planted in mlp.down.weight: [5, 16]")
+for name in ["tiny.onnx"]:
+    with open(os.path.join(HERE, name), "rb") as src, open(os.path.join(example, name), "wb") as dst:
+        dst.write(src.read())
