@@ -4,19 +4,19 @@ use super::history::open_existing_history;
 use crate::error::{Error, Result};
 use crate::release::trend::{self, TrendReport};
 use crate::stats::EDivisiveOptions;
-use std::path::Path;
+use crate::release::history::HistoryLocation;
 
 /// A slice's metric over the recorded runs with its change points (the `trend` command).
 /// Refuses a slice id several packs recorded when no pack is named, and a series with no
 /// values (saying what was recorded instead).
 pub fn trend(
-    path: &Path,
+    location: &HistoryLocation,
     pack: Option<&str>,
     slice: &str,
     metric: &str,
     options: &EDivisiveOptions,
 ) -> Result<TrendReport> {
-    let history = open_existing_history(path)?;
+    let history = open_existing_history(location)?;
     if pack.is_none() {
         let packs = history.packs_with_slice(slice)?;
         if packs.len() > 1 {
@@ -31,8 +31,7 @@ pub fn trend(
         let known = history.metric_names(slice)?;
         return Err(Error::Usage {
             message: format!(
-                "no recorded values of `{metric}` for slice `{slice}` in {}",
-                path.display()
+                "no recorded values of `{metric}` for slice `{slice}` in {location}"
             ),
             hint: if known.is_empty() {
                 let slices = history.slice_names()?;

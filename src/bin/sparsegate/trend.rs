@@ -1,7 +1,7 @@
 //! `sparsegate trend`: one slice's metric over the recorded runs, with its change points.
 
 use crate::cli::TrendArgs;
-use crate::options::history_path;
+use crate::options::history_location;
 use crate::report::print_report;
 use sparsegate::release::ExitCode;
 use sparsegate::release::history::SeriesSource;
@@ -16,7 +16,7 @@ pub fn run(args: &TrendArgs) -> Result<ExitCode> {
         seed: args.seed,
     };
     let report = app::trend(
-        &history_path(args.history.clone()),
+        &history_location(args.history.clone()),
         args.pack.as_deref(),
         &args.slice,
         &args.metric,
