@@ -46,7 +46,10 @@ pub fn gate(
     options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<GateReport> {
-    check_out_dir(out_dir, options.history.as_ref().and_then(HistoryLocation::sqlite_path))?;
+    check_out_dir(
+        out_dir,
+        options.history.as_ref().and_then(HistoryLocation::sqlite_path),
+    )?;
     let packs = load_packs(paths)?;
     for warning in packs.iter().flat_map(|p| &p.warnings) {
         progress(Progress::PackWarning { warning });

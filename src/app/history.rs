@@ -6,7 +6,9 @@ use crate::execute::Evidence;
 use crate::ingress::workspace::work_tree_root;
 use crate::release::Decision;
 use crate::release::calendar::now_rfc3339;
-use crate::release::history::{DEFAULT_HISTORY_PATH, History, HistoryError, HistoryLocation, PendingRun, RunRow};
+use crate::release::history::{
+    DEFAULT_HISTORY_PATH, History, HistoryError, HistoryLocation, PendingRun, RunRow,
+};
 use std::path::{Path, PathBuf};
 
 /// What became of recording a gate run in the history. A failure to record never changes

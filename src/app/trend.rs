@@ -2,9 +2,9 @@
 
 use super::history::open_existing_history;
 use crate::error::{Error, Result};
+use crate::release::history::HistoryLocation;
 use crate::release::trend::{self, TrendReport};
 use crate::stats::EDivisiveOptions;
-use crate::release::history::HistoryLocation;
 
 /// A slice's metric over the recorded runs with its change points (the `trend` command).
 /// Refuses a slice id several packs recorded when no pack is named, and a series with no
@@ -30,9 +30,7 @@ pub fn trend(
     if report.points.is_empty() {
         let known = history.metric_names(slice)?;
         return Err(Error::Usage {
-            message: format!(
-                "no recorded values of `{metric}` for slice `{slice}` in {location}"
-            ),
+            message: format!("no recorded values of `{metric}` for slice `{slice}` in {location}"),
             hint: if known.is_empty() {
                 let slices = history.slice_names()?;
                 if slices.is_empty() {

@@ -175,7 +175,10 @@ mod tests {
     #[test]
     fn postgres_schemes_select_postgres_and_anything_else_is_a_path() {
         for url in ["postgres://u@h/db", "postgresql://u@h:5433/db"] {
-            assert!(matches!(HistoryLocation::new(url), HistoryLocation::Postgres(_)), "{url}");
+            assert!(
+                matches!(HistoryLocation::new(url), HistoryLocation::Postgres(_)),
+                "{url}"
+            );
         }
         for path in ["h/history.db", "postgres.db", "mysql://u@h/db", "./postgres://x"] {
             assert_eq!(HistoryLocation::new(path), HistoryLocation::Sqlite(path.into()));
@@ -201,8 +204,7 @@ mod tests {
             assert_eq!(location.to_string(), shown);
             assert_eq!(format!("{location:?}"), format!("Postgres({shown:?})"));
         }
-        let HistoryLocation::Postgres(url) = HistoryLocation::new("postgres://a:hunter2@h/db?x=1")
-        else {
+        let HistoryLocation::Postgres(url) = HistoryLocation::new("postgres://a:hunter2@h/db?x=1") else {
             unreachable!()
         };
         assert_eq!(url.passwords(), ["hunter2"]);

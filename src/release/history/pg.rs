@@ -10,7 +10,8 @@
 //! lock: one creates the schema, the other waits and finds nothing to do.
 
 use super::{
-    HistoryError, HistoryLocation, PostgresUrl, Query, RunRecord, RunRow, SeriesPoint, SeriesSource, split_packs,
+    HistoryError, HistoryLocation, PostgresUrl, Query, RunRecord, RunRow, SeriesPoint, SeriesSource,
+    split_packs,
 };
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -98,7 +99,9 @@ pub(super) struct Postgres {
 
 impl std::fmt::Debug for Postgres {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Postgres").field("url", &self.url).finish_non_exhaustive()
+        f.debug_struct("Postgres")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
     }
 }
 
@@ -249,7 +252,8 @@ impl Postgres {
             .map_err(&err)?;
         for m in &run.metrics {
             let params: [&(dyn ToSql + Sync); 10] = [
-                &run_id, &m.pack, &m.slice, &m.metric, &m.unit, &m.median, &m.ci_low, &m.ci_high, &m.n, &m.runs,
+                &run_id, &m.pack, &m.slice, &m.metric, &m.unit, &m.median, &m.ci_low, &m.ci_high, &m.n,
+                &m.runs,
             ];
             tx.execute(&insert_metric, &params).map_err(&err)?;
         }
@@ -316,11 +320,7 @@ impl Postgres {
             }
         };
         let err = self.error();
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(text, &[&slice])
-            .map_err(&err)?;
+        let rows = self.client.borrow_mut().query(text, &[&slice]).map_err(&err)?;
         rows.iter()
             .map(|r| r.try_get(0))
             .collect::<Result<Vec<String>, _>>()

@@ -5,6 +5,7 @@
 //! `SKIPPED:` line and does nothing: a skip shows in the test output.
 
 use postgres::{Client, NoTls};
+use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The variable naming the test server (a `postgres://` URL with rights to create databases).
@@ -25,7 +26,10 @@ impl ScratchDb {
     /// A server that is set but cannot be reached fails the test.
     pub fn create(test: &str) -> Option<ScratchDb> {
         let Ok(server) = std::env::var(TEST_POSTGRES_ENV) else {
-            println!(
+            // Straight to the process's stderr, past the test harness's capture of `println!`:
+            // a skip shows in `cargo test`'s output even though the test passes.
+            let _ = writeln!(
+                std::io::stderr().lock(),
                 "SKIPPED: {test}: {TEST_POSTGRES_ENV} is not set, so there is no PostgreSQL server to test \
                  against (.ci/postgres.sh starts one and sets it)"
             );
@@ -33,7 +37,13 @@ impl ScratchDb {
         };
         let tag: String = test
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
             .take(30)
             .collect();
         let name = format!(
@@ -56,14 +66,14 @@ impl ScratchDb {
 
 impl Drop for ScratchDb {
     fn drop(&mut self) {
-        let _ = admin(&self.server).batch_execute(&format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name));
+        let _ = admin(&self.server)
+            .batch_execute(&format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name));
     }
 }
 
 fn admin(server: &str) -> Client {
-    Client::connect(server, NoTls).unwrap_or_else(|e| {
-        panic!("{TEST_POSTGRES_ENV} is set but its server cannot be reached: {e:?}")
-    })
+    Client::connect(server, NoTls)
+        .unwrap_or_else(|e| panic!("{TEST_POSTGRES_ENV} is set but its server cannot be reached: {e:?}"))
 }
 
 /// `url` with its database (the path after the authority) replaced by `name`.

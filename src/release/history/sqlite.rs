@@ -244,7 +244,9 @@ impl Sqlite {
         } in &run.metrics
         {
             insert_metric
-                .execute(params![run_id, pack, slice, metric, unit, median, ci_low, ci_high, n, runs])
+                .execute(params![
+                    run_id, pack, slice, metric, unit, median, ci_low, ci_high, n, runs
+                ])
                 .map_err(sql)?;
         }
         drop(insert_metric);

@@ -307,7 +307,8 @@ fn a_symlinked_database_file_is_refused() {
 #[test]
 fn postgres_migrations_build_the_same_tables_and_columns_as_sqlite() {
     assert_eq!(POSTGRES_MIGRATIONS.len(), MIGRATIONS.len());
-    let Some(fx) = Fixture::postgres("postgres_migrations_build_the_same_tables_and_columns_as_sqlite") else {
+    let Some(fx) = Fixture::postgres("postgres_migrations_build_the_same_tables_and_columns_as_sqlite")
+    else {
         return;
     };
     drop(fx.open());
@@ -326,7 +327,9 @@ fn postgres_migrations_build_the_same_tables_and_columns_as_sqlite() {
         .unwrap();
     want.push(("schema_version".into(), "version".into()));
     want.sort();
-    let Fixture::Postgres(db) = &fx else { unreachable!() };
+    let Fixture::Postgres(db) = &fx else {
+        unreachable!()
+    };
     let mut got: Vec<(String, String)> = db
         .client()
         .query(
@@ -368,15 +371,25 @@ fn a_malformed_postgres_url_is_refused_without_the_password() {
 /// A wrong password is refused by the server: an error saying so, naming neither password.
 #[test]
 fn a_wrong_postgres_password_is_refused_without_printing_it_postgres() {
-    let Some(db) = ScratchDb::create("a_wrong_postgres_password_is_refused_without_printing_it_postgres") else {
+    let Some(db) = ScratchDb::create("a_wrong_postgres_password_is_refused_without_printing_it_postgres")
+    else {
         return;
     };
-    let HistoryLocation::Postgres(good) = HistoryLocation::new(db.url.clone()) else { unreachable!() };
-    let password = good.passwords().first().expect("the test URL carries a password").to_string();
+    let HistoryLocation::Postgres(good) = HistoryLocation::new(db.url.clone()) else {
+        unreachable!()
+    };
+    let password = good
+        .passwords()
+        .first()
+        .expect("the test URL carries a password")
+        .to_string();
     let wrong = db.url.replace(&password, "not-the-password");
     let err = History::open(&HistoryLocation::new(wrong)).unwrap_err();
     let text = format!("{err} {err:?} {}", miette::Diagnostic::help(&err).unwrap());
     assert!(matches!(err, HistoryError::Connect { .. }), "{text}");
     assert!(text.contains("password"), "{text}");
-    assert!(!text.contains(&password) && !text.contains("not-the-password"), "{text}");
+    assert!(
+        !text.contains(&password) && !text.contains("not-the-password"),
+        "{text}"
+    );
 }
