@@ -15,6 +15,7 @@ pub fn trend(
     slice: &str,
     metric: &str,
     options: &EDivisiveOptions,
+    window: usize,
 ) -> Result<TrendReport> {
     let history = open_existing_history(location)?;
     if pack.is_none() {
@@ -26,7 +27,7 @@ pub fn trend(
             });
         }
     }
-    let report = trend::trend(&history, pack, slice, metric, options)?;
+    let report = trend::trend(&history, pack, slice, metric, options, window)?;
     if report.points.is_empty() {
         let known = history.metric_names(slice)?;
         return Err(Error::Usage {

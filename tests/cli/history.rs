@@ -131,6 +131,7 @@ on_both_backends! {
         assert_eq!(changes.len(), 1, "{trend}");
         assert_eq!(changes[0]["index"], 8, "{trend}");
         assert_eq!(changes[0]["run_id"], points[8]["run_id"]);
+        assert_eq!(changes[0]["recorded_at"], points[8]["recorded_at"]);
         assert!(changes[0]["relative_change"].as_f64().unwrap() > 0.5, "{trend}");
         assert!(changes[0]["p_value"].as_f64().unwrap() <= 0.05);
         // The last run's memo charts the history with the change point.
@@ -211,6 +212,38 @@ on_both_backends! {
             .collect();
         ids.dedup();
         assert_eq!(ids.len(), 4, "{runs}");
+    }
+
+    /// Issue 22: the latest run against a rolling window of the runs before it flags a jump
+    /// in the last run alone, which no change point can name yet.
+    fn trend_compares_the_latest_run_with_a_rolling_window
+        / trend_compares_the_latest_run_with_a_rolling_window_postgres (h) {
+        let sb = Sandbox::new();
+        for k in [768, 768, 768, 768, 768, 768, 1536] {
+            assert_exit(&gate(&sb, h, k), 0);
+        }
+        let out = trend(&sb, h, "latency", &["--window", "5", "--json"]);
+        assert_exit(&out, 0);
+        assert_stdout_matches_schema(&out, "trend-report.schema.json");
+        let report = stdout_json(&out);
+        let points = report["points"].as_array().unwrap();
+        let window = &report["window"];
+        assert_eq!(window["requested"], 5, "{report}");
+        assert_eq!(window["runs"], 5, "{report}");
+        assert_eq!(window["first_run_id"], points[1]["run_id"]);
+        assert_eq!(window["latest_run_id"], points[6]["run_id"]);
+        assert_eq!(window["outlier"], true, "{report}");
+        assert!(window["relative_change"].as_f64().unwrap() > 0.5, "{report}");
+        assert_eq!(report["change_points"], serde_json::json!([]), "{report}");
+        // An absolute guardrail has no baseline to compare with.
+        assert_eq!(report["baseline"], serde_json::Value::Null);
+        let text = String::from_utf8(trend(&sb, h, "latency", &["--window", "5"]).stdout).unwrap();
+        assert!(text.contains("outside the window"), "{text}");
+        // The run before the jump sits inside its window.
+        assert_exit(&gate(&sb, h, 768), 0);
+        let report = trend_json(&sb, h, "latency");
+        assert_eq!(report["window"]["runs"], 7, "{report}");
+        assert_eq!(report["window"]["outlier"], false, "{report}");
     }
 
     /// `merge` records its decision too, marked as a merge.

@@ -371,6 +371,10 @@ pub struct TrendArgs {
     /// A change point is reported when its permutation p-value is at most this.
     #[arg(long, default_value = "0.05", value_parser = parse_fraction)]
     pub pvalue: f64,
+    /// Compare the latest run with this many runs before it (a rolling window of history).
+    #[arg(long, default_value_t = sparsegate::release::trend::DEFAULT_WINDOW as u32,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub window: u32,
     /// Permutations per candidate change point.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub permutations: u32,

@@ -268,6 +268,21 @@ impl History {
         }
     }
 
+    /// The golden baseline the most recent run judged `metric` of `slice` against (the run
+    /// and the value), for `trend`'s comparison with the last baseline; `None` when no
+    /// guardrail on it recorded one.
+    pub fn last_baseline(
+        &self,
+        pack: Option<&str>,
+        slice: &str,
+        metric: &str,
+    ) -> Result<Option<(i64, f64)>, HistoryError> {
+        match &self.store {
+            Store::Sqlite(db) => db.last_baseline(pack, slice, metric),
+            Store::Postgres(db) => db.last_baseline(pack, slice, metric),
+        }
+    }
+
     /// The packs that recorded `slice`, for a helpful error when `--pack` is needed.
     pub fn packs_with_slice(&self, slice: &str) -> Result<Vec<String>, HistoryError> {
         self.strings(Query::PacksWithSlice, Some(slice))

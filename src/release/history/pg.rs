@@ -308,6 +308,28 @@ impl Postgres {
         series_on(&mut *self.client.borrow_mut(), pack, slice, metric).map_err(self.error())
     }
 
+    pub(super) fn last_baseline(
+        &self,
+        pack: Option<&str>,
+        slice: &str,
+        metric: &str,
+    ) -> Result<Option<(i64, f64)>, HistoryError> {
+        let err = self.error();
+        let row = self
+            .client
+            .borrow_mut()
+            .query_opt(
+                "SELECT run_id, baseline FROM guardrails
+                  WHERE slice = $1 AND metric = $2 AND ($3::text IS NULL OR pack = $3) AND baseline IS NOT NULL
+                  ORDER BY run_id DESC, position LIMIT 1",
+                &[&slice, &metric, &pack],
+            )
+            .map_err(&err)?;
+        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .transpose()
+            .map_err(&err)
+    }
+
     pub(super) fn strings(&self, query: Query, slice: Option<&str>) -> Result<Vec<String>, HistoryError> {
         let text = match query {
             Query::PacksWithSlice => "SELECT DISTINCT pack FROM metrics WHERE slice = $1 ORDER BY pack",

@@ -294,6 +294,24 @@ impl Sqlite {
         series_on(&self.conn, &self.path, pack, slice, metric)
     }
 
+    pub(super) fn last_baseline(
+        &self,
+        pack: Option<&str>,
+        slice: &str,
+        metric: &str,
+    ) -> Result<Option<(i64, f64)>, HistoryError> {
+        self.conn
+            .query_row(
+                "SELECT run_id, baseline FROM guardrails
+                  WHERE slice = ?1 AND metric = ?2 AND (?3 IS NULL OR pack = ?3) AND baseline IS NOT NULL
+                  ORDER BY run_id DESC, position LIMIT 1",
+                params![slice, metric, pack],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(self.sql())
+    }
+
     pub(super) fn strings(&self, query: Query, slice: Option<&str>) -> Result<Vec<String>, HistoryError> {
         let text = match query {
             Query::PacksWithSlice => "SELECT DISTINCT pack FROM metrics WHERE slice = ?1 ORDER BY pack",

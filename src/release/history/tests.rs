@@ -170,6 +170,8 @@ on_both_backends! {
         use crate::domain::stage::Stage;
         use crate::ingress::{Rule, Severity};
         let mut h = fx.open();
+        assert_eq!(h.last_baseline(Some("p"), "s1", "quality_delta").unwrap(), None);
+        let mut last = 0;
         for value in [-0.001, -0.002, -0.03] {
             let mut d = decision();
             d.guardrails.push(crate::validate::GuardrailOutcome {
@@ -182,7 +184,7 @@ on_both_backends! {
                 finding: Verdict::Pass,
                 severity: Severity::Block,
                 value: Some(value),
-                baseline: None,
+                baseline: Some(value * 10.0),
                 ci_low: None,
                 ci_high: None,
                 p_value: None,
@@ -194,8 +196,12 @@ on_both_backends! {
                 location: None,
                 yardstick: None,
             });
-            h.record("gate", "t", &evidence(1.0), &d).unwrap();
+            last = h.record("gate", "t", &evidence(1.0), &d).unwrap();
         }
+        assert_eq!(
+            h.last_baseline(None, "s1", "quality_delta").unwrap(),
+            Some((last, -0.3))
+        );
         let (source, series) = h.series(Some("p"), "s1", "quality_delta").unwrap();
         assert_eq!(source, SeriesSource::Guardrail);
         assert_eq!(
