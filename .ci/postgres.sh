@@ -90,7 +90,7 @@ sparsegate_pg_start() {
     -c 'CREATE DATABASE sparsegate' >/dev/null || { echo "error: cannot create the test database" >&2; return 2; }
   # The socket directory as the URL's host, percent-encoded (rust-postgres and libpq both read it).
   export SPARSEGATE_TEST_POSTGRES="postgres://sparsegate:${password}@${dir//\//%2F}/sparsegate"
-  echo "PostgreSQL $("$SPARSEGATE_PG_BIN/postgres" --version | awk '{print $NF}') for the history tests: socket in $dir" >&2
+  echo "PostgreSQL $("$SPARSEGATE_PG_BIN/postgres" --version | awk '{print $3}') for the history tests: socket in $dir" >&2
 }
 
 if [ "${BASH_SOURCE[0]}" != "$0" ]; then
