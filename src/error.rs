@@ -197,7 +197,7 @@ pub enum Error {
     /// The run history could not be opened, read or written (for `history` and `trend`;
     /// `gate` only warns).
     #[error(transparent)]
-    #[diagnostic(code(sparsegate::history), help("check the file's permissions"))]
+    #[diagnostic(transparent)]
     History(#[from] crate::release::history::HistoryError),
 
     /// A trend could not be computed.

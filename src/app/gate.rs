@@ -10,6 +10,7 @@ use crate::execute::Evidence;
 use crate::files::to_json;
 use crate::ingress::{Environment, LoadedPack, Slice};
 use crate::release::calendar::now_rfc3339;
+use crate::release::history::{History, HistoryLocation};
 use crate::release::memo_trends::memo_trends;
 use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
 use crate::validate::baselines::{MeasuredOn, load_required_baselines};
@@ -45,7 +46,10 @@ pub fn gate(
     options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<GateReport> {
-    check_out_dir(out_dir, options.history.as_deref())?;
+    check_out_dir(
+        out_dir,
+        options.history.as_ref().and_then(HistoryLocation::sqlite_path),
+    )?;
     let packs = load_packs(paths)?;
     for warning in packs.iter().flat_map(|p| &p.warnings) {
         progress(Progress::PackWarning { warning });
@@ -89,7 +93,7 @@ pub(super) fn required_baselines(
     )
     .map_err(refusals::baseline)?;
     let mut baselines = baselines;
-    attach_session_drift(&mut baselines, options.history.as_deref());
+    attach_session_drift(&mut baselines, options.history.as_ref());
     let drift = drift
         .into_iter()
         .map(|d| DriftNote {
@@ -105,10 +109,10 @@ pub(super) fn required_baselines(
 /// 22): estimated from the run history's repeated gates of one commit when it holds them,
 /// else assumed. A history that cannot be read is no reason to refuse a gate: the drift is
 /// then assumed too.
-fn attach_session_drift(baselines: &mut Baselines, history: Option<&Path>) {
+fn attach_session_drift(baselines: &mut Baselines, history: Option<&HistoryLocation>) {
     let history = history
-        .filter(|p| p.is_file())
-        .and_then(|p| crate::release::history::History::open(p).ok());
+        .filter(|l| l.sqlite_path().is_none_or(Path::is_file))
+        .and_then(|l| History::open(l).ok());
     for b in baselines.values_mut() {
         let points: Vec<(String, f64)> = history
             .as_ref()

@@ -6,7 +6,9 @@ use crate::execute::Evidence;
 use crate::ingress::workspace::work_tree_root;
 use crate::release::Decision;
 use crate::release::calendar::now_rfc3339;
-use crate::release::history::{DEFAULT_HISTORY_PATH, History, HistoryError, PendingRun, RunRow};
+use crate::release::history::{
+    DEFAULT_HISTORY_PATH, History, HistoryError, HistoryLocation, PendingRun, RunRow,
+};
 use std::path::{Path, PathBuf};
 
 /// What became of recording a gate run in the history. A failure to record never changes
@@ -19,14 +21,14 @@ pub enum HistoryOutcome {
     /// The run was recorded.
     Recorded {
         /// The database.
-        path: PathBuf,
+        location: HistoryLocation,
         /// The run's id in it.
         run_id: i64,
     },
     /// Recording failed; the gate's outputs are unaffected.
     Failed {
         /// The database.
-        path: PathBuf,
+        location: HistoryLocation,
         /// Why.
         error: HistoryError,
     },
@@ -40,8 +42,8 @@ pub fn default_history_path(work_dir: &Path) -> PathBuf {
 }
 
 /// The recorded runs, newest first (the `history` command).
-pub fn history_runs(path: &Path, pack: Option<&str>, limit: usize) -> Result<Vec<RunRow>> {
-    Ok(open_existing_history(path)?.runs(pack, limit)?)
+pub fn history_runs(location: &HistoryLocation, pack: Option<&str>, limit: usize) -> Result<Vec<RunRow>> {
+    Ok(open_existing_history(location)?.runs(pack, limit)?)
 }
 
 /// Run `write` (which writes the run's outputs) with the run recorded in the history, if
@@ -57,14 +59,14 @@ pub(super) fn recording<T>(
     options: &Options,
     write: impl FnOnce(Option<&PendingRun<'_>>) -> Result<T>,
 ) -> (Result<T>, HistoryOutcome) {
-    let Some(path) = &options.history else {
+    let Some(location) = &options.history else {
         return (write(None), HistoryOutcome::Off);
     };
     let failed = |error| HistoryOutcome::Failed {
-        path: path.clone(),
+        location: location.clone(),
         error,
     };
-    let mut history = match History::open(path) {
+    let mut history = match History::open(location) {
         Ok(h) => h,
         Err(error) => return (write(None), failed(error)),
     };
@@ -76,7 +78,7 @@ pub(super) fn recording<T>(
     let outputs = result.as_ref().map(|_| ()).map_err(ToString::to_string);
     let outcome = match pending.finish(outputs) {
         Ok(run_id) => HistoryOutcome::Recorded {
-            path: path.clone(),
+            location: location.clone(),
             run_id,
         },
         Err(error) => failed(error),
@@ -85,12 +87,15 @@ pub(super) fn recording<T>(
 }
 
 /// Open an existing history for reading (`history`, `trend`): a missing file is bad input,
-/// not an empty history to create.
-pub(super) fn open_existing_history(path: &Path) -> Result<History> {
-    if !path.is_file() {
+/// not an empty history to create. A PostgreSQL database exists by its URL (the server
+/// refuses one that does not); its tables are created on first use, an empty history.
+pub(super) fn open_existing_history(location: &HistoryLocation) -> Result<History> {
+    if let Some(path) = location.sqlite_path()
+        && !path.is_file()
+    {
         return Err(Error::NoHistory {
             path: path.to_owned(),
         });
     }
-    Ok(History::open(path)?)
+    Ok(History::open(location)?)
 }

@@ -17,7 +17,13 @@ use std::path::{Path, PathBuf};
 /// under locks that differ otherwise, from
 /// different versions of a pack, overlapping shards, and an incomplete set.
 pub fn merge(dirs: &[PathBuf], out_dir: &Path, options: &Options) -> Result<GateReport> {
-    super::outputs::check_out_dir(out_dir, options.history.as_deref())?;
+    super::outputs::check_out_dir(
+        out_dir,
+        options
+            .history
+            .as_ref()
+            .and_then(crate::release::history::HistoryLocation::sqlite_path),
+    )?;
     for dir in dirs {
         check_manifest(dir)?;
     }

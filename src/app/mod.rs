@@ -61,8 +61,9 @@ pub struct Options {
     /// `sparsegate __run-slice`). Without one, every run takes place in this process and
     /// the evidence says `in_process`.
     pub run_launcher: Option<Arc<dyn RunLauncher>>,
-    /// The run-history database `gate` and `merge` record into; `None` records nothing.
-    pub history: Option<PathBuf>,
+    /// The run history `gate` and `merge` record into (an SQLite file or a PostgreSQL
+    /// URL); `None` records nothing.
+    pub history: Option<crate::release::history::HistoryLocation>,
     /// The baseline build (issue 22): another sparsegate binary whose runs are
     /// interleaved with the candidate's on the built-in kernels' slices, so
     /// `regress_at_most` is decided on same-session paired ratios.

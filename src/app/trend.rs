@@ -2,21 +2,22 @@
 
 use super::history::open_existing_history;
 use crate::error::{Error, Result};
+use crate::release::history::HistoryLocation;
 use crate::release::trend::{self, TrendReport};
 use crate::stats::EDivisiveOptions;
-use std::path::Path;
 
 /// A slice's metric over the recorded runs with its change points (the `trend` command).
 /// Refuses a slice id several packs recorded when no pack is named, and a series with no
 /// values (saying what was recorded instead).
 pub fn trend(
-    path: &Path,
+    location: &HistoryLocation,
     pack: Option<&str>,
     slice: &str,
     metric: &str,
     options: &EDivisiveOptions,
+    window: usize,
 ) -> Result<TrendReport> {
-    let history = open_existing_history(path)?;
+    let history = open_existing_history(location)?;
     if pack.is_none() {
         let packs = history.packs_with_slice(slice)?;
         if packs.len() > 1 {
@@ -26,14 +27,11 @@ pub fn trend(
             });
         }
     }
-    let report = trend::trend(&history, pack, slice, metric, options)?;
+    let report = trend::trend(&history, pack, slice, metric, options, window)?;
     if report.points.is_empty() {
         let known = history.metric_names(slice)?;
         return Err(Error::Usage {
-            message: format!(
-                "no recorded values of `{metric}` for slice `{slice}` in {}",
-                path.display()
-            ),
+            message: format!("no recorded values of `{metric}` for slice `{slice}` in {location}"),
             hint: if known.is_empty() {
                 let slices = history.slice_names()?;
                 if slices.is_empty() {

@@ -23,6 +23,11 @@ mod memo;
 mod onnx;
 mod output_set;
 mod paired;
+// Scratch PostgreSQL databases, shared with the library's history tests (issue 22); the CLI
+// tests use only part of it.
+#[allow(dead_code)]
+#[path = "../../src/release/history/pg_scratch.rs"]
+mod pg_scratch;
 mod progress;
 mod quality;
 mod reports;

@@ -83,9 +83,11 @@ pub enum Command {
         /// Show at most this many runs.
         #[arg(long, default_value_t = 20)]
         limit: usize,
-        /// The run-history database (default: $SPARSEGATE_HISTORY, else
-        /// .sparsegate/history.db at the git work-tree root or the current directory).
-        #[arg(long, value_name = "PATH")]
+        /// The run history: an SQLite file, or a PostgreSQL URL
+        /// (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE) a team shares (default:
+        /// $SPARSEGATE_HISTORY, else .sparsegate/history.db at the git work-tree root or the
+        /// current directory).
+        #[arg(long, value_name = "PATH|URL")]
         history: Option<PathBuf>,
         /// Print the runs as JSON on stdout.
         #[arg(long)]
@@ -333,9 +335,11 @@ pub struct DecideArgs {
 /// Where `gate` and `merge` record the run.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Record the run in this SQLite database (default: $SPARSEGATE_HISTORY, else
-    /// .sparsegate/history.db at the git work-tree root or the current directory).
-    #[arg(long, value_name = "PATH")]
+    /// Record the run in this history: an SQLite file, or a PostgreSQL URL
+    /// (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE) a team shares (default:
+    /// $SPARSEGATE_HISTORY, else .sparsegate/history.db at the git work-tree root or the
+    /// current directory).
+    #[arg(long, value_name = "PATH|URL")]
     pub history: Option<PathBuf>,
     /// Record nothing in the run history.
     #[arg(long, conflicts_with = "history")]
@@ -372,14 +376,18 @@ pub struct TrendArgs {
     /// A change point is reported when its permutation p-value is at most this.
     #[arg(long, default_value = "0.05", value_parser = parse_fraction)]
     pub pvalue: f64,
+    /// Compare the latest run with this many runs before it (a rolling window of history).
+    #[arg(long, default_value_t = sparsegate::release::trend::DEFAULT_WINDOW as u32,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub window: u32,
     /// Permutations per candidate change point.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub permutations: u32,
     /// Seed of the permutations (same history, same seed: same change points).
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
-    /// The run-history database (default as for `history`).
-    #[arg(long, value_name = "PATH")]
+    /// The run history, a file or a PostgreSQL URL (default as for `history`).
+    #[arg(long, value_name = "PATH|URL")]
     pub history: Option<PathBuf>,
     /// Print the series and change points as JSON on stdout.
     #[arg(long)]

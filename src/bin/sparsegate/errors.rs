@@ -50,7 +50,7 @@ fn cli_help(err: &Error) -> Option<String> {
             library()?
         )),
         Error::History(_) => Some(format!(
-            "pass another database with --history PATH (or {HISTORY_ENV}), or {}",
+            "pass another history with --history PATH|URL (or {HISTORY_ENV}), or {}",
             library()?
         )),
         Error::Sim {

@@ -2,7 +2,7 @@
 //! verdict.json) on stdout, the verdict as the exit code. [`print_report`] serves `merge`.
 
 use crate::cli::{DecideArgs, RunArgs};
-use crate::options::{baseline_build, options, record_path};
+use crate::options::{baseline_build, options, record_location};
 use crate::progress::progress;
 use sparsegate::Result;
 use sparsegate::app::{self, GateReport, HistoryOutcome};
@@ -12,7 +12,7 @@ use std::path::Path;
 
 pub fn run(run: &RunArgs, out: &Path, baseline_bin: Option<&Path>, decide: &DecideArgs) -> Result<ExitCode> {
     let mut options = options(run, decide.allow_env_drift);
-    options.history = record_path(&decide.history, &options.work_dir);
+    options.history = record_location(&decide.history, &options.work_dir);
     options.baseline_build = baseline_bin.map(baseline_build).transpose()?;
     let report = app::gate(&run.packs, out, &options, &mut progress(run.quiet))?;
     print_report(&report, decide.json)?;

@@ -1,12 +1,12 @@
 //! `sparsegate history`: the recorded gate and merge runs, newest first.
 
-use crate::options::history_path;
+use crate::options::history_location;
 use sparsegate::release::ExitCode;
 use sparsegate::{Result, app};
 use std::path::PathBuf;
 
 pub fn run(pack: Option<&str>, limit: usize, history: Option<PathBuf>, json: bool) -> Result<ExitCode> {
-    let runs = app::history_runs(&history_path(history), pack, limit)?;
+    let runs = app::history_runs(&history_location(history), pack, limit)?;
     if json {
         print!("{}", app::to_json(&runs));
     } else if runs.is_empty() {

@@ -1,7 +1,7 @@
 //! `sparsegate merge DIR...`: shard evidence into one gate decision, printed like `gate`'s.
 
 use crate::cli::DecideArgs;
-use crate::options::{record_path, work_dir};
+use crate::options::{record_location, work_dir};
 use sparsegate::Result;
 use sparsegate::app::{self, Options};
 use sparsegate::release::ExitCode;
@@ -12,7 +12,7 @@ pub fn run(shards: &[PathBuf], out: &Path, golden: PathBuf, decide: &DecideArgs)
     let options = Options {
         golden_dir: golden,
         allow_env_drift: decide.allow_env_drift,
-        history: record_path(&decide.history, &work_dir),
+        history: record_location(&decide.history, &work_dir),
         work_dir,
         run_launcher: None,
         baseline_build: None,

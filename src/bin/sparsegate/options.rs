@@ -5,7 +5,7 @@
 use crate::cli::{RecordArgs, RunArgs};
 use sparsegate::app::{self, Options};
 use sparsegate::execute::{CHILD_RUN_PROTOCOL, ChildProcessLauncher, RunLauncher, probe_protocol};
-use sparsegate::release::history::HISTORY_ENV;
+use sparsegate::release::history::{HISTORY_ENV, HistoryLocation};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -26,24 +26,27 @@ pub fn options(run: &RunArgs, allow_env_drift: bool) -> Options {
     }
 }
 
-/// The history database for `history` and `trend`: the flag, else the environment, else
-/// the default location.
-pub fn history_path(flag: Option<PathBuf>) -> PathBuf {
-    flag.or_else(|| std::env::var_os(HISTORY_ENV).map(Into::into))
-        .unwrap_or_else(|| app::default_history_path(&work_dir()))
+/// The history for `history` and `trend`: the flag, else the environment, else the default
+/// location. A `postgres://` or `postgresql://` URL selects PostgreSQL, anything else is an
+/// SQLite file.
+pub fn history_location(flag: Option<PathBuf>) -> HistoryLocation {
+    HistoryLocation::new(
+        flag.or_else(|| std::env::var_os(HISTORY_ENV).map(Into::into))
+            .unwrap_or_else(|| app::default_history_path(&work_dir())),
+    )
 }
 
-/// Where `gate`/`merge` record: nowhere with `--no-history`, else as [`history_path`].
-pub fn record_path(args: &RecordArgs, work_dir: &Path) -> Option<PathBuf> {
+/// Where `gate`/`merge` record: nowhere with `--no-history`, else as [`history_location`].
+pub fn record_location(args: &RecordArgs, work_dir: &Path) -> Option<HistoryLocation> {
     if args.no_history {
         return None;
     }
-    Some(
+    Some(HistoryLocation::new(
         args.history
             .clone()
             .or_else(|| std::env::var_os(HISTORY_ENV).map(Into::into))
             .unwrap_or_else(|| app::default_history_path(work_dir)),
-    )
+    ))
 }
 
 /// The baseline build at `path` (`gate --baseline-bin`), refused (exit 2) unless it

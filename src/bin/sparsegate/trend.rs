@@ -1,7 +1,7 @@
 //! `sparsegate trend`: one slice's metric over the recorded runs, with its change points.
 
 use crate::cli::TrendArgs;
-use crate::options::history_path;
+use crate::options::history_location;
 use crate::report::print_report;
 use sparsegate::release::ExitCode;
 use sparsegate::release::history::SeriesSource;
@@ -16,11 +16,12 @@ pub fn run(args: &TrendArgs) -> Result<ExitCode> {
         seed: args.seed,
     };
     let report = app::trend(
-        &history_path(args.history.clone()),
+        &history_location(args.history.clone()),
         args.pack.as_deref(),
         &args.slice,
         &args.metric,
         &options,
+        args.window as usize,
     )?;
     print_report(&report, args.json, print_text);
     Ok(ExitCode::Pass)
@@ -53,9 +54,10 @@ fn print_text(report: &TrendReport) {
     }
     for c in &report.change_points {
         println!(
-            "change at run {} (index {}): median {:.6e} -> {:.6e}{}, q = {:.4e}, p = {:.3}{}",
+            "change before run {} (index {}, recorded {}): median {:.6e} -> {:.6e}{}, q = {:.4e}, p = {:.3}{}",
             c.run_id,
             c.index,
+            c.recorded_at,
             c.median_before,
             c.median_after,
             c.relative_change
@@ -65,6 +67,39 @@ fn print_text(report: &TrendReport) {
             c.git_commit
                 .as_deref()
                 .map_or_else(String::new, |g| format!(", commit {g}"))
+        );
+    }
+    if let Some(w) = &report.window {
+        println!(
+            "latest run {} ({:.6e}{}) against the {} run(s) before it (runs {}..={}, of --window {}): \
+             median {:.6e}, range {:.6e}..{:.6e}{}{}{}",
+            w.latest_run_id,
+            w.latest_value,
+            w.latest_git_commit
+                .as_deref()
+                .map_or_else(String::new, |g| format!(", commit {g}")),
+            w.runs,
+            w.first_run_id,
+            w.last_run_id,
+            w.requested,
+            w.median,
+            w.low,
+            w.high,
+            w.relative_change
+                .map_or_else(String::new, |r| format!(", {:+.1}%", r * 100.0)),
+            w.robust_z
+                .map_or_else(String::new, |z| format!(", robust z = {z:+.2}")),
+            if w.outlier { "  <- outside the window" } else { "" }
+        );
+    }
+    if let Some(b) = &report.baseline {
+        println!(
+            "latest run against the last baseline (recorded by run {}): {:.6e} vs {:.6e}{}",
+            b.run_id,
+            b.latest_value,
+            b.baseline,
+            b.relative_change
+                .map_or_else(String::new, |r| format!(" ({:+.1}%)", r * 100.0)),
         );
     }
 }
