@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 /// different versions of a pack, overlapping shards, and an incomplete set.
 pub fn merge(dirs: &[PathBuf], out_dir: &Path, options: &Options) -> Result<GateReport> {
     super::outputs::check_out_dir(out_dir, options.history.as_deref())?;
+    super::outputs::check_pr_comment(out_dir, options.pr_comment.as_ref().map(|c| c.path.as_path()))?;
     for dir in dirs {
         check_manifest(dir)?;
     }

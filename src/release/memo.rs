@@ -552,13 +552,13 @@ impl Memo {
 
     /// The memo as Markdown (`memo.md`).
     pub fn render_markdown(&self) -> Result<String> {
-        self.render("memo.md", MARKDOWN_TEMPLATE, minijinja::Value::from(()))
+        self.render("memo.md", MARKDOWN_TEMPLATE, minijinja::context! {})
     }
 
     /// The memo as self-contained HTML (`memo.html`), every pack string escaped; charts
     /// are inline SVG generated here.
     pub fn render_html(&self) -> Result<String> {
-        let charts = minijinja::context! {
+        let charts = minijinja::context! { charts => minijinja::context! {
             speedup => minijinja::Value::from_safe_string(charts::speedup_chart(&self.slices)),
             distributions => self
                 .slices
@@ -579,11 +579,12 @@ impl Memo {
                     svg => minijinja::Value::from_safe_string(c.svg),
                 })
                 .collect::<Vec<_>>(),
-        };
+        }};
         self.render("memo.html", HTML_TEMPLATE, charts)
     }
 
-    fn render(&self, name: &str, source: &str, charts: minijinja::Value) -> Result<String> {
+    /// Render template `name` with the memo as `memo` and the names of `extra` beside it.
+    pub(super) fn render(&self, name: &str, source: &str, extra: minijinja::Value) -> Result<String> {
         let render_error = |e: minijinja::Error| ReleaseError::Render {
             template: name.to_owned(),
             message: format!("{e:#}"),
@@ -609,7 +610,7 @@ impl Memo {
         env.add_template(name, source).map_err(render_error)?;
         let template = env.get_template(name).map_err(render_error)?;
         template
-            .render(minijinja::context! { memo => minijinja::Value::from(minijinja::value::Serde(self)), charts => charts })
+            .render(minijinja::context! { memo => minijinja::Value::from(minijinja::value::Serde(self)), ..extra })
             .map_err(render_error)
     }
 }

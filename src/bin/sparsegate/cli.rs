@@ -323,6 +323,16 @@ pub struct DecideArgs {
     pub json: bool,
     #[command(flatten)]
     pub history: RecordArgs,
+    /// Also write a short Markdown for a pull-request comment here (at most 60 lines): the
+    /// verdict, the guardrails that failed, stayed undecided, warned or moved against
+    /// their baseline with their intervals, and a link to the full memo.
+    #[arg(long, value_name = "FILE")]
+    pub pr_comment: Option<PathBuf>,
+    /// The page the PR comment links to for the full memo (default: the CI job, from
+    /// GITHUB_SERVER_URL/GITHUB_REPOSITORY/GITHUB_RUN_ID or GitLab's CI_JOB_URL; else the
+    /// comment names DIR/memo.md).
+    #[arg(long, value_name = "URL", requires = "pr_comment")]
+    pub memo_url: Option<String>,
 }
 
 /// Where `gate` and `merge` record the run.

@@ -2,7 +2,7 @@
 //! verdict.json) on stdout, the verdict as the exit code. [`print_report`] serves `merge`.
 
 use crate::cli::{DecideArgs, RunArgs};
-use crate::options::{baseline_build, options, record_path};
+use crate::options::{baseline_build, options, pr_comment, record_path};
 use crate::progress::progress;
 use sparsegate::Result;
 use sparsegate::app::{self, GateReport, HistoryOutcome};
@@ -14,6 +14,7 @@ pub fn run(run: &RunArgs, out: &Path, baseline_bin: Option<&Path>, decide: &Deci
     let mut options = options(run, decide.allow_env_drift);
     options.history = record_path(&decide.history, &options.work_dir);
     options.baseline_build = baseline_bin.map(baseline_build).transpose()?;
+    options.pr_comment = pr_comment(decide)?;
     let report = app::gate(&run.packs, out, &options, &mut progress(run.quiet))?;
     print_report(&report, decide.json)?;
     Ok(report.decision.exit_code)
