@@ -47,7 +47,8 @@ pub fn gate(
 ) -> Result<GateReport> {
     check_out_dir(out_dir, options.history.as_deref())?;
     super::outputs::check_pr_comment(out_dir, options.pr_comment.as_ref().map(|c| c.path.as_path()))?;
-    let packs = load_packs(paths)?;
+    let mut packs = load_packs(paths)?;
+    crate::ingress::pack_set::focus(&mut packs, &options.focus).map_err(refusals::pack_set)?;
     for warning in packs.iter().flat_map(|p| &p.warnings) {
         progress(Progress::PackWarning { warning });
     }

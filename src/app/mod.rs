@@ -70,6 +70,8 @@ pub struct Options {
     /// Where `gate` and `merge` also write the short PR comment (`--pr-comment`), and
     /// what it links to.
     pub pr_comment: Option<PrCommentTarget>,
+    /// `gate` narrowed to reproduce a failure (`--slice`, `--runs`, `--pack-digest`).
+    pub focus: crate::ingress::pack_set::Focus,
 }
 
 /// The PR comment's file and its link to the full memo (issue 22).

@@ -26,6 +26,7 @@ fn options(dir: &Path, launcher: Option<Arc<dyn RunLauncher>>) -> Options {
         history: None,
         baseline_build: None,
         pr_comment: None,
+        focus: Default::default(),
     }
 }
 

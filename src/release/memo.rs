@@ -388,6 +388,10 @@ pub struct MemoSlice {
     /// For a slice served under `load`: its traffic, drops and burst finding (issue 24).
     #[serde(default)]
     pub load: Option<super::memo_load::MemoLoad>,
+    /// For a slice that failed, stayed undecided or did not run: the command that runs it
+    /// again (issue 22).
+    #[serde(default)]
+    pub repro: Option<super::repro::Repro>,
 }
 
 /// Minimum, quartiles (type 7) and maximum of a sample: enough to draw a box plot.
@@ -487,6 +491,19 @@ impl Memo {
                     nominal_sparsity: density.map(|d| 1.0 - d),
                     ideal_speedup: density.map(|d| 1.0 / d),
                     fallback_share: base.diagnosis.as_ref().and_then(|d| d.fallback.latency_share),
+                    repro: spec
+                        .zip(packs.iter().find(|p| p.file.name == s.pack))
+                        .filter(|_| super::repro::needs_repro(s, &decision.guardrails))
+                        .map(|(spec, pack)| {
+                            super::repro::repro(
+                                pack,
+                                spec,
+                                s,
+                                &evidence.environment,
+                                golden_dir,
+                                !decision.environment_drift.is_empty(),
+                            )
+                        }),
                     ..base
                 }
             })
@@ -805,6 +822,7 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
         artifacts: s.artifacts.clone(),
         break_even: s.break_even.clone(),
         load: None,
+        repro: None,
     }
 }
 
@@ -1040,6 +1058,7 @@ mod tests {
                 structure: vec![],
                 break_even: vec![],
                 load: None,
+                repro: None,
                 artifacts: vec![],
             }],
             brief: fixed_brief(trigger),

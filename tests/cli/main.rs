@@ -25,6 +25,7 @@ mod paired;
 mod progress;
 mod quality;
 mod reports;
+mod repro;
 mod runs;
 mod shapes;
 mod shard;

@@ -73,6 +73,8 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         baseline_bin: Option<PathBuf>,
         #[command(flatten)]
+        focus: FocusArgs,
+        #[command(flatten)]
         decide: DecideArgs,
     },
     /// List the gate and merge runs recorded in the run history, newest first.
@@ -333,6 +335,23 @@ pub struct DecideArgs {
     /// comment names DIR/memo.md).
     #[arg(long, value_name = "URL", requires = "pr_comment")]
     pub memo_url: Option<String>,
+}
+
+/// Narrowing a gate to reproduce one failure: the command the memo prints beside each
+/// failing slice (issue 22).
+#[derive(Debug, Args)]
+pub struct FocusArgs {
+    /// Gate only this slice (the expanded id, as the memo writes it); repeatable.
+    #[arg(long = "slice", value_name = "ID")]
+    pub slices: Vec<String>,
+    /// Take exactly this many runs per slice (instead of `samples.runs`, the run count
+    /// planned from the baseline, or sequential looks).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub runs: Option<u32>,
+    /// Refuse the pack unless its sha256 is this (`sha256:<hex>`, the memo's digest);
+    /// once per pack, in pack order.
+    #[arg(long = "pack-digest", value_name = "DIGEST")]
+    pub pack_digests: Vec<String>,
 }
 
 /// Where `gate` and `merge` record the run.

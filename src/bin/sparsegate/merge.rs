@@ -17,6 +17,7 @@ pub fn run(shards: &[PathBuf], out: &Path, golden: PathBuf, decide: &DecideArgs)
         run_launcher: None,
         baseline_build: None,
         pr_comment: pr_comment(decide)?,
+        focus: Default::default(),
     };
     let report = app::merge(shards, out, &options)?;
     crate::gate::print_report(&report, decide.json)?;

@@ -25,6 +25,7 @@ pub fn options(run: &RunArgs, allow_env_drift: bool) -> Options {
         history: None,
         baseline_build: None,
         pr_comment: None,
+        focus: Default::default(),
     }
 }
 

@@ -35,6 +35,7 @@ pub fn run() -> Result<ExitCode> {
         history: None,
         baseline_build: None,
         pr_comment: None,
+        focus: Default::default(),
     };
     let reply = app::serve_run(&request, &options)?;
     print!("{}", app::to_json(&reply));
