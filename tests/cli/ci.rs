@@ -345,3 +345,117 @@ fn issue_22_merge_writes_the_pr_comment_and_outputs_keep_their_names() {
     assert_exit(&clash, 2);
     assert_contains(&stderr(&clash), "would replace one of the gate's outputs");
 }
+
+/// A CI example under `ci/`, parsed, and its text.
+fn ci_example(name: &str) -> (serde_json::Value, String) {
+    let path = format!("{}/ci/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let yaml = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    (yaml, text)
+}
+
+/// Issue 22: the GitHub examples cache the cargo build and record the history in a
+/// PostgreSQL service, say the SQLite-cache alternative with its trade-off, and the PR
+/// comment is written and posted.
+#[test]
+fn issue_22_the_github_examples_cache_the_build_and_persist_history() {
+    for name in ["github-actions.yml", "github-actions-sharded.yml"] {
+        let (yaml, text) = ci_example(name);
+        let jobs = yaml["jobs"].as_object().unwrap();
+        for (id, job) in jobs {
+            let steps = job["steps"].as_array().unwrap();
+            let cache = steps.iter().position(|s| {
+                s["uses"]
+                    .as_str()
+                    .is_some_and(|u| u.starts_with("Swatinem/rust-cache@"))
+            });
+            let build = steps.iter().position(|s| s["run"] == "cargo build --release");
+            assert!(
+                cache.is_some() && cache < build,
+                "{name} job {id} caches before it builds"
+            );
+        }
+        let recorder = if name == "github-actions.yml" {
+            "gate"
+        } else {
+            "merge"
+        };
+        let job = &jobs[recorder];
+        assert!(
+            job["services"]["postgres"]["image"]
+                .as_str()
+                .unwrap()
+                .starts_with("postgres:"),
+            "{name}"
+        );
+        assert_eq!(job["services"]["postgres"]["env"]["POSTGRES_DB"], "sparsegate");
+        assert_eq!(job["services"]["postgres"]["ports"][0], "5432:5432");
+        assert_eq!(
+            job["env"]["SPARSEGATE_HISTORY"], "postgres://postgres:postgres@localhost:5432/sparsegate",
+            "{name}"
+        );
+        assert_contains(&text, "secret");
+    }
+    let (yaml, text) = ci_example("github-actions.yml");
+    for said in [
+        "actions/cache/restore@v4",
+        "actions/cache/save@v4",
+        "path: .sparsegate/history.db",
+        "evicted",
+        "the later save wins",
+        "secrets.SPARSEGATE_HISTORY",
+    ] {
+        assert_contains(&text, said);
+    }
+    let steps = yaml["jobs"]["gate"]["steps"].as_array().unwrap();
+    let gate = steps.iter().find(|s| s["name"] == "Gate").unwrap();
+    assert_contains(gate["run"].as_str().unwrap(), "--pr-comment pr-comment.md");
+    let comment = steps
+        .iter()
+        .find(|s| s["name"] == "Comment on the pull request")
+        .unwrap();
+    assert_contains(comment["run"].as_str().unwrap(), "--body-file pr-comment.md");
+    assert_eq!(yaml["permissions"]["pull-requests"], "write");
+}
+
+/// Issue 22: the GitLab example caches the cargo registry and build, and records the
+/// history in a PostgreSQL service reached by its alias.
+#[test]
+fn issue_22_the_gitlab_example_caches_the_build_and_persists_history() {
+    let (yaml, text) = ci_example("gitlab-ci.yml");
+    let job = &yaml["sparsegate"];
+    let caches = job["cache"].as_array().unwrap();
+    let paths: Vec<&str> = caches
+        .iter()
+        .flat_map(|c| c["paths"].as_array().unwrap())
+        .filter_map(|p| p.as_str())
+        .collect();
+    assert!(
+        paths.contains(&"target/") && paths.contains(&".cargo/registry/cache/"),
+        "{paths:?}"
+    );
+    assert_eq!(caches[0]["key"]["files"][0], "Cargo.lock");
+    assert_eq!(job["variables"]["CARGO_HOME"], "$CI_PROJECT_DIR/.cargo");
+    let service = &job["services"][0];
+    assert!(service["name"].as_str().unwrap().starts_with("postgres:"));
+    assert_eq!(service["alias"], "postgres");
+    assert_eq!(job["variables"]["POSTGRES_DB"], "sparsegate");
+    assert_eq!(
+        job["variables"]["SPARSEGATE_HISTORY"],
+        "postgres://postgres:postgres@postgres:5432/sparsegate"
+    );
+    let script = job["script"].as_array().unwrap();
+    assert!(
+        script
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("--pr-comment out/pr-comment.md")),
+        "{script:?}"
+    );
+    for said in [
+        ".sparsegate/history.db",
+        "later upload wins",
+        "masked CI/CD variable",
+    ] {
+        assert_contains(&text, said);
+    }
+}
