@@ -1087,6 +1087,15 @@ mod tests {
         insta::assert_snapshot!("memo_md", first);
     }
 
+    /// Issue 22: the PR comment of the fixed memo, byte for byte (its failed guardrail
+    /// with value and interval, the fired trigger, the link).
+    #[test]
+    fn pr_comment_rendering_is_byte_stable() {
+        let memo = fixed_memo("speedup below 1.2x");
+        let link = super::super::MemoLink::url("https://ci.example.com/jobs/42").unwrap();
+        insta::assert_snapshot!("pr_comment_md", memo.render_pr_comment(&link).unwrap());
+    }
+
     #[test]
     fn html_rendering_is_byte_stable() {
         let memo = fixed_memo("speedup below 1.2x");
