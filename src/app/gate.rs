@@ -4,15 +4,15 @@
 use super::history::{HistoryOutcome, recording};
 use super::outputs::{check_out_dir, write_output_set};
 use super::run::{planned_slice, run_under};
-use super::{Options, Progress, all_slices, capture_environment, load_packs, refusals};
+use super::{Options, PrCommentTarget, Progress, all_slices, capture_environment, load_packs, refusals};
 use crate::error::Result;
 use crate::execute::Evidence;
-use crate::files::to_json;
+use crate::files::{to_json, write_atomic};
 use crate::ingress::{Environment, LoadedPack, Slice};
 use crate::release::calendar::now_rfc3339;
 use crate::release::history::{History, HistoryLocation};
 use crate::release::memo_trends::memo_trends;
-use crate::release::{Decision, DriftNote, Memo, decide, render_junit};
+use crate::release::{Decision, DriftNote, Memo, MemoLink, decide, render_junit};
 use crate::validate::baselines::{MeasuredOn, load_required_baselines};
 use crate::validate::golden::Baselines;
 use crate::validate::session_drift::SessionDrift;
@@ -50,7 +50,9 @@ pub fn gate(
         out_dir,
         options.history.as_ref().and_then(HistoryLocation::sqlite_path),
     )?;
-    let packs = load_packs(paths)?;
+    super::outputs::check_pr_comment(out_dir, options.pr_comment.as_ref().map(|c| c.path.as_path()))?;
+    let mut packs = load_packs(paths)?;
+    crate::ingress::pack_set::focus(&mut packs, &options.focus).map_err(refusals::pack_set)?;
     for warning in packs.iter().flat_map(|p| &p.warnings) {
         progress(Progress::PackWarning { warning });
     }
@@ -128,6 +130,14 @@ fn attach_session_drift(baselines: &mut Baselines, history: Option<&HistoryLocat
     }
 }
 
+/// What the PR comment links to: the target's page, else the memo file just written.
+fn memo_link(target: &PrCommentTarget, out_dir: &Path) -> MemoLink {
+    target
+        .link
+        .clone()
+        .unwrap_or_else(|| MemoLink::File(out_dir.join("memo.md").display().to_string()))
+}
+
 /// Validate evidence against the packs' guardrails, decide, and write every output.
 pub(super) fn decide_and_write(
     command: &str,
@@ -163,7 +173,17 @@ pub(super) fn decide_and_write(
             ("memo.html", memo.render_html()?),
             ("junit.xml", render_junit(&decision)),
         ];
-        let files = write_output_set(out_dir, &outputs)?;
+        // Rendered before anything is written, so a template error leaves no output.
+        let comment = match &options.pr_comment {
+            Some(target) => Some((&target.path, memo.render_pr_comment(&memo_link(target, out_dir))?)),
+            None => None,
+        };
+        let mut files = write_output_set(out_dir, &outputs)?;
+        // Outside the output set (it may live anywhere), written whole all the same.
+        if let Some((path, text)) = comment {
+            write_atomic(path, text.as_bytes())?;
+            files.push(path.clone());
+        }
         Ok((memo, files))
     });
     let (memo, files) = written?;

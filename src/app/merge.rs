@@ -24,6 +24,7 @@ pub fn merge(dirs: &[PathBuf], out_dir: &Path, options: &Options) -> Result<Gate
             .as_ref()
             .and_then(crate::release::history::HistoryLocation::sqlite_path),
     )?;
+    super::outputs::check_pr_comment(out_dir, options.pr_comment.as_ref().map(|c| c.path.as_path()))?;
     for dir in dirs {
         check_manifest(dir)?;
     }

@@ -68,6 +68,21 @@ pub struct Options {
     /// interleaved with the candidate's on the built-in kernels' slices, so
     /// `regress_at_most` is decided on same-session paired ratios.
     pub baseline_build: Option<BaselineBuild>,
+    /// Where `gate` and `merge` also write the short PR comment (`--pr-comment`), and
+    /// what it links to.
+    pub pr_comment: Option<PrCommentTarget>,
+    /// `gate` narrowed to reproduce a failure (`--slice`, `--runs`, `--pack-digest`).
+    pub focus: crate::ingress::pack_set::Focus,
+}
+
+/// The PR comment's file and its link to the full memo (issue 22).
+#[derive(Debug, Clone)]
+pub struct PrCommentTarget {
+    /// Written atomically after the output set, wherever it is.
+    pub path: PathBuf,
+    /// The memo's web page (`--memo-url`, the CI job); without one the comment names
+    /// the output directory's `memo.md`.
+    pub link: Option<crate::release::MemoLink>,
 }
 
 /// A baseline binary that answered the child-run protocol handshake, and how to start its

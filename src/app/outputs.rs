@@ -100,3 +100,28 @@ pub fn check_out_dir(out_dir: &Path, history: Option<&Path>) -> Result<()> {
     }
     Ok(())
 }
+
+/// Refuse a PR comment (`--pr-comment`) that would replace one of the gate's own outputs
+/// in `out_dir` (`out/memo.md`): the output set owns those names.
+pub(super) fn check_pr_comment(out_dir: &Path, comment: Option<&Path>) -> Result<()> {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+    let Some(comment) = comment else {
+        return Ok(());
+    };
+    let clash = absolute(comment).parent() == Some(absolute(out_dir).as_path())
+        && comment
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(is_output);
+    if clash {
+        return Err(crate::error::Error::Usage {
+            message: format!(
+                "the PR comment {} would replace one of the gate's outputs in {}",
+                comment.display(),
+                out_dir.display()
+            ),
+            hint: "write the PR comment under another name, e.g. pr-comment.md".into(),
+        });
+    }
+    Ok(())
+}

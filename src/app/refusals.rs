@@ -32,6 +32,15 @@ pub(super) fn pack_set(e: PackSetError) -> Error {
             e,
             "give the two packs' fields distinct names, or gate the packs in separate invocations",
         ),
+        e @ PackSetError::DigestCount { .. } => usage(e, "give `--pack-digest` once per pack, in pack order"),
+        e @ PackSetError::PackChanged { .. } => usage(
+            e,
+            "check out the commit the failing gate ran on, or drop `--pack-digest` to gate the pack as it is now",
+        ),
+        e @ PackSetError::UnknownSlice { .. } => usage(
+            e,
+            "`--slice` takes an expanded slice id as the memo and verdict.json write it (e.g. `bert-qkv-2of4-fp32`)",
+        ),
     }
 }
 

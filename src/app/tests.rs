@@ -25,6 +25,8 @@ fn options(dir: &Path, launcher: Option<Arc<dyn RunLauncher>>) -> Options {
         run_launcher: launcher,
         history: None,
         baseline_build: None,
+        pr_comment: None,
+        focus: Default::default(),
     }
 }
 

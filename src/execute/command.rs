@@ -12,10 +12,10 @@
 use super::capture::{Drained, spawn_drains};
 use super::contain::{CANCEL_GRACE, START_FAILED_PREFIX, START_FAILED_STATUS};
 use super::error::{CommandError, CommandStderr, ExecError, PairSide, RecordError};
-use super::evidence::{MetricSamples, RunSummary, SliceEvidence};
+use super::evidence::{Look, MetricSamples, RunSummary, SliceEvidence};
 use super::numbers::{median, zero_if_nan};
 use super::paired::{BaselineRuns, PairOrder};
-use super::run::{OnProgress, Phase, RunProgress};
+use super::run::{OnProgress, Phase, RunProgress, StopRule};
 use crate::domain::Counter;
 use crate::domain::metric::Metric;
 use crate::ingress::{CommandInvocation, CommandSlice, Slice};
@@ -52,17 +52,22 @@ const PIPE_GRACE: Duration = Duration::from_secs(2);
 
 /// Run a `command` slice and record what it printed; `on_progress` hears after every
 /// sample where the slice stands (a user's benchmark can take seconds per invocation).
+/// With `samples.sequential` and a `stop` rule, runs are added one at a time past
+/// `samples.runs` until the rule says the guardrails are decided or `samples.max_runs` is
+/// reached, every look recorded, as for the built-in kernels (issue 22: the key was
+/// silently ignored here).
 pub fn execute_command_slice(
     slice: &Slice,
     command: &CommandSlice,
     plan: &Plan,
+    stop: Option<&StopRule<'_>>,
     on_progress: Option<&mut OnProgress<'_>>,
 ) -> SliceEvidence {
     let start = Instant::now();
     let mut evidence = SliceEvidence::empty(slice, plan);
     let outcome = match slice.load {
         Some(load) => measure_under_load(slice, command, load, &mut evidence, on_progress),
-        None => measure(slice, command, &mut evidence, on_progress).map_err(ExecError::from),
+        None => measure(slice, command, &mut evidence, stop, on_progress).map_err(ExecError::from),
     };
     evidence.finish(outcome, start)
 }
@@ -113,10 +118,52 @@ fn measure_under_load(
     super::load::record(load, &outcome, evidence)
 }
 
+/// What the runs of a command slice took so far, to be written into its evidence at each
+/// look of sequential sampling and at the end.
+struct Taken {
+    metrics: BTreeMap<Metric, MetricSamples>,
+    comparator: MetricSamples,
+    speedup: MetricSamples,
+    baseline: Option<BaselineRuns>,
+    invocations: u64,
+}
+
+impl Taken {
+    /// Write what was taken into `evidence` (whose `runs` hold the run summaries so far).
+    fn record(
+        &self,
+        command: &CommandSlice,
+        policy: &crate::ingress::pack::SamplePolicy,
+        evidence: &mut SliceEvidence,
+    ) {
+        evidence
+            .counters
+            .insert(Counter::Invocations, self.invocations as f64);
+        evidence
+            .counters
+            .insert(Counter::Runs, evidence.runs.len() as f64);
+        evidence.run_mode = Some(policy.effective_run_mode());
+        for (metric, samples) in &self.metrics {
+            evidence.metrics.insert(*metric, samples.clone());
+        }
+        if command.comparator.is_some() {
+            evidence
+                .counters
+                .insert(Counter::Samples, self.speedup.samples.len() as f64);
+            evidence
+                .metrics
+                .insert(Metric::EffectiveSpeedup, self.speedup.clone());
+            evidence.comparator = Some(self.comparator.clone());
+        }
+        evidence.baseline_build = self.baseline.clone();
+    }
+}
+
 fn measure(
     slice: &Slice,
     command: &CommandSlice,
     evidence: &mut SliceEvidence,
+    stop: Option<&StopRule<'_>>,
     mut on_progress: Option<&mut OnProgress<'_>>,
 ) -> Result<(), CommandError> {
     let started = Instant::now();
@@ -134,7 +181,14 @@ fn measure(
         .baseline
         .as_ref()
         .map(|b| BaselineRuns::new(format!("baseline command `{}`", b.display()), "invocation"));
-    for run in 0..policy.runs.max(1) {
+    let first = policy.runs.max(1);
+    let stop = stop.filter(|_| policy.sequential);
+    let most = match stop {
+        Some(_) => policy.max_runs.unwrap_or(first).max(first),
+        None => first,
+    };
+    let mut looks: Vec<Look> = Vec::new();
+    for run in 0..most {
         let start = Instant::now();
         let elapsed = || start.elapsed().as_secs_f64();
         // Each run warms up afresh: caches, page cache and CPU frequency are the command's
@@ -239,8 +293,8 @@ fn measure(
                 tell(RunProgress {
                     phase: Phase::Runs {
                         runs_done: run + u32::from(last),
-                        runs_planned: policy.runs.max(1),
-                        runs_max: policy.runs.max(1),
+                        runs_planned: first,
+                        runs_max: most,
                         samples: taken,
                     },
                     elapsed_s: started.elapsed().as_secs_f64(),
@@ -262,6 +316,30 @@ fn measure(
             calibration_s: 0.0,
             speedup: zero_if_nan(median(&run_speedup)),
         });
+        // Sequential sampling: validate's interim look over everything taken so far.
+        let Some(stop) = stop.filter(|_| run + 1 >= first) else {
+            continue;
+        };
+        let mut so_far = evidence.clone();
+        Taken {
+            metrics: metrics.clone(),
+            comparator: comparator.clone(),
+            speedup: speedup.clone(),
+            baseline: baseline.clone(),
+            invocations,
+        }
+        .record(command, policy, &mut so_far);
+        so_far.looks = looks.clone();
+        let decision = stop(&so_far);
+        looks.push(Look {
+            runs: run + 1,
+            samples: so_far.metrics.get(Metric::Latency).map_or(0, |m| m.samples.len()),
+            alpha: decision.alpha,
+            decided: decision.decided,
+        });
+        if decision.decided {
+            break;
+        }
     }
 
     // A guardrail over a metric the command never printed is the command's failure, not an
@@ -279,22 +357,15 @@ fn measure(
             });
         }
     }
-    evidence.counters.insert(Counter::Invocations, invocations as f64);
-    evidence
-        .counters
-        .insert(Counter::Runs, f64::from(policy.runs.max(1)));
-    evidence.run_mode = Some(policy.effective_run_mode());
-    for (metric, samples) in metrics {
-        evidence.metrics.insert(metric, samples);
+    Taken {
+        metrics,
+        comparator,
+        speedup,
+        baseline,
+        invocations,
     }
-    if command.comparator.is_some() {
-        evidence
-            .counters
-            .insert(Counter::Samples, speedup.samples.len() as f64);
-        evidence.metrics.insert(Metric::EffectiveSpeedup, speedup);
-        evidence.comparator = Some(comparator);
-    }
-    evidence.baseline_build = baseline;
+    .record(command, policy, evidence);
+    evidence.looks = looks;
     Ok(())
 }
 

@@ -91,7 +91,7 @@ pub fn execute_slice_on(
         // The simulator and a command serve a load themselves (issue 24).
         (SliceBackend::Model(task), _) => execute_model_slice(slice, task, plan, on_progress),
         (SliceBackend::Sim(preset), _) => execute_sim_slice(slice, preset, plan),
-        (SliceBackend::Command(command), _) => execute_command_slice(slice, command, plan, on_progress),
+        (SliceBackend::Command(command), _) => execute_command_slice(slice, command, plan, stop, on_progress),
         (SliceBackend::Import(import), _) => execute_import_slice(slice, import, plan),
     };
     if matches!(

@@ -49,6 +49,87 @@ pub enum PackSetError {
         /// The pack name.
         pack: String,
     },
+    /// `--pack-digest` was given, and not once per pack.
+    #[error("{digests} pack digest(s) given for {packs} pack(s)")]
+    DigestCount {
+        /// Packs gated.
+        packs: usize,
+        /// Digests given.
+        digests: usize,
+    },
+    /// A pack's bytes are not the ones the failure was found in.
+    #[error("{} has digest {actual}, not {expected}: the pack changed since the gate that failed", path.display())]
+    PackChanged {
+        /// The pack file.
+        path: PathBuf,
+        /// The digest asked for.
+        expected: String,
+        /// The digest of the file now.
+        actual: String,
+    },
+    /// A slice id matches no slice of the packs.
+    #[error("no pack has a slice `{id}` (slices: {known})")]
+    UnknownSlice {
+        /// The id asked for.
+        id: String,
+        /// The first ids the packs have, comma-separated.
+        known: String,
+    },
+}
+
+/// How to narrow a gate to the run that reproduces a failure (issue 22: the memo's repro
+/// command): only these slices, exactly this many runs each, and only packs with these
+/// bytes. The default narrows nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Focus {
+    /// Expanded slice ids to keep (all when empty).
+    pub slices: Vec<String>,
+    /// Runs every kept slice takes, exactly: no planned count, no sequential looks.
+    pub runs: Option<u32>,
+    /// `sha256:<hex>` of each pack, in pack order (unchecked when empty).
+    pub pack_digests: Vec<String>,
+}
+
+/// Narrow `packs` to `focus`, refusing a pack whose digest differs and an unknown slice id.
+pub fn focus(packs: &mut [LoadedPack], focus: &Focus) -> Result<()> {
+    if !focus.pack_digests.is_empty() {
+        if focus.pack_digests.len() != packs.len() {
+            return Err(PackSetError::DigestCount {
+                packs: packs.len(),
+                digests: focus.pack_digests.len(),
+            });
+        }
+        for (pack, expected) in packs.iter().zip(&focus.pack_digests) {
+            if &pack.digest != expected {
+                return Err(PackSetError::PackChanged {
+                    path: pack.path.clone(),
+                    expected: expected.clone(),
+                    actual: pack.digest.clone(),
+                });
+            }
+        }
+    }
+    let all = || packs.iter().flat_map(|p| p.slices.iter());
+    if let Some(id) = focus.slices.iter().find(|id| !all().any(|s| &&s.id == id)) {
+        let known: Vec<&str> = all().map(|s| s.id.as_str()).take(12).collect();
+        return Err(PackSetError::UnknownSlice {
+            id: id.clone(),
+            known: known.join(", "),
+        });
+    }
+    for pack in packs.iter_mut() {
+        if !focus.slices.is_empty() {
+            pack.slices.retain(|s| focus.slices.contains(&s.id));
+        }
+        if let Some(runs) = focus.runs {
+            for s in &mut pack.slices {
+                s.samples.runs = runs.max(1);
+                s.samples.max_runs = None;
+                s.samples.sequential = false;
+            }
+        }
+    }
+    Ok(())
 }
 
 type Result<T, E = PackSetError> = std::result::Result<T, E>;

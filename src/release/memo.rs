@@ -392,6 +392,10 @@ pub struct MemoSlice {
     /// For a slice served under `load`: its traffic, drops and burst finding (issue 24).
     #[serde(default)]
     pub load: Option<super::memo_load::MemoLoad>,
+    /// For a slice that failed, stayed undecided or did not run: the command that runs it
+    /// again (issue 22).
+    #[serde(default)]
+    pub repro: Option<super::repro::Repro>,
 }
 
 /// Minimum, quartiles (type 7) and maximum of a sample: enough to draw a box plot.
@@ -491,6 +495,19 @@ impl Memo {
                     nominal_sparsity: density.map(|d| 1.0 - d),
                     ideal_speedup: density.map(|d| 1.0 / d),
                     fallback_share: base.diagnosis.as_ref().and_then(|d| d.fallback.latency_share),
+                    repro: spec
+                        .zip(packs.iter().find(|p| p.file.name == s.pack))
+                        .filter(|_| super::repro::needs_repro(s, &decision.guardrails))
+                        .map(|(spec, pack)| {
+                            super::repro::repro(
+                                pack,
+                                spec,
+                                s,
+                                &evidence.environment,
+                                golden_dir,
+                                !decision.environment_drift.is_empty(),
+                            )
+                        }),
                     ..base
                 }
             })
@@ -558,13 +575,13 @@ impl Memo {
 
     /// The memo as Markdown (`memo.md`).
     pub fn render_markdown(&self) -> Result<String> {
-        self.render("memo.md", MARKDOWN_TEMPLATE, minijinja::Value::from(()))
+        self.render("memo.md", MARKDOWN_TEMPLATE, minijinja::context! {})
     }
 
     /// The memo as self-contained HTML (`memo.html`), every pack string escaped; charts
     /// are inline SVG generated here.
     pub fn render_html(&self) -> Result<String> {
-        let charts = minijinja::context! {
+        let charts = minijinja::context! { charts => minijinja::context! {
             speedup => minijinja::Value::from_safe_string(charts::speedup_chart(&self.slices)),
             distributions => self
                 .slices
@@ -585,11 +602,12 @@ impl Memo {
                     svg => minijinja::Value::from_safe_string(c.svg),
                 })
                 .collect::<Vec<_>>(),
-        };
+        }};
         self.render("memo.html", HTML_TEMPLATE, charts)
     }
 
-    fn render(&self, name: &str, source: &str, charts: minijinja::Value) -> Result<String> {
+    /// Render template `name` with the memo as `memo` and the names of `extra` beside it.
+    pub(super) fn render(&self, name: &str, source: &str, extra: minijinja::Value) -> Result<String> {
         let render_error = |e: minijinja::Error| ReleaseError::Render {
             template: name.to_owned(),
             message: format!("{e:#}"),
@@ -615,7 +633,7 @@ impl Memo {
         env.add_template(name, source).map_err(render_error)?;
         let template = env.get_template(name).map_err(render_error)?;
         template
-            .render(minijinja::context! { memo => minijinja::Value::from(minijinja::value::Serde(self)), charts => charts })
+            .render(minijinja::context! { memo => minijinja::Value::from(minijinja::value::Serde(self)), ..extra })
             .map_err(render_error)
     }
 }
@@ -819,6 +837,7 @@ fn memo_slice(s: &SliceEvidence, decision: &Decision, diagnoses: &[SliceDiagnosi
         artifacts: s.artifacts.clone(),
         break_even: s.break_even.clone(),
         load: None,
+        repro: None,
     }
 }
 
@@ -1055,6 +1074,7 @@ mod tests {
                 break_even: vec![],
                 graph_nodes: vec![],
                 load: None,
+                repro: None,
                 artifacts: vec![],
             }],
             brief: fixed_brief(trigger),
@@ -1081,6 +1101,15 @@ mod tests {
         let first = memo.render_markdown().unwrap();
         assert_eq!(first, memo.render_markdown().unwrap());
         insta::assert_snapshot!("memo_md", first);
+    }
+
+    /// Issue 22: the PR comment of the fixed memo, byte for byte (its failed guardrail
+    /// with value and interval, the fired trigger, the link).
+    #[test]
+    fn pr_comment_rendering_is_byte_stable() {
+        let memo = fixed_memo("speedup below 1.2x");
+        let link = super::super::MemoLink::url("https://ci.example.com/jobs/42").unwrap();
+        insta::assert_snapshot!("pr_comment_md", memo.render_pr_comment(&link).unwrap());
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod pg_scratch;
 mod progress;
 mod quality;
 mod reports;
+mod repro;
 mod runs;
 mod shapes;
 mod shard;

@@ -73,6 +73,8 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         baseline_bin: Option<PathBuf>,
         #[command(flatten)]
+        focus: FocusArgs,
+        #[command(flatten)]
         decide: DecideArgs,
     },
     /// List the gate and merge runs recorded in the run history, newest first.
@@ -330,6 +332,33 @@ pub struct DecideArgs {
     pub json: bool,
     #[command(flatten)]
     pub history: RecordArgs,
+    /// Also write a short Markdown for a pull-request comment here (at most 60 lines): the
+    /// verdict, the guardrails that failed, stayed undecided, warned or moved against
+    /// their baseline with their intervals, and a link to the full memo.
+    #[arg(long, value_name = "FILE")]
+    pub pr_comment: Option<PathBuf>,
+    /// The page the PR comment links to for the full memo (default: the CI job, from
+    /// GITHUB_SERVER_URL/GITHUB_REPOSITORY/GITHUB_RUN_ID or GitLab's CI_JOB_URL; else the
+    /// comment names DIR/memo.md).
+    #[arg(long, value_name = "URL", requires = "pr_comment")]
+    pub memo_url: Option<String>,
+}
+
+/// Narrowing a gate to reproduce one failure: the command the memo prints beside each
+/// failing slice (issue 22).
+#[derive(Debug, Args)]
+pub struct FocusArgs {
+    /// Gate only this slice (the expanded id, as the memo writes it); repeatable.
+    #[arg(long = "slice", value_name = "ID")]
+    pub slices: Vec<String>,
+    /// Take exactly this many runs per slice (instead of `samples.runs`, the run count
+    /// planned from the baseline, or sequential looks).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub runs: Option<u32>,
+    /// Refuse the pack unless its sha256 is this (`sha256:<hex>`, the memo's digest);
+    /// once per pack, in pack order.
+    #[arg(long = "pack-digest", value_name = "DIGEST")]
+    pub pack_digests: Vec<String>,
 }
 
 /// Where `gate` and `merge` record the run.

@@ -27,8 +27,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             run,
             out,
             baseline_bin,
+            focus,
             decide,
-        } => crate::gate::run(&run, &out, baseline_bin.as_deref(), &decide),
+        } => crate::gate::run(&run, &out, baseline_bin.as_deref(), focus, &decide),
         Command::Memo(MemoCommand::Sign {
             dir,
             key,

@@ -1,19 +1,32 @@
 //! `sparsegate gate PACK... --out DIR`: run, validate, decide; the summary (or
 //! verdict.json) on stdout, the verdict as the exit code. [`print_report`] serves `merge`.
 
-use crate::cli::{DecideArgs, RunArgs};
-use crate::options::{baseline_build, options, record_location};
+use crate::cli::{DecideArgs, FocusArgs, RunArgs};
+use crate::options::{baseline_build, options, pr_comment, record_location};
 use crate::progress::progress;
 use sparsegate::Result;
 use sparsegate::app::{self, GateReport, HistoryOutcome};
 use sparsegate::files::FileError;
+use sparsegate::ingress::pack_set::Focus;
 use sparsegate::release::{ExitCode, github_annotations, render_summary};
 use std::path::Path;
 
-pub fn run(run: &RunArgs, out: &Path, baseline_bin: Option<&Path>, decide: &DecideArgs) -> Result<ExitCode> {
+pub fn run(
+    run: &RunArgs,
+    out: &Path,
+    baseline_bin: Option<&Path>,
+    focus: FocusArgs,
+    decide: &DecideArgs,
+) -> Result<ExitCode> {
     let mut options = options(run, decide.allow_env_drift);
     options.history = record_location(&decide.history, &options.work_dir);
     options.baseline_build = baseline_bin.map(baseline_build).transpose()?;
+    options.pr_comment = pr_comment(decide)?;
+    options.focus = Focus {
+        slices: focus.slices,
+        runs: focus.runs,
+        pack_digests: focus.pack_digests,
+    };
     let report = app::gate(&run.packs, out, &options, &mut progress(run.quiet))?;
     print_report(&report, decide.json)?;
     Ok(report.decision.exit_code)

@@ -1,7 +1,7 @@
 //! `sparsegate merge DIR...`: shard evidence into one gate decision, printed like `gate`'s.
 
 use crate::cli::DecideArgs;
-use crate::options::{record_location, work_dir};
+use crate::options::{pr_comment, record_location, work_dir};
 use sparsegate::Result;
 use sparsegate::app::{self, Options};
 use sparsegate::release::ExitCode;
@@ -16,6 +16,8 @@ pub fn run(shards: &[PathBuf], out: &Path, golden: PathBuf, decide: &DecideArgs)
         work_dir,
         run_launcher: None,
         baseline_build: None,
+        pr_comment: pr_comment(decide)?,
+        focus: Default::default(),
     };
     let report = app::merge(shards, out, &options)?;
     crate::gate::print_report(&report, decide.json)?;

@@ -2,9 +2,10 @@
 //! history database (flag, else `SPARSEGATE_HISTORY`, else the default), the launcher
 //! of `process`-mode runs, and the supervisor of `command` invocations.
 
-use crate::cli::{RecordArgs, RunArgs};
+use crate::cli::{DecideArgs, RecordArgs, RunArgs};
 use sparsegate::app::{self, Options};
 use sparsegate::execute::{CHILD_RUN_PROTOCOL, ChildProcessLauncher, RunLauncher, probe_protocol};
+use sparsegate::release::MemoLink;
 use sparsegate::release::history::{HISTORY_ENV, HistoryLocation};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,6 +24,8 @@ pub fn options(run: &RunArgs, allow_env_drift: bool) -> Options {
         run_launcher: run_launcher(),
         history: None,
         baseline_build: None,
+        pr_comment: None,
+        focus: Default::default(),
     }
 }
 
@@ -89,4 +92,39 @@ pub fn contain_commands() {
             args: vec!["__contain".into(), "--".into()],
         });
     }
+}
+
+/// The PR comment `gate`/`merge` write (`--pr-comment`), linking to `--memo-url`, else to
+/// the CI job (GitHub Actions' run page, GitLab's `CI_JOB_URL`), else naming the memo file.
+/// A `--memo-url` that would break the Markdown link is refused (exit 2); one from the
+/// environment is skipped with a warning.
+pub fn pr_comment(decide: &DecideArgs) -> sparsegate::Result<Option<app::PrCommentTarget>> {
+    let Some(path) = decide.pr_comment.clone() else {
+        return Ok(None);
+    };
+    let link = match &decide.memo_url {
+        Some(url) => Some(MemoLink::url(url).map_err(|e| sparsegate::Error::Usage {
+            message: format!("--memo-url: {e}"),
+            hint: "pass the http(s) address of the CI job or artifact that holds memo.md, percent-encoded".into(),
+        })?),
+        None => ci_job_url().and_then(|url| {
+            MemoLink::url(&url)
+                .inspect_err(|e| eprintln!("warning: the PR comment names the memo file: the CI job URL {url:?} was not used: {e}"))
+                .ok()
+        }),
+    };
+    Ok(Some(app::PrCommentTarget { path, link }))
+}
+
+/// The page of this CI job, from the variables GitHub Actions and GitLab CI set.
+fn ci_job_url() -> Option<String> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if let (Some(server), Some(repo), Some(run)) = (
+        var("GITHUB_SERVER_URL"),
+        var("GITHUB_REPOSITORY"),
+        var("GITHUB_RUN_ID"),
+    ) {
+        return Some(format!("{server}/{repo}/actions/runs/{run}"));
+    }
+    var("CI_JOB_URL")
 }

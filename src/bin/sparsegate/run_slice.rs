@@ -34,6 +34,8 @@ pub fn run() -> Result<ExitCode> {
         run_launcher: None,
         history: None,
         baseline_build: None,
+        pr_comment: None,
+        focus: Default::default(),
     };
     let reply = app::serve_run(&request, &options)?;
     print!("{}", app::to_json(&reply));

@@ -1,0 +1,106 @@
+//! Issue 22: every failing slice in the memo carries the command that reproduces it, and
+//! that command, run as printed, fails the same slice the same way.
+
+use crate::support::{Sandbox, assert_contains, assert_exit, stderr};
+
+/// Two cells of one slice, two runs each; the 2:4 cell fails its speedup bound, the dense
+/// cell has nothing to fail.
+const PACK: &str = "schema_version: 1
+name: repro
+owners:
+  - {name: Test Owner, email: owner@example.com, role: owner}
+rollback:
+  trigger: test trigger
+samples: {warmup: 1, min: 8, max: 12, time_budget_s: 0.05, runs: 2}
+slices:
+  - id: tiny
+    workload:
+      ops:
+        - gemm: {name: proj, m: 32, n: 64, k: 64}
+    sparsity: [\"2:4\", dense]
+    guardrails:
+      - {metric: fallback_rate, at_most: 0}
+      - {metric: effective_speedup, at_least: 100}
+";
+
+/// The command the memo prints for `slice`, as arguments after `sparsegate`.
+fn repro_command(memo: &str, slice: &str) -> Vec<String> {
+    let line = memo
+        .lines()
+        .find(|l| l.starts_with(&format!("- `repro/{slice}`: `sparsegate gate ")))
+        .unwrap_or_else(|| panic!("no repro line for {slice}:\n{memo}"));
+    let command = line.split('`').nth(3).unwrap();
+    assert!(!command.contains('\''), "plain words here: {command}");
+    command.split_whitespace().skip(1).map(str::to_owned).collect()
+}
+
+#[test]
+fn issue_22_the_memos_repro_command_fails_the_same_slice_again() {
+    let sb = Sandbox::with_pack(PACK);
+    assert_exit(&sb.gate("pack.yaml", &["-q", "--no-history"]), 1);
+    let memo = sb.read("out/memo.md");
+    assert_contains(&memo, "## Reproduce");
+    assert!(
+        !memo.contains("- `repro/tiny-dense-fp32`:"),
+        "only failing slices: {memo}"
+    );
+    let args = repro_command(&memo, "tiny-2of4-fp32");
+    let digest = sb.json("out/memo.json")["packs"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for expected in [
+        "pack.yaml",
+        "--pack-digest",
+        digest.as_str(),
+        "--slice",
+        "tiny-2of4-fp32",
+        "--runs",
+        "2",
+        "--golden",
+        "golden",
+    ] {
+        assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
+    }
+    let html = sb.read("out/memo.html");
+    assert_contains(
+        &html,
+        &format!("<code class=\"repro\">sparsegate {}</code>", args.join(" ")),
+    );
+
+    let mut argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    argv.extend(["-q", "--no-history"]);
+    assert_exit(&sb.output(&argv), 1);
+    let verdict = sb.json("repro-tiny-2of4-fp32/verdict.json");
+    let guardrails = verdict["guardrails"].as_array().unwrap();
+    assert!(
+        guardrails.iter().all(|g| g["slice"] == "tiny-2of4-fp32"),
+        "{verdict}"
+    );
+    let speedup = guardrails
+        .iter()
+        .find(|g| g["metric"] == "effective_speedup")
+        .unwrap();
+    assert_eq!(speedup["verdict"], "fail", "{verdict}");
+    let evidence = sb.json("repro-tiny-2of4-fp32/evidence.json");
+    assert_eq!(evidence["slices"].as_array().unwrap().len(), 1);
+    assert_eq!(evidence["slices"][0]["runs"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn issue_22_a_repro_command_refuses_a_pack_that_changed() {
+    let sb = Sandbox::with_pack(PACK);
+    assert_exit(&sb.gate("pack.yaml", &["-q", "--no-history"]), 1);
+    let args = repro_command(&sb.read("out/memo.md"), "tiny-2of4-fp32");
+    sb.write("pack.yaml", &PACK.replace("at_least: 100", "at_least: 50"));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = sb.output(&argv);
+    assert_exit(&out, 2);
+    assert_contains(&stderr(&out), "the pack changed since the gate that failed");
+    let unknown = sb.output(&["gate", "pack.yaml", "--slice", "tiny", "--out", "x"]);
+    assert_exit(&unknown, 2);
+    assert_contains(
+        &stderr(&unknown),
+        "no pack has a slice `tiny` (slices: tiny-2of4-fp32, tiny-dense-fp32)",
+    );
+}
