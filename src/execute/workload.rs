@@ -222,7 +222,14 @@ impl Workload {
                 Some(a) => a.spmm(threads, &q.x, &mut q.acc_candidate, m)?,
                 None => q.dense.gemm(threads, &q.x, &mut q.acc_candidate, m)?,
             }
-            return precision::dequantize(&q.acc_candidate, &q.w_scale, q.x_scale, &mut p.y_candidate, m);
+            return precision::dequantize(
+                threads,
+                &q.acc_candidate,
+                &q.w_scale,
+                q.x_scale,
+                &mut p.y_candidate,
+                m,
+            );
         }
         if let (Some(a), Some(x)) = (&p.two_of_four_half, &p.x_store) {
             return a.spmm(threads, x, &mut p.y_candidate, m);
@@ -246,7 +253,14 @@ impl Workload {
         let m = p.op.m;
         if let Some(q) = &mut p.int8 {
             q.dense.gemm(threads, &q.x, &mut q.acc_comparator, m)?;
-            return precision::dequantize(&q.acc_comparator, &q.w_scale, q.x_scale, &mut p.y_comparator, m);
+            return precision::dequantize(
+                threads,
+                &q.acc_comparator,
+                &q.w_scale,
+                q.x_scale,
+                &mut p.y_comparator,
+                m,
+            );
         }
         p.run_dense(threads, false)
     }

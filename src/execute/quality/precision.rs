@@ -107,7 +107,7 @@ fn linear(
                 .collect();
             let mut acc = vec![0i32; n * m];
             gemm_i8(1, &qw, &qx, &mut acc, n, k, m)?;
-            dequantize(&acc, &w_scale, x_scale, &mut y, m)?;
+            dequantize(1, &acc, &w_scale, x_scale, &mut y, m)?;
         }
     }
     Ok(y)
