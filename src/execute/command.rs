@@ -329,15 +329,7 @@ fn measure(
             invocations,
         }
         .record(command, policy, &mut so_far);
-        so_far.looks = looks.clone();
-        let decision = stop(&so_far);
-        looks.push(Look {
-            runs: run + 1,
-            samples: so_far.metrics.get(Metric::Latency).map_or(0, |m| m.samples.len()),
-            alpha: decision.alpha,
-            decided: decision.decided,
-        });
-        if decision.decided {
+        if super::run::take_look(&mut so_far, &mut looks, run + 1, stop) {
             break;
         }
     }

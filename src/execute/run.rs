@@ -276,19 +276,32 @@ fn take_runs(
         if so_far.failure.is_some() {
             break; // the final merge reports it
         }
-        so_far.looks = looks.clone();
-        let decision = stop(&so_far);
-        looks.push(Look {
-            runs: run + 1,
-            samples: so_far.metrics.get(Metric::Latency).map_or(0, |m| m.samples.len()),
-            alpha: decision.alpha,
-            decided: decision.decided,
-        });
-        if decision.decided {
+        if take_look(&mut so_far, &mut looks, run + 1, stop) {
             break;
         }
     }
     Ok((mode, records, looks, paired))
+}
+
+/// One interim look of sequential sampling at the evidence of the first `runs` runs: the
+/// validate stage's `stop` decides on it (seeing the looks before), the look is recorded,
+/// and whether the slice is decided comes back. Shared by every backend that samples
+/// sequentially (the built-in kernels, `backend: command`).
+pub(super) fn take_look(
+    so_far: &mut SliceEvidence,
+    looks: &mut Vec<Look>,
+    runs: u32,
+    stop: &StopRule<'_>,
+) -> bool {
+    so_far.looks = looks.clone();
+    let decision = stop(so_far);
+    looks.push(Look {
+        runs,
+        samples: so_far.metrics.get(Metric::Latency).map_or(0, |m| m.samples.len()),
+        alpha: decision.alpha,
+        decided: decision.decided,
+    });
+    decision.decided
 }
 
 /// One run of `slice` in a fresh workload, as a child process does it: prepare, check the
