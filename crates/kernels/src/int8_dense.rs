@@ -21,12 +21,13 @@
 //!   token; a register tile of `R` blocks × `T` tokens loads each weight line once and meets
 //!   it with each token's quad broadcast from memory (oneDNN's brgemm does the same). No
 //!   horizontal sums; the tile is transposed once into `y`'s token-contiguous rows at the
-//!   end of K. Above 16 tokens the tokens go in balanced groups of at most 16, the block's
-//!   weights re-read from L2.
+//!   end of K. Above [`GROUP`] tokens they go in balanced groups of at most [`GROUP`], the
+//!   blocks' weights re-read from L2 for each group.
 //! * **Token lanes** (more tokens): a zmm is 16 tokens of one row, as in the sparse kernels;
 //!   the activations are packed per 64-token panel as `[k/4][token][4]` signed bytes, each
 //!   row's weight quad is broadcast from its line, [`MR`] rows × 64 tokens per register tile
-//!   over K blocks of [`KC`] quads whose micro-panel stays in L1.
+//!   over K blocks of [`KC`] quads (the micro-panel, 48 KiB, in L1 and L2; chosen by
+//!   measurement, see [`KC`]).
 
 use super::shared_output::{SharedOutput, for_each_chunk, trivial_product};
 use rayon::prelude::*;
@@ -37,7 +38,8 @@ use std::cell::RefCell;
 const LANES: usize = 16;
 /// Up to this many tokens the feature-lane kernel runs (see the module doc).
 pub(super) const FEW_TOKENS: usize = 48;
-/// Tokens a feature-lane group holds at most.
+/// Tokens a feature-lane group holds at most: at 16 tokens two groups of 8 (3-block tiles)
+/// ran 0.74 ms where one of 16 (1-block tiles) ran 1.66 (4096², Zen 4, 2 threads).
 const GROUP: usize = 8;
 /// Rows per token-lane register tile.
 const MR: usize = 6;
@@ -182,7 +184,7 @@ impl DenseBlocks {
     }
 
     /// The blocks of one task (from block `first`, as many as `out` has rows for) against a
-    /// group of `len ≤ 16` tokens, in register tiles of the size [`tile_blocks`] picks.
+    /// group of `len ≤ GROUP` tokens, in register tiles of the size [`tile_blocks`] picks.
     ///
     /// # Safety
     /// As for [`Self::feature_lanes`]; `x_at(t)` points at token `t`'s `quads · 4` bytes.
@@ -192,12 +194,11 @@ impl DenseBlocks {
                 match len {
                     // SAFETY: as for this function.
                     $($t => unsafe { self.tiles::<$r, $t>(first, std::array::from_fn(&x_at), out) },)*
-                    _ => unreachable!("a feature-lane group holds 1 to 16 tokens"),
+                    _ => unreachable!("a feature-lane group holds 1 to GROUP = 8 tokens"),
                 }
             };
         }
-        tiles!(1 => 8, 2 => 8, 3 => 6, 4 => 5, 5 => 4, 6 => 4, 7 => 3, 8 => 3,
-               9 => 2, 10 => 2, 11 => 2, 12 => 2, 13 => 2, 14 => 1, 15 => 1, 16 => 1);
+        tiles!(1 => 8, 2 => 8, 3 => 6, 4 => 5, 5 => 4, 6 => 4, 7 => 3, 8 => 3);
     }
 
     /// `R`-block × `T`-token register tiles over the task's blocks.
@@ -335,9 +336,7 @@ fn tile_blocks(tokens: usize) -> usize {
         3 => 6,
         4 => 5,
         5 | 6 => 4,
-        7 | 8 => 3,
-        9..=13 => 2,
-        _ => 1,
+        _ => 3,
     }
 }
 
