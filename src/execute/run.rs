@@ -15,6 +15,7 @@ use crate::domain::{Counter, Counters, Metric, Series};
 use crate::ingress::Slice;
 use crate::ingress::pack::{RunMode, SamplePolicy};
 use crate::lower::{KernelPath, Plan};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -631,6 +632,8 @@ const CALIBRATION_DIM: usize = 48;
 const STREAM_LLC_FACTOR: f64 = 1.5;
 /// …and at most this many bytes, so a huge slice does not double its memory.
 const STREAM_MAX_BYTES: usize = 256 << 20;
+/// Words per task of the stream probe (512 KiB).
+const STREAM_CHUNK_WORDS: usize = 1 << 16;
 
 /// A fixed workload timed interleaved with every pair of a run: its per-run median
 /// measures how fast *this run* of the machine is, independent of the slice, so absolute
@@ -709,7 +712,15 @@ impl Calibration {
                 std::hint::black_box(&*c);
             }
             Probe::Stream { words } => {
-                let sum = words.iter().fold(0u64, |s, &w| s.wrapping_add(w));
+                // On the slice's workers (`sample` runs inside its pool), split like the
+                // slice's own work: a core taken by another process slows one of the slice's
+                // threads, and a probe on one thread would run on the free core and see
+                // nothing (A/A of the LLaMA FFN slice with one core busy: the slice 55%
+                // slower, a one-thread probe 7%).
+                let sum = words
+                    .par_chunks(STREAM_CHUNK_WORDS)
+                    .map(|c| c.iter().fold(0u64, |s, &w| s.wrapping_add(w)))
+                    .reduce(|| 0, u64::wrapping_add);
                 std::hint::black_box(sum);
             }
         }
