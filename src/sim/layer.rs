@@ -163,7 +163,7 @@ pub fn evaluate(preset: &Preset, layer: &Layer) -> Result<LayerReport, SimError>
                 .macs_per_cycle_per_unit
                 .get(precision)
                 .ok_or_else(unsupported)?;
-            let e = tc.efficiency;
+            let e = tc.efficiency_for(precision);
             let (ec, em) = if sparse_kernel {
                 (e.sparse_compute, e.sparse_memory)
             } else {
@@ -251,7 +251,12 @@ pub fn evaluate(preset: &Preset, layer: &Layer) -> Result<LayerReport, SimError>
     let memory_s = memory_cycles as f64 / clock_hz;
     let run_s = throttled_compute_s.max(memory_s);
     let cycles = (run_s * clock_hz).ceil() as u64;
-    let latency_s = run_s + preset.overhead.launch_s;
+    let fixed_s = preset.overhead.launch_s
+        + match &preset.compute {
+            Compute::TensorCore(tc) if sparse_kernel => tc.sparse_overhead_s(precision),
+            _ => 0.0,
+        };
+    let latency_s = run_s + fixed_s;
 
     let fallback = path.is_fallback();
     let metadata_share = if dram_bytes > 0.0 {
@@ -270,7 +275,7 @@ pub fn evaluate(preset: &Preset, layer: &Layer) -> Result<LayerReport, SimError>
         Bottleneck::Fallback
     } else if clock_factor < THROTTLE_LIMIT && throttled_compute_s >= memory_s {
         Bottleneck::Thermal
-    } else if preset.overhead.launch_s > LAUNCH_SHARE_LIMIT * latency_s {
+    } else if fixed_s > LAUNCH_SHARE_LIMIT * latency_s {
         Bottleneck::Synchronization
     } else if memory_cycles > compute_cycles {
         if metadata_share > METADATA_SHARE_LIMIT {

@@ -12,6 +12,7 @@
 //! The comparison never fits anything: a miss is reported as a miss, with the measured and
 //! predicted numbers side by side, so a preset's `sources` can say why.
 
+use super::preset::{Calibration, Compute, PerPrecision};
 use super::{Layer, Preset, SimError, evaluate};
 use crate::domain::{Precision, Sparsity};
 use schemars::JsonSchema;
@@ -104,6 +105,59 @@ pub struct MeasuredCell {
     /// 2:4 on CUTLASS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sparse_cutlass: Option<Timing>,
+    /// The same paths replayed from CUDA graphs: the kernels' own time per call, without
+    /// the host's dispatch gap that the eager timings above include.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphTimings>,
+}
+
+/// The CUDA-graph pass of one cell: `inner` calls captured in one graph, each replay timed
+/// with CUDA events, per-call time = replay / `inner`. A path that could not be captured
+/// keeps its error; a cell the pass never reached has only `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GraphTimings {
+    /// Calls per captured graph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner: Option<u32>,
+    /// Dense, per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense: Option<Timing>,
+    /// 2:4 on cuSPARSELt, per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse_cusparselt: Option<Timing>,
+    /// 2:4 on CUTLASS, per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse_cutlass: Option<Timing>,
+    /// Why the cell has no graph timings at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Which of a cell's timings a comparison used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TimingSource {
+    /// CUDA-graph replays: kernel time, what the simulator predicts. Preferred.
+    Graph,
+    /// Each call alone, host dispatch included: used only where the grid has no graph
+    /// timing for both sides.
+    Eager,
+}
+
+/// The dense time, and the faster 2:4 backend with its time, from one set of timings.
+type Pick<'a> = (f64, Option<(&'static str, f64)>, [Option<&'a Timing>; 2]);
+
+fn pick<'a>(
+    dense: Option<&'a Timing>,
+    cusparselt: Option<&'a Timing>,
+    cutlass: Option<&'a Timing>,
+) -> Option<Pick<'a>> {
+    let dense_s = dense.and_then(Timing::median_s)?;
+    let best = [("cusparselt", cusparselt), ("cutlass", cutlass)]
+        .into_iter()
+        .filter_map(|(name, t)| t.and_then(Timing::median_s).map(|s| (name, s)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    Some((dense_s, best, [cusparselt, cutlass]))
 }
 
 /// A timed path, or why it could not run on that stack.
@@ -161,6 +215,8 @@ pub struct CellAgreement {
     pub precision: Precision,
     /// The faster measured 2:4 backend (`cusparselt` or `cutlass`).
     pub sparse_backend: String,
+    /// Whether the times are CUDA-graph replays (kernel time) or eager calls.
+    pub timing: TimingSource,
     /// Measured dense seconds (median).
     pub measured_dense_s: f64,
     /// Measured 2:4 seconds (median).
@@ -292,39 +348,12 @@ pub fn compare(preset: &Preset, grid: &MeasuredGrid) -> Result<Agreement, Measur
             skipped.push(skip(format!("the simulator has no {} precision", c.dtype)));
             continue;
         };
-        let dense_s = match (&c.dense, c.dense.median_s()) {
-            (_, Some(s)) => s,
-            (Timing::Failed { error }, None) => {
-                skipped.push(skip(format!("dense did not run: {}", first_line(error))));
+        let (timing, dense_s, backend, sparse_s) = match cell_times(c) {
+            Ok(t) => t,
+            Err(reason) => {
+                skipped.push(skip(reason));
                 continue;
             }
-            (Timing::Measured { .. }, None) => {
-                skipped.push(skip("dense time is not a positive number".into()));
-                continue;
-            }
-        };
-        let best = [
-            ("cusparselt", c.sparse_cusparselt.as_ref()),
-            ("cutlass", c.sparse_cutlass.as_ref()),
-        ]
-        .into_iter()
-        .filter_map(|(name, t)| t.and_then(Timing::median_s).map(|s| (name, s)))
-        .min_by(|a, b| a.1.total_cmp(&b.1));
-        let Some((backend, sparse_s)) = best else {
-            let why: Vec<String> = [&c.sparse_cusparselt, &c.sparse_cutlass]
-                .into_iter()
-                .flatten()
-                .filter_map(|t| match t {
-                    Timing::Failed { error } => Some(first_line(error)),
-                    Timing::Measured { .. } => None,
-                })
-                .collect();
-            skipped.push(skip(if why.is_empty() {
-                "no 2:4 timing".into()
-            } else {
-                format!("no 2:4 backend ran: {}", why.join("; "))
-            }));
-            continue;
         };
         let layer = Layer::new(c.m, c.n, c.k, Sparsity::NOfM { n: 2, m: 4 }, precision);
         let err = |source| MeasuredError::Layer {
@@ -350,6 +379,7 @@ pub fn compare(preset: &Preset, grid: &MeasuredGrid) -> Result<Agreement, Measur
             k: c.k,
             precision,
             sparse_backend: backend.to_owned(),
+            timing,
             measured_dense_s: dense_s,
             measured_sparse_s: sparse_s,
             measured_speedup,
@@ -375,6 +405,150 @@ pub fn compare(preset: &Preset, grid: &MeasuredGrid) -> Result<Agreement, Measur
         cells,
         skipped,
     })
+}
+
+/// A cell's dense time and its faster 2:4 backend's: kernel time where the graph pass
+/// measured both sides, else the eager calls; or why the cell has no pair.
+fn cell_times(c: &MeasuredCell) -> Result<(TimingSource, f64, &'static str, f64), String> {
+    let graph = c.graph.as_ref().and_then(|g| {
+        pick(
+            g.dense.as_ref(),
+            g.sparse_cusparselt.as_ref(),
+            g.sparse_cutlass.as_ref(),
+        )
+        .filter(|p| p.1.is_some())
+    });
+    let (timing, picked) = match graph {
+        Some(p) => (TimingSource::Graph, Some(p)),
+        None => (
+            TimingSource::Eager,
+            pick(
+                Some(&c.dense),
+                c.sparse_cusparselt.as_ref(),
+                c.sparse_cutlass.as_ref(),
+            ),
+        ),
+    };
+    let Some((dense_s, best, sparse_timings)) = picked else {
+        return Err(match &c.dense {
+            Timing::Failed { error } => format!("dense did not run: {}", first_line(error)),
+            Timing::Measured { .. } => "dense time is not a positive number".into(),
+        });
+    };
+    let Some((backend, sparse_s)) = best else {
+        let why: Vec<String> = sparse_timings
+            .into_iter()
+            .flatten()
+            .filter_map(|t| match t {
+                Timing::Failed { error } => Some(first_line(error)),
+                Timing::Measured { .. } => None,
+            })
+            .collect();
+        return Err(if why.is_empty() {
+            "no 2:4 timing".into()
+        } else {
+            format!("no 2:4 backend ran: {}", why.join("; "))
+        });
+    };
+    Ok((timing, dense_s, backend, sparse_s))
+}
+
+/// Steps the fit walks: efficiencies by 0.01, the sparse overhead by 0.25 µs up to 40 µs.
+const FIT_EFFICIENCIES: std::ops::RangeInclusive<u32> = 1..=100;
+const FIT_OVERHEAD_STEPS: std::ops::RangeInclusive<u32> = 0..=160;
+
+/// The per-precision corrections under which `preset` best predicts the cells of `layers`
+/// in `grid` (issue 25: calibrate on half the grid, check on the other half). Least squares
+/// on log latency, dense and 2:4 separately: `dense_compute` and `dense_memory` from the
+/// dense times, `sparse_compute`, `sparse_memory` and `sparse_overhead_s` from the 2:4
+/// times; coordinate descent over fixed steps from the preset's own values, so the result
+/// is deterministic and a preset file can quote it exactly.
+pub fn fit(
+    preset: &Preset,
+    grid: &MeasuredGrid,
+    layers: &[&str],
+) -> Result<PerPrecision<Calibration>, MeasuredError> {
+    let Compute::TensorCore(base) = &preset.compute else {
+        return Ok(PerPrecision::default());
+    };
+    let mut out = PerPrecision::default();
+    for precision in [Precision::Fp16, Precision::Bf16, Precision::Int8, Precision::Fp32] {
+        let cells: Vec<(Layer, f64, f64, &str)> = grid
+            .cells
+            .iter()
+            .filter(|c| layers.contains(&c.layer.as_str()) && precision_of(&c.dtype) == Some(precision))
+            .filter_map(|c| {
+                let (_, d, _, s) = cell_times(c).ok()?;
+                let layer = Layer::new(c.m, c.n, c.k, Sparsity::NOfM { n: 2, m: 4 }, precision);
+                Some((layer, d, s, c.layer.as_str()))
+            })
+            .collect();
+        if cells.is_empty() {
+            continue;
+        }
+        let e = base.efficiency_for(precision);
+        let round = |v: f64| (v * 100.0).round().clamp(1.0, 100.0) / 100.0;
+        let mut cal = Calibration {
+            dense_compute: Some(round(e.dense_compute)),
+            sparse_compute: Some(round(e.sparse_compute)),
+            dense_memory: Some(round(e.dense_memory)),
+            sparse_memory: Some(round(e.sparse_memory)),
+            sparse_overhead_s: Some(0.0),
+        };
+        let cost = |cal: &Calibration, sparse: bool| -> Result<f64, MeasuredError> {
+            let mut p = preset.clone();
+            if let Compute::TensorCore(tc) = &mut p.compute {
+                tc.per_precision.set(precision, Some(*cal));
+            }
+            let mut sum = 0.0;
+            for (layer, d, s, name) in &cells {
+                let l = Layer {
+                    sparsity: if sparse { layer.sparsity } else { Sparsity::Dense },
+                    ..*layer
+                };
+                let r = evaluate(&p, &l).map_err(|source| MeasuredError::Layer {
+                    layer: (*name).to_owned(),
+                    m: layer.m,
+                    source,
+                })?;
+                sum += (r.latency_s / if sparse { *s } else { *d }).ln().powi(2);
+            }
+            Ok(sum)
+        };
+        type Field = fn(&mut Calibration) -> &mut Option<f64>;
+        let fields: [(Field, bool, bool); 5] = [
+            (|c| &mut c.dense_compute, false, false),
+            (|c| &mut c.dense_memory, false, false),
+            (|c| &mut c.sparse_compute, true, false),
+            (|c| &mut c.sparse_memory, true, false),
+            (|c| &mut c.sparse_overhead_s, true, true),
+        ];
+        for _sweep in 0..10 {
+            let before = cal;
+            for (field, sparse, overhead) in fields {
+                let values: Vec<f64> = if overhead {
+                    FIT_OVERHEAD_STEPS.map(|i| f64::from(i) / 4e6).collect()
+                } else {
+                    FIT_EFFICIENCIES.map(|i| f64::from(i) / 100.0).collect()
+                };
+                let mut best = (cost(&cal, sparse)?, *field(&mut cal));
+                for v in values {
+                    let mut trial = cal;
+                    *field(&mut trial) = Some(v);
+                    let c = cost(&trial, sparse)?;
+                    if c < best.0 - 1e-12 {
+                        best = (c, Some(v));
+                    }
+                }
+                *field(&mut cal) = best.1;
+            }
+            if cal == before {
+                break;
+            }
+        }
+        out.set(precision, Some(cal));
+    }
+    Ok(out)
 }
 
 fn first_line(text: &str) -> String {
@@ -472,6 +646,7 @@ mod tests {
                     sparse_cutlass: Some(Timing::Failed {
                         error: "RuntimeError: CUTLASS 2:4 needs sm8x\nmore".into(),
                     }),
+                    graph: None,
                 });
             }
         }
@@ -569,6 +744,38 @@ mod tests {
     }
 
     #[test]
+    fn graph_replays_are_preferred_over_eager_calls_where_both_sides_have_them() {
+        let p = h200();
+        let mut g = grid_from_model(&p, 1.0, &[16, 8192]);
+        // Eager: a host dispatch gap of 500 us on the 2:4 side swamps the kernel.
+        for c in &mut g.cells {
+            let (d, s) = (
+                c.dense.median_s().unwrap(),
+                c.sparse_cusparselt.as_ref().unwrap().median_s().unwrap(),
+            );
+            c.graph = Some(GraphTimings {
+                inner: Some(10),
+                dense: Some(measured(d * 1e6)),
+                sparse_cusparselt: Some(measured(s * 1e6)),
+                sparse_cutlass: None,
+                error: None,
+            });
+            c.sparse_cusparselt = Some(measured(s * 1e6 + 500.0));
+        }
+        // One cell whose graph pass failed on the 2:4 side falls back to its eager times.
+        g.cells[0].graph.as_mut().unwrap().sparse_cusparselt = Some(Timing::Failed {
+            error: "capture failed".into(),
+        });
+        let a = compare(&p, &g).unwrap();
+        assert_eq!(a.cells[0].timing, TimingSource::Eager);
+        assert!(a.cells[0].speedup_error > 1.0, "{:?}", a.cells[0]);
+        for c in &a.cells[1..] {
+            assert_eq!(c.timing, TimingSource::Graph);
+            assert!(c.speedup_error.abs() < 1e-9, "{c:?}");
+        }
+    }
+
+    #[test]
     fn another_format_is_refused() {
         let p = h200();
         let mut g = grid_from_model(&p, 1.0, &[16]);
@@ -591,11 +798,22 @@ mod tests {
           "cells": [{"layer": "l", "m": 16, "n": 4096, "k": 4096, "dtype": "fp16",
                      "dense": {"median_us": 20.0, "p10_us": 19.0, "p90_us": 21.0, "reps": 30},
                      "sparse_cusparselt": {"median_us": 18.0, "p10_us": 17.5, "p90_us": 19.0, "reps": 30},
-                     "sparse_cutlass": {"error": "RuntimeError: no"}}],
+                     "sparse_cutlass": {"error": "RuntimeError: no"},
+                     "graph": {"inner": 10, "dense": {"median_us": 9.0, "p10_us": 8.9, "p90_us": 9.2, "reps": 30},
+                               "sparse_cusparselt": {"error": "capture failed"}}},
+                    {"layer": "l", "m": 8192, "n": 4096, "k": 4096, "dtype": "fp8",
+                     "dense": {"error": "not measured"}, "graph": {"error": "not reached"}}],
           "gpu_seconds": 200.5, "trace": "torch_trace_h200.json"}"#;
         let g: MeasuredGrid = serde_json::from_str(text).unwrap();
         assert!((g.cells[0].dense.median_s().unwrap() - 20e-6).abs() < 1e-15);
         assert!(matches!(g.cells[0].sparse_cutlass, Some(Timing::Failed { .. })));
         assert_eq!(g.memory_copy.unwrap().gbps, 4100.0);
+        let graph = g.cells[0].graph.as_ref().unwrap();
+        assert_eq!(graph.inner, Some(10));
+        assert!(matches!(graph.sparse_cusparselt, Some(Timing::Failed { .. })));
+        assert_eq!(
+            g.cells[1].graph.as_ref().unwrap().error.as_deref(),
+            Some("not reached")
+        );
     }
 }

@@ -93,6 +93,62 @@ pub struct TensorCore {
     /// Kernel efficiency: the fraction of peak real kernels reach (1 = ideal).
     #[serde(default)]
     pub efficiency: Efficiency,
+    /// Per-precision corrections to `efficiency`, fitted to measurements: a kernel library
+    /// reaches a different fraction of peak in each precision (on an H200, cuSPARSELt 0.8's
+    /// fp16 2:4 kernels reach half the sparse peak at 8192³ and its bf16 ones 0.38).
+    #[serde(default, skip_serializing_if = "PerPrecision::is_empty")]
+    pub per_precision: PerPrecision<Calibration>,
+}
+
+impl TensorCore {
+    /// `efficiency` with this precision's corrections applied.
+    pub fn efficiency_for(&self, p: Precision) -> Efficiency {
+        let base = self.efficiency;
+        match self.per_precision.get(p) {
+            Some(c) => Efficiency {
+                dense_compute: c.dense_compute.unwrap_or(base.dense_compute),
+                sparse_compute: c.sparse_compute.unwrap_or(base.sparse_compute),
+                dense_memory: c.dense_memory.unwrap_or(base.dense_memory),
+                sparse_memory: c.sparse_memory.unwrap_or(base.sparse_memory),
+            },
+            None => base,
+        }
+    }
+
+    /// Seconds a sparse kernel costs in this precision beyond a dense one's launch.
+    pub fn sparse_overhead_s(&self, p: Precision) -> f64 {
+        self.per_precision
+            .get(p)
+            .and_then(|c| c.sparse_overhead_s)
+            .unwrap_or(0.0)
+    }
+}
+
+/// One precision's fitted corrections; a field left out keeps the preset's `efficiency`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    /// Dense kernels: achieved / peak tensor-core throughput.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.01, max = 1.0))]
+    pub dense_compute: Option<f64>,
+    /// Sparse kernels: achieved / peak sparse throughput.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.01, max = 1.0))]
+    pub sparse_compute: Option<f64>,
+    /// Dense kernels: achieved / peak DRAM bandwidth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.01, max = 1.0))]
+    pub dense_memory: Option<f64>,
+    /// Sparse kernels: achieved / peak DRAM bandwidth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.01, max = 1.0))]
+    pub sparse_memory: Option<f64>,
+    /// A sparse kernel's fixed cost beyond the dense launch, seconds: the floor small 2:4
+    /// GEMMs hit (metadata set-up, a deeper pipeline to fill).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub sparse_overhead_s: Option<f64>,
 }
 
 /// A systolic array.
@@ -153,7 +209,24 @@ pub struct PerPrecision<T> {
     pub int8: Option<T>,
 }
 
+impl<T> PerPrecision<T> {
+    /// No precision has a value.
+    pub fn is_empty(&self) -> bool {
+        self.fp32.is_none() && self.fp16.is_none() && self.bf16.is_none() && self.int8.is_none()
+    }
+}
+
 impl<T: Copy> PerPrecision<T> {
+    /// Replace the value for `p`.
+    pub fn set(&mut self, p: Precision, value: Option<T>) {
+        match p {
+            Precision::Fp32 => self.fp32 = value,
+            Precision::Fp16 => self.fp16 = value,
+            Precision::Bf16 => self.bf16 = value,
+            Precision::Int8 => self.int8 = value,
+        }
+    }
+
     /// The value for `p`, if the precision is supported.
     pub fn get(&self, p: Precision) -> Option<T> {
         match p {
@@ -552,15 +625,21 @@ impl Preset {
                 if tc.units == 0 || tc.tiles.is_empty() || tc.tiles.iter().any(|t| t.m == 0 || t.n == 0) {
                     return Err(bad("compute.tensor_core units and tile"));
                 }
-                let e = tc.efficiency;
-                for (v, what) in [
-                    (e.dense_compute, "efficiency.dense_compute"),
-                    (e.sparse_compute, "efficiency.sparse_compute"),
-                    (e.dense_memory, "efficiency.dense_memory"),
-                    (e.sparse_memory, "efficiency.sparse_memory"),
-                ] {
-                    if !pos(v) || v > 1.0 {
-                        return Err(bad(what));
+                for p in [Precision::Fp32, Precision::Fp16, Precision::Bf16, Precision::Int8] {
+                    let e = tc.efficiency_for(p);
+                    for (v, what) in [
+                        (e.dense_compute, "efficiency.dense_compute"),
+                        (e.sparse_compute, "efficiency.sparse_compute"),
+                        (e.dense_memory, "efficiency.dense_memory"),
+                        (e.sparse_memory, "efficiency.sparse_memory"),
+                    ] {
+                        if !pos(v) || v > 1.0 {
+                            return Err(bad(what));
+                        }
+                    }
+                    let o = tc.sparse_overhead_s(p);
+                    if !o.is_finite() || !(0.0..1.0).contains(&o) {
+                        return Err(bad("per_precision.sparse_overhead_s"));
                     }
                 }
                 for p in [Precision::Fp32, Precision::Fp16, Precision::Bf16, Precision::Int8] {
@@ -607,5 +686,52 @@ impl Preset {
             return Err(bad("power.limit_w (above static_w)"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h200_with(per_precision: &str) -> Result<Preset, SimError> {
+        let text = include_str!("../../scenarios/presets/h200.yaml");
+        let start = text
+            .find("    per_precision:")
+            .expect("h200.yaml has per_precision");
+        let end = text[start..]
+            .find("\nmemory:")
+            .map(|i| start + i + 1)
+            .expect("memory follows");
+        Preset::from_yaml(
+            &format!("{}{per_precision}\n{}", &text[..start], &text[end..]),
+            "test",
+        )
+    }
+
+    #[test]
+    fn issue_25_per_precision_corrections_apply_only_to_their_precision() {
+        let p = h200_with("    per_precision:\n      int8: {sparse_memory: 0.5, sparse_overhead_s: 2.0e-6}")
+            .unwrap();
+        let Compute::TensorCore(tc) = &p.compute else {
+            panic!()
+        };
+        assert_eq!(tc.efficiency_for(Precision::Int8).sparse_memory, 0.5);
+        assert_eq!(
+            tc.efficiency_for(Precision::Int8).dense_compute,
+            tc.efficiency.dense_compute
+        );
+        assert_eq!(tc.efficiency_for(Precision::Fp16), tc.efficiency);
+        assert_eq!(tc.sparse_overhead_s(Precision::Int8), 2.0e-6);
+        assert_eq!(tc.sparse_overhead_s(Precision::Fp16), 0.0);
+    }
+
+    #[test]
+    fn issue_25_an_out_of_range_correction_is_refused_with_its_field() {
+        let err = h200_with("    per_precision:\n      bf16: {sparse_memory: 1.5}").unwrap_err();
+        assert!(err.to_string().contains("sparse_memory"), "{err}");
+        let err = h200_with("    per_precision:\n      bf16: {sparse_overhead_s: -1.0e-6}").unwrap_err();
+        assert!(err.to_string().contains("sparse_overhead_s"), "{err}");
+        let err = h200_with("    per_precision:\n      bf16: {sparse_speed: 0.5}").unwrap_err();
+        assert!(err.to_string().contains("sparse_speed"), "{err}");
     }
 }

@@ -99,6 +99,7 @@ mod tests {
             macs_per_cycle_per_unit: PerPrecision::default(),
             tiles: vec![Tile { m: tm, n: tn }],
             efficiency: Efficiency::default(),
+            per_precision: PerPrecision::default(),
         }
     }
 
