@@ -1,9 +1,11 @@
 //! A checkpoint slice's artifact evidence (issue 21): every selected tensor verified against
 //! the slice's pattern, the counters the guardrails read, and the digests of the files.
 
-/// Verify every tensor of `slice`'s checkpoint against its sparsity and record, in
+/// Verify every tensor of `slice`'s checkpoint against its sparsity, and the tensors its
+/// config's claim covers against the claimed `sparsity_structure`, and record, in
 /// `evidence`: the per-tensor structure, `pattern_violations` (over the tensors the slice
-/// runs sparse), `sparse_coverage` (the share of the checkpoint's selected GEMM FLOPs whose
+/// runs sparse: groups breaking the slice's pattern, plus those breaking the config's claim
+/// where that is another pattern), `sparse_coverage` (the share of the checkpoint's selected GEMM FLOPs whose
 /// weights hold the pattern and whose op the plan put on a sparse kernel) and the digests
 /// of the files read. A tensor that cannot be read fails the slice at execution.
 pub(crate) fn record(
@@ -28,6 +30,12 @@ pub(crate) fn record(
     let flops =
         |t: &crate::ingress::checkpoint::TensorEntry| 2.0 * tokens * t.shape[0] as f64 * t.shape[1] as f64;
     let (mut violations, mut covered, mut total) = (0u64, 0.0, 0.0);
+    let claimed = w
+        .checkpoint
+        .config
+        .as_ref()
+        .and_then(|c| c.sparsity.as_ref())
+        .and_then(|c| c.structure.as_ref());
     let layers = w.layers.iter().map(|n| (n, None));
     let dense = w.left_dense.iter().map(|(n, why)| (n, Some(why.clone())));
     for (name, left_dense) in layers.chain(dense) {
@@ -56,6 +64,16 @@ pub(crate) fn record(
             .map(|p| p.path)
             .peekable();
         let sparse_path = paths.peek().is_some() && paths.all(|p| p == KernelPath::Sparse);
+        if left_dense.is_none()
+            && let Some(claimed) = claimed
+        {
+            let check = claim_check(tensor, &data, &s, slice.sparsity, claimed);
+            // Counted once where the claim is the slice's own pattern.
+            if claimed.structure.pattern() != Some(slice.sparsity) {
+                violations += check.violations;
+            }
+            s.claim = Some(check);
+        }
         if left_dense.is_none() {
             violations += s.violations;
             if s.violations == 0 && sparse_path {
@@ -79,4 +97,33 @@ pub(crate) fn record(
         Metric::SparseCoverage,
         if total > 0.0 { covered / total } else { 0.0 },
     );
+}
+
+/// `tensor` (bytes `data`, already verified against the slice's `pattern` as `verified`)
+/// checked against the config's `claimed` structure.
+fn claim_check(
+    tensor: &crate::ingress::checkpoint::TensorEntry,
+    data: &[u8],
+    verified: &super::structure::TensorStructure,
+    pattern: crate::domain::Sparsity,
+    claimed: &crate::ingress::checkpoint::Claimed,
+) -> super::structure::ClaimCheck {
+    let (groups, violations, first_violations) = match claimed.structure.pattern() {
+        Some(p) if p == pattern => (
+            verified.groups,
+            verified.violations,
+            verified.first_violations.clone(),
+        ),
+        Some(p) => super::structure::verify(tensor, data, p).map_or((0, 0, Vec::new()), |c| {
+            (c.groups, c.violations, c.first_violations)
+        }),
+        None => (0, 0, Vec::new()),
+    };
+    super::structure::ClaimCheck {
+        structure: claimed.structure.to_string(),
+        at: claimed.at.clone(),
+        groups,
+        violations,
+        first_violations,
+    }
 }

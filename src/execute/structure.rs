@@ -42,6 +42,28 @@ pub struct TensorStructure {
     /// Whether real stacks would run it on their 2:4 path, with why (issue 21).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stacks: Vec<super::eligibility::StackEligibility>,
+    /// The config's `sparsity_structure`, checked on this tensor when it is one the claim
+    /// covers (in its targets, not ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<ClaimCheck>,
+}
+
+/// A tensor checked against what the checkpoint's config claims it holds (issue 21: a
+/// checkpoint whose config says `2:4` must hold 2:4 in every tensor the claim covers,
+/// whatever pattern the slice tests).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ClaimCheck {
+    /// The claimed structure, e.g. `2:4` or `unstructured`.
+    pub structure: String,
+    /// Where the config claims it, `file:line:col`.
+    pub at: String,
+    /// Groups checked; 0 when the claim names no per-group structure (`unstructured`).
+    pub groups: u64,
+    /// Groups keeping more weights than the claim allows.
+    pub violations: u64,
+    /// The first of them, `[row, first column]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_violations: Vec<[u64; 2]>,
 }
 
 /// Whether each element of `data` (of `dtype`) is non-zero.
@@ -77,6 +99,7 @@ pub fn verify(tensor: &TensorEntry, data: &[u8], pattern: Sparsity) -> Option<Te
         first_violations: Vec::new(),
         left_dense: None,
         stacks: Vec::new(),
+        claim: None,
     };
     let flag = |out: &mut TensorStructure, row: usize, col: usize| {
         out.violations += 1;

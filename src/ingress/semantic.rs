@@ -589,7 +589,11 @@ pub(crate) fn check(pack: &PackFile, loc: &Locator) -> Result<Checked, Vec<PackD
         }
         sparsities.push(parsed);
         resolved_backends.push(resolved);
-        checkpoints.push(checkpoint_checks(spec, &base, widest, loc, &mut diags));
+        let checkpoint = checkpoint_checks(spec, &base, widest, loc, &mut diags);
+        if let Some(w) = &checkpoint {
+            claim_checks(spec, &base, w, loc, &mut diags);
+        }
+        checkpoints.push(checkpoint);
         artifact_guardrail_checks(spec, &base, &pack.guardrails, loc, &mut diags);
     }
 
@@ -808,6 +812,51 @@ fn artifact_guardrail_checks(
     }
 }
 
+/// A slice testing a pattern its checkpoint's config contradicts (the config claims `2:4`,
+/// the pack tests `4:8` or `unstructured`, or the config claims `unstructured` and the pack
+/// tests `2:4`) is refused: one of the two is wrong about the artifact, and the gate cannot
+/// tell which (issue 21). `dense` agrees with every claim: it times the weights as stored,
+/// and the claim is still verified on them.
+fn claim_checks(
+    spec: &super::pack::SliceSpec,
+    base: &str,
+    w: &super::checkpoint::CheckpointWorkload,
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
+) {
+    use super::checkpoint::ClaimedStructure;
+    let Some(claimed) = w
+        .checkpoint
+        .config
+        .as_ref()
+        .and_then(|c| c.sparsity.as_ref())
+        .and_then(|s| s.structure.as_ref())
+    else {
+        return;
+    };
+    let agreeing = match claimed.structure {
+        ClaimedStructure::NOfM { n, m } => format!("`sparsity: [\"{n}:{m}\"]`"),
+        ClaimedStructure::Unstructured => "`sparsity: [{unstructured: {sparsity: P%}}]`".to_owned(),
+        ClaimedStructure::Unspecified => return,
+    };
+    for (j, entry) in spec.sparsity.iter().enumerate() {
+        let Ok(pattern) = entry.resolve() else { continue };
+        if claimed.structure.admits(pattern) {
+            continue;
+        }
+        diags.push(loc.at_value(
+            &format!("{base}/sparsity/{j}{}", entry.value_pointer()),
+            format!(
+                "slice `{}` tests `{pattern}` on a checkpoint whose config claims `{}` for its targeted tensors ({}); weights holding the claim need not hold `{pattern}`",
+                spec.id, claimed.structure, claimed.at
+            ),
+            Some(format!(
+                "test what the config claims ({agreeing}), or `dense`; if the config is wrong, correct its `sparsity_structure`"
+            )),
+        ));
+    }
+}
+
 /// Open a checkpoint workload (every header checked, every file digested) and select its
 /// layers; each problem is located at the pack key that names the file.
 fn checkpoint_checks(
@@ -884,7 +933,9 @@ fn checkpoint_checks(
                 OpenError::Select(_) => ("layers", "`layers` is a pattern over tensor names where `*` matches any run of characters, e.g. `model.layers.*.mlp.*`".to_owned()),
                 OpenError::Checkpoint(inner) => {
                     let in_config = c.config.as_deref().is_some_and(|name| match inner {
-                        CheckpointError::Json { file, .. } => file == name,
+                        CheckpointError::Json { file, .. } | CheckpointError::Config { file, .. } => {
+                            file == name
+                        }
                         CheckpointError::OutsidePack { name: n } => n == name,
                         CheckpointError::File(f) => f.to_string().contains(name),
                         _ => false,

@@ -88,11 +88,11 @@ fn issue_21_the_gate_locates_the_planted_2of4_violations_in_the_shipped_weights(
         &memo,
         "Artifacts read: `ckpt/tiny.safetensors` (107352 B, `sha256:",
     );
-    // torch's semi-structured rules: the broken tensor stays dense there too, and fp32 has
-    // no cuSPARSELt kernel.
+    // The config claims 2:4 too, and says where; torch's semi-structured rules: the broken
+    // tensor stays dense there too, and fp32 has no cuSPARSELt kernel.
     assert_contains(
         &memo,
-        "| 2:4 | torch-cutlass: dense (3 groups break 2:4); torch-cusparselt: dense (fp32 is not a dtype it supports) |",
+        "| 2:4 | 2:4: 3 groups break it at [3, 8] [17, 40] [60, 124] | torch-cutlass: dense (3 groups break 2:4); torch-cusparselt: dense (fp32 is not a dtype it supports) |",
     );
     assert_contains(&memo, "torch-cutlass: sparse; torch-cusparselt: dense (fp32");
     assert_eq!(verdict["guardrails"][0]["metric"], "pattern_violations");

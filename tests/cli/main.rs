@@ -6,6 +6,7 @@ mod bless;
 mod browser;
 mod cdp;
 mod checkpoint;
+mod checkpoint_config;
 mod ci;
 mod command;
 mod containment;

@@ -13,10 +13,11 @@
 
 mod config;
 mod header;
+mod locate;
 pub mod onnx;
 mod select;
 
-pub use config::{ModelConfig, SparsityClaim};
+pub use config::{Claimed, ClaimedStructure, ModelConfig, SparsityClaim};
 pub use select::{
     CheckpointWorkload, OpenError, SelectError, matches_glob, open_workload, select, tensor_of,
 };
@@ -210,6 +211,19 @@ pub enum CheckpointError {
         /// What is wrong.
         problem: String,
     },
+    /// A field of the model config is missing, of the wrong type or absurd, or its
+    /// sparsity claim is not one compressed-tensors writes.
+    #[error("{file}{at}: {problem}")]
+    Config {
+        /// The file.
+        file: String,
+        /// `:line:col` of the field's value, or empty when it has none (missing).
+        at: String,
+        /// The field, what it holds and what was expected.
+        problem: String,
+        /// What to do about it.
+        hint: &'static str,
+    },
     /// The ONNX graph is malformed: its protobuf, a node or an initializer.
     #[error("{file}: {item}: {problem}")]
     Graph {
@@ -245,7 +259,7 @@ impl CheckpointError {
             CheckpointError::Json { .. } => {
                 "check the file against what `transformers` writes (`save_pretrained`)"
             }
-            CheckpointError::Graph { hint, .. } => hint,
+            CheckpointError::Graph { hint, .. } | CheckpointError::Config { hint, .. } => hint,
         }
     }
 }

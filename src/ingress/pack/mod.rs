@@ -915,7 +915,9 @@ pub struct CheckpointSpec {
     pub graph: Option<String>,
     /// The Hugging Face `config.json`, relative to the pack: its sizes are checked, and its
     /// `sparsity_config` (compressed-tensors) says which modules the checkpoint claims are
-    /// sparse and which it left dense (`ignore`).
+    /// sparse and which it left dense (`ignore`), and with which `sparsity_structure`: every
+    /// tensor the claim covers is verified against it, and a slice testing a pattern the
+    /// claim does not imply is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub config: Option<String>,
