@@ -3,7 +3,7 @@
 use crate::cli::SimArgs;
 use crate::report::print_report;
 use sparsegate::release::ExitCode;
-use sparsegate::sim::measured::{Agreement, SPEEDUP_TOLERANCE};
+use sparsegate::sim::measured::{Agreement, SPEEDUP_TOLERANCE, TimingSource};
 use sparsegate::sim::{SimRun, TrafficRequest};
 use sparsegate::{Result, app};
 
@@ -72,15 +72,19 @@ fn print_text(run: &SimRun) {
 fn print_agreement(a: &Agreement) {
     println!("{} predicted against {} (measured):", a.preset, a.device);
     println!(
-        "{:<24} {:>6} {:>5} {:>10} {:>10} {:>9} {:>9} {:>7}",
-        "layer", "tokens", "prec", "dense us", "2:4 us", "measured", "model", "error"
+        "{:<24} {:>6} {:>5} {:>6} {:>10} {:>10} {:>9} {:>9} {:>7}",
+        "layer", "tokens", "prec", "timing", "dense us", "2:4 us", "measured", "model", "error"
     );
     for c in &a.cells {
         println!(
-            "{:<24} {:>6} {:>5} {:>10.1} {:>10.1} {:>8.2}x {:>8.2}x {:>+6.1}%{}",
+            "{:<24} {:>6} {:>5} {:>6} {:>10.1} {:>10.1} {:>8.2}x {:>8.2}x {:>+6.1}%{}",
             c.layer,
             c.m,
             c.precision.as_str(),
+            match c.timing {
+                TimingSource::Graph => "graph",
+                TimingSource::Eager => "eager",
+            },
             c.measured_dense_s * 1e6,
             c.measured_sparse_s * 1e6,
             c.measured_speedup,
