@@ -778,15 +778,24 @@ mod tests {
             m.kernels.ranges.iter().map(|r| (r.range.as_str(), r)).collect();
         let (sparse, dense) = (by["layer0_sparse"], by["layer0_dense"]);
         // cuSPARSELt's `sm90_xmma_sparse_gemm_f16f16_...` alone in the sparse range.
-        assert_eq!((sparse.occurrences, sparse.kernels.sparse, sparse.kernels.dense), (10, 10, 0));
+        assert_eq!(
+            (sparse.occurrences, sparse.kernels.sparse, sparse.kernels.dense),
+            (10, 10, 0)
+        );
         assert_eq!(sparse.kernels.other, 0);
         // cuBLAS: an `nvjet_sm90_hsh_...` split-K GEMM and its `cublasLt::splitKreduce_kernel`.
-        assert_eq!((dense.occurrences, dense.kernels.sparse, dense.kernels.dense), (10, 0, 20));
+        assert_eq!(
+            (dense.occurrences, dense.kernels.sparse, dense.kernels.dense),
+            (10, 0, 20)
+        );
         assert_eq!(dense.kernels.other, 0, "nvjet is a dense GEMM, not 'other'");
         // Measured on the chip: the 2:4 kernel took 33 us a call, the dense pair 15 us.
         let s_us = sparse.kernels.sparse_s / 10.0 * 1e6;
         let d_us = dense.kernels.dense_s / 10.0 * 1e6;
-        assert!((25.0..45.0).contains(&s_us) && (10.0..20.0).contains(&d_us), "{s_us} {d_us}");
+        assert!(
+            (25.0..45.0).contains(&s_us) && (10.0..20.0).contains(&d_us),
+            "{s_us} {d_us}"
+        );
         let rate = m.kernels.total.fallback_rate().unwrap();
         assert!((rate - 0.31).abs() < 0.02, "dense share of GEMM time {rate}");
     }

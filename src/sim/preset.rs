@@ -69,7 +69,7 @@ pub struct Preset {
 pub enum Compute {
     /// Streaming multiprocessors with tensor cores; a GEMM is cut into output tiles that run
     /// in waves of `units` tiles.
-    TensorCore(TensorCore),
+    TensorCore(Box<TensorCore>),
     /// A rows × cols systolic array with a fixed dataflow, timed with SCALE-Sim's compute
     /// model.
     Systolic(Systolic),
