@@ -1,7 +1,7 @@
 //! `gate`: refuse what cannot be judged, plan the runs, run, then decide and write every
 //! output. `merge` shares [`decide_and_write`] and [`required_baselines`].
 
-use super::history::{HistoryOutcome, recording};
+use super::history::{CommandHistory, HistoryOutcome, recording};
 use super::outputs::{check_out_dir, write_output_set};
 use super::run::{planned_slice, run_under};
 use super::{Options, PrCommentTarget, Progress, all_slices, capture_environment, load_packs, refusals};
@@ -57,7 +57,9 @@ pub fn gate(
         progress(Progress::PackWarning { warning });
     }
     let environment = capture_environment(&packs, &options.work_dir)?;
-    let (baselines, drift) = required_baselines(&packs, (&environment, &MeasuredOn::new()), options)?;
+    let mut history = CommandHistory::new(options.history.as_ref());
+    let (baselines, drift) =
+        required_baselines(&packs, (&environment, &MeasuredOn::new()), options, &mut history)?;
     // Validate plans the run counts from the baselines' between-run spread; execution takes
     // them in place of the packs' `samples.runs`, and the packs stay as ingress read them.
     let plans: Vec<RunPlan> = all_slices(&packs)
@@ -76,15 +78,17 @@ pub fn gate(
         progress(Progress::PowerWarning { note });
     }
     let evidence = run_under(&packs, environment, Some(&baselines), &plans, options, progress);
-    decide_and_write("gate", &packs, evidence, &baselines, drift, out_dir, options)
+    let decided = (&baselines, drift);
+    decide_and_write("gate", &packs, evidence, decided, out_dir, options, &mut history)
 }
 
 /// The baselines `packs` need under `environment`, with the drift the memo must call out
-/// (refused unless `options.allow_env_drift`).
+/// (refused unless `options.allow_env_drift`), each with its session drift from `history`.
 pub(super) fn required_baselines(
     packs: &[LoadedPack],
     environments: (&Environment, &MeasuredOn),
     options: &Options,
+    history: &mut CommandHistory<'_>,
 ) -> Result<(Baselines, Vec<DriftNote>)> {
     let (baselines, drift) = load_required_baselines(
         packs,
@@ -95,7 +99,7 @@ pub(super) fn required_baselines(
     )
     .map_err(refusals::baseline)?;
     let mut baselines = baselines;
-    attach_session_drift(&mut baselines, options.history.as_ref());
+    attach_session_drift(&mut baselines, history.readable());
     let drift = drift
         .into_iter()
         .map(|d| DriftNote {
@@ -111,13 +115,9 @@ pub(super) fn required_baselines(
 /// 22): estimated from the run history's repeated gates of one commit when it holds them,
 /// else assumed. A history that cannot be read is no reason to refuse a gate: the drift is
 /// then assumed too.
-fn attach_session_drift(baselines: &mut Baselines, history: Option<&HistoryLocation>) {
-    let history = history
-        .filter(|l| l.sqlite_path().is_none_or(Path::is_file))
-        .and_then(|l| History::open(l).ok());
+fn attach_session_drift(baselines: &mut Baselines, history: Option<&History>) {
     for b in baselines.values_mut() {
         let points: Vec<(String, f64)> = history
-            .as_ref()
             .and_then(|h| h.series(Some(&b.pack), &b.slice, "latency").ok())
             .map(|(_, points)| {
                 points
@@ -138,15 +138,16 @@ fn memo_link(target: &PrCommentTarget, out_dir: &Path) -> MemoLink {
         .unwrap_or_else(|| MemoLink::File(out_dir.join("memo.md").display().to_string()))
 }
 
-/// Validate evidence against the packs' guardrails, decide, and write every output.
+/// Validate evidence against the packs' guardrails and `baselines`, decide (calling out
+/// `drift`), write every output, and record the run in `history`.
 pub(super) fn decide_and_write(
     command: &str,
     packs: &[LoadedPack],
     evidence: Evidence,
-    baselines: &Baselines,
-    drift: Vec<DriftNote>,
+    (baselines, drift): (&Baselines, Vec<DriftNote>),
     out_dir: &Path,
     options: &Options,
+    history: &mut CommandHistory<'_>,
 ) -> Result<GateReport> {
     let slices: Vec<Slice> = all_slices(packs).cloned().collect();
     let assessment = assess(&slices, &evidence, baselines);
@@ -154,7 +155,7 @@ pub(super) fn decide_and_write(
     // Issue 23: the history records the run after its outputs are written, with what became
     // of them; the run is inserted first inside the history's transaction, so the memo's
     // trend charts still end with this run.
-    let (written, history) = recording(command, &evidence, &decision, options, |pending| {
+    let (written, history) = recording(command, &evidence, &decision, history, |pending| {
         let trends = pending.map(|p| memo_trends(p, &evidence)).unwrap_or_default();
         let memo = Memo::new(
             packs,

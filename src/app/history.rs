@@ -1,6 +1,5 @@
 //! `history`, and recording a decided `gate`/`merge` run into the run history.
 
-use super::Options;
 use crate::error::{Error, Result};
 use crate::execute::Evidence;
 use crate::ingress::workspace::work_tree_root;
@@ -46,7 +45,51 @@ pub fn history_runs(location: &HistoryLocation, pack: Option<&str>, limit: usize
     Ok(open_existing_history(location)?.runs(pack, limit)?)
 }
 
-/// Run `write` (which writes the run's outputs) with the run recorded in the history, if
+/// The run history one `gate` or `merge` reads before it decides (the session-drift
+/// estimate) and then records into, opened at most once: on PostgreSQL one connection
+/// serves both (issue 22: the gate connected twice). An SQLite file that does not exist yet
+/// is not created to be read; recording creates it.
+#[derive(Debug)]
+pub(super) struct CommandHistory<'o> {
+    location: Option<&'o HistoryLocation>,
+    opened: Option<Result<History, HistoryError>>,
+}
+
+impl<'o> CommandHistory<'o> {
+    /// The history at `location` (none when `None`), not yet opened.
+    pub(super) fn new(location: Option<&'o HistoryLocation>) -> CommandHistory<'o> {
+        CommandHistory {
+            location,
+            opened: None,
+        }
+    }
+
+    /// The history to read, if there is one and it opens. A history that cannot be read is
+    /// no reason to refuse a gate (the caller assumes what it would have estimated); why it
+    /// failed is kept and reported when the run is recorded.
+    pub(super) fn readable(&mut self) -> Option<&History> {
+        let location = self.location?;
+        if self.opened.is_none() {
+            if location.sqlite_path().is_some_and(|p| !p.is_file()) {
+                return None;
+            }
+            self.opened = Some(History::open(location));
+        }
+        self.opened.as_ref()?.as_ref().ok()
+    }
+
+    /// The history to record into: the one opened to be read, unless the server closed its
+    /// connection while the slices ran (then it is opened anew), or opened now.
+    fn for_recording(&mut self, location: &HistoryLocation) -> Result<History, HistoryError> {
+        match self.opened.take() {
+            Some(Ok(history)) if !history.is_lost() => Ok(history),
+            Some(Err(error)) => Err(error),
+            Some(Ok(_)) | None => History::open(location),
+        }
+    }
+}
+
+/// Run `write` (which writes the run's outputs) with the run recorded in `history`, if
 /// one is configured: the run is inserted first, inside a transaction, so `write` can read
 /// the series with this run in it (the memo's trend charts end with it), and committed
 /// after `write` returns, with what became of the outputs (`written` or `failed: <why>`).
@@ -56,17 +99,17 @@ pub(super) fn recording<T>(
     command: &str,
     evidence: &Evidence,
     decision: &Decision,
-    options: &Options,
+    history: &mut CommandHistory<'_>,
     write: impl FnOnce(Option<&PendingRun<'_>>) -> Result<T>,
 ) -> (Result<T>, HistoryOutcome) {
-    let Some(location) = &options.history else {
+    let Some(location) = history.location else {
         return (write(None), HistoryOutcome::Off);
     };
     let failed = |error| HistoryOutcome::Failed {
         location: location.clone(),
         error,
     };
-    let mut history = match History::open(location) {
+    let mut history = match history.for_recording(location) {
         Ok(h) => h,
         Err(error) => return (write(None), failed(error)),
     };

@@ -2,6 +2,7 @@
 //! like `gate`'s.
 
 use super::gate::{GateReport, decide_and_write, required_baselines};
+use super::history::CommandHistory;
 use super::outputs::{RUN_MANIFEST, RunManifest};
 use super::{Options, refusals};
 use crate::domain::digest::sha256_hex;
@@ -42,8 +43,15 @@ pub fn merge(dirs: &[PathBuf], out_dir: &Path, options: &Options) -> Result<Gate
             ))
         })
         .collect();
-    let (baselines, drift) = required_baselines(&packs, (&evidence.environment, &measured_on), options)?;
-    decide_and_write("merge", &packs, evidence, &baselines, drift, out_dir, options)
+    let mut history = CommandHistory::new(options.history.as_ref());
+    let (baselines, drift) = required_baselines(
+        &packs,
+        (&evidence.environment, &measured_on),
+        options,
+        &mut history,
+    )?;
+    let decided = (&baselines, drift);
+    decide_and_write("merge", &packs, evidence, decided, out_dir, options, &mut history)
 }
 
 /// The most bytes of a manifest read.

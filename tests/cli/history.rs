@@ -12,14 +12,14 @@ use crate::support::{
 /// Where a test's history lives: `h/history.db` in the sandbox, or a fresh database.
 struct Store {
     location: String,
-    _db: Option<ScratchDb>,
+    db: Option<ScratchDb>,
 }
 
 impl Store {
     fn sqlite() -> Store {
         Store {
             location: "h/history.db".to_owned(),
-            _db: None,
+            db: None,
         }
     }
 
@@ -27,7 +27,7 @@ impl Store {
         let db = ScratchDb::create(test)?;
         Some(Store {
             location: db.url.clone(),
-            _db: Some(db),
+            db: Some(db),
         })
     }
 }
@@ -407,4 +407,46 @@ fn a_refused_postgres_login_exits_2_without_the_password_postgres() {
     assert_refused(&out, "password authentication failed");
     assert_refused(&out, "check the user and password");
     assert!(!stderr(&out).contains(password) && !stderr(&out).contains("wrong-password"));
+}
+
+/// Issue 22: a `gate` on PostgreSQL connects once. The session-drift estimate read before the
+/// run and the record written after it share one connection (it had been two), as the
+/// server counts sessions on the test's own database (`pg_stat_database.sessions`, which
+/// PostgreSQL 14 added; `pg_stat_force_next_flush`, 15).
+#[test]
+fn a_gate_connects_to_postgres_once_postgres() {
+    let Some(h) = Store::postgres("a_gate_connects_to_postgres_once_postgres") else {
+        return;
+    };
+    let db = h.db.as_ref().expect("a PostgreSQL store");
+    let mut watcher = db.client();
+    // Sessions so far, this watcher's own included (its pending statistics flushed first).
+    let mut sessions = || -> i64 {
+        watcher
+            .batch_execute("SELECT pg_stat_force_next_flush()")
+            .unwrap();
+        watcher
+            .query_one(
+                "SELECT sessions FROM pg_stat_database WHERE datname = current_database()",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let sb = Sandbox::new();
+    // The first gate creates the schema; count the second, which reads a history with a run in it.
+    assert_exit(&gate(&sb, &h, 768), 0);
+    let before = sessions();
+    assert_exit(&gate(&sb, &h, 768), 0);
+    // A backend counts its session when it ends, a moment after the gate's process exits.
+    let start = std::time::Instant::now();
+    let mut after = sessions();
+    while after - before < 1 && start.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        after = sessions();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    after = sessions();
+    assert_eq!(after - before, 1, "the gate opened {} sessions", after - before);
+    assert_eq!(history_json(&sb, &h, &[]).as_array().unwrap().len(), 2);
 }

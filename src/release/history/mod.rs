@@ -7,13 +7,16 @@
 //! ephemeral and share one history (issue 22; [`pg`]). Both hold the same logical schema,
 //! each upgraded by its own ordered migration list; both write a run in one transaction
 //! (a run killed mid-write leaves the whole run or nothing) and take several writers at
-//! once; both refuse a database from a newer sparsegate rather than write it. The rest of the
-//! code sees only [`History`], [`PendingRun`] and [`HistoryLocation`].
+//! once; both refuse a database from a newer sparsegate rather than write it. Past the
+//! schema, every statement is written once, in the SQL both read ([`queries`]); a backend
+//! only runs it. The rest of the code sees only [`History`], [`PendingRun`] and
+//! [`HistoryLocation`].
 
 mod location;
 mod pg;
 #[cfg(test)]
 pub(crate) mod pg_scratch;
+mod queries;
 mod sqlite;
 
 pub use location::{HistoryLocation, POSTGRES_SCHEMES, PostgresUrl, redact};
@@ -185,6 +188,36 @@ enum Store {
     Postgres(pg::Postgres),
 }
 
+/// `$body` with `$conn` a [`queries::Conn`] on `$backend` (a [`Store`] or a [`Pending`]):
+/// the one place a shared query meets the backend it runs on.
+macro_rules! on_backend {
+    ($backend:expr, $sqlite:path, $postgres:path, |$conn:ident| $body:expr) => {
+        match $backend {
+            $sqlite(db) => {
+                let $conn = &mut db.conn();
+                $body
+            }
+            $postgres(db) => {
+                let $conn = &mut db.conn();
+                $body
+            }
+        }
+    };
+}
+
+/// [`on_backend`] on a [`History`]'s store.
+macro_rules! on_store {
+    ($history:expr, |$conn:ident| $body:expr) => {
+        on_backend!(&$history.store, Store::Sqlite, Store::Postgres, |$conn| $body)
+    };
+}
+
+/// [`on_backend`] inside a [`Pending`] transaction.
+macro_rules! on_pending {
+    ($pending:expr, |$conn:ident| $body:expr) => {
+        on_backend!($pending, Pending::Sqlite, Pending::Postgres, |$conn| $body)
+    };
+}
 impl History {
     /// Open (creating if needed) the history at `location` and bring its schema up to date.
     /// See [`sqlite::Sqlite::open`] and [`pg::Postgres::open`] for what each checks.
@@ -204,6 +237,15 @@ impl History {
         &self.location
     }
 
+    /// Whether the connection is lost: a PostgreSQL server (or the network) closed it since
+    /// it was opened. An SQLite file is never lost.
+    pub fn is_lost(&self) -> bool {
+        match &self.store {
+            Store::Sqlite(_) => false,
+            Store::Postgres(db) => db.is_closed(),
+        }
+    }
+
     /// The schema version of the open database.
     pub fn schema_version(&self) -> Result<i64, HistoryError> {
         match &self.store {
@@ -220,8 +262,10 @@ impl History {
         evidence: &Evidence,
         decision: &Decision,
     ) -> Result<i64, HistoryError> {
-        self.begin_record(command, recorded_at, evidence, decision)?
-            .commit()
+        let pending = self.begin_record(command, recorded_at, evidence, decision)?;
+        let run_id = pending.1;
+        pending.0.commit()?;
+        Ok(run_id)
     }
 
     /// Start recording one gate decision: the run is written inside a transaction that
@@ -239,18 +283,17 @@ impl History {
         decision: &Decision,
     ) -> Result<PendingRun<'_>, HistoryError> {
         let record = RunRecord::new(command, recorded_at, evidence, decision);
-        match &mut self.store {
-            Store::Sqlite(db) => db.begin_record(&record).map(|p| PendingRun(Pending::Sqlite(p))),
-            Store::Postgres(db) => db.begin_record(&record).map(|p| PendingRun(Pending::Postgres(p))),
-        }
+        let pending = match &mut self.store {
+            Store::Sqlite(db) => Pending::Sqlite(db.begin()?),
+            Store::Postgres(db) => Pending::Postgres(db.begin()?),
+        };
+        let run_id = on_pending!(&pending, |c| queries::insert_run(c, &record))?;
+        Ok(PendingRun(pending, run_id))
     }
 
     /// The most recent runs, newest first, optionally only those that ran `pack`.
     pub fn runs(&self, pack: Option<&str>, limit: usize) -> Result<Vec<RunRow>, HistoryError> {
-        match &self.store {
-            Store::Sqlite(db) => db.runs(pack, limit),
-            Store::Postgres(db) => db.runs(pack, limit),
-        }
+        on_store!(self, |c| queries::runs(c, pack, limit))
     }
 
     /// The series of `metric` for `slice` (optionally of `pack`), oldest run first: the
@@ -262,10 +305,7 @@ impl History {
         slice: &str,
         metric: &str,
     ) -> Result<(SeriesSource, Vec<SeriesPoint>), HistoryError> {
-        match &self.store {
-            Store::Sqlite(db) => db.series(pack, slice, metric),
-            Store::Postgres(db) => db.series(pack, slice, metric),
-        }
+        on_store!(self, |c| queries::series(c, pack, slice, metric))
     }
 
     /// The golden baseline the most recent run judged `metric` of `slice` against (the run
@@ -277,73 +317,56 @@ impl History {
         slice: &str,
         metric: &str,
     ) -> Result<Option<(i64, f64)>, HistoryError> {
-        match &self.store {
-            Store::Sqlite(db) => db.last_baseline(pack, slice, metric),
-            Store::Postgres(db) => db.last_baseline(pack, slice, metric),
-        }
+        on_store!(self, |c| queries::last_baseline(c, pack, slice, metric))
     }
 
     /// The packs that recorded `slice`, for a helpful error when `--pack` is needed.
     pub fn packs_with_slice(&self, slice: &str) -> Result<Vec<String>, HistoryError> {
-        self.strings(Query::PacksWithSlice, Some(slice))
+        on_store!(self, |c| queries::packs_with_slice(c, slice))
     }
 
     /// The metric names recorded for `slice`, for a helpful error on an unknown one.
     pub fn metric_names(&self, slice: &str) -> Result<Vec<String>, HistoryError> {
-        self.strings(Query::MetricNames, Some(slice))
+        on_store!(self, |c| queries::metric_names(c, slice))
     }
 
     /// Every slice id recorded (`pack/slice`), for a helpful error on an unknown one.
     pub fn slice_names(&self) -> Result<Vec<String>, HistoryError> {
-        self.strings(Query::SliceNames, None)
-    }
-
-    fn strings(&self, query: Query, slice: Option<&str>) -> Result<Vec<String>, HistoryError> {
-        match &self.store {
-            Store::Sqlite(db) => db.strings(query, slice),
-            Store::Postgres(db) => db.strings(query, slice),
-        }
+        on_store!(self, |c| queries::slice_names(c))
     }
 
     /// Whether run `id` exists (used by tests and by `trend` to report an empty history).
     pub fn has_run(&self, id: i64) -> Result<bool, HistoryError> {
-        match &self.store {
-            Store::Sqlite(db) => db.has_run(id),
-            Store::Postgres(db) => db.has_run(id),
-        }
+        on_store!(self, |c| queries::has_run(c, id))
     }
-}
-
-/// The name lists the helpful errors need; each backend words them in its dialect.
-#[derive(Debug, Clone, Copy)]
-enum Query {
-    /// Distinct packs that recorded a slice.
-    PacksWithSlice,
-    /// Metric and guardrail names recorded for a slice.
-    MetricNames,
-    /// Every `pack/slice` recorded.
-    SliceNames,
 }
 
 /// A run recorded inside an open transaction, waiting for its outputs (see
 /// [`History::begin_record`]). Dropped without [`PendingRun::finish`] (the outputs never
 /// came, the process was killed), the run is rolled back: it was never recorded.
 #[derive(Debug)]
-pub struct PendingRun<'h>(Pending<'h>);
+pub struct PendingRun<'h>(Pending<'h>, i64);
 
+/// The open transaction of either backend.
 #[derive(Debug)]
 enum Pending<'h> {
     Sqlite(sqlite::Pending<'h>),
     Postgres(pg::Pending<'h>),
 }
 
+impl Pending<'_> {
+    fn commit(self) -> Result<(), HistoryError> {
+        match self {
+            Pending::Sqlite(p) => p.commit(),
+            Pending::Postgres(p) => p.commit(),
+        }
+    }
+}
+
 impl PendingRun<'_> {
     /// The run's id.
     pub fn run_id(&self) -> i64 {
-        match &self.0 {
-            Pending::Sqlite(p) => p.run_id,
-            Pending::Postgres(p) => p.run_id,
-        }
+        self.1
     }
 
     /// [`History::series`], this run included.
@@ -353,10 +376,7 @@ impl PendingRun<'_> {
         slice: &str,
         metric: &str,
     ) -> Result<(SeriesSource, Vec<SeriesPoint>), HistoryError> {
-        match &self.0 {
-            Pending::Sqlite(p) => p.series(pack, slice, metric),
-            Pending::Postgres(p) => p.series(pack, slice, metric),
-        }
+        on_pending!(&self.0, |c| queries::series(c, pack, slice, metric))
     }
 
     /// Commit the run with what became of its outputs (`Err` says why they were not
@@ -366,18 +386,9 @@ impl PendingRun<'_> {
             Ok(()) => "written".to_owned(),
             Err(why) => format!("failed: {why}"),
         };
-        match self.0 {
-            Pending::Sqlite(p) => p.finish(Some(&outputs)),
-            Pending::Postgres(p) => p.finish(Some(&outputs)),
-        }
-    }
-
-    /// Commit the run as it is (no outputs recorded: [`History::record`]).
-    fn commit(self) -> Result<i64, HistoryError> {
-        match self.0 {
-            Pending::Sqlite(p) => p.finish(None),
-            Pending::Postgres(p) => p.finish(None),
-        }
+        on_pending!(&self.0, |c| queries::set_outputs(c, self.1, &outputs))?;
+        self.0.commit()?;
+        Ok(self.1)
     }
 }
 

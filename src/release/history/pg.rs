@@ -9,14 +9,13 @@
 //! processes opening a fresh database at once migrate under a transaction-scoped advisory
 //! lock: one creates the schema, the other waits and finds nothing to do.
 
-use super::{
-    HistoryError, HistoryLocation, PostgresUrl, Query, RunRecord, RunRow, SeriesPoint, SeriesSource,
-    split_packs,
-};
+use super::queries::{Conn, FromRow, Param};
+use super::{HistoryError, HistoryLocation, PostgresUrl};
 use postgres::error::SqlState;
 use postgres::types::ToSql;
-use postgres::{Client, GenericClient, NoTls, Row};
-use std::cell::RefCell;
+use postgres::{Client, GenericClient, NoTls, Statement};
+use std::cell::{RefCell, RefMut};
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -187,264 +186,138 @@ impl Postgres {
         tx.commit().map_err(&err)
     }
 
-    pub(super) fn begin_record(&mut self, run: &RunRecord) -> Result<Pending<'_>, HistoryError> {
+    /// Begin writing a run: a transaction, which the returned [`Pending`] commits.
+    pub(super) fn begin(&mut self) -> Result<Pending<'_>, HistoryError> {
         let url = &self.url;
-        let err = pg_error(url);
-        let mut tx = self.client.get_mut().transaction().map_err(&err)?;
-        let run_id: i64 = tx
-            .query_one(
-                "INSERT INTO runs (recorded_at, command, verdict, exit_code, git_commit, git_branch, git_dirty,
-                                   tool_version, lock_json)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                 RETURNING id",
-                &[
-                    &run.recorded_at,
-                    &run.command,
-                    &run.verdict,
-                    &run.exit_code,
-                    &run.git_commit,
-                    &run.git_branch,
-                    &run.git_dirty,
-                    &run.tool_version,
-                    &run.lock_json,
-                ],
-            )
-            .and_then(|r| r.try_get(0))
-            .map_err(&err)?;
-        let insert_pack = tx
-            .prepare("INSERT INTO run_packs (run_id, pack, digest, path) VALUES ($1, $2, $3, $4)")
-            .map_err(&err)?;
-        for (name, digest, path) in &run.packs {
-            tx.execute(&insert_pack, &[&run_id, name, digest, path])
-                .map_err(&err)?;
-        }
-        let insert_guardrail = tx
-            .prepare(
-                "INSERT INTO guardrails (run_id, position, pack, slice, metric, rule, severity, verdict,
-                                         value, ci_low, ci_high, baseline, p_value, samples)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-            )
-            .map_err(&err)?;
-        for g in &run.guardrails {
-            let params: [&(dyn ToSql + Sync); 14] = [
-                &run_id,
-                &g.position,
-                &g.pack,
-                &g.slice,
-                &g.metric,
-                &g.rule,
-                &g.severity,
-                &g.verdict,
-                &g.value,
-                &g.ci_low,
-                &g.ci_high,
-                &g.baseline,
-                &g.p_value,
-                &g.samples,
-            ];
-            tx.execute(&insert_guardrail, &params).map_err(&err)?;
-        }
-        let insert_metric = tx
-            .prepare(
-                "INSERT INTO metrics (run_id, pack, slice, metric, unit, median, ci_low, ci_high, n, runs)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            )
-            .map_err(&err)?;
-        for m in &run.metrics {
-            let params: [&(dyn ToSql + Sync); 10] = [
-                &run_id, &m.pack, &m.slice, &m.metric, &m.unit, &m.median, &m.ci_low, &m.ci_high, &m.n,
-                &m.runs,
-            ];
-            tx.execute(&insert_metric, &params).map_err(&err)?;
-        }
+        let tx = self.client.get_mut().transaction().map_err(pg_error(url))?;
         Ok(Pending {
             tx: RefCell::new(tx),
-            run_id,
             url,
         })
     }
 
-    pub(super) fn runs(&self, pack: Option<&str>, limit: usize) -> Result<Vec<RunRow>, HistoryError> {
-        let err = self.error();
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(
-                "SELECT id, recorded_at, command, verdict, exit_code, git_commit, git_dirty,
-                        (SELECT string_agg(pack || '@' || digest, ',' ORDER BY pack)
-                           FROM run_packs WHERE run_id = runs.id),
-                        outputs
-                   FROM runs
-                  WHERE $1::text IS NULL OR EXISTS (SELECT 1 FROM run_packs WHERE run_id = runs.id AND pack = $1)
-                  ORDER BY id DESC
-                  LIMIT $2",
-                &[&pack, &(limit as i64)],
-            )
-            .map_err(&err)?;
-        rows.iter()
-            .map(|r| {
-                Ok(RunRow {
-                    id: r.try_get(0)?,
-                    recorded_at: r.try_get(1)?,
-                    command: r.try_get(2)?,
-                    verdict: r.try_get(3)?,
-                    exit_code: r.try_get(4)?,
-                    git_commit: r.try_get(5)?,
-                    git_dirty: r.try_get(6)?,
-                    packs: split_packs(r.try_get(7)?),
-                    outputs: r.try_get(8)?,
-                })
-            })
-            .collect::<Result<Vec<_>, postgres::Error>>()
-            .map_err(&err)
+    /// The shared queries' connection.
+    pub(super) fn conn(&self) -> PgConn<'_, Client> {
+        PgConn::new(self.client.borrow_mut(), &self.url)
     }
 
-    pub(super) fn series(
-        &self,
-        pack: Option<&str>,
-        slice: &str,
-        metric: &str,
-    ) -> Result<(SeriesSource, Vec<SeriesPoint>), HistoryError> {
-        series_on(&mut *self.client.borrow_mut(), pack, slice, metric).map_err(self.error())
-    }
-
-    pub(super) fn last_baseline(
-        &self,
-        pack: Option<&str>,
-        slice: &str,
-        metric: &str,
-    ) -> Result<Option<(i64, f64)>, HistoryError> {
-        let err = self.error();
-        let row = self
-            .client
-            .borrow_mut()
-            .query_opt(
-                "SELECT run_id, baseline FROM guardrails
-                  WHERE slice = $1 AND metric = $2 AND ($3::text IS NULL OR pack = $3) AND baseline IS NOT NULL
-                  ORDER BY run_id DESC, position LIMIT 1",
-                &[&slice, &metric, &pack],
-            )
-            .map_err(&err)?;
-        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-            .transpose()
-            .map_err(&err)
-    }
-
-    pub(super) fn strings(&self, query: Query, slice: Option<&str>) -> Result<Vec<String>, HistoryError> {
-        let text = match query {
-            Query::PacksWithSlice => "SELECT DISTINCT pack FROM metrics WHERE slice = $1 ORDER BY pack",
-            Query::MetricNames => {
-                "SELECT metric FROM metrics WHERE slice = $1 UNION SELECT metric FROM guardrails WHERE slice = $1
-                 ORDER BY 1"
-            }
-            Query::SliceNames => {
-                "SELECT DISTINCT pack || '/' || slice FROM metrics WHERE $1::text IS NULL ORDER BY 1"
-            }
-        };
-        let err = self.error();
-        let rows = self.client.borrow_mut().query(text, &[&slice]).map_err(&err)?;
-        rows.iter()
-            .map(|r| r.try_get(0))
-            .collect::<Result<Vec<String>, _>>()
-            .map_err(&err)
-    }
-
-    pub(super) fn has_run(&self, id: i64) -> Result<bool, HistoryError> {
-        self.client
-            .borrow_mut()
-            .query_opt("SELECT 1 FROM runs WHERE id = $1", &[&id])
-            .map(|r| r.is_some())
-            .map_err(self.error())
+    /// Whether the server has closed the connection (it is then of no further use).
+    pub(super) fn is_closed(&self) -> bool {
+        self.client.borrow().is_closed()
     }
 }
 
-/// A run written inside an open PostgreSQL transaction ([`super::PendingRun`]); dropped,
-/// the transaction rolls back.
+/// A run being written inside an open PostgreSQL transaction ([`super::PendingRun`]);
+/// dropped, the transaction rolls back.
 pub(super) struct Pending<'h> {
     tx: RefCell<postgres::Transaction<'h>>,
-    pub(super) run_id: i64,
     url: &'h PostgresUrl,
 }
 
 impl std::fmt::Debug for Pending<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pending")
-            .field("run_id", &self.run_id)
             .field("url", self.url)
             .finish_non_exhaustive()
     }
 }
 
-impl Pending<'_> {
-    pub(super) fn series(
-        &self,
-        pack: Option<&str>,
-        slice: &str,
-        metric: &str,
-    ) -> Result<(SeriesSource, Vec<SeriesPoint>), HistoryError> {
-        series_on(&mut *self.tx.borrow_mut(), pack, slice, metric).map_err(pg_error(self.url))
+impl<'h> Pending<'h> {
+    /// The shared queries' connection, inside the transaction.
+    pub(super) fn conn(&self) -> PgConn<'_, postgres::Transaction<'h>> {
+        PgConn::new(self.tx.borrow_mut(), self.url)
     }
 
-    /// Commit, with what became of the outputs when `outputs` says.
-    pub(super) fn finish(self, outputs: Option<&str>) -> Result<i64, HistoryError> {
-        let err = pg_error(self.url);
-        let mut tx = self.tx.into_inner();
-        if let Some(outputs) = outputs {
-            tx.execute(
-                "UPDATE runs SET outputs = $1 WHERE id = $2",
-                &[&outputs, &self.run_id],
-            )
-            .map_err(&err)?;
+    pub(super) fn commit(self) -> Result<(), HistoryError> {
+        self.tx.into_inner().commit().map_err(pg_error(self.url))
+    }
+}
+
+/// A connection (or transaction) the shared queries run on. Each statement is prepared once
+/// for as long as this lives (a run's rows are inserted through one), its `?N` placeholders
+/// written as PostgreSQL's `$N`.
+pub(super) struct PgConn<'a, C> {
+    client: RefMut<'a, C>,
+    url: &'a PostgresUrl,
+    prepared: HashMap<&'static str, Statement>,
+}
+
+impl<'a, C: GenericClient> PgConn<'a, C> {
+    fn new(client: RefMut<'a, C>, url: &'a PostgresUrl) -> PgConn<'a, C> {
+        PgConn {
+            client,
+            url,
+            prepared: HashMap::new(),
         }
-        tx.commit().map_err(&err)?;
-        Ok(self.run_id)
+    }
+
+    fn statement(&mut self, sql: &'static str) -> Result<Statement, HistoryError> {
+        if let Some(statement) = self.prepared.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self
+            .client
+            .prepare(&dollar_placeholders(sql))
+            .map_err(pg_error(self.url))?;
+        self.prepared.insert(sql, statement.clone());
+        Ok(statement)
     }
 }
 
-/// The series of `metric` for `slice` ([`super::History::series`]), as SQLite words it.
-fn series_on(
-    client: &mut impl GenericClient,
-    pack: Option<&str>,
-    slice: &str,
-    metric: &str,
-) -> Result<(SeriesSource, Vec<SeriesPoint>), postgres::Error> {
-    let params: [&(dyn ToSql + Sync); 3] = [&slice, &metric, &pack];
-    let metrics = client.query(
-        "SELECT m.run_id, r.recorded_at, r.git_commit, m.median, m.ci_low, m.ci_high
-           FROM metrics m JOIN runs r ON r.id = m.run_id
-          WHERE m.slice = $1 AND m.metric = $2 AND ($3::text IS NULL OR m.pack = $3)
-          ORDER BY m.run_id, m.pack",
-        &params,
-    )?;
-    if !metrics.is_empty() {
-        return Ok((SeriesSource::Metric, points(&metrics)?));
-    }
-    let guardrails = client.query(
-        "SELECT g.run_id, r.recorded_at, r.git_commit, g.value, g.ci_low, g.ci_high
-           FROM guardrails g JOIN runs r ON r.id = g.run_id
-          WHERE g.slice = $1 AND g.metric = $2 AND ($3::text IS NULL OR g.pack = $3) AND g.value IS NOT NULL
-            AND g.position = (SELECT min(position) FROM guardrails h
-                               WHERE h.run_id = g.run_id AND h.pack = g.pack AND h.slice = g.slice
-                                 AND h.metric = g.metric AND h.value IS NOT NULL)
-          ORDER BY g.run_id, g.pack",
-        &params,
-    )?;
-    Ok((SeriesSource::Guardrail, points(&guardrails)?))
+/// The parameters as PostgreSQL binds them.
+fn bind<'p>(params: &'p [&dyn Param]) -> Vec<&'p (dyn ToSql + Sync)> {
+    params.iter().map(|p| p.postgres()).collect()
 }
 
-fn points(rows: &[Row]) -> Result<Vec<SeriesPoint>, postgres::Error> {
-    rows.iter()
-        .map(|r| {
-            Ok(SeriesPoint {
-                run_id: r.try_get(0)?,
-                recorded_at: r.try_get(1)?,
-                git_commit: r.try_get(2)?,
-                value: r.try_get(3)?,
-                ci_low: r.try_get(4)?,
-                ci_high: r.try_get(5)?,
-            })
-        })
-        .collect()
+impl<C: GenericClient> Conn for PgConn<'_, C> {
+    fn execute(&mut self, sql: &'static str, params: &[&dyn Param]) -> Result<(), HistoryError> {
+        let statement = self.statement(sql)?;
+        self.client
+            .execute(&statement, &bind(params))
+            .map(drop)
+            .map_err(pg_error(self.url))
+    }
+
+    fn query<T: FromRow>(
+        &mut self,
+        sql: &'static str,
+        params: &[&dyn Param],
+    ) -> Result<Vec<T>, HistoryError> {
+        let statement = self.statement(sql)?;
+        let err = pg_error(self.url);
+        let rows = self.client.query(&statement, &bind(params)).map_err(&err)?;
+        rows.iter()
+            .map(T::from_row)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(&err)
+    }
+
+    fn query_one<T: FromRow>(&mut self, sql: &'static str, params: &[&dyn Param]) -> Result<T, HistoryError> {
+        let statement = self.statement(sql)?;
+        let err = pg_error(self.url);
+        let row = self.client.query_one(&statement, &bind(params)).map_err(&err)?;
+        T::from_row(&row).map_err(&err)
+    }
+}
+
+/// `sql` with its `?N` placeholders written `$N` (outside quoted strings and identifiers).
+fn dollar_placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut quote = None;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), _) if c == q => quote = None,
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '?') if chars.peek().is_some_and(char::is_ascii_digit) => {
+                out.push('$');
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// What to check when connecting failed, by what the server or the client said.
@@ -483,5 +356,18 @@ fn pg_error(url: &PostgresUrl) -> impl Fn(postgres::Error) -> HistoryError + '_ 
     move |e| HistoryError::Postgres {
         location: HistoryLocation::Postgres(url.clone()),
         message: url.scrub(&chain(&e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dollar_placeholders;
+
+    #[test]
+    fn placeholders_become_dollar_numbers_outside_quotes() {
+        assert_eq!(
+            dollar_placeholders("SELECT a || '?1' FROM t WHERE b = ?1 AND c = ?12 AND \"?2\" = ?"),
+            "SELECT a || '?1' FROM t WHERE b = $1 AND c = $12 AND \"?2\" = ?"
+        );
     }
 }

@@ -4,11 +4,9 @@
 //! transaction. The schema is versioned with `PRAGMA user_version` and upgraded by the
 //! ordered [`MIGRATIONS`].
 
-use super::{
-    HistoryError, HistoryLocation, MetricRow, Query, RunRecord, RunRow, SeriesPoint, SeriesSource,
-    split_packs,
-};
-use rusqlite::{Connection, OptionalExtension, params};
+use super::queries::{Conn, FromRow, Param};
+use super::{HistoryError, HistoryLocation};
+use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -184,253 +182,88 @@ impl Sqlite {
         }
     }
 
-    pub(super) fn begin_record(&mut self, run: &RunRecord) -> Result<Pending<'_>, HistoryError> {
+    /// Begin writing a run: an immediate transaction ([`Sqlite::begin_immediate`]).
+    pub(super) fn begin(&mut self) -> Result<Pending<'_>, HistoryError> {
         let path = self.path.clone();
-        let sql = sql_error(&path);
         let tx = self.begin_immediate()?;
-        tx.execute(
-            "INSERT INTO runs (recorded_at, command, verdict, exit_code, git_commit, git_branch, git_dirty,
-                               tool_version, lock_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                run.recorded_at,
-                run.command,
-                run.verdict,
-                run.exit_code,
-                run.git_commit,
-                run.git_branch,
-                run.git_dirty,
-                run.tool_version,
-                run.lock_json,
-            ],
-        )
-        .map_err(sql)?;
-        let run_id = tx.last_insert_rowid();
-        for (name, digest, pack_path) in &run.packs {
-            tx.execute(
-                "INSERT INTO run_packs (run_id, pack, digest, path) VALUES (?1, ?2, ?3, ?4)",
-                params![run_id, name, digest, pack_path],
-            )
-            .map_err(sql)?;
+        Ok(Pending { tx, path })
+    }
+
+    /// The shared queries' connection.
+    pub(super) fn conn(&self) -> SqliteConn<'_> {
+        SqliteConn {
+            conn: &self.conn,
+            path: &self.path,
         }
-        for g in &run.guardrails {
-            tx.execute(
-                "INSERT INTO guardrails (run_id, position, pack, slice, metric, rule, severity, verdict,
-                                         value, ci_low, ci_high, baseline, p_value, samples)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                params![
-                    run_id, g.position, g.pack, g.slice, g.metric, g.rule, g.severity, g.verdict, g.value,
-                    g.ci_low, g.ci_high, g.baseline, g.p_value, g.samples,
-                ],
-            )
-            .map_err(sql)?;
-        }
-        let mut insert_metric = tx
-            .prepare(
-                "INSERT INTO metrics (run_id, pack, slice, metric, unit, median, ci_low, ci_high, n, runs)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )
-            .map_err(sql)?;
-        for MetricRow {
-            pack,
-            slice,
-            metric,
-            unit,
-            median,
-            ci_low,
-            ci_high,
-            n,
-            runs,
-        } in &run.metrics
-        {
-            insert_metric
-                .execute(params![
-                    run_id, pack, slice, metric, unit, median, ci_low, ci_high, n, runs
-                ])
-                .map_err(sql)?;
-        }
-        drop(insert_metric);
-        Ok(Pending { tx, run_id, path })
-    }
-
-    pub(super) fn runs(&self, pack: Option<&str>, limit: usize) -> Result<Vec<RunRow>, HistoryError> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT id, recorded_at, command, verdict, exit_code, git_commit, git_dirty,
-                        (SELECT group_concat(pack || '@' || digest, ',')
-                           FROM (SELECT pack, digest FROM run_packs WHERE run_id = runs.id ORDER BY pack)),
-                        outputs
-                   FROM runs
-                  WHERE ?1 IS NULL OR EXISTS (SELECT 1 FROM run_packs WHERE run_id = runs.id AND pack = ?1)
-                  ORDER BY id DESC
-                  LIMIT ?2",
-            )
-            .map_err(self.sql())?;
-        let rows = stmt
-            .query_map(params![pack, limit as i64], |r| {
-                Ok(RunRow {
-                    id: r.get(0)?,
-                    recorded_at: r.get(1)?,
-                    command: r.get(2)?,
-                    verdict: r.get(3)?,
-                    exit_code: r.get(4)?,
-                    git_commit: r.get(5)?,
-                    git_dirty: r.get(6)?,
-                    packs: split_packs(r.get(7)?),
-                    outputs: r.get(8)?,
-                })
-            })
-            .map_err(self.sql())?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
-    }
-
-    pub(super) fn series(
-        &self,
-        pack: Option<&str>,
-        slice: &str,
-        metric: &str,
-    ) -> Result<(SeriesSource, Vec<SeriesPoint>), HistoryError> {
-        series_on(&self.conn, &self.path, pack, slice, metric)
-    }
-
-    pub(super) fn last_baseline(
-        &self,
-        pack: Option<&str>,
-        slice: &str,
-        metric: &str,
-    ) -> Result<Option<(i64, f64)>, HistoryError> {
-        self.conn
-            .query_row(
-                "SELECT run_id, baseline FROM guardrails
-                  WHERE slice = ?1 AND metric = ?2 AND (?3 IS NULL OR pack = ?3) AND baseline IS NOT NULL
-                  ORDER BY run_id DESC, position LIMIT 1",
-                params![slice, metric, pack],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(self.sql())
-    }
-
-    pub(super) fn strings(&self, query: Query, slice: Option<&str>) -> Result<Vec<String>, HistoryError> {
-        let text = match query {
-            Query::PacksWithSlice => "SELECT DISTINCT pack FROM metrics WHERE slice = ?1 ORDER BY pack",
-            Query::MetricNames => {
-                "SELECT metric FROM metrics WHERE slice = ?1 UNION SELECT metric FROM guardrails WHERE slice = ?1
-                 ORDER BY 1"
-            }
-            Query::SliceNames => "SELECT DISTINCT pack || '/' || slice FROM metrics WHERE ?1 IS NULL ORDER BY 1",
-        };
-        let mut stmt = self.conn.prepare(text).map_err(self.sql())?;
-        let rows = stmt.query_map(params![slice], |r| r.get(0)).map_err(self.sql())?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
-    }
-
-    pub(super) fn has_run(&self, id: i64) -> Result<bool, HistoryError> {
-        self.conn
-            .query_row("SELECT 1 FROM runs WHERE id = ?1", params![id], |_| Ok(()))
-            .optional()
-            .map(|r| r.is_some())
-            .map_err(self.sql())
     }
 }
 
-/// A run written inside an open SQLite transaction ([`super::PendingRun`]).
+/// A run being written inside an open SQLite transaction ([`super::PendingRun`]); dropped,
+/// the transaction rolls back.
 #[derive(Debug)]
 pub struct Pending<'h> {
     tx: rusqlite::Transaction<'h>,
-    pub(super) run_id: i64,
     path: PathBuf,
 }
 
 impl Pending<'_> {
-    pub(super) fn series(
-        &self,
-        pack: Option<&str>,
-        slice: &str,
-        metric: &str,
-    ) -> Result<(SeriesSource, Vec<SeriesPoint>), HistoryError> {
-        series_on(&self.tx, &self.path, pack, slice, metric)
-    }
-
-    /// Commit, with what became of the outputs when `outputs` says.
-    pub(super) fn finish(self, outputs: Option<&str>) -> Result<i64, HistoryError> {
-        let sql = sql_error(&self.path);
-        if let Some(outputs) = outputs {
-            self.tx
-                .execute(
-                    "UPDATE runs SET outputs = ?1 WHERE id = ?2",
-                    params![outputs, self.run_id],
-                )
-                .map_err(sql)?;
+    /// The shared queries' connection, inside the transaction.
+    pub(super) fn conn(&self) -> SqliteConn<'_> {
+        SqliteConn {
+            conn: &self.tx,
+            path: &self.path,
         }
-        self.tx.commit().map_err(sql)?;
-        Ok(self.run_id)
+    }
+
+    pub(super) fn commit(self) -> Result<(), HistoryError> {
+        self.tx.commit().map_err(sql_error(&self.path))
     }
 }
 
-/// The series of `metric` for `slice` over `conn` ([`super::History::series`]).
-fn series_on(
-    conn: &Connection,
-    path: &Path,
-    pack: Option<&str>,
-    slice: &str,
-    metric: &str,
-) -> Result<(SeriesSource, Vec<SeriesPoint>), HistoryError> {
-    let metrics = query_series(
-        conn,
-        path,
-        "SELECT m.run_id, r.recorded_at, r.git_commit, m.median, m.ci_low, m.ci_high
-           FROM metrics m JOIN runs r ON r.id = m.run_id
-          WHERE m.slice = ?1 AND m.metric = ?2 AND (?3 IS NULL OR m.pack = ?3)
-          ORDER BY m.run_id, m.pack",
-        pack,
-        slice,
-        metric,
-    )?;
-    if !metrics.is_empty() {
-        return Ok((SeriesSource::Metric, metrics));
-    }
-    let guardrails = query_series(
-        conn,
-        path,
-        "SELECT g.run_id, r.recorded_at, r.git_commit, g.value, g.ci_low, g.ci_high
-           FROM guardrails g JOIN runs r ON r.id = g.run_id
-          WHERE g.slice = ?1 AND g.metric = ?2 AND (?3 IS NULL OR g.pack = ?3) AND g.value IS NOT NULL
-            AND g.position = (SELECT min(position) FROM guardrails h
-                               WHERE h.run_id = g.run_id AND h.pack = g.pack AND h.slice = g.slice
-                                 AND h.metric = g.metric AND h.value IS NOT NULL)
-          ORDER BY g.run_id, g.pack",
-        pack,
-        slice,
-        metric,
-    )?;
-    Ok((SeriesSource::Guardrail, guardrails))
+/// A connection (or transaction) the shared queries run on; statements are prepared once
+/// per connection (rusqlite's statement cache).
+pub(super) struct SqliteConn<'a> {
+    conn: &'a Connection,
+    path: &'a Path,
 }
 
-fn query_series(
-    conn: &Connection,
-    path: &Path,
-    query: &str,
-    pack: Option<&str>,
-    slice: &str,
-    metric: &str,
-) -> Result<Vec<SeriesPoint>, HistoryError> {
-    let sql = sql_error(path);
-    let mut stmt = conn.prepare(query).map_err(sql)?;
-    let rows = stmt
-        .query_map(params![slice, metric, pack], |r| {
-            Ok(SeriesPoint {
-                run_id: r.get(0)?,
-                recorded_at: r.get(1)?,
-                git_commit: r.get(2)?,
-                value: r.get(3)?,
-                ci_low: r.get(4)?,
-                ci_high: r.get(5)?,
-            })
-        })
-        .map_err(sql)?;
-    rows.collect::<Result<Vec<_>, _>>().map_err(sql)
+impl SqliteConn<'_> {
+    fn statement(&self, sql: &str) -> Result<rusqlite::CachedStatement<'_>, HistoryError> {
+        self.conn.prepare_cached(sql).map_err(sql_error(self.path))
+    }
+}
+
+/// The parameters as SQLite binds them.
+fn bind<'p>(params: &'p [&dyn Param]) -> Vec<&'p dyn rusqlite::ToSql> {
+    params.iter().map(|p| p.sqlite()).collect()
+}
+
+impl Conn for SqliteConn<'_> {
+    fn execute(&mut self, sql: &'static str, params: &[&dyn Param]) -> Result<(), HistoryError> {
+        self.statement(sql)?
+            .execute(bind(params).as_slice())
+            .map(drop)
+            .map_err(sql_error(self.path))
+    }
+
+    fn query<T: FromRow>(
+        &mut self,
+        sql: &'static str,
+        params: &[&dyn Param],
+    ) -> Result<Vec<T>, HistoryError> {
+        let sql_err = sql_error(self.path);
+        let mut stmt = self.statement(sql)?;
+        let rows = stmt
+            .query_map(bind(params).as_slice(), |r| T::from_row(r))
+            .map_err(sql_err)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(sql_err)
+    }
+
+    fn query_one<T: FromRow>(&mut self, sql: &'static str, params: &[&dyn Param]) -> Result<T, HistoryError> {
+        self.statement(sql)?
+            .query_row(bind(params).as_slice(), |r| T::from_row(r))
+            .map_err(sql_error(self.path))
+    }
 }
 
 /// Maps a SQLite error to one that names the database file.
