@@ -19,10 +19,12 @@ pub struct Environment {
     /// SIMD features the kernels may dispatch on, as detected at run time.
     pub cpu_features: Vec<String>,
     /// The dense comparator's instruction-set path per precision (`bf16` →
-    /// `avx512-bf16-shift`, …). Locked: the features do not decide it alone, since the bf16
-    /// kernels measure whether `vdpbf16ps` outruns f32 FMA (issue 20), so a baseline taken
-    /// on one bf16 kernel never compares silently with a run on the other. Baselines from
-    /// before it was recorded lack it and show as drift.
+    /// `avx512-bf16-shift`, …). Locked for the precision a slice runs: the features do not
+    /// decide it alone, since the bf16 kernels measure whether `vdpbf16ps` outruns f32 FMA
+    /// (issue 20), so a baseline of a bf16 slice taken on one bf16 kernel never compares
+    /// silently with a run on the other, while an fp32 slice or a user's command is not
+    /// refused for the bf16 pick ([`Environment::lock_diff_on`]). Baselines from before it
+    /// was recorded lack it and show as drift.
     #[serde(default)]
     pub kernel_paths: BTreeMap<String, String>,
     /// Logical CPUs visible to the process.
@@ -180,6 +182,21 @@ impl Environment {
             .collect()
     }
 
+    /// `kernel_paths` as the runner class keys it: the bf16 entry by what the CPU offers,
+    /// not by the probe's pick between its two kernels (see [`lock_diff_on`](Self::lock_diff_on)).
+    fn class_kernel_paths(&self) -> String {
+        self.kernel_paths
+            .iter()
+            .map(|(k, v)| {
+                let offered = k == "bf16"
+                    && v == "avx512-bf16-shift"
+                    && self.cpu_features.iter().any(|f| f == "avx512bf16");
+                format!("{k}={}", if offered { "avx512-bf16" } else { v })
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// The runner class: what must match for golden timings to be comparable on a kind of
     /// runner, without the tool's own version (issue 22): CPU model and features, the
     /// kernels' ISA paths, logical CPUs and threads. A readable prefix (CPU model, threads)
@@ -196,10 +213,16 @@ impl Environment {
             "threads",
         ];
         let mut hash = Sha256::new();
+        let kernel_paths = self.class_kernel_paths();
         for f in fields {
             hash.update(f.as_bytes());
             hash.update([0]);
-            hash.update(lock.get(f).map_or("", String::as_str).as_bytes());
+            let value = if f == "kernel_paths" {
+                kernel_paths.as_str()
+            } else {
+                lock.get(f).map_or("", String::as_str)
+            };
+            hash.update(value.as_bytes());
             hash.update([0]);
         }
         let digest = hash.finalize();
@@ -222,9 +245,34 @@ impl Environment {
 
     /// Every lock field that differs from `baseline`, in field order.
     pub fn lock_diff(&self, baseline: &Environment) -> Vec<FieldDiff> {
-        let now = self.lock();
-        baseline
-            .lock()
+        self.lock_diff_on(baseline, KernelPathsUsed::All)
+    }
+
+    /// [`lock_diff`](Self::lock_diff) for timings that depend on only some of the CPU
+    /// kernels' paths (`used`): the others' `kernel_paths` entries are not compared. The bf16
+    /// kernel is picked by a timing probe in each process (issue 20), and on a loaded runner
+    /// bless and gate can pick differently; an fp32 slice, or a command the user times, must
+    /// not be refused for it (3 of 180 golden gates were, issue 22).
+    pub fn lock_diff_on(&self, baseline: &Environment, used: KernelPathsUsed) -> Vec<FieldDiff> {
+        let keep = |env: &Environment| -> BTreeMap<String, String> {
+            let mut lock = env.lock();
+            match used {
+                KernelPathsUsed::All => {}
+                KernelPathsUsed::None => {
+                    lock.remove("kernel_paths");
+                }
+                KernelPathsUsed::One(p) => {
+                    let entry = env
+                        .kernel_paths
+                        .get(p.as_str())
+                        .map(|v| format!("{}={v}", p.as_str()));
+                    lock.insert("kernel_paths".into(), entry.unwrap_or_default());
+                }
+            }
+            lock
+        };
+        let now = keep(self);
+        keep(baseline)
             .into_iter()
             .filter_map(|(field, before)| {
                 let current = now.get(&field).cloned().unwrap_or_default();
@@ -236,6 +284,17 @@ impl Environment {
             })
             .collect()
     }
+}
+
+/// Which of the CPU kernels' ISA paths a slice's timings depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelPathsUsed {
+    /// Every precision's (a model with a precision policy, or unknown).
+    All,
+    /// One precision's: a built-in kernels slice and its dense comparator.
+    One(crate::domain::Precision),
+    /// None: the simulator, a user's command, imported results.
+    None,
 }
 
 /// Why a pack's lock field could not be read.
@@ -520,6 +579,44 @@ mod tests {
         let mut d = a.clone();
         d.cpu_model = "  ???  ".into();
         assert!(d.runner_class().starts_with("cpu-2t-"), "{}", d.runner_class());
+    }
+
+    /// Issue 22: the bf16 kernel pick flipped between bless and gate on a loaded runner and
+    /// refused golden gates of slices that never ran bf16.
+    #[test]
+    fn a_bf16_kernel_pick_only_matters_to_slices_that_run_bf16() {
+        use crate::domain::Precision;
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Environment::capture(2, dir.path());
+        a.cpu_features = vec!["avx512f".into(), "avx512bf16".into()];
+        a.kernel_paths = BTreeMap::from([
+            ("bf16".into(), "avx512-bf16".into()),
+            ("fp32".into(), "avx512-f32".into()),
+        ]);
+        let mut b = a.clone();
+        b.kernel_paths.insert("bf16".into(), "avx512-bf16-shift".into());
+        assert_eq!(a.lock_diff(&b).len(), 1, "the whole lock still sees it");
+        assert!(
+            a.lock_diff_on(&b, KernelPathsUsed::One(Precision::Fp32))
+                .is_empty()
+        );
+        assert!(a.lock_diff_on(&b, KernelPathsUsed::None).is_empty());
+        let diff = a.lock_diff_on(&b, KernelPathsUsed::One(Precision::Bf16));
+        assert_eq!(diff.len(), 1);
+        assert_eq!(
+            (diff[0].baseline.as_str(), diff[0].current.as_str()),
+            ("bf16=avx512-bf16-shift", "bf16=avx512-bf16")
+        );
+        // The runner class keys on what the CPU offers: the pick does not move it.
+        assert_eq!(a.runner_class(), b.runner_class());
+        // Without AVX-512 BF16 the shift kernel is the only one: a different class.
+        let mut c = b.clone();
+        c.cpu_features = vec!["avx512f".into()];
+        assert_ne!(b.runner_class(), c.runner_class());
+        // A different fp32 path is drift for an fp32 slice, not for a command.
+        b.kernel_paths.insert("fp32".into(), "avx2-f32".into());
+        assert_eq!(a.lock_diff_on(&b, KernelPathsUsed::One(Precision::Fp32)).len(), 1);
+        assert!(a.lock_diff_on(&b, KernelPathsUsed::None).is_empty());
     }
 
     #[test]

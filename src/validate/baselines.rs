@@ -119,7 +119,9 @@ pub fn load_required_baselines(
                     .filter(|b| {
                         b.check_expiry(&path, now).is_ok()
                             && artifact_diff(slice, &b.artifacts).is_empty()
-                            && environment.lock_diff(&b.environment).is_empty()
+                            && environment
+                                .lock_diff_on(&b.environment, kernel_paths_used(slice))
+                                .is_empty()
                     });
                 if let Some(b) = usable {
                     baselines.insert(crate::domain::OfSlice::slice_key(slice), b);
@@ -143,7 +145,7 @@ pub fn load_required_baselines(
                     fields: artifacts,
                 });
             }
-            let mut fields = environment.lock_diff(&baseline.environment);
+            let mut fields = environment.lock_diff_on(&baseline.environment, kernel_paths_used(slice));
             if !fields.is_empty() && !allow_drift {
                 return Err(BaselineError::Drift {
                     baseline: path,
@@ -198,4 +200,15 @@ fn artifact_diff(
             current: now.get(n).unwrap_or(&"(absent)").to_string(),
         })
         .collect()
+}
+
+/// Which CPU kernel paths a slice's timings depend on, so that a baseline is refused only
+/// for the paths the slice runs (`Environment::lock_diff_on`).
+fn kernel_paths_used(slice: &crate::ingress::Slice) -> crate::ingress::KernelPathsUsed {
+    use crate::ingress::{KernelPathsUsed, SliceBackend};
+    match slice.backend {
+        SliceBackend::Kernels { .. } | SliceBackend::Serving { .. } => KernelPathsUsed::One(slice.precision),
+        SliceBackend::Model(_) => KernelPathsUsed::All,
+        SliceBackend::Sim(_) | SliceBackend::Command(_) | SliceBackend::Import(_) => KernelPathsUsed::None,
+    }
 }

@@ -93,6 +93,41 @@ fn rewrite_baseline(sb: &Sandbox, edit: impl FnOnce(&mut Baseline), redigest: bo
     sb.write_raw(name, &serde_json::to_string_pretty(&baseline).unwrap());
 }
 
+/// Issue 22: on a loaded runner the bf16 kernel's timing probe picked differently at bless
+/// and at gate, and golden gates of slices that never run bf16 exited 2 for it.
+#[test]
+fn a_different_bf16_kernel_pick_does_not_refuse_an_fp32_slice_but_its_own_path_does() {
+    let sb = golden_sandbox(true);
+    rewrite_baseline(
+        &sb,
+        |b| {
+            b.environment
+                .kernel_paths
+                .insert("bf16".into(), "a-kernel-the-probe-picked-elsewhere".into());
+        },
+        true,
+    );
+    let out = sb.gate("pack.yaml", &["-q"]);
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(3)),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    rewrite_baseline(
+        &sb,
+        |b| {
+            b.environment
+                .kernel_paths
+                .insert("fp32".into(), "avx2-f32-elsewhere".into());
+        },
+        true,
+    );
+    let out = sb.gate("pack.yaml", &[]);
+    assert_exit(&out, 2);
+    assert_contains(&stderr(&out), "fp32=avx2-f32-elsewhere");
+}
+
 #[test]
 fn mismatched_lock_exits_2_naming_fields_unless_allowed() {
     let sb = golden_sandbox(true);
