@@ -1,0 +1,179 @@
+//! Quality on the artifact (issue 21): the classifier head a shipped checkpoint defines,
+//! run on the pack's labelled dataset with the checkpoint's own (pruned) weights and with
+//! the same head from the dense reference checkpoint. The predictions become the same
+//! [`QualityEvidence`] a trained model slice records, so `accuracy` and `quality_delta` are
+//! judged with the same intervals (Wilson; Newcombe's paired interval with McNemar's p).
+//!
+//! Both heads run on the built-in dense f32 kernel, single-threaded (bit-reproducible):
+//! zeros in the stored weights are multiplied as zeros, so the candidate computes exactly
+//! the function the checkpoint ships; the slice's timing (sparse against dense kernels on
+//! the same weights, with its round-trip check) is measured separately.
+
+use super::mlp::{add_bias_relu, argmax_columns};
+use crate::domain::Metric;
+use crate::execute::evidence::{ArtifactQuality, ModelScore, QualityEvidence, SliceEvidence};
+use crate::execute::kernels::dense::gemm_f32;
+use crate::ingress::PruningPlan;
+use crate::ingress::checkpoint::eval::Evaluation;
+use crate::ingress::checkpoint::{Checkpoint, CheckpointWorkload};
+
+/// Why an artifact evaluation could not run (its inputs were checked at ingress: this is
+/// the file changing underneath, or a kernel refusing a shape).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ArtifactEvalError {
+    /// A head tensor could not be read.
+    #[error("head tensor `{tensor}`: {source}")]
+    Read {
+        /// The tensor.
+        tensor: String,
+        /// Why.
+        source: crate::ingress::checkpoint::CheckpointError,
+    },
+    /// The dense kernel refused a layer.
+    #[error("head layer `{module}`: {source}")]
+    Kernel {
+        /// The module.
+        module: String,
+        /// Why.
+        source: crate::execute::kernels::KernelError,
+    },
+}
+
+/// One layer's parameters as f32.
+struct Layer {
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+/// Evaluate `w`'s head (when the pack names an `eval`) and record `accuracy`,
+/// `quality_delta` and the quality evidence in `evidence`; a failure fails the slice at
+/// execution.
+pub(crate) fn evaluate_artifact(w: &CheckpointWorkload, evidence: &mut SliceEvidence) {
+    let Some(eval) = &w.eval else { return };
+    match measure(&w.checkpoint, eval) {
+        Ok(q) => {
+            let total = q.candidate.total.max(1) as f64;
+            evidence
+                .counters
+                .insert(Metric::Accuracy, q.candidate.correct as f64 / total);
+            evidence.counters.insert(
+                Metric::QualityDelta,
+                (q.candidate.correct as f64 - q.dense.correct as f64) / total,
+            );
+            evidence.quality = Some(q);
+        }
+        Err(e) => {
+            evidence.failure = Some(crate::execute::SliceFailure {
+                stage: crate::domain::Stage::Execution,
+                message: format!("checkpoint evaluation: {e}"),
+            });
+        }
+    }
+}
+
+fn measure(checkpoint: &Checkpoint, eval: &Evaluation) -> Result<QualityEvidence, ArtifactEvalError> {
+    let candidate = score(checkpoint, eval)?;
+    let dense = score(&eval.reference, eval)?;
+    Ok(QualityEvidence {
+        dataset: eval.dataset.name.clone(),
+        dataset_digest: eval.dataset.digest.clone(),
+        split: [0, 0, eval.samples],
+        epochs: 0,
+        labels: eval.y.clone(),
+        dense,
+        candidate,
+        schedule: PruningPlan {
+            steps: 0,
+            finetune_epochs: 0,
+            ..PruningPlan::from_spec(None)
+        },
+        steps: Vec::new(),
+        equal_latency: None,
+        precision: None,
+        artifact: Some(ArtifactQuality {
+            head: eval.head.iter().map(|l| l.module.clone()).collect(),
+            reference: eval.reference.files.iter().map(|f| f.name.clone()).collect(),
+        }),
+    })
+}
+
+/// The head of `checkpoint` run over the whole dataset, scored against its labels.
+fn score(checkpoint: &Checkpoint, eval: &Evaluation) -> Result<ModelScore, ArtifactEvalError> {
+    let layers = eval
+        .head
+        .iter()
+        .map(|l| {
+            Ok(Layer {
+                weight: read(checkpoint, &l.weight())?,
+                bias: read(checkpoint, &l.bias())?,
+            })
+        })
+        .collect::<Result<Vec<_>, ArtifactEvalError>>()?;
+    let predictions = predict(eval, &layers)?;
+    let correct = predictions.iter().zip(&eval.y).filter(|(p, y)| p == y).count() as u64;
+    let weights: Vec<&f32> = layers.iter().flat_map(|l| &l.weight).collect();
+    let zeros = weights.iter().filter(|&&&v| v == 0.0).count();
+    let mut bytes = Vec::new();
+    for l in &layers {
+        bytes.extend(l.weight.iter().chain(&l.bias).flat_map(|v| v.to_le_bytes()));
+    }
+    Ok(ModelScore {
+        hidden: eval.head[0].out_features,
+        weights_digest: crate::domain::digest::sha256_hex(&bytes),
+        sparsity: zeros as f64 / weights.len().max(1) as f64,
+        correct,
+        total: eval.samples as u64,
+        predictions,
+    })
+}
+
+fn read(checkpoint: &Checkpoint, name: &str) -> Result<Vec<f32>, ArtifactEvalError> {
+    let failed = |source| ArtifactEvalError::Read {
+        tensor: name.to_owned(),
+        source,
+    };
+    let entry = checkpoint.tensor(name).ok_or_else(|| {
+        failed(crate::ingress::checkpoint::CheckpointError::Tensor {
+            file: checkpoint
+                .files
+                .first()
+                .map_or_else(String::new, |f| f.name.clone()),
+            tensor: name.to_owned(),
+            problem: "no longer in the checkpoint".into(),
+        })
+    })?;
+    Ok(checkpoint.read_f32(entry).map_err(failed)?.unwrap_or_default())
+}
+
+/// Class of every sample: `x` through each layer (`W · x + b`, ReLU between layers), then
+/// the argmax of the logits (ties to the lower class).
+fn predict(eval: &Evaluation, layers: &[Layer]) -> Result<Vec<u8>, ArtifactEvalError> {
+    let m = eval.samples;
+    // The kernels' activation layout: features × samples.
+    let mut act = vec![0.0f32; eval.features * m];
+    for (s, row) in eval.x.chunks_exact(eval.features).enumerate() {
+        for (f, &v) in row.iter().enumerate() {
+            act[f * m + s] = v;
+        }
+    }
+    let last = layers.len() - 1;
+    for (i, (layer, shape)) in layers.iter().zip(&eval.head).enumerate() {
+        let mut out = vec![0.0f32; shape.out_features * m];
+        gemm_f32(
+            1,
+            &layer.weight,
+            &act,
+            &mut out,
+            shape.out_features,
+            shape.in_features,
+            m,
+        )
+        .map_err(|source| ArtifactEvalError::Kernel {
+            module: shape.module.clone(),
+            source,
+        })?;
+        add_bias_relu(&mut out, &layer.bias, m, i != last);
+        act = out;
+    }
+    Ok(argmax_columns(&act, eval.classes, m))
+}
