@@ -194,3 +194,18 @@ fn issue_21_quality_guardrails_on_a_checkpoint_without_eval_are_still_refused() 
         "`quality_delta` needs a model workload",
     );
 }
+
+#[test]
+fn issue_21_an_eval_on_a_simulated_slice_is_refused() {
+    let sb = sandbox(GOOD, "{metric: pattern_violations, at_most: 0}");
+    let pack = sb
+        .read("pack.yaml")
+        .replace("    sparsity:", "    backend: sim\n    preset: h100\n    sparsity:");
+    sb.write_raw("pack.yaml", &pack);
+    let printed = sb.refused_at_ingress("pack.yaml");
+    assert_contains(&printed, "pack.yaml:13:9:");
+    assert_contains(
+        &printed,
+        "a checkpoint's `eval` runs on the cpu backend, but slice `head` uses `sim`",
+    );
+}

@@ -177,3 +177,91 @@ fn predict(eval: &Evaluation, layers: &[Layer]) -> Result<Vec<u8>, ArtifactEvalE
     }
     Ok(argmax_columns(&act, eval.classes, m))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingress::checkpoint::ArtifactFile;
+    use crate::ingress::checkpoint::eval::HeadLayer;
+
+    fn evaluation(x: Vec<f32>, y: Vec<u8>, head: Vec<HeadLayer>) -> Evaluation {
+        let features = head[0].in_features;
+        Evaluation {
+            dataset: ArtifactFile {
+                name: "eval.safetensors".into(),
+                path: "eval.safetensors".into(),
+                bytes: 0,
+                digest: "sha256:00".into(),
+            },
+            reference: Checkpoint {
+                files: Vec::new(),
+                tensors: Vec::new(),
+                graph: None,
+                config: None,
+            },
+            samples: x.len() / features,
+            features,
+            classes: head[head.len() - 1].out_features,
+            head,
+            x,
+            y,
+        }
+    }
+
+    fn layer(module: &str, out_features: usize, in_features: usize) -> HeadLayer {
+        HeadLayer {
+            module: module.into(),
+            out_features,
+            in_features,
+        }
+    }
+
+    /// Two samples through a 2-2-2 head by hand: the hidden ReLU clips, the bias counts, and
+    /// a zero (pruned) weight contributes nothing.
+    #[test]
+    fn issue_21_the_head_runs_linear_relu_linear_then_argmax() {
+        let e = evaluation(
+            vec![1.0, 2.0, 3.0, -1.0],
+            vec![0, 1],
+            vec![layer("fc1", 2, 2), layer("fc2", 2, 2)],
+        );
+        // fc1: h0 = x0 − x1, h1 = 0·x0 + x1 + 0.5, ReLU.
+        // sample 0: h = (−1 → 0, 2.5); sample 1: h = (4, −0.5 → 0).
+        // fc2: z0 = h0, z1 = h1 − 1 → sample 0: (0, 1.5) → 1; sample 1: (4, −1) → 0.
+        let layers = [
+            Layer {
+                weight: vec![1.0, -1.0, 0.0, 1.0],
+                bias: vec![0.0, 0.5],
+            },
+            Layer {
+                weight: vec![1.0, 0.0, 0.0, 1.0],
+                bias: vec![0.0, -1.0],
+            },
+        ];
+        assert_eq!(predict(&e, &layers).unwrap(), [1, 0]);
+    }
+
+    #[test]
+    fn issue_21_the_fixture_head_scores_what_numpy_scored() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/checkpoint");
+        let open =
+            |name| Checkpoint::open(&dir, crate::ingress::checkpoint::Source::Weights(name), None).unwrap();
+        let checkpoint = open("classifier.safetensors");
+        let spec = crate::ingress::pack::EvalSpec {
+            dataset: "eval.safetensors".into(),
+            head: vec!["classifier.fc1".into(), "classifier.fc2".into()],
+            reference: "classifier-dense.safetensors".into(),
+        };
+        let eval = crate::ingress::checkpoint::eval::open(&dir, &spec, &checkpoint).unwrap();
+        let q = measure(&checkpoint, &eval).unwrap();
+        let expected: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+        let table = &expected["eval"]["table"];
+        let count = |k: &str| table[k].as_u64().unwrap();
+        assert_eq!(q.candidate.correct, count("both") + count("only_candidate"));
+        assert_eq!(q.dense.correct, count("both") + count("only_reference"));
+        assert_eq!(q.labels.len(), 400);
+        assert_ne!(q.candidate.weights_digest, q.dense.weights_digest);
+        assert_eq!((q.epochs, q.schedule.steps, q.split), (0, 0, [0, 0, 400]));
+    }
+}

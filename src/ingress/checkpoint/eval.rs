@@ -310,3 +310,117 @@ fn head_of(
     }
     Ok(layers)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixtures() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/checkpoint")
+    }
+
+    fn spec(dataset: &str, head: &[&str], reference: &str) -> EvalSpec {
+        EvalSpec {
+            dataset: dataset.into(),
+            head: head.iter().map(|&h| h.to_owned()).collect(),
+            reference: reference.into(),
+        }
+    }
+
+    fn open_with(s: &EvalSpec) -> Result<Evaluation, EvalError> {
+        let dir = fixtures();
+        let checkpoint = Checkpoint::open(&dir, Source::Weights("classifier.safetensors"), None).unwrap();
+        open(&dir, s, &checkpoint)
+    }
+
+    const HEAD: &[&str] = &["classifier.fc1", "classifier.fc2"];
+
+    #[test]
+    fn issue_21_the_fixture_head_chains_16_32_4_over_400_labelled_samples() {
+        let e = open_with(&spec("eval.safetensors", HEAD, "classifier-dense.safetensors")).unwrap();
+        assert_eq!((e.samples, e.features, e.classes), (400, 16, 4));
+        let shapes: Vec<_> = e.head.iter().map(|l| (l.out_features, l.in_features)).collect();
+        assert_eq!(shapes, [(32, 16), (4, 32)]);
+        assert_eq!((e.x.len(), e.y.len()), (400 * 16, 400));
+        assert!(e.y.iter().all(|&l| l < 4));
+        assert_eq!(e.dataset.name, "eval.safetensors");
+        assert!(e.dataset.digest.starts_with("sha256:"));
+    }
+
+    #[test]
+    fn issue_21_each_eval_problem_points_at_its_own_key() {
+        let cases = [
+            (
+                spec(
+                    "bad/eval-no-labels.safetensors",
+                    HEAD,
+                    "classifier-dense.safetensors",
+                ),
+                EvalKey::Dataset,
+            ),
+            (
+                spec(
+                    "bad/eval-bad-label.safetensors",
+                    HEAD,
+                    "classifier-dense.safetensors",
+                ),
+                EvalKey::Dataset,
+            ),
+            // The features of `eval` are 16, the labels 4: a dataset file that is a checkpoint
+            // has neither `x` nor `y`.
+            (
+                spec("classifier.safetensors", HEAD, "classifier-dense.safetensors"),
+                EvalKey::Dataset,
+            ),
+            (
+                spec(
+                    "eval.safetensors",
+                    &["classifier.fc1", "classifier.fc9"],
+                    "classifier-dense.safetensors",
+                ),
+                EvalKey::Head(1),
+            ),
+            (
+                spec(
+                    "eval.safetensors",
+                    &["classifier.fc2"],
+                    "classifier-dense.safetensors",
+                ),
+                EvalKey::Dataset,
+            ),
+            (
+                spec("eval.safetensors", HEAD, "eval.safetensors"),
+                EvalKey::Reference,
+            ),
+            (
+                spec(
+                    "eval.safetensors",
+                    HEAD,
+                    "../checkpoint/classifier-dense.safetensors",
+                ),
+                EvalKey::Reference,
+            ),
+            (
+                spec("missing.safetensors", HEAD, "classifier-dense.safetensors"),
+                EvalKey::Dataset,
+            ),
+        ];
+        for (s, key) in cases {
+            let err = open_with(&s).expect_err("refused");
+            assert_eq!(err.key(), key, "{s:?}: {err}");
+            assert!(!err.hint().is_empty());
+        }
+        // A head whose layers do not chain names the layer and both widths.
+        let err = open_with(&spec(
+            "eval.safetensors",
+            &["classifier.fc2", "classifier.fc1"],
+            "classifier-dense.safetensors",
+        ))
+        .unwrap_err();
+        assert_eq!(err.key(), EvalKey::Head(1));
+        assert_eq!(
+            err.to_string(),
+            "classifier.safetensors: head module `classifier.fc1`: takes 16 inputs, but `classifier.fc2` gives 4"
+        );
+    }
+}
