@@ -323,6 +323,9 @@ pub struct ArtifactQuality {
     pub head: Vec<String>,
     /// The reference checkpoint's file(s), relative to the pack.
     pub reference: Vec<String>,
+    /// The head's weights the candidate ran on the slice's sparse kernel (the others, and
+    /// the whole reference, ran on the dense kernel).
+    pub sparse_layers: Vec<String>,
 }
 
 /// A model evaluated under a precision policy (issue 7).

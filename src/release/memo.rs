@@ -746,8 +746,13 @@ fn memo_quality(s: &SliceEvidence, comparisons: &[QualityComparison]) -> Option<
                     .collect::<Vec<_>>()
                     .join(", ")
             };
+            let kernels = if a.sparse_layers.is_empty() {
+                "every layer on the dense kernel".to_owned()
+            } else {
+                format!("{} on the slice's sparse kernel", quote(&a.sparse_layers))
+            };
             format!(
-                "the checkpoint's own head ({}) on {} ({} samples), against the same head in {}; nothing trained or pruned here",
+                "the checkpoint's own head ({}; {kernels}) on {} ({} samples), against the same head in {}; nothing trained or pruned here",
                 quote(&a.head),
                 format_args!("`{}`", q.dataset),
                 q.split[2],

@@ -110,7 +110,7 @@ fn issue_21_quality_delta_is_measured_on_the_shipped_checkpoints_own_head() {
     let memo = sb.read("out/memo.md");
     assert_contains(
         &memo,
-        "Quality of `head-2of4-fp32` on the artifact: the checkpoint's own head (`classifier.fc1`, `classifier.fc2`) on `ckpt/eval.safetensors` (400 samples), against the same head in `ckpt/classifier-dense.safetensors`",
+        "Quality of `head-2of4-fp32` on the artifact: the checkpoint's own head (`classifier.fc1`, `classifier.fc2`; `classifier.fc1.weight` on the slice's sparse kernel) on `ckpt/eval.safetensors` (400 samples), against the same head in `ckpt/classifier-dense.safetensors`",
     );
 }
 
@@ -198,9 +198,10 @@ fn issue_21_quality_guardrails_on_a_checkpoint_without_eval_are_still_refused() 
 #[test]
 fn issue_21_an_eval_on_a_simulated_slice_is_refused() {
     let sb = sandbox(GOOD, "{metric: pattern_violations, at_most: 0}");
-    let pack = sb
-        .read("pack.yaml")
-        .replace("    sparsity:", "    backend: sim\n    preset: h100\n    sparsity:");
+    let pack = sb.read("pack.yaml").replace(
+        "    sparsity:",
+        "    backend: sim\n    preset: h100\n    sparsity:",
+    );
     sb.write_raw("pack.yaml", &pack);
     let printed = sb.refused_at_ingress("pack.yaml");
     assert_contains(&printed, "pack.yaml:13:9:");

@@ -4,13 +4,15 @@
 //! [`QualityEvidence`] a trained model slice records, so `accuracy` and `quality_delta` are
 //! judged with the same intervals (Wilson; Newcombe's paired interval with McNemar's p).
 //!
-//! Both heads run on the built-in dense f32 kernel, single-threaded (bit-reproducible):
-//! zeros in the stored weights are multiplied as zeros, so the candidate computes exactly
-//! the function the checkpoint ships; the slice's timing (sparse against dense kernels on
-//! the same weights, with its round-trip check) is measured separately.
+//! The candidate runs each head layer the slice puts on a sparse kernel (its weight is one of
+//! the slice's ops, lowered to the sparse path, and holds the slice's pattern with no
+//! violating group) on that sparse kernel, compressed from the stored weights without
+//! re-pruning; every other layer, and the whole reference, run on the built-in dense f32
+//! kernel. One worker, so the predictions are bit-reproducible.
 
+use super::latency::compress;
 use super::mlp::{add_bias_relu, argmax_columns};
-use crate::domain::Metric;
+use crate::domain::{GemmOp, Metric, Sparsity};
 use crate::execute::evidence::{ArtifactQuality, ModelScore, QualityEvidence, SliceEvidence};
 use crate::execute::kernels::dense::gemm_f32;
 use crate::ingress::PruningPlan;
@@ -39,18 +41,52 @@ pub(crate) enum ArtifactEvalError {
     },
 }
 
-/// One layer's parameters as f32.
+/// One layer's parameters as f32, and its compressed form when it runs sparse.
 struct Layer {
     weight: Vec<f32>,
     bias: Vec<f32>,
+    sparse: Option<crate::execute::kernels::SparseWeights>,
+}
+
+/// The head layers (by weight tensor) the candidate runs sparse, and in which format.
+struct SparseHead<'a> {
+    sparsity: Sparsity,
+    weights: &'a [String],
 }
 
 /// Evaluate `w`'s head (when the pack names an `eval`) and record `accuracy`,
 /// `quality_delta` and the quality evidence in `evidence`; a failure fails the slice at
 /// execution.
-pub(crate) fn evaluate_artifact(w: &CheckpointWorkload, evidence: &mut SliceEvidence) {
+pub(crate) fn evaluate_artifact(
+    w: &CheckpointWorkload,
+    sparsity: Sparsity,
+    plan: &crate::lower::Plan,
+    evidence: &mut SliceEvidence,
+) {
     let Some(eval) = &w.eval else { return };
-    match measure(&w.checkpoint, eval) {
+    let sparse_weights: Vec<String> = eval
+        .head
+        .iter()
+        .map(|l| l.weight())
+        .filter(|name| {
+            let mut ops = plan
+                .ops
+                .iter()
+                .filter(|p| crate::ingress::checkpoint::tensor_of(&p.op.name) == name)
+                .peekable();
+            let on_sparse = ops.peek().is_some() && ops.all(|p| p.path == crate::lower::KernelPath::Sparse);
+            let holds = evidence
+                .structure
+                .iter()
+                .any(|s| &s.tensor == name && s.violations == 0 && s.left_dense.is_none());
+            sparsity != Sparsity::Dense && on_sparse && holds
+        })
+        .collect();
+    let sparse = SparseHead {
+        sparsity,
+        weights: &sparse_weights,
+    };
+    match measure(&w.checkpoint, eval, &sparse) {
         Ok(q) => {
             let total = q.candidate.total.max(1) as f64;
             evidence
@@ -71,9 +107,13 @@ pub(crate) fn evaluate_artifact(w: &CheckpointWorkload, evidence: &mut SliceEvid
     }
 }
 
-fn measure(checkpoint: &Checkpoint, eval: &Evaluation) -> Result<QualityEvidence, ArtifactEvalError> {
-    let candidate = score(checkpoint, eval)?;
-    let dense = score(&eval.reference, eval)?;
+fn measure(
+    checkpoint: &Checkpoint,
+    eval: &Evaluation,
+    sparse: &SparseHead<'_>,
+) -> Result<QualityEvidence, ArtifactEvalError> {
+    let candidate = score(checkpoint, eval, Some(sparse))?;
+    let dense = score(&eval.reference, eval, None)?;
     Ok(QualityEvidence {
         dataset: eval.dataset.name.clone(),
         dataset_digest: eval.dataset.digest.clone(),
@@ -93,19 +133,37 @@ fn measure(checkpoint: &Checkpoint, eval: &Evaluation) -> Result<QualityEvidence
         artifact: Some(ArtifactQuality {
             head: eval.head.iter().map(|l| l.module.clone()).collect(),
             reference: eval.reference.files.iter().map(|f| f.name.clone()).collect(),
+            sparse_layers: sparse.weights.to_vec(),
         }),
     })
 }
 
 /// The head of `checkpoint` run over the whole dataset, scored against its labels.
-fn score(checkpoint: &Checkpoint, eval: &Evaluation) -> Result<ModelScore, ArtifactEvalError> {
+fn score(
+    checkpoint: &Checkpoint,
+    eval: &Evaluation,
+    sparse: Option<&SparseHead<'_>>,
+) -> Result<ModelScore, ArtifactEvalError> {
     let layers = eval
         .head
         .iter()
         .map(|l| {
+            let weight = read(checkpoint, &l.weight())?;
+            let compressed = match sparse {
+                Some(s) if s.weights.contains(&l.weight()) => {
+                    compress(&weight, l.out_features, l.in_features, s.sparsity).map_err(|source| {
+                        ArtifactEvalError::Kernel {
+                            module: l.module.clone(),
+                            source,
+                        }
+                    })?
+                }
+                _ => None,
+            };
             Ok(Layer {
-                weight: read(checkpoint, &l.weight())?,
+                weight,
                 bias: read(checkpoint, &l.bias())?,
+                sparse: compressed,
             })
         })
         .collect::<Result<Vec<_>, ArtifactEvalError>>()?;
@@ -159,19 +217,32 @@ fn predict(eval: &Evaluation, layers: &[Layer]) -> Result<Vec<u8>, ArtifactEvalE
     let last = layers.len() - 1;
     for (i, (layer, shape)) in layers.iter().zip(&eval.head).enumerate() {
         let mut out = vec![0.0f32; shape.out_features * m];
-        gemm_f32(
-            1,
-            &layer.weight,
-            &act,
-            &mut out,
-            shape.out_features,
-            shape.in_features,
-            m,
-        )
-        .map_err(|source| ArtifactEvalError::Kernel {
+        let failed = |source| ArtifactEvalError::Kernel {
             module: shape.module.clone(),
             source,
-        })?;
+        };
+        match &layer.sparse {
+            Some(a) => {
+                let op = GemmOp {
+                    name: shape.module.clone(),
+                    m,
+                    n: shape.out_features,
+                    k: shape.in_features,
+                };
+                a.spmm_scheduled(&crate::schedule::schedule_cpu(&op, 1), &act, &mut out, m)
+                    .map_err(failed)?;
+            }
+            None => gemm_f32(
+                1,
+                &layer.weight,
+                &act,
+                &mut out,
+                shape.out_features,
+                shape.in_features,
+                m,
+            )
+            .map_err(failed)?,
+        }
         add_bias_relu(&mut out, &layer.bias, m, i != last);
         act = out;
     }
@@ -232,10 +303,12 @@ mod tests {
             Layer {
                 weight: vec![1.0, -1.0, 0.0, 1.0],
                 bias: vec![0.0, 0.5],
+                sparse: None,
             },
             Layer {
                 weight: vec![1.0, 0.0, 0.0, 1.0],
                 bias: vec![0.0, -1.0],
+                sparse: None,
             },
         ];
         assert_eq!(predict(&e, &layers).unwrap(), [1, 0]);
@@ -253,7 +326,23 @@ mod tests {
             reference: "classifier-dense.safetensors".into(),
         };
         let eval = crate::ingress::checkpoint::eval::open(&dir, &spec, &checkpoint).unwrap();
-        let q = measure(&checkpoint, &eval).unwrap();
+        // fc1 on the 2:4 kernel (it holds the pattern), fc2 dense: the counts numpy found.
+        let fc1 = ["classifier.fc1.weight".to_owned()];
+        let sparse = SparseHead {
+            sparsity: Sparsity::NOfM { n: 2, m: 4 },
+            weights: &fc1,
+        };
+        let q = measure(&checkpoint, &eval, &sparse).unwrap();
+        let all_dense = measure(
+            &checkpoint,
+            &eval,
+            &SparseHead {
+                weights: &[],
+                ..sparse
+            },
+        )
+        .unwrap();
+        assert_eq!(q.candidate.predictions, all_dense.candidate.predictions);
         let expected: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
         let table = &expected["eval"]["table"];
