@@ -12,7 +12,11 @@ Writes, beside this script (small, committed; the tests never run Python):
   and `lm_head` are dense (the config leaves them dense), `norm` is 1-D;
 - sharded/: the same f32 tensors in two shards with `model.safetensors.index.json`;
 - config.json: sizes plus a compressed-tensors `sparsity_config` (2:4, ignore list);
-- expected.json: where the violations were planted (the oracle of the tests);
+- classifier.safetensors (16-32-4 head, fc1 pruned 2:4), classifier-dense.safetensors (the
+  same head before pruning), eval.safetensors (400 held-out samples: x, y), for quality on the
+  artifact, and bad/eval-*.safetensors (no labels; a label outside the classes);
+- expected.json: where the violations were planted, and the eval's accuracies, quality_delta
+  and Newcombe interval (the oracle of the tests);
 - bad/: headers that lie (truncated, length past the end, 10 GB length, overlapping and
   out-of-range offsets, dtype/shape against byte size, not JSON).
 """
