@@ -308,6 +308,24 @@ pub struct QualityEvidence {
     /// the fp32 dense reference; absent when the slice has no `precision_policy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision: Option<PrecisionEvidence>,
+    /// Set when the quality was measured on a shipped checkpoint's classifier head (issue
+    /// 21) rather than on a model trained here: nothing was trained or pruned (`epochs` and
+    /// the schedule's steps are 0, `split` is `[0, 0, samples]`), `dense` is the reference
+    /// checkpoint's head and `candidate` the checkpoint's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<ArtifactQuality>,
+}
+
+/// Which checkpoint head and reference a quality measurement used (issue 21).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ArtifactQuality {
+    /// The head's Linear modules, in execution order.
+    pub head: Vec<String>,
+    /// The reference checkpoint's file(s), relative to the pack.
+    pub reference: Vec<String>,
+    /// The head's weights the candidate ran on the slice's sparse kernel (the others, and
+    /// the whole reference, ran on the dense kernel).
+    pub sparse_layers: Vec<String>,
 }
 
 /// A model evaluated under a precision policy (issue 7).

@@ -103,6 +103,9 @@ pub fn execute_slice_on(
     // The shipped artifact is verified whatever the timing found (issue 21).
     if let Some(w) = &slice.checkpoint {
         checkpoint::record(w, slice, plan, &mut evidence);
+        if evidence.failure.is_none() {
+            quality::evaluate_artifact(w, slice.sparsity, plan, &mut evidence);
+        }
     }
     evidence.break_even = break_even::per_layer(&slice.ops, &evidence.op_costs);
     evidence

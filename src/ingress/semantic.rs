@@ -926,6 +926,18 @@ fn checkpoint_checks(
             if held.check(spec, &format!("{pointer}/tokens"), loc, diags) {
                 return None;
             }
+            let mut w = w;
+            if let Some(e) = &c.eval {
+                w.eval = Some(eval_checks(
+                    spec,
+                    e,
+                    &dir,
+                    &mut w.checkpoint,
+                    &pointer,
+                    loc,
+                    diags,
+                )?);
+            }
             Some(std::sync::Arc::new(w))
         }
         Err(e) => {
@@ -956,6 +968,52 @@ fn checkpoint_checks(
                 loc.at_key(&pointer, e.to_string(), Some(hint))
             };
             diags.push(at);
+            None
+        }
+    }
+}
+
+/// Open a checkpoint's `eval` block (dataset, head, reference), each problem located at
+/// its key; the dataset's and reference's files join the checkpoint's, so their digests are
+/// bound into the lock, the evidence and the memo like the weights'.
+fn eval_checks(
+    spec: &super::pack::SliceSpec,
+    e: &super::pack::EvalSpec,
+    dir: &std::path::Path,
+    checkpoint: &mut super::checkpoint::Checkpoint,
+    pointer: &str,
+    loc: &Locator,
+    diags: &mut Vec<PackDiagnostic>,
+) -> Option<super::checkpoint::eval::Evaluation> {
+    use super::checkpoint::eval::{EvalKey, open};
+    let at = format!("{pointer}/eval");
+    if spec.backend != Backend::Cpu {
+        diags.push(loc.at_key(
+            &at,
+            format!(
+                "a checkpoint's `eval` runs on the cpu backend, but slice `{}` uses `{}`",
+                spec.id,
+                spec.backend.as_str()
+            ),
+            Some("move `eval` to a `backend: cpu` slice of the same checkpoint".into()),
+        ));
+        return None;
+    }
+    match open(dir, e, checkpoint) {
+        Ok(evaluation) => {
+            checkpoint.files.push(evaluation.dataset.clone());
+            checkpoint
+                .files
+                .extend(evaluation.reference.files.iter().cloned());
+            Some(evaluation)
+        }
+        Err(err) => {
+            let key = match err.key() {
+                EvalKey::Dataset => "dataset".to_owned(),
+                EvalKey::Head(i) => format!("head/{i}"),
+                EvalKey::Reference => "reference".to_owned(),
+            };
+            diags.push(loc.at_value(&format!("{at}/{key}"), err.to_string(), Some(err.hint().into())));
             None
         }
     }
@@ -1190,6 +1248,14 @@ fn model_checks(
                 format!("`pruning` applies to model workloads, but slice `{}` has `ops`", spec.id),
                 Some("use `workload: {mlp: {...}}`, or remove `pruning` (ops are pruned in one shot by magnitude)".into()),
             ));
+        }
+        // A checkpoint with an `eval` block measures quality on its own classifier.
+        if spec_workload
+            .checkpoint
+            .as_ref()
+            .is_some_and(|c| c.eval.is_some())
+        {
+            return;
         }
         for (i, g) in quality_guardrails(&spec.guardrails) {
             let message = format!(

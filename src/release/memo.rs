@@ -232,6 +232,10 @@ pub struct MemoQuality {
     /// fp32 dense reference, when the slice has a `precision_policy`.
     #[serde(default)]
     pub precision: Option<MemoPrecision>,
+    /// For quality measured on a shipped checkpoint (issue 21): its head and the reference
+    /// checkpoint, in words.
+    #[serde(default)]
+    pub artifact: Option<String>,
 }
 
 /// A model's precision policy and per-layer drift, as the memo shows it.
@@ -733,6 +737,27 @@ fn memo_quality(s: &SliceEvidence, comparisons: &[QualityComparison]) -> Option<
                     precision_relative_error: l.precision_relative_error,
                 })
                 .collect(),
+        }),
+        artifact: q.artifact.as_ref().map(|a| {
+            let quote = |names: &[String]| {
+                names
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let kernels = if a.sparse_layers.is_empty() {
+                "every layer on the dense kernel".to_owned()
+            } else {
+                format!("{} on the slice's sparse kernel", quote(&a.sparse_layers))
+            };
+            format!(
+                "the checkpoint's own head ({}; {kernels}) on {} ({} samples), against the same head in {}; nothing trained or pruned here",
+                quote(&a.head),
+                format_args!("`{}`", q.dataset),
+                q.split[2],
+                quote(&a.reference)
+            )
         }),
     })
 }

@@ -7,6 +7,7 @@ mod browser;
 mod cdp;
 mod checkpoint;
 mod checkpoint_config;
+mod checkpoint_eval;
 mod ci;
 mod command;
 mod containment;

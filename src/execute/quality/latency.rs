@@ -121,7 +121,7 @@ fn forward(l: &Layer, threads: usize, x: &[f32], y: &mut [f32], relu: bool) -> R
 
 /// Compress already-pruned weights in the format of `sparsity` (no re-pruning: a global
 /// schedule's uneven rows are kept as they are).
-fn compress(
+pub(super) fn compress(
     w: &[f32],
     rows: usize,
     k: usize,

@@ -7,6 +7,7 @@
 //!
 //! Everything here produces evidence; intervals and verdicts are validation's.
 
+mod artifact;
 mod dataset;
 mod latency;
 mod mlp;
@@ -28,6 +29,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+pub(crate) use artifact::evaluate_artifact;
 pub use schedule::final_sparsity;
 
 /// Measure a model slice: train (or reuse) the dense model, prune it along the schedule,
@@ -139,6 +141,7 @@ fn measure(
         steps,
         equal_latency,
         precision: precision_evidence,
+        artifact: None,
     });
     Ok(())
 }

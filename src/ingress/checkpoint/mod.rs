@@ -12,6 +12,7 @@
 //! Errors name the file and the tensor, say what was expected and never echo file content.
 
 mod config;
+pub mod eval;
 mod header;
 mod locate;
 pub mod onnx;

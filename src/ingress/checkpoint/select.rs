@@ -17,6 +17,8 @@ pub struct CheckpointWorkload {
     pub left_dense: Vec<(String, String)>,
     /// The token counts (ascending, each once): every layer is an op at each.
     pub tokens: Vec<u64>,
+    /// The classifier evaluation the pack names, checked at ingress (`eval`).
+    pub eval: Option<super::eval::Evaluation>,
 }
 
 impl CheckpointWorkload {
@@ -143,6 +145,7 @@ pub fn select(
         layers: chosen,
         left_dense,
         tokens,
+        eval: None,
     })
 }
 

@@ -931,6 +931,32 @@ pub struct CheckpointSpec {
     /// times every layer at each count and reports, per layer, the token count at which the
     /// sparse path stops winning (its break-even).
     pub tokens: TokenCounts,
+    /// A classifier head the checkpoint defines, evaluated on a labelled dataset file: the
+    /// slice gets `accuracy` and `quality_delta` (against the same head in a dense
+    /// `reference` checkpoint) measured on the shipped weights themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "EvalSpec")]
+    pub eval: Option<EvalSpec>,
+}
+
+/// `eval: {dataset: eval.safetensors, head: [classifier.fc1, classifier.fc2], reference:
+/// dense.safetensors}`: quality measured on a checkpoint's own classifier (issue 21).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvalSpec {
+    /// A safetensors file, relative to the pack (and inside its tree), holding `x` (F32,
+    /// `[samples, features]`) and `y` (U8 class labels, `[samples]`).
+    #[schemars(length(min = 1))]
+    pub dataset: String,
+    /// The head's Linear modules in execution order, each with `<module>.weight` (`[out,
+    /// in]`) and `<module>.bias` (`[out]`) in the checkpoint; ReLU between layers, the last
+    /// layer's outputs are the class logits.
+    #[schemars(length(min = 1, max = 16))]
+    pub head: Vec<String>,
+    /// The dense checkpoint (safetensors, relative to the pack) holding the same head before
+    /// pruning: the reference `quality_delta` is paired against, sample by sample.
+    #[schemars(length(min = 1))]
+    pub reference: String,
 }
 
 /// One token count, or several (ascending after ingress, duplicates dropped): the M of a

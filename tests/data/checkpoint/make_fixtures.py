@@ -12,7 +12,11 @@ Writes, beside this script (small, committed; the tests never run Python):
   and `lm_head` are dense (the config leaves them dense), `norm` is 1-D;
 - sharded/: the same f32 tensors in two shards with `model.safetensors.index.json`;
 - config.json: sizes plus a compressed-tensors `sparsity_config` (2:4, ignore list);
-- expected.json: where the violations were planted (the oracle of the tests);
+- classifier.safetensors (16-32-4 head, fc1 pruned 2:4), classifier-dense.safetensors (the
+  same head before pruning), eval.safetensors (400 held-out samples: x, y), for quality on the
+  artifact, and bad/eval-*.safetensors (no labels; a label outside the classes);
+- expected.json: where the violations were planted, and the eval's accuracies, quality_delta
+  and Newcombe interval (the oracle of the tests);
 - bad/: headers that lie (truncated, length past the end, 10 GB length, overlapping and
   out-of-range offsets, dtype/shape against byte size, not JSON).
 """
@@ -282,3 +286,100 @@ print("onnx fixtures written; planted in mlp.down.weight: [5, 16]")
 for name in ["tiny.onnx"]:
     with open(os.path.join(HERE, name), "rb") as src, open(os.path.join(example, name), "wb") as dst:
         dst.write(src.read())
+
+# Quality on the artifact: a tiny classifier (16 → 32 → ReLU → 4) trained here with numpy on
+# synthetic Gaussian classes, its first layer then pruned 2:4 by magnitude along in_features
+# (no fine-tuning, so it loses a little accuracy). classifier.safetensors is what ships;
+# classifier-dense.safetensors holds the same head before pruning (the reference);
+# eval.safetensors is the held-out set (x float32 [n, 16], y uint8 [n]). The expected
+# accuracies, quality_delta and Newcombe's paired 95% interval (method 10, the gate's) go into
+# expected.json under "eval".
+ev = np.random.default_rng(2121)
+FEATURES, WIDTH, CLASSES = 16, 32, 4
+means = ev.standard_normal((CLASSES, FEATURES)) * 0.9
+
+
+def draw(n):
+    y = ev.integers(0, CLASSES, size=n)
+    x = means[y] + ev.standard_normal((n, FEATURES))
+    return x.astype(np.float32), y.astype(np.uint8)
+
+
+x_train, y_train = draw(2000)
+x_eval, y_eval = draw(400)
+w1 = (ev.standard_normal((WIDTH, FEATURES)) * np.sqrt(2.0 / FEATURES)).astype(np.float32)
+b1 = np.zeros(WIDTH, dtype=np.float32)
+w2 = (ev.standard_normal((CLASSES, WIDTH)) * np.sqrt(2.0 / WIDTH)).astype(np.float32)
+b2 = np.zeros(CLASSES, dtype=np.float32)
+onehot = np.eye(CLASSES, dtype=np.float32)[y_train]
+for _ in range(300):  # full-batch gradient descent on the cross-entropy
+    h = np.maximum(x_train @ w1.T + b1, 0.0)
+    z = h @ w2.T + b2
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    dz = (p - onehot) / len(x_train)
+    dw2, db2 = dz.T @ h, dz.sum(axis=0)
+    dh = (dz @ w2) * (h > 0)
+    dw1, db1 = dh.T @ x_train, dh.sum(axis=0)
+    for param, grad in [(w1, dw1), (b1, db1), (w2, dw2), (b2, db2)]:
+        param -= 0.5 * grad.astype(np.float32)
+
+w1_pruned = w1.copy()
+for r in range(WIDTH):
+    for g in range(0, FEATURES, 4):
+        drop = np.argsort(np.abs(w1_pruned[r, g : g + 4]), kind="stable")[:2]
+        w1_pruned[r, g + drop] = 0.0
+
+
+def predict(first):
+    h = np.maximum(x_eval @ first.T + b1, np.float32(0.0))
+    return np.argmax(h @ w2.T + b2, axis=1)
+
+
+def wilson(k, n, z=1.959963984540054):
+    p = k / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return center - half, center + half
+
+
+right_c = predict(w1_pruned) == y_eval
+right_r = predict(w1) == y_eval
+a = int(np.sum(right_c & right_r))
+b = int(np.sum(right_c & ~right_r))
+c = int(np.sum(~right_c & right_r))
+d = int(np.sum(~right_c & ~right_r))
+n = a + b + c + d
+p1, p2 = (a + b) / n, (a + c) / n
+(l1, u1), (l2, u2) = wilson(a + b, n), wilson(a + c, n)
+margins = (a + b) * (c + d) * (a + c) * (b + d)
+phi = (a * d - b * c) / np.sqrt(margins) if margins > 0 else 0.0
+delta = p1 - p2
+lower = max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0)
+upper = max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0.0)
+head = {"classifier.fc2.weight": w2, "classifier.fc2.bias": b2, "classifier.fc1.bias": b1}
+save_file({**head, "classifier.fc1.weight": w1_pruned}, os.path.join(HERE, "classifier.safetensors"))
+save_file({**head, "classifier.fc1.weight": w1}, os.path.join(HERE, "classifier-dense.safetensors"))
+save_file({"x": x_eval, "y": y_eval}, os.path.join(HERE, "eval.safetensors"))
+# Malformed datasets: no labels; a label outside the head's four classes.
+save_file({"x": x_eval}, os.path.join(bad, "eval-no-labels.safetensors"))
+y_bad = y_eval.copy()
+y_bad[7] = 9
+save_file({"x": x_eval, "y": y_bad}, os.path.join(bad, "eval-bad-label.safetensors"))
+for name in ["classifier.safetensors", "classifier-dense.safetensors", "eval.safetensors"]:
+    with open(os.path.join(HERE, name), "rb") as src, open(os.path.join(example, name), "wb") as dst:
+        dst.write(src.read())
+with open(os.path.join(HERE, "expected.json")) as f:
+    expected = json.load(f)
+expected["eval"] = {
+    "samples": n,
+    "table": {"both": a, "only_candidate": b, "only_reference": c, "neither": d},
+    "accuracy": p1,
+    "reference_accuracy": p2,
+    "quality_delta": delta,
+    "quality_delta_ci": [max(delta - np.sqrt(lower), -1.0), min(delta + np.sqrt(upper), 1.0)],
+}
+with open(os.path.join(HERE, "expected.json"), "w") as f:
+    json.dump(expected, f, indent=2, sort_keys=True)
+print(f"eval fixtures written: accuracy {p1:.4f} vs dense {p2:.4f}, quality_delta {delta:.4f}, table {a}/{b}/{c}/{d}")
