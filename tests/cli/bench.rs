@@ -170,6 +170,21 @@ fn issue_20_bench_sweep_reports_every_token_count_and_the_break_even() {
         .success();
     let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     assert!(text.contains("break-even"), "{text}");
+    // Every swept count is listed once, as a win, a loss or undecided: a sweep that loses in
+    // the middle and wins again (int8 2:4 at 8 tokens on Zen 4) once read "loses at no
+    // swept count".
+    let sides = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("wins (interval above 1) at"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let mut listed: Vec<&str> = sides
+        .split(';')
+        .flat_map(|part| part.rsplit_once(" at ").map(|(_, v)| v).unwrap_or("").split(", "))
+        .map(str::trim)
+        .filter(|v| *v != "none")
+        .collect();
+    listed.sort_unstable();
+    assert_eq!(listed, ["1", "2"], "{sides}");
     sb.cmd(&["bench", "--gemm", "1x32x64", "--sweep-tokens", "0,4"])
         .assert()
         .code(2);

@@ -124,16 +124,46 @@ fn print_sweep(r: &SweepReport) {
         );
     }
     let b = &r.break_even;
-    let wins = b
-        .wins_through
-        .map_or("at no swept count".into(), |t| format!("through {t} tokens"));
-    let loses = b
-        .loses_from
-        .map_or("at no swept count".into(), |t| format!("from {t} tokens"));
-    println!("  wins (interval above 1) {wins}; loses (interval below 1) {loses}");
+    println!("  {}", sides(r));
     match (b.tokens, b.rises_at) {
+        // A sweep can lose in the middle and win again (int8 2:4 at 8 tokens on Zen 4).
+        (Some(t), _) if b.wins_from.is_some_and(|w| w as f64 > t) => println!(
+            "  break-even: sparse pays below ~{t:.0} tokens, and again from {} tokens, on this CPU",
+            b.wins_from.unwrap_or_default()
+        ),
         (Some(t), _) => println!("  break-even: sparse pays below ~{t:.0} tokens on this CPU"),
         (None, Some(t)) => println!("  break-even: sparse pays from ~{t:.0} tokens on this CPU"),
         (None, None) => println!("  break-even: none inside the sweep (the speedup never crosses 1)"),
     }
+}
+
+/// Which swept token counts win (speedup interval above 1), lose (below 1) or are
+/// undecided, each listed: a sweep need not be monotone, so "wins through" and "loses
+/// from" alone can hide a loss in the middle.
+fn sides(r: &SweepReport) -> String {
+    let (mut wins, mut loses, mut open) = (Vec::new(), Vec::new(), Vec::new());
+    for p in &r.points {
+        let tokens = p.gemm.split('x').next().unwrap_or("?").to_owned();
+        match (p.speedup.low, p.speedup.high) {
+            (Some(l), _) if l > 1.0 => wins.push(tokens),
+            (_, Some(h)) if h < 1.0 => loses.push(tokens),
+            _ => open.push(tokens),
+        }
+    }
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.join(", ")
+        }
+    };
+    let mut line = format!(
+        "wins (interval above 1) at {}; loses (interval below 1) at {}",
+        list(&wins),
+        list(&loses)
+    );
+    if !open.is_empty() {
+        line += &format!("; undecided at {}", list(&open));
+    }
+    line
 }
