@@ -144,20 +144,12 @@ pub enum TimingSource {
     Eager,
 }
 
-/// The dense time, and the faster 2:4 backend with its time, from one set of timings.
-type Pick<'a> = (f64, Option<(&'static str, f64)>, [Option<&'a Timing>; 2]);
-
-fn pick<'a>(
-    dense: Option<&'a Timing>,
-    cusparselt: Option<&'a Timing>,
-    cutlass: Option<&'a Timing>,
-) -> Option<Pick<'a>> {
-    let dense_s = dense.and_then(Timing::median_s)?;
-    let best = [("cusparselt", cusparselt), ("cutlass", cutlass)]
+/// The faster 2:4 backend with its time, where one was measured.
+fn fastest(cusparselt: Option<&Timing>, cutlass: Option<&Timing>) -> Option<(&'static str, f64)> {
+    [("cusparselt", cusparselt), ("cutlass", cutlass)]
         .into_iter()
         .filter_map(|(name, t)| t.and_then(Timing::median_s).map(|s| (name, s)))
-        .min_by(|a, b| a.1.total_cmp(&b.1));
-    Some((dense_s, best, [cusparselt, cutlass]))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
 /// A timed path, or why it could not run on that stack.
@@ -348,10 +340,15 @@ pub fn compare(preset: &Preset, grid: &MeasuredGrid) -> Result<Agreement, Measur
             skipped.push(skip(format!("the simulator has no {} precision", c.dtype)));
             continue;
         };
-        let (timing, dense_s, backend, sparse_s) = match cell_times(c) {
+        let CellTimes {
+            timing,
+            dense_s,
+            backend,
+            sparse_s,
+        } = match cell_times(c) {
             Ok(t) => t,
             Err(reason) => {
-                skipped.push(skip(reason));
+                skipped.push(skip(reason.to_string()));
                 continue;
             }
         };
@@ -407,36 +404,47 @@ pub fn compare(preset: &Preset, grid: &MeasuredGrid) -> Result<Agreement, Measur
     })
 }
 
+/// A cell's timings as the comparison uses them.
+struct CellTimes {
+    timing: TimingSource,
+    dense_s: f64,
+    backend: &'static str,
+    sparse_s: f64,
+}
+
+/// Why a cell has no dense / 2:4 pair to compare.
+#[derive(Debug, thiserror::Error)]
+enum NoPair {
+    #[error("dense did not run: {0}")]
+    DenseFailed(String),
+    #[error("dense time is not a positive number")]
+    DenseNotPositive,
+    #[error("no 2:4 timing")]
+    NoSparse,
+    #[error("no 2:4 backend ran: {}", .0.join("; "))]
+    SparseFailed(Vec<String>),
+}
+
 /// A cell's dense time and its faster 2:4 backend's: kernel time where the graph pass
-/// measured both sides, else the eager calls; or why the cell has no pair.
-fn cell_times(c: &MeasuredCell) -> Result<(TimingSource, f64, &'static str, f64), String> {
-    let graph = c.graph.as_ref().and_then(|g| {
-        pick(
-            g.dense.as_ref(),
-            g.sparse_cusparselt.as_ref(),
-            g.sparse_cutlass.as_ref(),
-        )
-        .filter(|p| p.1.is_some())
-    });
-    let (timing, picked) = match graph {
-        Some(p) => (TimingSource::Graph, Some(p)),
-        None => (
-            TimingSource::Eager,
-            pick(
-                Some(&c.dense),
-                c.sparse_cusparselt.as_ref(),
-                c.sparse_cutlass.as_ref(),
-            ),
-        ),
-    };
-    let Some((dense_s, best, sparse_timings)) = picked else {
-        return Err(match &c.dense {
-            Timing::Failed { error } => format!("dense did not run: {}", first_line(error)),
-            Timing::Measured { .. } => "dense time is not a positive number".into(),
+/// measured both sides, else the eager calls.
+fn cell_times(c: &MeasuredCell) -> Result<CellTimes, NoPair> {
+    if let Some(g) = &c.graph
+        && let Some(dense_s) = g.dense.as_ref().and_then(Timing::median_s)
+        && let Some((backend, sparse_s)) = fastest(g.sparse_cusparselt.as_ref(), g.sparse_cutlass.as_ref())
+    {
+        return Ok(CellTimes {
+            timing: TimingSource::Graph,
+            dense_s,
+            backend,
+            sparse_s,
         });
-    };
-    let Some((backend, sparse_s)) = best else {
-        let why: Vec<String> = sparse_timings
+    }
+    let dense_s = c.dense.median_s().ok_or_else(|| match &c.dense {
+        Timing::Failed { error } => NoPair::DenseFailed(first_line(error)),
+        Timing::Measured { .. } => NoPair::DenseNotPositive,
+    })?;
+    let Some((backend, sparse_s)) = fastest(c.sparse_cusparselt.as_ref(), c.sparse_cutlass.as_ref()) else {
+        let why: Vec<String> = [&c.sparse_cusparselt, &c.sparse_cutlass]
             .into_iter()
             .flatten()
             .filter_map(|t| match t {
@@ -445,12 +453,17 @@ fn cell_times(c: &MeasuredCell) -> Result<(TimingSource, f64, &'static str, f64)
             })
             .collect();
         return Err(if why.is_empty() {
-            "no 2:4 timing".into()
+            NoPair::NoSparse
         } else {
-            format!("no 2:4 backend ran: {}", why.join("; "))
+            NoPair::SparseFailed(why)
         });
     };
-    Ok((timing, dense_s, backend, sparse_s))
+    Ok(CellTimes {
+        timing: TimingSource::Eager,
+        dense_s,
+        backend,
+        sparse_s,
+    })
 }
 
 /// Steps the fit walks: efficiencies by 0.01, the sparse overhead by 0.25 µs up to 40 µs.
@@ -478,7 +491,11 @@ pub fn fit(
             .iter()
             .filter(|c| layers.contains(&c.layer.as_str()) && precision_of(&c.dtype) == Some(precision))
             .filter_map(|c| {
-                let (_, d, _, s) = cell_times(c).ok()?;
+                let CellTimes {
+                    dense_s: d,
+                    sparse_s: s,
+                    ..
+                } = cell_times(c).ok()?;
                 let layer = Layer::new(c.m, c.n, c.k, Sparsity::NOfM { n: 2, m: 4 }, precision);
                 Some((layer, d, s, c.layer.as_str()))
             })
