@@ -56,6 +56,7 @@
 //! Scratch (packed activations, partial sums) is kept per thread between calls, so a
 //! repeated product does not page-fault fresh buffers on every call.
 
+use super::schedule::TaskGrid;
 use super::shared_output::{SharedOutput, trivial_product};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
@@ -342,21 +343,16 @@ unsafe fn product<L: Packed>(layout: &L, threads: usize, x: &[u16], y: &mut [f32
     }
     let xp = &*packed_s;
 
-    // Tasks: block chunks × tile groups, at least four per worker where the shape allows.
-    let want = threads.max(1) * 4;
-    let chunk_blocks = blocks.div_ceil(want).max(1);
-    let block_chunks = blocks.div_ceil(chunk_blocks);
-    let per_group = tiles.div_ceil(want.div_ceil(block_chunks).min(tiles));
-    let tile_groups = tiles.div_ceil(per_group);
+    // Tasks: block chunks × tile groups.
+    let grid = TaskGrid::new(blocks, tiles, threads, usize::MAX);
     // Each task writes its own rows × tokens of `y`; the tasks join before this returns.
     let out = SharedOutput(y.as_mut_ptr());
     let task = |t: usize| {
-        let (chunk, group) = (t / tile_groups, t % tile_groups);
-        let tile_range = group * per_group..((group + 1) * per_group).min(tiles);
+        let (block_range, tile_range) = grid.task(t);
         let (t0, t1) = (tile_range.start * TOKENS, (tile_range.end * TOKENS).min(m));
         let mut sums = SUMS.with(|s| std::mem::take(&mut *s.borrow_mut()));
         sums.resize(tile_range.len() * TOKENS * block_rows, 0.0);
-        for b in chunk * chunk_blocks..((chunk + 1) * chunk_blocks).min(blocks) {
+        for b in block_range.clone() {
             let rows = (n - b * block_rows).min(block_rows);
             let panels = rows.div_ceil(LANES);
             for s0 in (0..steps).step_by(L::KC) {
@@ -395,9 +391,9 @@ unsafe fn product<L: Packed>(layout: &L, threads: usize, x: &[u16], y: &mut [f32
         SUMS.with(|s| *s.borrow_mut() = sums);
     };
     if parallel {
-        (0..block_chunks * tile_groups).into_par_iter().for_each(task);
+        (0..grid.tasks()).into_par_iter().for_each(task);
     } else {
-        (0..block_chunks * tile_groups).for_each(task);
+        (0..grid.tasks()).for_each(task);
     }
     L::scratch().with(|s| *s.borrow_mut() = packed);
 }

@@ -29,6 +29,7 @@
 //!   over K blocks of [`KC`] quads (the micro-panel, 48 KiB, in L1 and L2; chosen by
 //!   measurement, see [`KC`]).
 
+use super::schedule::TaskGrid;
 use super::shared_output::{SharedOutput, for_each_chunk, trivial_product};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
@@ -155,45 +156,38 @@ impl DenseBlocks {
                 .sum::<i32>()
                 .wrapping_mul(-128);
         }
-        let groups = m.div_ceil(GROUP);
+        // Groups of `len` tokens (the last one may hold fewer), at most GROUP each.
+        let len = m.div_ceil(m.div_ceil(GROUP));
         let blocks = n.div_ceil(LANES);
-        let r = tile_blocks(m.div_ceil(groups));
+        let r = tile_blocks(len);
         let chunk_blocks = blocks.div_ceil(threads.max(1) * 4).next_multiple_of(r);
         let task = |(c, y_chunk): (usize, &mut [i32])| {
-            let first = c * chunk_blocks;
-            let rows = y_chunk.len() / m;
-            for g in 0..groups {
-                // Balanced groups: the first `m % groups` hold one token more.
-                let (base, extra) = (m / groups, m % groups);
-                let t0 = g * base + g.min(extra);
-                let len = base + usize::from(g < extra);
-                let x_at = |t: usize| xt[(t0 + t) * stride..].as_ptr();
-                let out = Out {
-                    y: &mut *y_chunk,
-                    rows,
-                    m,
-                    t0,
-                    correction: &correction[t0..t0 + len],
-                };
-                // SAFETY: the features are the caller's; each token row holds `stride`
-                // bytes and each block `quads` lines.
-                unsafe { self.group(first, x_at, len, out) };
-            }
+            let out = Out {
+                rows: y_chunk.len() / m,
+                y: y_chunk,
+                m,
+                correction: &correction[..m],
+            };
+            // SAFETY: the features are the caller's; each token row holds `stride` bytes and
+            // each block `quads` lines.
+            unsafe { self.groups(c * chunk_blocks, xt, stride, len, out) };
         };
         for_each_chunk(y, chunk_blocks * LANES * m, threads > 1, task);
     }
 
-    /// The blocks of one task (from block `first`, as many as `out` has rows for) against a
-    /// group of `len ≤ GROUP` tokens, in register tiles of the size [`tile_blocks`] picks.
+    /// The blocks of one task (from block `first`, as many as `out` has rows for) against
+    /// every group of `len ≤ GROUP` tokens, in register tiles of the size [`tile_blocks`]
+    /// picks.
     ///
     /// # Safety
-    /// As for [`Self::feature_lanes`]; `x_at(t)` points at token `t`'s `quads · 4` bytes.
-    unsafe fn group(&self, first: usize, x_at: impl Fn(usize) -> *const u8, len: usize, out: Out<'_>) {
+    /// As for [`Self::feature_lanes`]; `xt` holds the tokens' rows of `stride ≥ quads · 4`
+    /// bytes.
+    unsafe fn groups(&self, first: usize, xt: &[u8], stride: usize, len: usize, out: Out<'_>) {
         macro_rules! tiles {
             ($($t:literal => $r:literal),* $(,)?) => {
                 match len {
                     // SAFETY: as for this function.
-                    $($t => unsafe { self.tiles::<$r, $t>(first, std::array::from_fn(&x_at), out) },)*
+                    $($t => unsafe { self.tiles::<$r, $t>(first, xt, stride, out) },)*
                     _ => unreachable!("a feature-lane group holds 1 to GROUP = 8 tokens"),
                 }
             };
@@ -201,34 +195,49 @@ impl DenseBlocks {
         tiles!(1 => 8, 2 => 8, 3 => 6, 4 => 5, 5 => 4, 6 => 4, 7 => 3, 8 => 3);
     }
 
-    /// `R`-block × `T`-token register tiles over the task's blocks.
+    /// `R`-block × `T`-token register tiles over the task's blocks: each tile of blocks meets
+    /// every group of `T` tokens in turn, so its weights come from L2 after the first group
+    /// (group after group over all the task's blocks had re-read them from L3 or DRAM).
+    /// A last group with fewer tokens repeats its last one (computed, never stored).
     ///
     /// # Safety
-    /// As for [`Self::group`].
+    /// As for [`Self::groups`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn tiles<const R: usize, const T: usize>(&self, first: usize, x: [*const u8; T], out: Out<'_>) {
+    unsafe fn tiles<const R: usize, const T: usize>(
+        &self,
+        first: usize,
+        xt: &[u8],
+        stride: usize,
+        out: Out<'_>,
+    ) {
         let blocks = out.rows.div_ceil(LANES);
         let last = self.n.div_ceil(LANES) - 1;
         for b0 in (0..blocks).step_by(R) {
             // Blocks past the task's last repeat it (computed, never stored).
             let w: [*const Line; R] =
                 std::array::from_fn(|i| self.block((first + b0 + i).min(first + blocks - 1).min(last)));
-            // SAFETY: each block holds `quads` lines and each token `quads` quads (caller).
-            let acc = unsafe { lanes_tile::<R, T>(w, x, self.quads) };
-            let mut lanes = [[0i32; LANES]; T];
-            for (i, acc_block) in acc.iter().enumerate() {
-                let row0 = (b0 + i) * LANES;
-                if row0 >= out.rows {
-                    break;
-                }
-                for (dst, &a) in lanes.iter_mut().zip(acc_block) {
-                    // SAFETY: `dst` is 16 writable i32.
-                    unsafe { _mm512_storeu_si512(dst.as_mut_ptr().cast(), a) };
-                }
-                for lane in 0..LANES.min(out.rows - row0) {
-                    let y_row = &mut out.y[(row0 + lane) * out.m + out.t0..][..T];
-                    for ((d, l), &c) in y_row.iter_mut().zip(&lanes).zip(out.correction) {
-                        *d = l[lane].wrapping_add(c);
+            for t0 in (0..out.m).step_by(T) {
+                let valid = (out.m - t0).min(T);
+                let x: [*const u8; T] =
+                    std::array::from_fn(|t| xt[(t0 + t.min(valid - 1)) * stride..].as_ptr());
+                // SAFETY: each block holds `quads` lines and each token `quads` quads (caller).
+                let acc = unsafe { lanes_tile::<R, T>(w, x, self.quads) };
+                let mut lanes = [[0i32; LANES]; T];
+                for (i, acc_block) in acc.iter().enumerate() {
+                    let row0 = (b0 + i) * LANES;
+                    if row0 >= out.rows {
+                        break;
+                    }
+                    for (dst, &a) in lanes.iter_mut().zip(acc_block) {
+                        // SAFETY: `dst` is 16 writable i32.
+                        unsafe { _mm512_storeu_si512(dst.as_mut_ptr().cast(), a) };
+                    }
+                    for lane in 0..LANES.min(out.rows - row0) {
+                        let y_row = &mut out.y[(row0 + lane) * out.m + t0..][..valid];
+                        let correction = &out.correction[t0..t0 + valid];
+                        for ((d, l), &c) in y_row.iter_mut().zip(&lanes).zip(correction) {
+                            *d = l[lane].wrapping_add(c);
+                        }
                     }
                 }
             }
@@ -265,17 +274,10 @@ impl DenseBlocks {
         corrections.iter_mut().for_each(|c| *c = c.wrapping_mul(-128));
         let (xp, corrections) = (&*xp, &corrections[..]);
 
-        let tiles = n.div_ceil(MR);
-        let want = threads.max(1) * 4;
-        let chunk_tiles = tiles.div_ceil(want).clamp(1, MAX_CHUNK_TILES);
-        let row_chunks = tiles.div_ceil(chunk_tiles);
-        let per_group = panels.div_ceil(want.div_ceil(row_chunks).min(panels));
-        let panel_groups = panels.div_ceil(per_group);
+        let grid = TaskGrid::new(n.div_ceil(MR), panels, threads, MAX_CHUNK_TILES);
         let out = SharedOutput(y.as_mut_ptr());
         let task = |t: usize| {
-            let (chunk, group) = (t / panel_groups, t % panel_groups);
-            let tile_range = chunk * chunk_tiles..((chunk + 1) * chunk_tiles).min(tiles);
-            let panel_range = group * per_group..((group + 1) * per_group).min(panels);
+            let (tile_range, panel_range) = grid.task(t);
             for p in panel_range {
                 let masks = token_masks(m, p);
                 let panel = &xp[p * panel_bytes..(p + 1) * panel_bytes];
@@ -310,20 +312,19 @@ impl DenseBlocks {
             }
         };
         if threads > 1 {
-            (0..row_chunks * panel_groups).into_par_iter().for_each(task);
+            (0..grid.tasks()).into_par_iter().for_each(task);
         } else {
-            (0..row_chunks * panel_groups).for_each(task);
+            (0..grid.tasks()).for_each(task);
         }
     }
 }
 
-/// Where a feature-lane group's results go: the task's rows of `y` (`rows` of `m`), tokens
-/// `t0..`, each corrected by its token's `correction`.
+/// Where a feature-lane task's results go: its rows of `y` (`rows` of `m` tokens), each
+/// token corrected by its `correction`.
 struct Out<'a> {
     y: &'a mut [i32],
     rows: usize,
     m: usize,
-    t0: usize,
     correction: &'a [i32],
 }
 

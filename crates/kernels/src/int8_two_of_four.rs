@@ -51,6 +51,7 @@
 
 use super::error::KernelError;
 use super::int8_vnni::{Init, pack_token_major, row_correction, start_tile, store_tile};
+use super::schedule::TaskGrid;
 use super::shared_output::{SharedOutput, for_each_chunk, trivial_product};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
@@ -241,19 +242,13 @@ impl TwoOfFourI8 {
         let xp = &*xp;
 
         let r_tile = B * RB;
-        let blocks = rows.div_ceil(r_tile);
-        let want = threads.max(1) * 4;
-        let chunk_blocks = blocks.div_ceil(want).clamp(1, MAX_CHUNK_BLOCKS);
-        let row_chunks = blocks.div_ceil(chunk_blocks);
-        let per_group = panels.div_ceil(want.div_ceil(row_chunks).min(panels));
-        let panel_groups = panels.div_ceil(per_group);
+        let grid = TaskGrid::new(rows.div_ceil(r_tile), panels, threads, MAX_CHUNK_BLOCKS);
         let stored_blocks = rows.div_ceil(RB);
         // Each task writes its own row chunk × panel group; the tasks join before returning.
         let out = SharedOutput(y.as_mut_ptr());
         let task = |t: usize| {
-            let (chunk, group) = (t / panel_groups, t % panel_groups);
-            let block_range = chunk * chunk_blocks..((chunk + 1) * chunk_blocks).min(blocks);
-            for p in group * per_group..((group + 1) * per_group).min(panels) {
+            let (block_range, panel_range) = grid.task(t);
+            for p in panel_range {
                 let masks: [__mmask16; V] = std::array::from_fn(|v| {
                     let valid = m.saturating_sub((p * V + v) * TILE).min(TILE);
                     ((1u32 << valid) - 1) as __mmask16
@@ -285,9 +280,9 @@ impl TwoOfFourI8 {
             }
         };
         if threads > 1 {
-            (0..row_chunks * panel_groups).into_par_iter().for_each(task);
+            (0..grid.tasks()).into_par_iter().for_each(task);
         } else {
-            (0..row_chunks * panel_groups).for_each(task);
+            (0..grid.tasks()).for_each(task);
         }
     }
 
