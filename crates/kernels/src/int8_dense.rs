@@ -21,8 +21,9 @@
 //!   token; a register tile of `R` blocks × `T` tokens loads each weight line once and meets
 //!   it with each token's quad broadcast from memory (oneDNN's brgemm does the same). No
 //!   horizontal sums; the tile is transposed once into `y`'s token-contiguous rows at the
-//!   end of K. Above [`GROUP`] tokens they go in balanced groups of at most [`GROUP`], the
-//!   blocks' weights re-read from L2 for each group.
+//!   end of K. Above [`GROUP`] tokens they go in equal groups of at most [`GROUP`] (the
+//!   last one padded by repeating a token), each tile of blocks meeting every group while
+//!   its weights are in L2.
 //! * **Token lanes** (more tokens): a zmm is 16 tokens of one row, as in the sparse kernels;
 //!   the activations are packed per 64-token panel as `[k/4][token][4]` signed bytes, each
 //!   row's weight quad is broadcast from its line, [`MR`] rows × 64 tokens per register tile
