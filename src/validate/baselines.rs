@@ -340,7 +340,7 @@ fn artifact_diff(
 
 /// Which CPU kernel paths a slice's timings depend on, so that a baseline is refused only
 /// for the paths the slice runs (`Environment::lock_diff_on`).
-fn kernel_paths_used(slice: &crate::ingress::Slice) -> crate::ingress::KernelPathsUsed {
+pub fn kernel_paths_used(slice: &crate::ingress::Slice) -> crate::ingress::KernelPathsUsed {
     use crate::ingress::{KernelPathsUsed, SliceBackend};
     match slice.backend {
         SliceBackend::Kernels { .. } | SliceBackend::Serving { .. } => KernelPathsUsed::One(slice.precision),
