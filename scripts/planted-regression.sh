@@ -17,7 +17,16 @@
 # "paired golden") the yardsticks, PLANTED_CHANGES (default "0 3 10") the slowdowns in
 # percent, PLANTED_LOOP the loop size. A gate that exits otherwise than 0, 1 or 3 is
 # counted under "error" and its stderr printed (the first of each row), the set goes on.
+# PLANTED_BUSY (default 1) sets how many busy processes run beside the gates: 1 is the
+# issue's "one other busy process"; 4 stands in for a runner shared with other jobs (a
+# load average of about 5 on 2 cores).
+# PLANTED_KEEP=DIR (absolute) keeps each gate's verdict.json and evidence.json there (as
+# MODE-+PCT-N.verdict.json, …), to read the intervals the gates produced.
 # Needs a C compiler (cc). Takes about 4 minutes with the defaults on a quiet machine.
+# Measured (paired, 20 gates each, 2-core AMD EPYC): with PLANTED_BUSY=1, A/A 20 pass,
+# +3% 20 pass, +10% 20 fail (1.9 s a gate); with PLANTED_BUSY=4 (load average 5), A/A 20
+# pass, +3% 16 pass and 4 inconclusive, +10% 20 fail (3.7 s a gate), since the pairs read
+# each side's fastest repetition (docs/command-backend.md).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../target/release/sparsegate}
@@ -28,8 +37,18 @@ modes=${PLANTED_MODES:-paired golden}
 changes=${PLANTED_CHANGES:-0 3 10}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 work=$(mktemp -d)
+nbusy=${PLANTED_BUSY:-1}
 busy=""
-trap 'if [ -n "$busy" ]; then kill "$busy" 2>/dev/null; fi; rm -rf "$work"' EXIT INT TERM
+trap 'if [ -n "$busy" ]; then kill $busy 2>/dev/null; fi; rm -rf "$work"' EXIT INT TERM
+# Start the busy processes (their ids in $busy).
+start_busy() {
+	n=0
+	while [ "$n" -lt "$nbusy" ]; do
+		yes >/dev/null &
+		busy="$busy $!"
+		n=$((n + 1))
+	done
+}
 cc -O2 -o "$work/work" "$here/planted/work.c"
 
 # pack NAME SLOWDOWN_PCT PAIRED(yes|no)
@@ -59,10 +78,10 @@ PACK
 cd "$work"
 # The golden baseline, blessed once "in an earlier session": on a quiet machine (set
 # PLANTED_BLESS_BUSY=1 to bless with the core already busy, as the gates run).
-[ "${PLANTED_BLESS_BUSY:-0}" = 1 ] && { yes >/dev/null & busy=$!; }
+if [ "${PLANTED_BLESS_BUSY:-0}" = 1 ]; then start_busy; fi
 pack bless 0 no
 "$bin" bless bless.yaml --golden golden >/dev/null 2>&1
-[ -z "$busy" ] && { yes >/dev/null & busy=$!; }
+if [ -z "$busy" ]; then start_busy; fi
 printf '%-8s %-6s %5s %13s %5s %6s %9s\n' yardstick change pass inconclusive fail error s/gate
 for mode in $modes; do
 	for pct in $changes; do
@@ -75,6 +94,12 @@ for mode in $modes; do
 		while [ "$i" -lt "$gates" ]; do
 			rc=0
 			"$bin" gate "g$pct$mode.yaml" --golden golden --out out --no-history --quiet >/dev/null 2>gate.err || rc=$?
+			if [ -n "${PLANTED_KEEP:-}" ] && [ -d out ]; then
+				mkdir -p "$PLANTED_KEEP"
+				for f in verdict evidence; do
+					if [ -f "out/$f.json" ]; then cp "out/$f.json" "$PLANTED_KEEP/$mode-+$pct-$((i + 1)).$f.json"; fi
+				done
+			fi
 			case $rc in
 			0) pass=$((pass + 1)) ;;
 			1) fail=$((fail + 1)) ;;
@@ -91,3 +116,7 @@ for mode in $modes; do
 			"$(echo "($end - $start) / 1000000000 / $gates" | bc -l)"
 	done
 done
+# What the counts were measured on: the load at the end of the set (busy processes still
+# running) and the CPU.
+echo "busy processes: $nbusy; $(uptime | sed 's/.*load average/load average/')"
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"

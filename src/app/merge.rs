@@ -10,6 +10,7 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::execute::shards::{combine, into_evidence, read_shards, reload_packs};
 use crate::files::{FileError, read_bounded, read_bounded_bytes};
+use crate::validate::baselines::kernel_paths_used;
 use std::path::{Path, PathBuf};
 
 /// Combine the evidence of shard runs (`DIR/evidence.json` each) into one gate decision,
@@ -32,7 +33,8 @@ pub fn merge(dirs: &[PathBuf], out_dir: &Path, options: &Options) -> Result<Gate
     let shards = read_shards(dirs).map_err(refusals::shard)?;
     let combined = combine(&shards).map_err(refusals::shard)?;
     let packs = reload_packs(&combined.packs).map_err(refusals::shard)?;
-    let evidence = into_evidence(combined, &packs).map_err(refusals::shard)?;
+    let mut evidence = into_evidence(combined, &packs).map_err(refusals::shard)?;
+    same_machine_where_it_matters(&mut evidence, &packs);
     let measured_on = evidence
         .slices
         .iter()
@@ -52,6 +54,35 @@ pub fn merge(dirs: &[PathBuf], out_dir: &Path, options: &Options) -> Result<Gate
     )?;
     let decided = (&baselines, drift);
     decide_and_write("merge", &packs, evidence, decided, out_dir, options, &mut history)
+}
+
+/// Forget the other machine of a slice that the difference does not touch (issue 22): the
+/// bf16 kernel is a per-process timing probe's pick, so on a loaded runner two shards on
+/// one machine record different `kernel_paths`, and an fp32 slice (or a user's command)
+/// was reported and judged as measured elsewhere (seen in the shard tests under load, one
+/// shard in four). A slice keeps its own machine where a runner field differs for the
+/// kernel paths it runs ([`kernel_paths_used`]).
+fn same_machine_where_it_matters(
+    evidence: &mut crate::execute::Evidence,
+    packs: &[crate::ingress::LoadedPack],
+) {
+    use crate::execute::shards::RUNNER_FIELDS;
+    let run = evidence.environment.clone();
+    for s in &mut evidence.slices {
+        let Some(elsewhere) = s.measured_on.as_deref() else {
+            continue;
+        };
+        let Some(slice) = super::all_slices(packs).find(|x| x.pack == s.pack && x.id == s.slice) else {
+            continue;
+        };
+        let differs = elsewhere
+            .lock_diff_on(&run, kernel_paths_used(slice))
+            .iter()
+            .any(|f| RUNNER_FIELDS.contains(&f.field.as_str()));
+        if !differs {
+            s.measured_on = None;
+        }
+    }
 }
 
 /// The most bytes of a manifest read.

@@ -60,6 +60,24 @@ pub(super) fn baseline(e: BaselineError) -> Error {
             pack_path,
         },
         BaselineError::Drift { baseline, fields } => Error::EnvironmentDrift { baseline, fields },
+        BaselineError::Bf16Kernel(m) => {
+            use crate::validate::baselines::Bf16Reason;
+            let hint = match m.reason() {
+                Bf16Reason::Requested => format!(
+                    "unset {} to let the gate run the baseline's kernel, or bless again with it set",
+                    crate::ingress::bf16_pick::BF16_KERNEL_ENV
+                ),
+                Bf16Reason::NotOffered => format!(
+                    "gate on a runner whose CPU runs the {} kernel (the baseline's runner class), or bless a \
+                     baseline for this runner class on this machine",
+                    m.recorded.name()
+                ),
+                Bf16Reason::OtherBaselines => "bless the bf16 slices of these packs again together, so that \
+                                               their baselines record one bf16 kernel"
+                    .to_owned(),
+            };
+            usage(m, &hint)
+        }
         BaselineError::ArtifactChanged { baseline, fields } => Error::ArtifactChanged { baseline, fields },
     }
 }

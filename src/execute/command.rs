@@ -14,7 +14,7 @@ use super::contain::{CANCEL_GRACE, START_FAILED_PREFIX, START_FAILED_STATUS};
 use super::error::{CommandError, CommandStderr, ExecError, PairSide, RecordError};
 use super::evidence::{Look, MetricSamples, RunSummary, SliceEvidence};
 use super::numbers::{median, zero_if_nan};
-use super::paired::{BaselineRuns, PairOrder};
+use super::paired::{BaselineRuns, PairOrder, SideReading};
 use super::run::{OnProgress, Phase, RunProgress, StopRule};
 use crate::domain::Counter;
 use crate::domain::metric::Metric;
@@ -78,6 +78,14 @@ type Records = BTreeMap<Metric, Vec<f64>>;
 /// One invocation's latency: the median of its `latency` records.
 fn latency_of(records: &Records) -> Option<f64> {
     records.get(&Metric::Latency).map(|v| median(v))
+}
+
+/// One invocation's fastest `latency` record: how a side of a baseline pair is read
+/// ([`SideReading::Fastest`], issue 22).
+fn fastest_of(records: &Records) -> Option<f64> {
+    records
+        .get(&Metric::Latency)
+        .and_then(|v| v.iter().copied().min_by(f64::total_cmp))
 }
 
 /// Serve the command under `load` (issue 24), LoadGen-style: the command is the system
@@ -177,10 +185,13 @@ fn measure(
         MetricSamples::single_run("x", vec![]),
     );
     let mut invocations = 0u64;
-    let mut baseline = command
-        .baseline
-        .as_ref()
-        .map(|b| BaselineRuns::new(format!("baseline command `{}`", b.display()), "invocation"));
+    let mut baseline = command.baseline.as_ref().map(|b| {
+        BaselineRuns::new(
+            format!("baseline command `{}`", b.display()),
+            "invocation",
+            SideReading::Fastest,
+        )
+    });
     let first = policy.runs.max(1);
     let stop = stop.filter(|_| policy.sequential);
     let most = match stop {
@@ -238,7 +249,7 @@ fn measure(
             };
             invocations += 1 + u64::from(comp.is_some()) + u64::from(base.is_some());
             if let (Some(base), Some(paired)) = (base, baseline.as_mut()) {
-                let (Some(a), Some(b)) = (latency_of(&cand), latency_of(&base)) else {
+                let (Some(a), Some(b)) = (fastest_of(&cand), fastest_of(&base)) else {
                     return Err(CommandError::NoBaselineLatency {
                         silent: if latency_of(&cand).is_none() {
                             PairSide::Command

@@ -47,7 +47,7 @@ pub use evidence::{
 };
 pub use import::{Imported, check_import, execute_import_slice, read_entry};
 pub use load::{LoadOutcome, execute_load_slice, serve};
-pub use paired::{BaselineRuns, PairOrder};
+pub use paired::{BaselineRuns, PairOrder, SideReading};
 pub use quality::execute_model_slice;
 pub use run::{
     BaselineLaunch, LaunchRun, OnProgress, Phase, RunProgress, RunRecord, StopDecision, StopRule,

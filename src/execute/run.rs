@@ -8,7 +8,7 @@ use super::error::ExecError;
 use super::evidence::{Look, MetricSamples, OpCost, RunSummary, SliceEvidence, SliceFailure};
 use super::kernels::KernelError;
 use super::numbers::{median, paired_speedups};
-use super::paired::{BaselineRuns, PairOrder};
+use super::paired::{BaselineRuns, PairOrder, SideReading};
 use super::workload::Workload;
 use crate::domain::stage::Stage;
 use crate::domain::{Counter, Counters, Metric, Series};
@@ -215,7 +215,7 @@ fn take_runs(
     }
     let launch =
         launch.filter(|_| baseline.is_some() || slice.samples.effective_run_mode() == RunMode::Process);
-    let mut paired = baseline.map(|b| BaselineRuns::new(b.source.clone(), "run"));
+    let mut paired = baseline.map(|b| BaselineRuns::new(b.source.clone(), "run", SideReading::Median));
     let mut local = match launch {
         Some(_) => None,
         None => Some(InProcessRuns::prepare(slice, plan)?),

@@ -27,6 +27,12 @@ pub struct Environment {
     /// was recorded lack it and show as drift.
     #[serde(default)]
     pub kernel_paths: BTreeMap<String, String>,
+    /// The bf16 kernel this process ran and how it was chosen: measured by the timing
+    /// probe, asked for with `SPARSEGATE_BF16_KERNEL`, or pinned from the golden baseline
+    /// (issue 22). Recorded, not locked (`kernel_paths` locks the path itself); absent where
+    /// the CPU runs neither bf16 kernel, and in baselines from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bf16_pick: Option<super::bf16_pick::Bf16Pick>,
     /// Logical CPUs visible to the process.
     pub logical_cpus: usize,
     /// Worker threads the kernels use.
@@ -137,6 +143,7 @@ impl Environment {
             cpu_model: cpu_model(),
             cpu_features: cpu_features(),
             kernel_paths: kernel_paths(),
+            bf16_pick: super::bf16_pick::Bf16Pick::of_this_process(),
             logical_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             threads,
             os: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
@@ -241,6 +248,34 @@ impl Environment {
         let slug = if slug.is_empty() { "cpu" } else { slug };
         let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
         format!("{slug}-{}t-{hex}", self.threads)
+    }
+
+    /// This machine's [`runner_class`](Self::runner_class) with `threads` kernel workers,
+    /// known before anything reads the bf16 kernel pick: the class keys the bf16 path by
+    /// what the CPU offers, so a gate can find its golden baselines, and pin the bf16
+    /// kernel they were blessed on, before it captures the environment (issue 22).
+    pub fn runner_class_here(threads: usize) -> String {
+        let mut kernel_paths = BTreeMap::new();
+        for (precision, path) in kernel_paths_offered() {
+            kernel_paths.insert(precision, path);
+        }
+        Environment {
+            tool_version: String::new(),
+            rustc: String::new(),
+            kernel_libs: BTreeMap::new(),
+            cpu_model: cpu_model(),
+            cpu_features: cpu_features(),
+            kernel_paths,
+            bf16_pick: None,
+            logical_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads,
+            os: String::new(),
+            os_release: String::new(),
+            git: None,
+            roofs: None,
+            stack: BTreeMap::new(),
+        }
+        .runner_class()
     }
 
     /// Every lock field that differs from `baseline`, in field order.
@@ -448,6 +483,31 @@ fn kernel_paths() -> BTreeMap<String, String> {
     .collect()
 }
 
+/// [`kernel_paths`] without reading the bf16 pick (which a timing probe may make): bf16's
+/// entry is the first kernel the CPU offers, as [`Environment::runner_class`] keys it.
+fn kernel_paths_offered() -> Vec<(String, String)> {
+    use crate::domain::Precision;
+    use sparsegate_kernels::isa::{Form, IsaPath, Operands, isa_path};
+    let bf16 = super::bf16_pick::offered()
+        .first()
+        .map_or(IsaPath::WidenF32.name(), |k| k.path_name());
+    vec![
+        (
+            Precision::Fp32.as_str().to_owned(),
+            isa_path(Operands::F32, Form::Dense).name().to_owned(),
+        ),
+        (
+            Precision::Fp16.as_str().to_owned(),
+            isa_path(Operands::F16, Form::Dense).name().to_owned(),
+        ),
+        (Precision::Bf16.as_str().to_owned(), bf16.to_owned()),
+        (
+            Precision::Int8.as_str().to_owned(),
+            isa_path(Operands::I8, Form::Dense).name().to_owned(),
+        ),
+    ]
+}
+
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -583,6 +643,19 @@ mod tests {
 
     /// Issue 22: the bf16 kernel pick flipped between bless and gate on a loaded runner and
     /// refused golden gates of slices that never ran bf16.
+    /// Issue 22: a gate finds its golden baselines (and pins their bf16 kernel) before it
+    /// captures the environment, by a runner class that must be the captured one's.
+    #[test]
+    fn the_runner_class_before_capture_is_the_captured_one() {
+        let dir = tempfile::tempdir().unwrap();
+        for threads in [1, 3] {
+            assert_eq!(
+                Environment::runner_class_here(threads),
+                Environment::capture(threads, dir.path()).runner_class()
+            );
+        }
+    }
+
     #[test]
     fn a_bf16_kernel_pick_only_matters_to_slices_that_run_bf16() {
         use crate::domain::Precision;

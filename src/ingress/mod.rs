@@ -7,6 +7,7 @@
 //! matrix expansion into [`Slice`]s.
 
 pub mod applicability;
+pub mod bf16_pick;
 pub mod checkpoint;
 pub mod environment;
 pub mod model;

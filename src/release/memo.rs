@@ -85,6 +85,10 @@ pub struct Memo {
     pub counts: VerdictCounts,
     /// Where the evidence was taken.
     pub environment: Environment,
+    /// The bf16 kernel the run used and how it was chosen (pinned from the golden
+    /// baseline, issue 22), where a slice ran bf16 or the pick was pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bf16_kernel: Option<String>,
     /// The packs gated, with owners and rollback plans.
     pub packs: Vec<MemoPack>,
     /// Per slice: what ran and how.
@@ -523,6 +527,7 @@ impl Memo {
             first_failing_stage: decision.first_failing_stage,
             counts: decision.counts,
             environment: evidence.environment.clone(),
+            bf16_kernel: bf16_kernel(evidence),
             packs: packs
                 .iter()
                 .map(|p| MemoPack {
@@ -640,6 +645,18 @@ impl Memo {
             .render(minijinja::context! { memo => minijinja::Value::from(minijinja::value::Serde(self)), ..extra })
             .map_err(render_error)
     }
+}
+
+/// The memo's bf16 kernel line: where a slice ran bf16, or the gate pinned the kernel
+/// from its golden baselines (issue 22), which kernel and how it was chosen.
+fn bf16_kernel(evidence: &Evidence) -> Option<String> {
+    use crate::ingress::bf16_pick::Bf16Source;
+    let pick = evidence.environment.bf16_pick.as_ref()?;
+    let ran_bf16 = evidence
+        .slices
+        .iter()
+        .any(|s| s.precision == crate::domain::Precision::Bf16);
+    (ran_bf16 || pick.source == Bf16Source::Baseline).then(|| pick.describe())
 }
 
 fn all_presets(packs: &[LoadedPack]) -> Vec<String> {
@@ -970,6 +987,7 @@ mod tests {
                 ("bf16".into(), "widen-f32".into()),
                 ("fp32".into(), "avx2-f32".into()),
             ]),
+            bf16_pick: None,
             logical_cpus: 2,
             threads: 2,
             os: "linux-x86_64".into(),
@@ -1050,6 +1068,7 @@ mod tests {
                 fail: 1,
             },
             environment,
+            bf16_kernel: None,
             packs: vec![MemoPack {
                 name: "quickstart".into(),
                 path: "scenarios/quickstart.yaml".into(),

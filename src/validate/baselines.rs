@@ -3,6 +3,7 @@
 //! (or, where drift is allowed, the drift is returned for the memo to call out).
 
 use super::golden::{self, Baselines, GoldenError};
+use crate::ingress::bf16_pick::{Bf16Kernel, Bf16Pick, Bf16Source};
 use crate::ingress::{Environment, FieldDiff, LoadedPack, Slice, SliceBackend};
 use std::path::{Path, PathBuf};
 
@@ -32,6 +33,10 @@ pub enum BaselineError {
         /// Each file whose digest differs (`artifact <name>`), or that is new or gone.
         fields: Vec<FieldDiff>,
     },
+    /// A bf16 slice's baseline ran the other bf16 kernel than this gate, which could not
+    /// pin the baseline's (issue 22), and drift is not allowed.
+    #[error("{0}")]
+    Bf16Kernel(Box<Bf16Mismatch>),
     /// A baseline was taken under a different lock and drift is not allowed.
     #[error("environment does not match the golden baseline {}", baseline.display())]
     Drift {
@@ -40,6 +45,82 @@ pub enum BaselineError {
         /// Every differing lock field.
         fields: Vec<FieldDiff>,
     },
+}
+
+/// A bf16 slice's golden baseline blessed on one bf16 kernel, gated on the other (issue
+/// 22): what was recorded, what this gate runs, what the CPU offers and who chose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bf16Mismatch {
+    /// The baseline file.
+    pub baseline: PathBuf,
+    /// The kernel the baseline was blessed on.
+    pub recorded: Bf16Kernel,
+    /// The kernel this gate runs, and how it was chosen.
+    pub now: Bf16Pick,
+    /// Every differing lock field (`kernel_paths` among them).
+    pub fields: Vec<FieldDiff>,
+}
+
+impl Bf16Mismatch {
+    /// Why the gate could not run the baseline's kernel.
+    pub fn reason(&self) -> Bf16Reason {
+        if self.now.source == Bf16Source::Requested {
+            Bf16Reason::Requested
+        } else if !self.now.offered.contains(&self.recorded) {
+            Bf16Reason::NotOffered
+        } else {
+            Bf16Reason::OtherBaselines
+        }
+    }
+}
+
+/// Why a gate runs another bf16 kernel than a baseline recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bf16Reason {
+    /// `SPARSEGATE_BF16_KERNEL` chose it: the user's choice is never overridden.
+    Requested,
+    /// This CPU cannot run the baseline's kernel.
+    NotOffered,
+    /// Other baselines of the gate recorded the other kernel; one process runs one.
+    OtherBaselines,
+}
+
+impl std::fmt::Display for Bf16Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "golden baseline {} was blessed on the bf16 {} kernel, and this gate runs {}: ",
+            self.baseline.display(),
+            self.recorded,
+            self.now.kernel
+        )?;
+        match self.reason() {
+            Bf16Reason::Requested => write!(
+                f,
+                "{}={} chooses it (a choice made in the environment is never overridden)",
+                crate::ingress::bf16_pick::BF16_KERNEL_ENV,
+                self.now.kernel.name()
+            )?,
+            Bf16Reason::NotOffered => write!(
+                f,
+                "this CPU cannot run {}; it offers {}",
+                self.recorded,
+                crate::ingress::bf16_pick::offered_text(&self.now.offered)
+            )?,
+            Bf16Reason::OtherBaselines => write!(
+                f,
+                "other golden baselines of this gate were blessed on {}, and one gate runs one bf16 kernel",
+                self.now.kernel
+            )?,
+        }
+        let others: Vec<String> = self
+            .fields
+            .iter()
+            .filter(|d| d.field != "kernel_paths")
+            .map(|d| format!("\n  {}: baseline `{}`, now `{}`", d.field, d.baseline, d.current))
+            .collect();
+        f.write_str(&others.concat())
+    }
 }
 
 /// A baseline taken under a different lock, compared anyway.
@@ -146,6 +227,9 @@ pub fn load_required_baselines(
                 });
             }
             let mut fields = environment.lock_diff_on(&baseline.environment, kernel_paths_used(slice));
+            if !allow_drift && let Some(mismatch) = bf16_mismatch(&path, environment, &baseline, &fields) {
+                return Err(BaselineError::Bf16Kernel(Box::new(mismatch)));
+            }
             if !fields.is_empty() && !allow_drift {
                 return Err(BaselineError::Drift {
                     baseline: path,
@@ -165,6 +249,58 @@ pub fn load_required_baselines(
         }
     }
     Ok((baselines, drift))
+}
+
+/// The bf16 kernel a golden baseline was blessed on, where it differs from the one this
+/// gate runs (`fields`, the lock diff, holds `kernel_paths`) and both are bf16 kernels of
+/// one CPU family: a like-for-like comparison the gate could not pin (issue 22). A change
+/// of CPU family (a path that is no bf16 kernel) stays plain drift.
+fn bf16_mismatch(
+    path: &Path,
+    environment: &Environment,
+    baseline: &golden::Baseline,
+    fields: &[FieldDiff],
+) -> Option<Bf16Mismatch> {
+    fields.iter().find(|d| d.field == "kernel_paths")?;
+    let recorded = baseline
+        .environment
+        .kernel_paths
+        .get("bf16")
+        .and_then(|p| Bf16Kernel::from_path_name(p))?;
+    let now = environment.bf16_pick.clone()?;
+    (now.kernel != recorded).then(|| Bf16Mismatch {
+        baseline: path.to_owned(),
+        recorded,
+        now,
+        fields: fields.to_vec(),
+    })
+}
+
+/// The bf16 kernel paths (`kernel_paths.bf16`) that the golden baselines of `packs`' slices
+/// running bf16 recorded, read before the environment is captured so that the gate can pin
+/// their kernel (issue 22) on runner class `class` (see
+/// [`Environment::runner_class_here`]). Only slices with a baseline-relative guardrail
+/// whose timings depend on the bf16 path count; a missing or unreadable baseline is
+/// skipped here (loading it proper refuses it).
+pub fn recorded_bf16_paths(packs: &[LoadedPack], golden_dir: &Path, class: &str) -> Vec<String> {
+    use crate::ingress::KernelPathsUsed;
+    packs
+        .iter()
+        .flat_map(|p| &p.slices)
+        .filter(|s| s.guardrails.iter().any(|g| g.rule.needs_baseline()))
+        .filter(|s| match kernel_paths_used(s) {
+            KernelPathsUsed::One(p) => p == crate::domain::Precision::Bf16,
+            KernelPathsUsed::All => true,
+            KernelPathsUsed::None => false,
+        })
+        .filter_map(|s| {
+            let (path, _) = golden::resolve_baseline_path(golden_dir, class, &s.pack, &s.id);
+            golden::load_baseline(&path)
+                .ok()
+                .flatten()
+                .and_then(|b| b.environment.kernel_paths.get("bf16").cloned())
+        })
+        .collect()
 }
 
 /// How the artifact files `slice` reads now differ from those `baseline` recorded: one
@@ -204,11 +340,71 @@ fn artifact_diff(
 
 /// Which CPU kernel paths a slice's timings depend on, so that a baseline is refused only
 /// for the paths the slice runs (`Environment::lock_diff_on`).
-fn kernel_paths_used(slice: &crate::ingress::Slice) -> crate::ingress::KernelPathsUsed {
+pub fn kernel_paths_used(slice: &crate::ingress::Slice) -> crate::ingress::KernelPathsUsed {
     use crate::ingress::{KernelPathsUsed, SliceBackend};
     match slice.backend {
         SliceBackend::Kernels { .. } | SliceBackend::Serving { .. } => KernelPathsUsed::One(slice.precision),
         SliceBackend::Model(_) => KernelPathsUsed::All,
         SliceBackend::Sim(_) | SliceBackend::Command(_) | SliceBackend::Import(_) => KernelPathsUsed::None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mismatch(now: Bf16Kernel, source: Bf16Source, offered: &[Bf16Kernel]) -> Bf16Mismatch {
+        Bf16Mismatch {
+            baseline: PathBuf::from("golden/p/s.json"),
+            recorded: Bf16Kernel::Dot,
+            now: Bf16Pick {
+                kernel: now,
+                source,
+                offered: offered.to_vec(),
+            },
+            fields: vec![
+                FieldDiff {
+                    field: "kernel_paths".into(),
+                    baseline: "bf16=avx512-bf16".into(),
+                    current: "bf16=avx512-bf16-shift".into(),
+                },
+                FieldDiff {
+                    field: "cpu_features".into(),
+                    baseline: "avx512bf16".into(),
+                    current: "avx512f".into(),
+                },
+            ],
+        }
+    }
+
+    /// Issue 22: a bf16 baseline the gate cannot run like for like is refused saying what
+    /// was recorded, what this gate runs, and why: the user's variable, a CPU without the
+    /// kernel, or other baselines on the other kernel.
+    #[test]
+    fn a_bf16_kernel_mismatch_says_what_was_recorded_what_runs_and_why() {
+        use Bf16Kernel::{Dot, Widen};
+        let m = mismatch(Widen, Bf16Source::Requested, &[Dot, Widen]);
+        assert_eq!(m.reason(), Bf16Reason::Requested);
+        let text = m.to_string();
+        for needle in [
+            "golden/p/s.json",
+            "`dot` (avx512-bf16)",
+            "`widen` (avx512-bf16-shift)",
+            "SPARSEGATE_BF16_KERNEL=widen",
+            "cpu_features: baseline `avx512bf16`, now `avx512f`",
+        ] {
+            assert!(text.contains(needle), "{needle} not in {text}");
+        }
+        assert!(!text.contains("kernel_paths:"), "{text}");
+        let m = mismatch(Widen, Bf16Source::Only, &[Widen]);
+        assert_eq!(m.reason(), Bf16Reason::NotOffered);
+        assert!(
+            m.to_string()
+                .contains("this CPU cannot run `dot` (avx512-bf16); it offers only `widen`"),
+            "{m}"
+        );
+        let m = mismatch(Widen, Bf16Source::Measured, &[Dot, Widen]);
+        assert_eq!(m.reason(), Bf16Reason::OtherBaselines);
+        assert!(m.to_string().contains("one gate runs one bf16 kernel"), "{m}");
     }
 }

@@ -291,3 +291,113 @@ fn issue_22_per_runner_baselines_sit_beside_another_runners_and_the_gate_uses_it
     );
     assert_contains(&sb.read("out/memo.md"), &own);
 }
+
+/// A bf16 2:4 slice with a loose latency guardrail against its golden baseline, in
+/// `runs` fresh child processes each.
+fn bf16_pack(runs: u32) -> String {
+    tiny_pack(
+        "bf16-pin",
+        &format!("{{warmup: 1, min: 5, max: 8, time_budget_s: 0.02, runs: {runs}}}"),
+        &["{metric: latency, regress_at_most: 90%}"],
+    )
+    .replace(
+        "sparsity: [\"2:4\"]",
+        "sparsity: [\"2:4\"]\n    precision: [bf16]",
+    )
+}
+
+/// Whether this CPU runs both bf16 kernels (AVX-512 BF16 and the widening kernels): the
+/// only CPUs where the per-process pick exists, so where pinning it can be seen.
+fn both_bf16_kernels() -> bool {
+    sparsegate::ingress::bf16_pick::offered().len() == 2
+}
+
+/// Issue 22: the bf16 kernel is picked per process by a timing probe, and on a loaded
+/// runner bless and gate picked differently, so a bf16 slice gated against its golden
+/// baseline was refused (exit 2) although this CPU runs the baseline's kernel. The gate
+/// runs the kernel the baseline was blessed on, in its child runs too, and says so; blessed
+/// on either kernel (forced with `SPARSEGATE_BF16_KERNEL`), the unforced gate is never
+/// refused and runs that kernel.
+#[test]
+fn a_gate_runs_the_bf16_kernel_its_golden_baseline_was_blessed_on() {
+    if !both_bf16_kernels() {
+        eprintln!(
+            "skipped: this CPU does not run both bf16 kernels (no AVX-512 BF16), so there is no pick to pin"
+        );
+        return;
+    }
+    for (blessed, path) in [("dot", "avx512-bf16"), ("widen", "avx512-bf16-shift")] {
+        let sb = Sandbox::with_pack(&bf16_pack(2));
+        let out = sb
+            .cmd(&["bless", "pack.yaml", "-q"])
+            .env("SPARSEGATE_BF16_KERNEL", blessed)
+            .output()
+            .unwrap();
+        assert_exit(&out, 0);
+        let baseline = sb.json("golden/bf16-pin/tiny-2of4-bf16.json");
+        assert_eq!(baseline["environment"]["kernel_paths"]["bf16"], path);
+        assert_eq!(
+            baseline["environment"]["bf16_pick"]["source"], "requested",
+            "{}",
+            baseline["environment"]
+        );
+
+        let out = sb
+            .cmd(&["gate", "pack.yaml", "--out", "out", "-q", "--no-history"])
+            .env_remove("SPARSEGATE_BF16_KERNEL")
+            .output()
+            .unwrap();
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(3)),
+            "blessed on {blessed}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let evidence = sb.json("out/evidence.json");
+        let env = &evidence["environment"];
+        assert_eq!(env["kernel_paths"]["bf16"], path, "{env}");
+        assert_eq!(env["bf16_pick"]["kernel"], blessed, "{env}");
+        assert_eq!(env["bf16_pick"]["source"], "baseline", "{env}");
+        // The child runs ran it too: the slice's own record of its kernels' paths.
+        let slice = &evidence["slices"][0];
+        assert_eq!(slice["isa"]["comparator"], path, "{slice}");
+        for memo in ["out/memo.md", "out/memo.html"] {
+            assert_contains(&sb.read(memo), "pinned from the golden baseline");
+        }
+    }
+}
+
+/// Issue 22: the user's own `SPARSEGATE_BF16_KERNEL` wins over the baseline's pick, and a
+/// mismatch is then refused (exit 2) saying what was recorded, what runs and what to do.
+#[test]
+fn an_explicit_bf16_kernel_other_than_the_baseline_s_is_refused_with_a_hint() {
+    if !both_bf16_kernels() {
+        eprintln!(
+            "skipped: this CPU does not run both bf16 kernels (no AVX-512 BF16), so there is no pick to pin"
+        );
+        return;
+    }
+    let sb = Sandbox::with_pack(&bf16_pack(1));
+    let bless = sb
+        .cmd(&["bless", "pack.yaml", "-q"])
+        .env("SPARSEGATE_BF16_KERNEL", "dot")
+        .output()
+        .unwrap();
+    assert_exit(&bless, 0);
+    let out = sb
+        .cmd(&["gate", "pack.yaml", "--out", "out", "-q", "--no-history"])
+        .env("SPARSEGATE_BF16_KERNEL", "widen")
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    for needle in [
+        "`dot` (avx512-bf16)",
+        "`widen` (avx512-bf16-shift)",
+        "SPARSEGATE_BF16_KERNEL=widen",
+        "unset SPARSEGATE_BF16_KERNEL",
+    ] {
+        assert_contains(&err, needle);
+    }
+    assert!(!sb.path().join("out").exists());
+}

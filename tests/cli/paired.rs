@@ -70,6 +70,10 @@ fn issue_22_paired_a_a_passes_and_the_evidence_alternates_baseline_and_candidate
     assert_eq!(pairs["ratio"]["samples"].as_array().unwrap().len(), 6 * 8);
     assert_eq!(pairs["ratio"]["runs"].as_array().unwrap().len(), 6 * 8);
     assert_eq!(pairs["pair_unit"], "invocation");
+    // Issue 22: each side of a pair is its invocation's fastest latency record, and the
+    // verdict says so.
+    assert_eq!(pairs["reading"], "fastest", "{pairs}");
+    assert!(detail.contains("fastest latency record"), "{detail}");
     assert!(
         sb.read("out/memo.md")
             .contains("vs baseline build (paired, this session)")
@@ -117,6 +121,7 @@ fn issue_22_baseline_bin_runs_alternate_with_the_candidate_runs() {
     assert_eq!(slice["run_mode"], "process", "{slice}");
     let pairs = &slice["baseline_build"];
     assert_eq!(pairs["pair_unit"], "run");
+    assert_eq!(pairs["reading"], "median", "{pairs}");
     assert_eq!(
         pairs["order"],
         serde_json::json!(["candidate_first", "baseline_first"]),

@@ -257,3 +257,31 @@ fn issue_22_shards_on_different_cpu_models_merge_each_slice_judged_on_its_own_ma
         assert_eq!(s["measured_on"].is_object(), elsewhere, "{}", s["slice"]);
     }
 }
+
+/// Issue 22: the bf16 kernel is a per-process timing probe's pick, and under load one
+/// shard in four on one machine recorded the other bf16 path; its fp32 slices were then
+/// reported and judged as measured on another machine. Only a slice whose own precision's
+/// path differs keeps the other machine.
+#[test]
+fn a_shard_whose_bf16_pick_flipped_still_measured_its_fp32_slices_here() {
+    let sb = Sandbox::with_pack(PACK);
+    run_shards(&sb);
+    let mut evidence = sb.json("shard2/evidence.json");
+    let bf16 = evidence["environment"]["kernel_paths"]["bf16"]
+        .as_str()
+        .unwrap_or("");
+    let other = if bf16 == "avx512-bf16" {
+        "avx512-bf16-shift"
+    } else {
+        "avx512-bf16"
+    };
+    evidence["environment"]["kernel_paths"]["bf16"] = other.into();
+    sb.write_raw("shard2/evidence.json", &evidence.to_string());
+    rehash(&sb, "shard2");
+    let merged = sb.output(&["merge", "shard1", "shard2", "shard3", "--out", "merged", "--json"]);
+    assert_exit(&merged, 1);
+    for s in sb.json("merged/evidence.json")["slices"].as_array().unwrap() {
+        assert!(s["measured_on"].is_null(), "{}: {}", s["slice"], s["measured_on"]);
+    }
+    assert!(!sb.read("merged/memo.md").contains(" · measured on "));
+}

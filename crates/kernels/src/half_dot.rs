@@ -453,30 +453,54 @@ const PROBE_ROUNDS: usize = 8;
 /// [`TwoOfFourPairs`]) (issue 20): true where the widening kernels run and the CPU lacks
 /// AVX-512 BF16, or where its dot-product peak is not clearly above the FMA's. Measured once
 /// per process on one thread unless [`BF16_KERNEL_ENV`](crate::isa::BF16_KERNEL_ENV) pins it
-/// (the gate pins it for its child runs: `isa::bf16_kernel_pin`).
+/// (the gate pins it for its child runs: `isa::bf16_kernel_pin`) or [`pin_bf16`] set it
+/// first (a gate pinning its golden baseline's pick, issue 22).
 pub(super) fn bf16_widens() -> bool {
-    static CHOICE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *CHOICE.get_or_init(|| {
-        if !f16::available() {
-            return false;
+    bf16_choice().0
+}
+
+/// This process's bf16 choice (widen or not) and how it was made; see [`bf16_widens`].
+pub(super) fn bf16_choice() -> (bool, crate::isa::Bf16Source) {
+    *BF16_CHOICE.get_or_init(choose_bf16)
+}
+
+/// Set this process's bf16 choice before anything measured it: `Err` with the choice in
+/// force when one was already made (measured, read from the environment, or pinned).
+pub(super) fn pin_bf16(widen: bool) -> Result<(), (bool, crate::isa::Bf16Source)> {
+    let pinned = (widen, crate::isa::Bf16Source::Pinned);
+    match BF16_CHOICE.set(pinned) {
+        Ok(()) => Ok(()),
+        Err(_) => {
+            let now = bf16_choice();
+            if now.0 == widen { Ok(()) } else { Err(now) }
         }
-        if !available() {
-            return true;
-        }
-        match std::env::var(crate::isa::BF16_KERNEL_ENV).as_deref() {
-            Ok("dot") => return false,
-            Ok("widen") => return true,
-            _ => {}
-        }
-        // Trials alternate, so that load on a shared machine slows both probes alike, and
-        // the best of each counts (about 25 ms in all).
-        let (mut fma, mut dot) = (0.0f64, 0.0f64);
-        for _ in 0..PROBE_ROUNDS {
-            fma = fma.max(super::roofs::fma_peak(1, 1).0);
-            dot = dot.max(super::roofs::dot_peak(super::roofs::DotPeak::Bf16, 1, 1).map_or(0.0, |(g, _)| g));
-        }
-        dot < DOT_OVER_FMA * fma
-    })
+    }
+}
+
+/// Once per process: see [`bf16_widens`].
+static BF16_CHOICE: std::sync::OnceLock<(bool, crate::isa::Bf16Source)> = std::sync::OnceLock::new();
+
+fn choose_bf16() -> (bool, crate::isa::Bf16Source) {
+    use crate::isa::Bf16Source;
+    if !f16::available() {
+        return (false, Bf16Source::Only);
+    }
+    if !available() {
+        return (true, Bf16Source::Only);
+    }
+    match crate::isa::bf16_kernel_requested() {
+        Some(crate::isa::Bf16Kernel::Dot) => return (false, Bf16Source::Requested),
+        Some(crate::isa::Bf16Kernel::Widen) => return (true, Bf16Source::Requested),
+        None => {}
+    }
+    // Trials alternate, so that load on a shared machine slows both probes alike, and
+    // the best of each counts (about 25 ms in all).
+    let (mut fma, mut dot) = (0.0f64, 0.0f64);
+    for _ in 0..PROBE_ROUNDS {
+        fma = fma.max(super::roofs::fma_peak(1, 1).0);
+        dot = dot.max(super::roofs::dot_peak(super::roofs::DotPeak::Bf16, 1, 1).map_or(0.0, |(g, _)| g));
+    }
+    (dot < DOT_OVER_FMA * fma, Bf16Source::Measured)
 }
 
 impl Packed for DensePairs {

@@ -18,6 +18,185 @@ pub fn bf16_kernel_pin() -> (&'static str, &'static str) {
     (BF16_KERNEL_ENV, if widens { "widen" } else { "dot" })
 }
 
+/// The two bf16 kernels of a CPU with AVX-512 (issue 20): `vdpbf16ps` on bf16 pairs, or
+/// widening bf16 to f32 in registers (a 16-bit shift) for f32 FMA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Bf16Kernel {
+    /// `vdpbf16ps` (AVX-512 BF16): path [`IsaPath::Avx512Bf16`].
+    Dot,
+    /// Widen for f32 FMA: path [`IsaPath::Avx512Bf16Widen`].
+    Widen,
+}
+
+impl Bf16Kernel {
+    /// The name [`BF16_KERNEL_ENV`] takes: `dot` or `widen`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bf16Kernel::Dot => "dot",
+            Bf16Kernel::Widen => "widen",
+        }
+    }
+
+    /// The kernel [`BF16_KERNEL_ENV`] names (`dot` or `widen`), if any.
+    pub fn from_name(name: &str) -> Option<Bf16Kernel> {
+        match name {
+            "dot" => Some(Bf16Kernel::Dot),
+            "widen" => Some(Bf16Kernel::Widen),
+            _ => None,
+        }
+    }
+
+    /// The instruction-set path the kernel runs on (what evidence records).
+    pub fn path(self) -> IsaPath {
+        match self {
+            Bf16Kernel::Dot => IsaPath::Avx512Bf16,
+            Bf16Kernel::Widen => IsaPath::Avx512Bf16Widen,
+        }
+    }
+
+    /// The kernel behind a recorded path name (`avx512-bf16`, `avx512-bf16-shift`); `None`
+    /// for a path that is neither (no AVX-512: bf16 widens to a portable f32 path).
+    pub fn from_path_name(name: &str) -> Option<Bf16Kernel> {
+        [Bf16Kernel::Dot, Bf16Kernel::Widen]
+            .into_iter()
+            .find(|k| k.path().name() == name)
+    }
+}
+
+impl std::fmt::Display for Bf16Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How this process's bf16 kernel was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bf16Source {
+    /// The CPU runs only one of the two kernels.
+    Only,
+    /// [`BF16_KERNEL_ENV`] named it.
+    Requested,
+    /// [`pin_bf16_kernel`] set it before anything measured.
+    Pinned,
+    /// A short timing probe of both (once per process): the choice can flip between
+    /// processes on a loaded machine.
+    Measured,
+}
+
+/// This process's bf16 kernel and how it was chosen: `None` where neither kernel runs (no
+/// AVX-512: bf16 products widen to f32 on a portable path). Reading it makes the choice
+/// (measuring, unless pinned or requested) if nothing has yet.
+pub fn bf16_pick() -> Option<(Bf16Kernel, Bf16Source)> {
+    if bf16_kernels_offered().is_empty() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (widen, source) = super::half_dot::bf16_choice();
+        Some((if widen { Bf16Kernel::Widen } else { Bf16Kernel::Dot }, source))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
+
+/// The bf16 kernels this CPU can run, `dot` first: both where it has AVX-512 BF16 and the
+/// widening kernels' features, one or none otherwise. Detected, never measured.
+pub fn bf16_kernels_offered() -> Vec<Bf16Kernel> {
+    #[allow(unused_mut)]
+    let mut offered = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::half_dot::available() {
+            offered.push(Bf16Kernel::Dot);
+        }
+        if super::half_dot::f16_available() {
+            offered.push(Bf16Kernel::Widen);
+        }
+    }
+    offered
+}
+
+/// The kernel [`BF16_KERNEL_ENV`] asks for, if it names one (`dot` or `widen`): a user's
+/// explicit choice, which nothing overrides.
+pub fn bf16_kernel_requested() -> Option<Bf16Kernel> {
+    std::env::var(BF16_KERNEL_ENV)
+        .ok()
+        .as_deref()
+        .and_then(Bf16Kernel::from_name)
+}
+
+/// Why [`pin_bf16_kernel`] could not pin a kernel.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Bf16PinError {
+    /// The CPU does not run the kernel.
+    #[error("this CPU cannot run the bf16 `{wanted}` kernel ({}); it offers {}", wanted.path(), offered_text(offered))]
+    NotOffered {
+        /// The kernel asked for.
+        wanted: Bf16Kernel,
+        /// What the CPU runs.
+        offered: Vec<Bf16Kernel>,
+    },
+    /// [`BF16_KERNEL_ENV`] names a kernel: the user's choice stands.
+    #[error("{BF16_KERNEL_ENV}={requested} chooses the bf16 kernel")]
+    Requested {
+        /// The kernel the environment names.
+        requested: Bf16Kernel,
+    },
+    /// The process chose another kernel before the pin.
+    #[error("this process already chose the bf16 `{chosen}` kernel")]
+    AlreadyChosen {
+        /// The kernel in force.
+        chosen: Bf16Kernel,
+    },
+}
+
+/// `dot and widen`, `widen only`, `neither` — what a CPU offers, in words.
+pub fn offered_text(offered: &[Bf16Kernel]) -> String {
+    match offered {
+        [] => "neither bf16 kernel (no AVX-512: bf16 widens on a portable f32 path)".to_owned(),
+        [only] => format!("only `{only}` ({})", only.path()),
+        _ => offered
+            .iter()
+            .map(|k| format!("`{k}` ({})", k.path()))
+            .collect::<Vec<_>>()
+            .join(" and "),
+    }
+}
+
+/// Pin this process's bf16 kernel to `kernel` instead of measuring which is faster (issue
+/// 22): a gate runs its golden baseline's pick, so that a probe flipping on a loaded runner
+/// does not make bless and gate incomparable. Refused where the CPU cannot run `kernel`,
+/// where [`BF16_KERNEL_ENV`] names a kernel (the user's choice wins), and where the process
+/// already chose the other one; pinning the kernel already in force is fine. The processes
+/// this one starts inherit it through [`bf16_kernel_pin`].
+pub fn pin_bf16_kernel(kernel: Bf16Kernel) -> Result<(), Bf16PinError> {
+    let offered = bf16_kernels_offered();
+    if !offered.contains(&kernel) {
+        return Err(Bf16PinError::NotOffered {
+            wanted: kernel,
+            offered,
+        });
+    }
+    if let Some(requested) = bf16_kernel_requested() {
+        // The environment's choice is made (and recorded as requested) when first read.
+        return if requested == kernel {
+            Ok(())
+        } else {
+            Err(Bf16PinError::Requested { requested })
+        };
+    }
+    if offered.len() < 2 {
+        return Ok(());
+    }
+    #[cfg(target_arch = "x86_64")]
+    super::half_dot::pin_bf16(kernel == Bf16Kernel::Widen).map_err(|(widen, _)| {
+        Bf16PinError::AlreadyChosen {
+            chosen: if widen { Bf16Kernel::Widen } else { Bf16Kernel::Dot },
+        }
+    })?;
+    Ok(())
+}
+
 /// How a product's operands are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operands {
@@ -179,6 +358,67 @@ mod tests {
         }
         assert_eq!(isa_path(Operands::Bf16, Form::OtherSparse), IsaPath::WidenF32);
         assert_eq!(IsaPath::Avx512Bf16.to_string(), "avx512-bf16");
+    }
+
+    /// Issue 22: a gate pins its golden baseline's bf16 kernel; in a process that already
+    /// chose, pinning the same kernel is fine and the other is refused with the one in
+    /// force, and a kernel the CPU lacks is refused naming what it offers.
+    #[test]
+    fn pinning_the_bf16_kernel_keeps_a_choice_made_and_refuses_the_other() {
+        let offered = bf16_kernels_offered();
+        let Some((chosen, _)) = bf16_pick() else {
+            assert!(offered.is_empty());
+            for k in [Bf16Kernel::Dot, Bf16Kernel::Widen] {
+                assert_eq!(
+                    pin_bf16_kernel(k),
+                    Err(Bf16PinError::NotOffered {
+                        wanted: k,
+                        offered: vec![]
+                    })
+                );
+            }
+            return;
+        };
+        assert!(offered.contains(&chosen), "{chosen} not in {offered:?}");
+        if bf16_kernel_requested().is_none() {
+            assert_eq!(pin_bf16_kernel(chosen), Ok(()));
+        }
+        for other in [Bf16Kernel::Dot, Bf16Kernel::Widen]
+            .into_iter()
+            .filter(|k| *k != chosen)
+        {
+            let err = pin_bf16_kernel(other).unwrap_err();
+            match &err {
+                Bf16PinError::NotOffered { wanted, offered: o } => {
+                    assert_eq!((*wanted, o), (other, &offered));
+                    assert!(err.to_string().contains(&offered_text(&offered)), "{err}");
+                }
+                Bf16PinError::AlreadyChosen { chosen: c } => assert_eq!(*c, chosen),
+                Bf16PinError::Requested { requested } => assert_eq!(*requested, chosen),
+            }
+        }
+        assert_eq!(bf16_pick().map(|p| p.0), Some(chosen));
+    }
+
+    /// Issue 22: a baseline's recorded path names the kernel to pin, and back.
+    #[test]
+    fn a_recorded_bf16_path_names_its_kernel() {
+        for k in [Bf16Kernel::Dot, Bf16Kernel::Widen] {
+            assert_eq!(Bf16Kernel::from_path_name(k.path().name()), Some(k));
+            assert_eq!(Bf16Kernel::from_name(k.name()), Some(k));
+        }
+        assert_eq!(Bf16Kernel::from_path_name("avx512-bf16"), Some(Bf16Kernel::Dot));
+        assert_eq!(
+            Bf16Kernel::from_path_name("avx512-bf16-shift"),
+            Some(Bf16Kernel::Widen)
+        );
+        assert_eq!(Bf16Kernel::from_path_name("widen-f32"), None);
+        assert_eq!(Bf16Kernel::from_name("fast"), None);
+        assert!(offered_text(&[]).contains("neither"));
+        assert_eq!(
+            offered_text(&[Bf16Kernel::Widen]),
+            "only `widen` (avx512-bf16-shift)"
+        );
     }
 
     /// Issue 20: the pin a gate hands its child runs names the kernel this process runs.

@@ -19,7 +19,7 @@
 
 use super::{Judgement, read_interval};
 use crate::domain::metric::{Better, Metric};
-use crate::execute::BaselineRuns;
+use crate::execute::{BaselineRuns, SideReading};
 use crate::stats::{self, median};
 use crate::validate::describe::{num, percent, range, with_unit};
 use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
@@ -52,6 +52,12 @@ pub(crate) fn paired_regression(
         .map(|r| if lower_better { *r } else { 1.0 / r })
         .collect();
     let base_latency = median(&paired.latency.samples).ok();
+    // Both columns read alike: with each side read as its fastest record, the candidate's
+    // readings, not its median over every record.
+    let candidate_latency = match paired.reading {
+        SideReading::Median => candidate_latency,
+        SideReading::Fastest => median(&paired.candidate_readings()).ok(),
+    };
     let source = &paired.source;
     // The matrix's value and baseline columns are latencies: shown for latency rules only.
     let numbers = |j: Judgement| Judgement {
@@ -114,10 +120,11 @@ pub(crate) fn paired_regression(
         ci: Some(ci),
         p_value: Some(p_fail),
         detail: format!(
-            "paired with the {source} in this session: median latency {} vs baseline build {}; median \
-             per-pair ratio candidate/baseline{} {} ({} CI {}, {method}; {n} pairs of fresh {}s in {runs} \
-             run(s), the baseline first in {first}{spread}), allowed {} {}: {verdict}{mde_s}; p(within \
-             margin) = {}",
+            "paired with the {source} in this session, {} per pair: median {} vs baseline build {}; \
+             median per-pair ratio candidate/baseline{} {} ({} CI {}, {method}; {n} pairs of fresh {}s in \
+             {runs} run(s), the baseline first in {first}{spread}), allowed {} {}: {verdict}{mde_s}; \
+             p(within margin) = {}",
+            paired.reading.describe(),
             show(candidate_latency),
             show(base_latency),
             if lower_better { "" } else { " of throughput" },
@@ -199,7 +206,11 @@ mod tests {
     use crate::execute::PairOrder;
 
     fn pairs(ratios: &[f64], runs: u32) -> BaselineRuns {
-        let mut b = BaselineRuns::new("baseline command `sh base.sh`".into(), "invocation");
+        let mut b = BaselineRuns::new(
+            "baseline command `sh base.sh`".into(),
+            "invocation",
+            SideReading::Fastest,
+        );
         for (i, r) in ratios.iter().enumerate() {
             let run = (i as u32) % runs;
             b.push(run, PairOrder::of_pair(i), 0.01 * r, 0.01);
@@ -228,6 +239,18 @@ mod tests {
         let j = paired_regression(Metric::Latency, &pairs(&many, 2), Some(0.01), 0.05, 0.95);
         assert_eq!(j.verdict, Verdict::Pass, "{}", j.detail);
         assert!(j.detail.contains("order-statistic"), "{}", j.detail);
+    }
+
+    /// Issue 22: with each side read as its fastest record, the matrix's value column is
+    /// the candidate's readings (ratio × baseline), not its median over every record, and
+    /// the detail says how the sides were read.
+    #[test]
+    fn a_fastest_record_pairing_shows_both_sides_read_alike() {
+        let slow = pairs(&[1.10, 1.11, 1.09, 1.10, 1.10, 1.12], 2);
+        let j = paired_regression(Metric::Latency, &slow, Some(0.025), 0.05, 0.95);
+        assert!((j.value.unwrap() - 0.011).abs() < 1e-9, "{:?}", j.value);
+        assert!((j.baseline.unwrap() - 0.01).abs() < 1e-12);
+        assert!(j.detail.contains("fastest latency record"), "{}", j.detail);
     }
 
     #[test]

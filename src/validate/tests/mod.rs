@@ -27,6 +27,7 @@ pub(super) fn env() -> Environment {
         cpu_model: "cpu".into(),
         cpu_features: vec![],
         kernel_paths: BTreeMap::new(),
+        bf16_pick: None,
         logical_cpus: 1,
         threads: 1,
         os: "linux-x86_64".into(),
