@@ -58,7 +58,7 @@ impl Bf16Kernel {
 
 impl std::fmt::Display for Bf16Kernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "`{}` ({})", self.name(), self.path_name())
+        write!(f, "{} ({})", self.name(), self.path_name())
     }
 }
 
@@ -221,9 +221,9 @@ mod tests {
             offered: vec![Bf16Kernel::Dot, Bf16Kernel::Widen],
         };
         let line = pick.describe();
-        assert!(line.contains("`dot` (avx512-bf16)"), "{line}");
+        assert!(line.contains("dot (avx512-bf16)"), "{line}");
         assert!(line.contains("pinned from the golden baseline"), "{line}");
-        assert!(line.contains("`widen` (avx512-bf16-shift)"), "{line}");
+        assert!(line.contains("widen (avx512-bf16-shift)"), "{line}");
     }
 
     /// Issue 22: baselines that record nothing bf16-specific pin nothing, and baselines

@@ -388,8 +388,8 @@ mod tests {
         let text = m.to_string();
         for needle in [
             "golden/p/s.json",
-            "`dot` (avx512-bf16)",
-            "`widen` (avx512-bf16-shift)",
+            "dot (avx512-bf16)",
+            "widen (avx512-bf16-shift)",
             "SPARSEGATE_BF16_KERNEL=widen",
             "cpu_features: baseline `avx512bf16`, now `avx512f`",
         ] {
@@ -400,7 +400,7 @@ mod tests {
         assert_eq!(m.reason(), Bf16Reason::NotOffered);
         assert!(
             m.to_string()
-                .contains("this CPU cannot run `dot` (avx512-bf16); it offers only `widen`"),
+                .contains("this CPU cannot run dot (avx512-bf16); it offers only widen"),
             "{m}"
         );
         let m = mismatch(Widen, Bf16Source::Measured, &[Dot, Widen]);

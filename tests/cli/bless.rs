@@ -392,8 +392,8 @@ fn an_explicit_bf16_kernel_other_than_the_baseline_s_is_refused_with_a_hint() {
     assert_exit(&out, 2);
     let err = stderr(&out);
     for needle in [
-        "`dot` (avx512-bf16)",
-        "`widen` (avx512-bf16-shift)",
+        "dot (avx512-bf16)",
+        "widen (avx512-bf16-shift)",
         "SPARSEGATE_BF16_KERNEL=widen",
         "unset SPARSEGATE_BF16_KERNEL",
     ] {

@@ -129,7 +129,7 @@ pub fn bf16_kernel_requested() -> Option<Bf16Kernel> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Bf16PinError {
     /// The CPU does not run the kernel.
-    #[error("this CPU cannot run the bf16 `{wanted}` kernel ({}); it offers {}", wanted.path(), offered_text(offered))]
+    #[error("this CPU cannot run the bf16 {wanted} kernel ({}); it offers {}", wanted.path(), offered_text(offered))]
     NotOffered {
         /// The kernel asked for.
         wanted: Bf16Kernel,
@@ -154,10 +154,10 @@ pub enum Bf16PinError {
 pub fn offered_text(offered: &[Bf16Kernel]) -> String {
     match offered {
         [] => "neither bf16 kernel (no AVX-512: bf16 widens on a portable f32 path)".to_owned(),
-        [only] => format!("only `{only}` ({})", only.path()),
+        [only] => format!("only {only} ({})", only.path()),
         _ => offered
             .iter()
-            .map(|k| format!("`{k}` ({})", k.path()))
+            .map(|k| format!("{k} ({})", k.path()))
             .collect::<Vec<_>>()
             .join(" and "),
     }
@@ -417,7 +417,7 @@ mod tests {
         assert!(offered_text(&[]).contains("neither"));
         assert_eq!(
             offered_text(&[Bf16Kernel::Widen]),
-            "only `widen` (avx512-bf16-shift)"
+            "only widen (avx512-bf16-shift)"
         );
     }
 
