@@ -15,6 +15,8 @@ Writes, beside this script (small, committed; the tests never run Python):
 - classifier.safetensors (16-32-4 head, fc1 pruned 2:4), classifier-dense.safetensors (the
   same head before pruning), eval.safetensors (400 held-out samples: x, y), for quality on the
   artifact, and bad/eval-*.safetensors (no labels; a label outside the classes);
+- control-flow.onnx: a MatMul at the top level, then an If whose branches and a Loop whose
+  body hold GEMMs (subgraphs the gate lists in the matrix but does not run);
 - expected.json: where the violations were planted, and the eval's accuracies, quality_delta
   and Newcombe interval (the oracle of the tests);
 - bad/: headers that lie (truncated, length past the end, 10 GB length, overlapping and
@@ -283,6 +285,61 @@ onnx.save_model(external, os.path.join(bad, "external.onnx"), save_as_external_d
 # The gate refuses the reference before it would read the data file: no need to commit it.
 os.remove(os.path.join(bad, "external.onnx.data"))
 print("onnx fixtures written; planted in mlp.down.weight: [5, 16]")
+
+# Control flow: GEMMs inside an If's branches and a Loop's body are subgraphs (attributes of
+# the If/Loop node), which the gate lists but does not run. The top-level MatMul `up` is a
+# GEMM as in tiny.onnx; `branch` (If) holds a MatMul in then_branch (its weight a subgraph
+# initializer) and a Gemm in else_branch (reading the outer initializer mlp.down.weight);
+# `repeat` (Loop) holds a MatMul in its body.
+then_g = helper.make_graph(
+    [helper.make_node("MatMul", ["up", "then.weight"], ["then_out"], name="then_mm")],
+    "then_branch",
+    [],
+    [helper.make_tensor_value_info("then_out", TensorProto.FLOAT, ["tokens", HIDDEN])],
+    initializer=[numpy_helper.from_array(np.ascontiguousarray(o_down.T), "then.weight")],
+)
+else_g = helper.make_graph(
+    [helper.make_node("Gemm", ["up", "mlp.down.weight"], ["else_out"], name="else_gemm", transB=1)],
+    "else_branch",
+    [],
+    [helper.make_tensor_value_info("else_out", TensorProto.FLOAT, ["tokens", HIDDEN])],
+)
+body_g = helper.make_graph(
+    [
+        helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
+        helper.make_node("MatMul", ["h_in", "proj.weight"], ["h_out"], name="body_mm"),
+    ],
+    "body",
+    [
+        helper.make_tensor_value_info("i", TensorProto.INT64, []),
+        helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("h_in", TensorProto.FLOAT, ["tokens", HIDDEN]),
+    ],
+    [
+        helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("h_out", TensorProto.FLOAT, ["tokens", HIDDEN]),
+    ],
+)
+cf = helper.make_graph(
+    [
+        helper.make_node("LayerNormalization", ["x", "ln.gamma", "ln.beta"], ["xn"], name="ln", axis=-1),
+        helper.make_node("MatMul", ["xn", "mlp.up.weight"], ["up"], name="up"),
+        helper.make_node("If", ["use_then"], ["branched"], name="branch", then_branch=then_g, else_branch=else_g),
+        helper.make_node("Loop", ["trips", "", "branched"], ["y"], name="repeat", body=body_g),
+    ],
+    "control_flow",
+    [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["tokens", HIDDEN]),
+        helper.make_tensor_value_info("use_then", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("trips", TensorProto.INT64, []),
+    ],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["tokens", HIDDEN])],
+    initializer=[t for t in tiny_inits() if t.name in ("ln.gamma", "ln.beta", "mlp.up.weight", "mlp.down.weight", "proj.weight")],
+)
+cf_model = model_of(cf)
+onnx.checker.check_model(cf_model)
+onnx.save_model(cf_model, os.path.join(HERE, "control-flow.onnx"))
+print("control-flow fixture written: If `branch` (then_mm, else_gemm), Loop `repeat` (keep_going, body_mm)")
 for name in ["tiny.onnx"]:
     with open(os.path.join(HERE, name), "rb") as src, open(os.path.join(example, name), "wb") as dst:
         dst.write(src.read())
