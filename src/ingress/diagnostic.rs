@@ -83,20 +83,42 @@ impl Diagnostic for PackError {
     }
 
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
-        if self.source_text.is_empty() {
-            None
-        } else {
-            Some(self)
-        }
+        self.snippets_fit().then_some(self as &dyn miette::SourceCode)
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        if self.source_text.is_empty() {
+        if !self.snippets_fit() {
             return None;
         }
         Some(Box::new(self.diagnostics.iter().map(|d| {
             LabeledSpan::new_with_span(Some(d.message.clone()), SourceSpan::from(d.span))
         })))
+    }
+}
+
+/// Longest source line shown in a rendered snippet. miette pads the underline to the
+/// column with a format width, and Rust refuses a width over `u16::MAX` with a panic: a
+/// 2 MB pack holding a million-entry flow list on one line crashed `validate` (exit 101)
+/// instead of refusing it. Past this length the problem prints as `file:line:col` text only.
+pub const MAX_SNIPPET_LINE: usize = 4096;
+
+impl PackError {
+    /// Whether every problem's line is short enough to show as a snippet.
+    fn snippets_fit(&self) -> bool {
+        let text = self.source_text.as_bytes();
+        !text.is_empty()
+            && self.diagnostics.iter().all(|d| {
+                let at = d.span.0.min(text.len());
+                let end = (at + d.span.1).min(text.len());
+                let start = text[..at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+                let stop = text[end..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(text.len(), |i| end + i);
+                text[start..stop]
+                    .split(|&b| b == b'\n')
+                    .all(|line| line.len() <= MAX_SNIPPET_LINE)
+            })
     }
 }
 
@@ -119,5 +141,53 @@ impl miette::SourceCode for PackError {
             inner.column(),
             inner.line_count(),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_at_end_of(line: String) -> PackError {
+        let col = line.len() - 1;
+        PackError {
+            path: "pack.yaml".into(),
+            diagnostics: vec![PackDiagnostic {
+                location: Location {
+                    file: "pack.yaml".into(),
+                    line: 2,
+                    col: u32::try_from(col + 1).unwrap(),
+                },
+                pointer: "/slices/0/workload/checkpoint/tokens".into(),
+                message: "too many token counts".into(),
+                hint: Some("list at most 16".into()),
+                span: ("name: x\n".len() + col, 1),
+            }],
+            source_text: format!("name: x\n{line}\n"),
+        }
+    }
+
+    fn rendered(err: &PackError) -> String {
+        let mut out = String::new();
+        miette::GraphicalReportHandler::new()
+            .render_report(&mut out, err)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_problem_past_column_65535_renders_as_text_without_a_snippet() {
+        // A million-entry token list fits the 4 MiB pack limit on one line; miette's
+        // underline at column 200 000 was a format-width panic.
+        let err = error_at_end_of(format!("tokens: [{}1]", "1,".repeat(100_000)));
+        let out = rendered(&err);
+        assert!(out.contains("pack.yaml:2:200011: too many token counts"), "{out}");
+        assert!(!out.contains("1,1,1,1"), "no snippet of the long line: {out}");
+    }
+
+    #[test]
+    fn a_problem_on_a_short_line_keeps_its_snippet() {
+        let out = rendered(&error_at_end_of("tokens: [1, 2]".into()));
+        assert!(out.contains("tokens: [1, 2]"), "{out}");
     }
 }

@@ -906,6 +906,12 @@ fn checkpoint_checks(
     let dir = super::pack_dir(&loc.file);
     match super::checkpoint::open_workload(&dir, c) {
         Ok(w) => {
+            if spec.backend == Backend::Sim
+                && let Some(op) = w.ops().into_iter().find(over_sim_dims)
+            {
+                diags.push(sim_dims_diag(&op, &format!("{pointer}/tokens"), loc));
+                return None;
+            }
             // The simulator holds no operands: only the CPU's memory is budgeted.
             let mut held = SliceMemory::default();
             for op in w.ops().into_iter().filter(|_| spec.backend == Backend::Cpu) {
@@ -1137,6 +1143,14 @@ fn named_model_checks(
                 Some("`weights` applies to `backend: cpu`; remove it here".into()),
             ));
         }
+        let mut ops = named
+            .tokens
+            .counts()
+            .into_iter()
+            .flat_map(|t| named.name.select(t, &named.layers));
+        if let Some(op) = ops.find(over_sim_dims) {
+            diags.push(sim_dims_diag(&op, &format!("{pointer}/tokens"), loc));
+        }
         return;
     }
     let mut held = SliceMemory::default();
@@ -1161,6 +1175,30 @@ fn named_model_checks(
         }
     }
     held.check(spec, &format!("{pointer}/tokens"), loc, diags);
+}
+
+/// Whether `op` has a dimension the simulator refuses ([`crate::sim::layer::MAX_DIM`]): a
+/// token count past it ran to an execution failure (exit 1, "did not run") instead of being
+/// refused as bad input.
+fn over_sim_dims(op: &crate::domain::GemmOp) -> bool {
+    let max = crate::sim::layer::MAX_DIM;
+    [op.m, op.n, op.k].iter().any(|&d| d as u64 > max)
+}
+
+/// The diagnostic for an op [`over_sim_dims`] refuses, at `pointer` (the `tokens`).
+fn sim_dims_diag(op: &crate::domain::GemmOp, pointer: &str, loc: &Locator) -> PackDiagnostic {
+    loc.at_value(
+        pointer,
+        format!(
+            "op `{}` is {}x{}x{} (MxNxK), over the simulator's limit of {} on each GEMM dimension",
+            op.name,
+            op.m,
+            op.n,
+            op.k,
+            crate::sim::layer::MAX_DIM
+        ),
+        Some("M is the token count (times a Conv's output positions): lower `tokens`".into()),
+    )
 }
 
 /// Whether a metric needs a model workload (quality evidence) to be measured.

@@ -163,6 +163,18 @@ pub fn nodes(graph: &Graph) -> Vec<NodePlan> {
                         if n.op_type == "DequantizeLinear" { "dequantizes" } else { "quantizes" }
                     ),
                 ),
+                NodeKind::ControlFlow(holds) => (
+                    NodePath::Unsupported,
+                    format!(
+                        "{op}: control flow; its subgraphs ({holds}) run on a runtime condition or trip count, so the gate lists their ops but neither verifies nor times them"
+                    ),
+                ),
+                NodeKind::InSubgraph(whose) => (
+                    NodePath::Unsupported,
+                    format!(
+                        "{op}: inside {whose}; ops in control-flow subgraphs are neither verified nor timed (export with the branch or loop resolved to gate them)"
+                    ),
+                ),
                 NodeKind::Other if standard && DENSE_OPS.contains(&n.op_type.as_str()) => {
                     (NodePath::Dense, format!("{op}: not a GEMM, runs dense"))
                 }

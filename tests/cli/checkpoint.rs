@@ -483,3 +483,82 @@ fn issue_21_checkpoint_guardrails_on_a_generated_workload_are_refused_at_ingress
     assert_contains(&printed, "`pattern_violations` needs a checkpoint workload");
     assert_contains(&printed, "workload: {checkpoint: {...}}");
 }
+
+#[test]
+fn a_million_entry_token_list_is_refused_with_exit_2_and_nothing_written() {
+    // 2 MB on one line, inside the 4 MiB pack limit: the YAML node limit refuses it, and
+    // the diagnostic (at column 100 000+) prints as text instead of panicking in the renderer.
+    let sb = sandbox(&["tiny.safetensors"], "ckpt/tiny.safetensors", "");
+    let ones = vec!["1"; 1_000_000].join(",");
+    write_pack(
+        &sb,
+        "{}",
+        "{metric: pattern_violations, at_most: 0}",
+        "mlp",
+        &format!("{{weights: ckpt/tiny.safetensors, tokens: [{ones}]}}"),
+    );
+    let out = sb.gate("pack.yaml", &[]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert_contains(&err, "pack is too large or too deeply nested to load");
+    assert_contains(&err, "hint: ");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!sb.path().join("out").exists(), "nothing is written");
+}
+
+#[test]
+fn seventeen_token_counts_are_refused_saying_at_most_16() {
+    let sb = sandbox(&["tiny.safetensors"], "ckpt/tiny.safetensors", "");
+    let counts: Vec<String> = (1..=17).map(|t| t.to_string()).collect();
+    write_pack(
+        &sb,
+        "{}",
+        "{metric: pattern_violations, at_most: 0}",
+        "mlp",
+        &format!(
+            "{{weights: ckpt/tiny.safetensors, tokens: [{}]}}",
+            counts.join(", ")
+        ),
+    );
+    let printed = sb.refused_at_ingress("pack.yaml");
+    assert_contains(&printed, "/slices/0/workload/checkpoint/tokens");
+    assert_contains(&printed, "a list of 1 to 16 of them");
+}
+
+#[test]
+fn a_token_count_past_the_simulators_dimension_limit_is_refused_at_ingress() {
+    // It ran to an execution failure ("did not run", exit 1) before.
+    let sb = sandbox(&["tiny.safetensors"], "ckpt/tiny.safetensors", "");
+    write_slices(
+        &sb,
+        "
+              - id: sim
+                backend: sim
+                preset: h100
+                precision: [fp16]
+                workload:
+                  checkpoint: {weights: ckpt/tiny.safetensors, layers: \"*up_proj*\", tokens: [1, 5000000000]}
+                sparsity: [\"2:4\"]
+                guardrails: [{metric: pattern_violations, at_most: 0}]
+              - id: named
+                backend: sim
+                preset: h100
+                precision: [fp16]
+                workload:
+                  model: {name: resnet-50, tokens: 18446744073709551615}
+                sparsity: [\"2:4\"]
+                guardrails: [{metric: latency, at_most: 1}]
+            ",
+    );
+    let out = sb.gate("pack.yaml", &[]);
+    assert_exit(&out, 2);
+    let err = printed(&out);
+    assert_contains(
+        &err,
+        "op `model.layers.0.mlp.up_proj.weight@5000000000` is 5000000000x128x64 (MxNxK), over the simulator's limit of 4294967296 on each GEMM dimension",
+    );
+    assert_contains(&err, "op `conv1` is 18446744073709551615x64x147 (MxNxK)");
+    assert_contains(&err, "lower `tokens`");
+    assert_contains(&err, "pack.yaml:");
+    assert!(!sb.path().join("out").exists(), "nothing is written");
+}

@@ -10,9 +10,16 @@ use crate::support::*;
 /// whose one slice gates `classifier.safetensors` with `eval` (YAML flow mapping) and the
 /// slice guardrail `guardrail`.
 fn sandbox(eval: &str, guardrail: &str) -> Sandbox {
+    sandbox_of("classifier.safetensors", eval, guardrail)
+}
+
+/// [`sandbox`] with the slice gating the fixture `weights` (another dtype of the same head).
+fn sandbox_of(weights: &str, eval: &str, guardrail: &str) -> Sandbox {
     let sb = Sandbox::new();
     for name in [
         "classifier.safetensors",
+        "classifier-bf16.safetensors",
+        "classifier-int8.safetensors",
         "classifier-dense.safetensors",
         "eval.safetensors",
         "bad/eval-no-labels.safetensors",
@@ -35,7 +42,7 @@ fn sandbox(eval: &str, guardrail: &str) -> Sandbox {
               - id: head
                 workload:
                   checkpoint:
-                    weights: ckpt/classifier.safetensors
+                    weights: ckpt/{weights}
                     layers: \"classifier.fc1.*\"
                     tokens: 16
                     eval: {eval}
@@ -209,4 +216,45 @@ fn issue_21_an_eval_on_a_simulated_slice_is_refused() {
         &printed,
         "a checkpoint's `eval` runs on the cpu backend, but slice `head` uses `sim`",
     );
+}
+
+#[test]
+fn a_bf16_checkpoints_own_head_is_evaluated_on_its_exactly_widened_weights() {
+    let sb = sandbox_of(
+        "classifier-bf16.safetensors",
+        GOOD,
+        "{metric: quality_delta, at_least: -0.05}",
+    );
+    assert_exit(&sb.gate("pack.yaml", &[]), 0);
+    // numpy's score of the same bf16 values widened to f32 (make_fixtures.py).
+    let text = std::fs::read_to_string(repo_file("tests/data/checkpoint/expected.json")).unwrap();
+    let want = serde_json::from_str::<serde_json::Value>(&text).unwrap()["eval_bf16"].clone();
+    let evidence = sb.json("out/evidence.json");
+    let slice = slice_named(&evidence, "head-2of4-fp32");
+    assert!(
+        close(&slice["counters"]["accuracy"], &want["accuracy"]),
+        "{slice}"
+    );
+    let verdict = sb.json("out/verdict.json");
+    assert!(close(&verdict["guardrails"][0]["value"], &want["quality_delta"]));
+}
+
+#[test]
+fn an_int8_head_without_scales_is_refused_naming_the_tensor_with_a_hint() {
+    let sb = sandbox_of(
+        "classifier-int8.safetensors",
+        GOOD,
+        "{metric: quality_delta, at_least: -0.05}",
+    );
+    let out = sb.gate("pack.yaml", &[]);
+    assert_exit(&out, 2);
+    let err = printed(&out);
+    for needle in [
+        "pack.yaml:13:",
+        "ckpt/classifier-int8.safetensors: head module `classifier.fc1`: `classifier.fc1.weight` is I8: quantized codes, not weights",
+        "evaluate the head as exported before quantization",
+    ] {
+        assert_contains(&err, needle);
+    }
+    assert!(!sb.path().join("out").exists(), "nothing is written");
 }

@@ -97,6 +97,32 @@ fn issue_21_an_onnx_graph_lists_every_op_and_times_its_gemms_on_their_initialize
 }
 
 #[test]
+fn ops_inside_if_and_loop_subgraphs_are_listed_unsupported_with_whose_they_are() {
+    // control-flow.onnx: MatMul `up` at the top level; If `branch` holds a MatMul and a Gemm,
+    // Loop `repeat` an Identity and a MatMul.
+    let sb = sandbox("control-flow.onnx", "");
+    let out = sb.gate("pack.yaml", &[]);
+    assert_exit(&out, 0);
+    let memo = sb.read("out/memo.md");
+    for row in [
+        "| g-2of4-fp32 | mlp.up.weight | 8x128x64 | sparse | ",
+        "| g-2of4-fp32 | branch (If) | – | unsupported | If: control flow; its subgraphs (else_branch: 1 node (1 GEMM), then_branch: 1 node (1 GEMM)) run on a runtime condition or trip count, so the gate lists their ops but neither verifies nor times them |",
+        "| g-2of4-fp32 | branch/then_branch/then_mm (MatMul) | – | unsupported | MatMul: inside the then_branch of If `branch`; ops in control-flow subgraphs are neither verified nor timed (export with the branch or loop resolved to gate them) |",
+        "| g-2of4-fp32 | branch/else_branch/else_gemm (Gemm) | – | unsupported | Gemm: inside the else_branch of If `branch`; ",
+        "| g-2of4-fp32 | repeat (Loop) | – | unsupported | Loop: control flow; its subgraphs (body: 2 nodes (1 GEMM)) ",
+        "| g-2of4-fp32 | repeat/body/keep_going (Identity) | – | unsupported | Identity: inside the body of Loop `repeat`; ",
+        "| g-2of4-fp32 | repeat/body/body_mm (MatMul) | – | unsupported | MatMul: inside the body of Loop `repeat`; ",
+    ] {
+        assert_contains(&memo, row);
+    }
+    let evidence = sb.json("out/evidence.json");
+    let slice = slice_named(&evidence, "g-2of4-fp32");
+    let structure = slice["structure"].as_array().unwrap();
+    let names: Vec<&str> = structure.iter().map(|t| t["tensor"].as_str().unwrap()).collect();
+    assert_eq!(names, ["mlp.up.weight"], "subgraph weights are not verified");
+}
+
+#[test]
 fn issue_21_malformed_onnx_graphs_exit_2_naming_the_file_and_the_node_or_tensor() {
     for (fixture, needles) in [
         (

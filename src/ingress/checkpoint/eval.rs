@@ -113,6 +113,27 @@ pub enum EvalError {
         /// Whether the problem is in the reference checkpoint.
         in_reference: bool,
     },
+    /// A head tensor is integer (int8 or uint8): its stored values are quantized codes, not
+    /// the weights, and the scales that would make them weights are a quantization scheme's
+    /// (compressed-tensors `weight_scale`, per tensor or per channel), which the gate does
+    /// not guess.
+    #[error(
+        "{file}: head module `{module}`: `{tensor}` is {dtype}: quantized codes, not weights; the head can only be evaluated from floating-point weights"
+    )]
+    QuantizedHead {
+        /// Position in `head`.
+        index: usize,
+        /// The module.
+        module: String,
+        /// The tensor.
+        tensor: String,
+        /// Its dtype, e.g. `I8`.
+        dtype: String,
+        /// The checkpoint (or reference) file.
+        file: String,
+        /// Whether the problem is in the reference checkpoint.
+        in_reference: bool,
+    },
 }
 
 impl EvalError {
@@ -123,8 +144,11 @@ impl EvalError {
             EvalError::TooLarge { .. } | EvalError::Dataset { .. } => EvalKey::Dataset,
             EvalError::Head {
                 in_reference: true, ..
+            }
+            | EvalError::QuantizedHead {
+                in_reference: true, ..
             } => EvalKey::Reference,
-            EvalError::Head { index, .. } => EvalKey::Head(*index),
+            EvalError::Head { index, .. } | EvalError::QuantizedHead { index, .. } => EvalKey::Head(*index),
         }
     }
 
@@ -141,6 +165,9 @@ impl EvalError {
             EvalError::Head {
                 in_reference: true, ..
             } => "the reference must hold the same head (same module names and shapes) before pruning",
+            EvalError::QuantizedHead { .. } => {
+                "evaluate the head as exported before quantization (f32, f16 or bf16 `<module>.weight` and `.bias`); the int8 checkpoint's own layers are still verified and timed"
+            }
             EvalError::Head { .. } => {
                 "list the head's Linear modules in order; each needs `<module>.weight` [out, in] and `<module>.bias` [out] (f32, f16 or bf16), each layer's in = the previous layer's out"
             }
@@ -268,6 +295,18 @@ fn head_of(
         let bias = checkpoint
             .tensor(&format!("{module}.bias"))
             .ok_or_else(|| problem(format!("no tensor `{}.bias`", shown(module))))?;
+        for t in [weight, bias] {
+            if matches!(t.dtype, Dtype::I8 | Dtype::U8) {
+                return Err(EvalError::QuantizedHead {
+                    index,
+                    module: shown(module),
+                    tensor: shown(&t.name),
+                    dtype: t.dtype.name(),
+                    file: file.to_owned(),
+                    in_reference,
+                });
+            }
+        }
         if weight.shape.len() != 2 || !float(weight.dtype) || weight.shape.contains(&0) {
             return Err(problem(format!(
                 "the weight is {} {:?}, expected a non-empty 2-D f32, f16 or bf16 [out, in]",
@@ -410,6 +449,21 @@ mod tests {
             assert_eq!(err.key(), key, "{s:?}: {err}");
             assert!(!err.hint().is_empty());
         }
+        // An int8 head (quantized codes, no scales) is refused at the head's first module.
+        let dir = fixtures();
+        let int8 = Checkpoint::open(&dir, Source::Weights("classifier-int8.safetensors"), None).unwrap();
+        let err = open(
+            &dir,
+            &spec("eval.safetensors", HEAD, "classifier-dense.safetensors"),
+            &int8,
+        )
+        .unwrap_err();
+        assert_eq!(err.key(), EvalKey::Head(0));
+        assert_eq!(
+            err.to_string(),
+            "classifier-int8.safetensors: head module `classifier.fc1`: `classifier.fc1.weight` is I8: quantized codes, not weights; the head can only be evaluated from floating-point weights"
+        );
+        assert!(err.hint().contains("before quantization"));
         // A head whose layers do not chain names the layer and both widths.
         let err = open_with(&spec(
             "eval.safetensors",

@@ -909,7 +909,8 @@ pub struct CheckpointSpec {
     /// An ONNX model (`.onnx`), relative to the pack (and inside its directory tree), instead
     /// of `weights`: every node is listed in the supported layer matrix, and its GEMMs
     /// (MatMul, Gemm, Conv with a constant weight) are verified and timed on their
-    /// initializers. Weights in external data files are refused.
+    /// initializers. Ops inside control-flow subgraphs (`If` branches, `Loop` bodies) are
+    /// listed as unsupported, never run. Weights in external data files are refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub graph: Option<String>,
@@ -959,10 +960,11 @@ pub struct EvalSpec {
     pub reference: String,
 }
 
-/// One token count, or several (ascending after ingress, duplicates dropped): the M of a
-/// checkpoint's or a named model's ops. Several time every layer at each count, as ops named
-/// `<layer>@<tokens>`, and the evidence reports per layer where the sparse path's speedup
-/// crosses 1 (its break-even). The memory budget bounds the counts on the CPU.
+/// One token count (at least 1), or a list of 1 to 16 of them (ascending after ingress,
+/// duplicates dropped): the M of a checkpoint's or a named model's ops. Several time every
+/// layer at each count, as ops named `<layer>@<tokens>`, and the evidence reports per layer
+/// where the sparse path's speedup crosses 1 (its break-even). The memory budget bounds the
+/// counts on the CPU, and the simulator's 2^32 limit on a GEMM dimension on `backend: sim`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum TokenCounts {

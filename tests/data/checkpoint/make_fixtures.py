@@ -14,7 +14,10 @@ Writes, beside this script (small, committed; the tests never run Python):
 - config.json: sizes plus a compressed-tensors `sparsity_config` (2:4, ignore list);
 - classifier.safetensors (16-32-4 head, fc1 pruned 2:4), classifier-dense.safetensors (the
   same head before pruning), eval.safetensors (400 held-out samples: x, y), for quality on the
-  artifact, and bad/eval-*.safetensors (no labels; a label outside the classes);
+  artifact, classifier-bf16.safetensors (the shipped head in bf16, evaluated) and
+  classifier-int8.safetensors (in int8 without scales, refused), and bad/eval-*.safetensors (no labels; a label outside the classes);
+- control-flow.onnx: a MatMul at the top level, then an If whose branches and a Loop whose
+  body hold GEMMs (subgraphs the gate lists in the matrix but does not run);
 - expected.json: where the violations were planted, and the eval's accuracies, quality_delta
   and Newcombe interval (the oracle of the tests);
 - bad/: headers that lie (truncated, length past the end, 10 GB length, overlapping and
@@ -283,6 +286,61 @@ onnx.save_model(external, os.path.join(bad, "external.onnx"), save_as_external_d
 # The gate refuses the reference before it would read the data file: no need to commit it.
 os.remove(os.path.join(bad, "external.onnx.data"))
 print("onnx fixtures written; planted in mlp.down.weight: [5, 16]")
+
+# Control flow: GEMMs inside an If's branches and a Loop's body are subgraphs (attributes of
+# the If/Loop node), which the gate lists but does not run. The top-level MatMul `up` is a
+# GEMM as in tiny.onnx; `branch` (If) holds a MatMul in then_branch (its weight a subgraph
+# initializer) and a Gemm in else_branch (reading the outer initializer mlp.down.weight);
+# `repeat` (Loop) holds a MatMul in its body.
+then_g = helper.make_graph(
+    [helper.make_node("MatMul", ["up", "then.weight"], ["then_out"], name="then_mm")],
+    "then_branch",
+    [],
+    [helper.make_tensor_value_info("then_out", TensorProto.FLOAT, ["tokens", HIDDEN])],
+    initializer=[numpy_helper.from_array(np.ascontiguousarray(o_down.T), "then.weight")],
+)
+else_g = helper.make_graph(
+    [helper.make_node("Gemm", ["up", "mlp.down.weight"], ["else_out"], name="else_gemm", transB=1)],
+    "else_branch",
+    [],
+    [helper.make_tensor_value_info("else_out", TensorProto.FLOAT, ["tokens", HIDDEN])],
+)
+body_g = helper.make_graph(
+    [
+        helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
+        helper.make_node("MatMul", ["h_in", "proj.weight"], ["h_out"], name="body_mm"),
+    ],
+    "body",
+    [
+        helper.make_tensor_value_info("i", TensorProto.INT64, []),
+        helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("h_in", TensorProto.FLOAT, ["tokens", HIDDEN]),
+    ],
+    [
+        helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("h_out", TensorProto.FLOAT, ["tokens", HIDDEN]),
+    ],
+)
+cf = helper.make_graph(
+    [
+        helper.make_node("LayerNormalization", ["x", "ln.gamma", "ln.beta"], ["xn"], name="ln", axis=-1),
+        helper.make_node("MatMul", ["xn", "mlp.up.weight"], ["up"], name="up"),
+        helper.make_node("If", ["use_then"], ["branched"], name="branch", then_branch=then_g, else_branch=else_g),
+        helper.make_node("Loop", ["trips", "", "branched"], ["y"], name="repeat", body=body_g),
+    ],
+    "control_flow",
+    [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["tokens", HIDDEN]),
+        helper.make_tensor_value_info("use_then", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("trips", TensorProto.INT64, []),
+    ],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["tokens", HIDDEN])],
+    initializer=[t for t in tiny_inits() if t.name in ("ln.gamma", "ln.beta", "mlp.up.weight", "mlp.down.weight", "proj.weight")],
+)
+cf_model = model_of(cf)
+onnx.checker.check_model(cf_model)
+onnx.save_model(cf_model, os.path.join(HERE, "control-flow.onnx"))
+print("control-flow fixture written: If `branch` (then_mm, else_gemm), Loop `repeat` (keep_going, body_mm)")
 for name in ["tiny.onnx"]:
     with open(os.path.join(HERE, name), "rb") as src, open(os.path.join(example, name), "wb") as dst:
         dst.write(src.read())
@@ -370,6 +428,40 @@ save_file({"x": x_eval, "y": y_bad}, os.path.join(bad, "eval-bad-label.safetenso
 for name in ["classifier.safetensors", "classifier-dense.safetensors", "eval.safetensors"]:
     with open(os.path.join(HERE, name), "rb") as src, open(os.path.join(example, name), "wb") as dst:
         dst.write(src.read())
+# The same shipped head in bf16 (what a pruned LLM checkpoint usually holds): the gate
+# widens it exactly to f32 and evaluates it; its expected accuracy is numpy's on the widened
+# bf16 values. And in int8 without scales, which the gate refuses to evaluate (the integer
+# values are not the weights).
+shipped = {**head, "classifier.fc1.weight": w1_pruned}
+
+
+def save_bf16(tensors, path):
+    # safetensors.numpy has no bfloat16: write the raw uint16 bits with the real library and
+    # relabel the dtype in its header (same bytes, same header length).
+    save_file({k: to_bf16(v) for k, v in tensors.items()}, path)
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8 : 8 + n])
+    for k, v in header.items():
+        if k != "__metadata__":
+            v["dtype"] = "BF16"
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (n - len(text)) if len(text) <= n else b""
+    assert len(text) == n, "relabelled header must keep its length"
+    with open(path, "wb") as f:
+        f.write(data[:8] + text + data[8 + n :])
+
+
+def widened(a):
+    return (to_bf16(a).astype(np.uint32) << 16).view(np.float32)
+
+
+save_bf16(shipped, os.path.join(HERE, "classifier-bf16.safetensors"))
+bw1, bb1, bw2, bb2 = (widened(shipped[f"classifier.{m}"]) for m in ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"])
+right_bf16 = np.argmax(np.maximum(x_eval @ bw1.T + bb1, np.float32(0.0)) @ bw2.T + bb2, axis=1) == y_eval
+save_file({k: to_i8(v) if k.endswith(".weight") else v for k, v in shipped.items()}, os.path.join(HERE, "classifier-int8.safetensors"))
+print(f"bf16 head accuracy {np.mean(right_bf16):.4f}; int8 head written")
 with open(os.path.join(HERE, "expected.json")) as f:
     expected = json.load(f)
 expected["eval"] = {
@@ -379,6 +471,10 @@ expected["eval"] = {
     "reference_accuracy": p2,
     "quality_delta": delta,
     "quality_delta_ci": [max(delta - np.sqrt(lower), -1.0), min(delta + np.sqrt(upper), 1.0)],
+}
+expected["eval_bf16"] = {
+    "accuracy": float(np.mean(right_bf16)),
+    "quality_delta": float(np.mean(right_bf16)) - p2,
 }
 with open(os.path.join(HERE, "expected.json"), "w") as f:
     json.dump(expected, f, indent=2, sort_keys=True)

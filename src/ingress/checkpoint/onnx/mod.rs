@@ -85,6 +85,12 @@ pub enum NodeKind {
     OpaqueGemm(String),
     /// A QuantizeLinear or DequantizeLinear node, with what it quantizes.
     Quantize(String),
+    /// A node holding subgraphs (`If`, `Loop`, `Scan`): what they hold, e.g.
+    /// `then_branch: 1 node (1 GEMM), else_branch: 1 node (1 GEMM)`. Its nodes follow it in
+    /// [`Graph::nodes`]; none is verified or timed.
+    ControlFlow(String),
+    /// A node inside a subgraph, with whose (e.g. `the then_branch of If `branch``).
+    InSubgraph(String),
     /// Any other op.
     Other,
 }
@@ -745,7 +751,96 @@ fn classify(
             );
         }
     }
-    Ok(Graph { nodes, weights })
+    Ok(Graph {
+        nodes: with_subgraphs(g, nodes),
+        weights,
+    })
+}
+
+/// Op types that are a GEMM or hide one, counted in a subgraph's summary.
+const GEMM_OPS: &[&str] = &[
+    "MatMul",
+    "Gemm",
+    "Conv",
+    "MatMulInteger",
+    "QLinearMatMul",
+    "ConvInteger",
+    "QLinearConv",
+    "ConvTranspose",
+    "Einsum",
+];
+
+/// The subgraphs `n`'s attributes hold, by attribute name (`graphs[i]` as `name[i]`).
+fn subgraphs(n: &NodeProto) -> Vec<(String, &GraphProto)> {
+    let mut out = Vec::new();
+    for a in &n.attribute {
+        if let Some(g) = &a.g {
+            out.push((shown(&a.name), &**g));
+        }
+        for (i, g) in a.graphs.iter().enumerate() {
+            out.push((format!("{}[{i}]", shown(&a.name)), g));
+        }
+    }
+    out
+}
+
+/// `nodes` (the top level, classified) with every subgraph's nodes after the node holding
+/// it: that node becomes [`NodeKind::ControlFlow`], its subgraphs' nodes
+/// [`NodeKind::InSubgraph`] named `<node>/<attribute>/<inner>`. The gate runs no subgraph
+/// (which branch or how many trips is a runtime value), so their GEMMs are listed, never
+/// verified or timed; the wire scan bounded their number before decoding.
+fn with_subgraphs(g: &GraphProto, nodes: Vec<GraphNode>) -> Vec<GraphNode> {
+    let mut out = Vec::with_capacity(nodes.len());
+    for (n, mut node) in g.node.iter().zip(nodes) {
+        let subs = subgraphs(n);
+        if subs.is_empty() {
+            out.push(node);
+            continue;
+        }
+        let mut inner = Vec::new();
+        node.kind = NodeKind::ControlFlow(nested(&node, &subs, &mut inner));
+        out.push(node);
+        out.extend(inner);
+    }
+    out
+}
+
+/// Push the nodes of `owner`'s subgraphs `subs` (recursively) onto `out`; return what they
+/// hold, in words.
+fn nested(owner: &GraphNode, subs: &[(String, &GraphProto)], out: &mut Vec<GraphNode>) -> String {
+    let mut parts = Vec::new();
+    for (attr, sub) in subs {
+        let whose = format!("the {attr} of {} `{}`", owner.op_type, owner.name);
+        let is_gemm = |domain: &str, op: &str| is_standard(domain) && GEMM_OPS.contains(&op);
+        let mut gemms = 0;
+        for (i, n) in sub.node.iter().enumerate() {
+            gemms += usize::from(is_gemm(&n.domain, &n.op_type));
+            let mut node = GraphNode {
+                name: format!("{}/{attr}/{}", owner.name, node_name(n, i)),
+                op_type: shown(&n.op_type),
+                domain: shown(&n.domain),
+                kind: NodeKind::InSubgraph(whose.clone()),
+            };
+            let deeper = subgraphs(n);
+            if deeper.is_empty() {
+                out.push(node);
+            } else {
+                let mut inner = Vec::new();
+                let held = nested(&node, &deeper, &mut inner);
+                node.kind = NodeKind::InSubgraph(format!("{whose}; holds {held}"));
+                gemms += inner.iter().filter(|m| is_gemm(&m.domain, &m.op_type)).count();
+                out.push(node);
+                out.extend(inner);
+            }
+        }
+        let plural = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
+        parts.push(format!(
+            "{attr}: {} ({})",
+            plural(sub.node.len(), "node"),
+            plural(gemms, "GEMM")
+        ));
+    }
+    parts.join(", ")
 }
 
 /// The row-major `rows × cols` matrix `data` (elements of `size` bytes) transposed.

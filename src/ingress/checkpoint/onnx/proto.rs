@@ -1,6 +1,6 @@
 //! The subset of `onnx.proto` (ONNX IR, proto2) the gate reads, written by hand as prost
 //! messages so no `protoc` runs at build time. Field numbers are onnx.proto's; fields the
-//! gate does not need (doc strings, subgraphs in attributes, training info, functions) are
+//! gate does not need (doc strings, training info, functions) are
 //! left out, and prost skips them on decode. Repeated scalars decode packed or not, as
 //! protobuf requires. `raw_data` is [`bytes::Bytes`], so decoding from one `Bytes` buffer
 //! slices the weights out of it instead of copying them.
@@ -91,6 +91,13 @@ pub struct AttributeProto {
     /// Integer list.
     #[prost(int64, repeated, tag = "8")]
     pub ints: Vec<i64>,
+    /// A subgraph: an `If`'s `then_branch`/`else_branch`, a `Loop`'s or `Scan`'s `body`
+    /// (listed in the matrix, never run; the wire scan counts its nodes first).
+    #[prost(message, optional, boxed, tag = "6")]
+    pub g: Option<Box<GraphProto>>,
+    /// A list of subgraphs (no standard op has one; a custom op may).
+    #[prost(message, repeated, tag = "11")]
+    pub graphs: Vec<GraphProto>,
 }
 
 /// `TensorProto`: an initializer.

@@ -246,3 +246,117 @@ fn a_truncated_message_is_refused_with_the_byte_where_it_stops() {
     assert!(msg.contains("not a complete protobuf message"), "{msg}");
     assert!(msg.starts_with("m.onnx: byte "), "{msg}");
 }
+
+/// A graph holding one `If` whose `then_branch` is `inner`.
+fn if_holding(inner: GraphProto) -> GraphProto {
+    let mut g = small();
+    g.input.push(value("c", &[]));
+    let mut branch = node("branch", "If", &["c"], &["b"]);
+    branch.attribute.push(AttributeProto {
+        name: "then_branch".into(),
+        g: Some(Box::new(inner)),
+        ..Default::default()
+    });
+    g.node.push(branch);
+    g
+}
+
+#[test]
+fn subgraph_nodes_are_listed_after_their_if_and_never_become_weights() {
+    // The real `onnx` package's If and Loop (tests/data/checkpoint/make_fixtures.py).
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/checkpoint/control-flow.onnx");
+    let g = read(&path, "control-flow.onnx").unwrap();
+    let rows: Vec<(&str, &str)> = g
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.op_type.as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("ln", "LayerNormalization"),
+            ("up", "MatMul"),
+            ("branch", "If"),
+            // In the file's attribute order (`onnx.helper` sorts them by name).
+            ("branch/else_branch/else_gemm", "Gemm"),
+            ("branch/then_branch/then_mm", "MatMul"),
+            ("repeat", "Loop"),
+            ("repeat/body/keep_going", "Identity"),
+            ("repeat/body/body_mm", "MatMul"),
+        ]
+    );
+    assert_eq!(
+        g.nodes[2].kind,
+        NodeKind::ControlFlow("else_branch: 1 node (1 GEMM), then_branch: 1 node (1 GEMM)".into())
+    );
+    assert_eq!(
+        g.nodes[7].kind,
+        NodeKind::InSubgraph("the body of Loop `repeat`".into())
+    );
+    // Only the top-level MatMul's weight is run; the subgraphs' GEMMs (one on the outer
+    // initializer mlp.down.weight) are not.
+    let weights: Vec<&str> = g.weights.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(weights, ["mlp.up.weight"]);
+}
+
+#[test]
+fn a_subgraph_inside_a_subgraph_is_listed_and_counted_in_its_owners_summary() {
+    let mut loop_node = node("inner_loop", "Loop", &[], &[]);
+    loop_node.attribute.push(AttributeProto {
+        name: "body".into(),
+        g: Some(Box::new(GraphProto {
+            node: vec![node("deep", "MatMul", &["x", "W"], &["z"])],
+            ..Default::default()
+        })),
+        ..Default::default()
+    });
+    let g = decode(
+        model(if_holding(GraphProto {
+            node: vec![loop_node],
+            ..Default::default()
+        })),
+        "m.onnx",
+    )
+    .unwrap();
+    let names: Vec<&str> = g.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(
+        names[2..],
+        [
+            "branch",
+            "branch/then_branch/inner_loop",
+            "branch/then_branch/inner_loop/body/deep"
+        ]
+    );
+    assert_eq!(
+        g.nodes[2].kind,
+        NodeKind::ControlFlow("then_branch: 1 node (1 GEMM)".into())
+    );
+    assert_eq!(
+        g.nodes[3].kind,
+        NodeKind::InSubgraph("the then_branch of If `branch`; holds body: 1 node (1 GEMM)".into())
+    );
+}
+
+#[test]
+fn nodes_hidden_in_a_subgraph_count_against_the_node_limit_before_decoding() {
+    // 10^5 + 1 empty nodes inside an If's branch; the top level holds three more.
+    let inner = GraphProto {
+        node: vec![NodeProto::default(); 100_001],
+        ..Default::default()
+    };
+    let msg = error(&model(if_holding(inner)));
+    assert!(
+        msg.contains("the graph: holds 100004 nodes, expected at most 100000"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn subgraphs_nested_past_the_depth_limit_are_refused_by_the_wire_scan() {
+    let mut g = GraphProto::default();
+    for _ in 0..=wire::MAX_SUBGRAPH_DEPTH {
+        g = if_holding(g);
+    }
+    let msg = error(&model(g));
+    assert!(msg.contains("subgraphs are nested more than 8 deep"), "{msg}");
+}

@@ -5,7 +5,8 @@
 //! where it stops.
 
 /// How many of each repeated field the graph holds (summed over every `graph` field of the
-/// model, since protobuf merges repeated occurrences).
+/// model, since protobuf merges repeated occurrences, and over every subgraph an attribute
+/// holds: an `If`'s branches, a `Loop`'s body).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
     /// `GraphProto.node`.
@@ -15,6 +16,10 @@ pub struct Counts {
     /// `GraphProto.input`, `output` and `value_info`.
     pub value_infos: u64,
 }
+
+/// Deepest nesting of subgraphs read (a Loop in an If in a Loop is 3; exporters write 1 or
+/// 2, and each level costs prost three of its 100 levels of recursion).
+pub const MAX_SUBGRAPH_DEPTH: usize = 8;
 
 /// Where and why the wire format is broken.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,33 +35,61 @@ pub fn count(bytes: &[u8]) -> Result<Counts, WireError> {
     let mut counts = Counts::default();
     walk(bytes, 0, &mut |tag, start, body| {
         if tag == 7 {
-            if let Some((s, b)) = body {
-                walk(b, s, &mut |tag, _, _| {
-                    match tag {
-                        1 => counts.nodes += 1,
-                        5 => counts.initializers += 1,
-                        11..=13 => counts.value_infos += 1,
-                        _ => {}
-                    }
-                    Ok(())
-                })?;
-            } else {
+            let Some((s, b)) = body else {
                 return Err(WireError {
                     at: start,
                     problem: "the graph field is not a length-delimited message",
                 });
-            }
+            };
+            count_graph(b, s, 0, &mut counts)?;
         }
         Ok(())
     })?;
     Ok(counts)
 }
 
-type Visit<'a> = dyn FnMut(u32, usize, Option<(usize, &'a [u8])>) -> Result<(), WireError> + 'a;
+/// Add the fields of the `GraphProto` `bytes` (at file offset `base`, `depth` subgraphs
+/// down) and of every subgraph its nodes' attributes hold.
+fn count_graph(bytes: &[u8], base: usize, depth: usize, counts: &mut Counts) -> Result<(), WireError> {
+    if depth > MAX_SUBGRAPH_DEPTH {
+        return Err(WireError {
+            at: base,
+            problem: "subgraphs are nested more than 8 deep",
+        });
+    }
+    walk(bytes, base, &mut |tag, _, body| {
+        match tag {
+            1 => {
+                counts.nodes += 1;
+                // NodeProto.attribute (5) → AttributeProto.g (6) or .graphs (11).
+                if let Some((s, node)) = body {
+                    walk(node, s, &mut |tag, _, body| {
+                        if let (5, Some((s, attr))) = (tag, body) {
+                            walk(attr, s, &mut |tag, _, body| {
+                                if let (6 | 11, Some((s, sub))) = (tag, body) {
+                                    count_graph(sub, s, depth + 1, counts)?;
+                                }
+                                Ok(())
+                            })?;
+                        }
+                        Ok(())
+                    })?;
+                }
+            }
+            5 => counts.initializers += 1,
+            11..=13 => counts.value_infos += 1,
+            _ => {}
+        }
+        Ok(())
+    })
+}
 
 /// Call `visit(tag, key_offset, body)` for each field of the message `bytes` (which starts
 /// at file offset `base`); `body` is the payload of a length-delimited field.
-fn walk<'a>(bytes: &'a [u8], base: usize, visit: &mut Visit<'a>) -> Result<(), WireError> {
+fn walk<'a, F>(bytes: &'a [u8], base: usize, visit: &mut F) -> Result<(), WireError>
+where
+    F: FnMut(u32, usize, Option<(usize, &'a [u8])>) -> Result<(), WireError>,
+{
     let mut i = 0;
     while i < bytes.len() {
         let at = base + i;
