@@ -89,7 +89,13 @@ pub fn judge(
                 );
             }
             if violations > 0 {
-                return verdict(false, format!("{violations} groups break 2:4"));
+                return verdict(
+                    false,
+                    format!(
+                        "{violations} group{} 2:4",
+                        if violations == 1 { " breaks" } else { "s break" }
+                    ),
+                );
             }
             verdict(
                 true,

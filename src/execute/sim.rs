@@ -9,7 +9,7 @@ use super::evidence::{OpCost, SliceEvidence};
 use crate::domain::Sparsity;
 use crate::domain::{Counter, Metric};
 use crate::ingress::Slice;
-use crate::lower::Plan;
+use crate::lower::{KernelPath, Plan};
 use crate::sim::{Layer, Preset, evaluate};
 use std::time::Instant;
 
@@ -59,20 +59,17 @@ impl Default for Totals {
 }
 
 /// The slice's totals and each op's `(latency_s, energy_j)`, in plan order.
+/// `sparsities` holds each op's modelled sparsity; `None` models every op dense.
 fn totals(
     slice: &Slice,
     preset: &Preset,
     plan: &Plan,
-    dense: bool,
+    sparsities: Option<&[Sparsity]>,
 ) -> Result<(Totals, Vec<(f64, f64)>), ExecError> {
     let mut t = Totals::default();
     let mut per_op = Vec::with_capacity(plan.ops.len());
-    for op in &plan.ops {
-        let sparsity = if dense {
-            Sparsity::Dense
-        } else {
-            shipped_sparsity(slice, &op.op.name)?
-        };
+    for (i, op) in plan.ops.iter().enumerate() {
+        let sparsity = sparsities.map_or(Sparsity::Dense, |s| s[i]);
         let layer = Layer::new(
             op.op.m as u64,
             op.op.n as u64,
@@ -106,9 +103,12 @@ fn totals(
 /// (issue 21), what its tensor really holds. A structured pattern the tensor keeps is
 /// modelled as such, one it breaks as dense (no structured-sparse unit can run it); an
 /// unstructured or block claim is modelled at the tensor's measured density.
-fn shipped_sparsity(slice: &Slice, name: &str) -> Result<Sparsity, ExecError> {
+fn shipped_sparsity(slice: &Slice, name: &str) -> Result<Shipped, ExecError> {
     let Some(w) = &slice.checkpoint else {
-        return Ok(slice.sparsity);
+        return Ok(Shipped {
+            sparsity: slice.sparsity,
+            violations: 0,
+        });
     };
     let tensor_name = crate::ingress::checkpoint::tensor_of(name);
     let fail = |problem: String| ExecError::Prepare {
@@ -130,12 +130,42 @@ fn shipped_sparsity(slice: &Slice, name: &str) -> Result<Sparsity, ExecError> {
         .ok_or_else(|| fail(format!("dtype {} cannot be verified", tensor.dtype.name())))?;
     // A density of 0 would be an all-zero layer; the model needs a kept fraction in (0, 1].
     let density = measured.density.max(f64::MIN_POSITIVE);
-    Ok(match slice.sparsity {
+    let sparsity = match slice.sparsity {
         Sparsity::Dense => Sparsity::Dense,
         Sparsity::NOfM { .. } | Sparsity::Block { .. } if measured.violations > 0 => Sparsity::Dense,
         s @ (Sparsity::NOfM { .. } | Sparsity::Block { .. }) => s,
         Sparsity::Unstructured { .. } => Sparsity::Unstructured { density },
+    };
+    Ok(Shipped {
+        sparsity,
+        violations: measured.violations,
     })
+}
+
+/// What the simulator models for one op of a checkpoint slice.
+struct Shipped {
+    sparsity: Sparsity,
+    /// Groups of the tensor that break the slice's structured claim.
+    violations: u64,
+}
+
+/// The plan the slice really runs: an op the lowering sent to the sparse units whose tensor
+/// breaks the structured claim is modelled dense, so it is a counted fallback with that
+/// reason (issue 21: the matrix had said "sparse" for a layer no sparse unit could run).
+fn shipped_plan(slice: &Slice, plan: &Plan, shipped: &[Shipped]) -> Plan {
+    let mut plan = plan.clone();
+    for (op, s) in plan.ops.iter_mut().zip(shipped) {
+        if op.path == KernelPath::Sparse && s.violations > 0 && s.sparsity == Sparsity::Dense {
+            op.path = KernelPath::DenseFallback;
+            op.reason = format!(
+                "the tensor breaks {} in {} group{}: no structured-sparse unit runs it, modelled dense",
+                slice.sparsity,
+                s.violations,
+                if s.violations == 1 { "" } else { "s" }
+            );
+        }
+    }
+    plan
 }
 
 /// The preset's roofs at the slice's precision: dense peak GFLOP/s (2 FLOPs per MAC at the
@@ -149,10 +179,20 @@ fn preset_roofs(slice: &Slice, preset: &Preset) -> Option<(f64, f64)> {
 /// Evaluate `slice` (lowered to `plan`) on its preset and record the evidence.
 pub fn execute_sim_slice(slice: &Slice, preset: &Preset, plan: &Plan) -> SliceEvidence {
     let start = Instant::now();
+    let shipped: Result<Vec<Shipped>, ExecError> = plan
+        .ops
+        .iter()
+        .map(|op| shipped_sparsity(slice, &op.op.name))
+        .collect();
+    let shipped_plan = shipped.as_ref().ok().map(|s| shipped_plan(slice, plan, s));
+    let plan = shipped_plan.as_ref().unwrap_or(plan);
     let mut evidence = SliceEvidence::empty(slice, plan);
     let dense_flops = plan.dense_flops();
-    let outcome =
-        totals(slice, preset, plan, false).and_then(|s| Ok((s, totals(slice, preset, plan, true)?)));
+    let outcome = shipped.and_then(|shipped| {
+        let sparsities: Vec<Sparsity> = shipped.iter().map(|s| s.sparsity).collect();
+        let candidate = totals(slice, preset, plan, Some(&sparsities))?;
+        Ok((candidate, totals(slice, preset, plan, None)?))
+    });
     let outcome = match outcome {
         Ok(((s, s_ops), (d, d_ops))) if !plan.ops.is_empty() => {
             let metadata_overhead = if s.value_bytes > 0.0 {

@@ -364,6 +364,23 @@ fn issue_21_the_simulator_models_each_tensor_with_the_structure_it_really_holds(
     assert_ne!(speedup("model.layers.0.mlp.up_proj.weight"), 1.0);
     assert_eq!(slice["counters"]["pattern_violations"], 3.0);
     assert_eq!(slice["counters"]["sparse_coverage"], 0.5);
+    // ...and the supported-layer matrix says so: a counted dense fallback with the reason,
+    // not "sparse math units" for a layer no sparse unit runs.
+    let row = |op: &str| {
+        slice["plan"]["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["op"]["name"] == op)
+            .unwrap()
+            .clone()
+    };
+    let down = row("model.layers.0.mlp.down_proj.weight");
+    assert_eq!(down["path"], "dense_fallback", "{down}");
+    let reason = down["reason"].as_str().unwrap();
+    assert!(reason.contains("breaks 2:4 in 3 groups"), "{reason}");
+    assert_eq!(row("model.layers.0.mlp.up_proj.weight")["path"], "sparse");
+    assert_eq!(slice["counters"]["fallback_rate"], 0.5);
 }
 
 #[test]
