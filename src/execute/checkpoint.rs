@@ -79,6 +79,9 @@ pub(crate) fn record(
             if s.violations == 0 && sparse_path {
                 covered += flops(tensor);
             }
+            if s.violations > 0 && sparse_path {
+                timed_after_pruning(&mut evidence.plan, name, slice.sparsity, s.violations);
+            }
         }
         s.stacks = super::eligibility::judge(
             tensor.shape[0],
@@ -97,6 +100,31 @@ pub(crate) fn record(
         Metric::SparseCoverage,
         if total > 0.0 { covered / total } else { 0.0 },
     );
+}
+
+/// A CPU kernel cannot run a tensor that breaks its pattern as shipped: the slice prunes
+/// the breaking groups by magnitude and times that, so the matrix says so beside the kernel
+/// (issue 21: it had read as if the shipped tensor ran sparse). A simulated slice models
+/// such a tensor dense and its plan already lists it as a fallback.
+fn timed_after_pruning(
+    plan: &mut crate::lower::Plan,
+    tensor: &str,
+    pattern: crate::domain::Sparsity,
+    violations: u64,
+) {
+    let ops = plan
+        .ops
+        .iter_mut()
+        .filter(|p| crate::ingress::checkpoint::tensor_of(&p.op.name) == tensor);
+    for op in ops {
+        op.reason = format!(
+            "{}; the shipped tensor breaks {pattern} in {violations} group{}, so it was timed after \
+             magnitude-pruning {} to the pattern",
+            op.reason,
+            if violations == 1 { "" } else { "s" },
+            if violations == 1 { "it" } else { "them" }
+        );
+    }
 }
 
 /// `tensor` (bytes `data`, already verified against the slice's `pattern` as `verified`)

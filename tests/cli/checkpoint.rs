@@ -107,6 +107,20 @@ fn issue_21_the_gate_locates_the_planted_2of4_violations_in_the_shipped_weights(
     let planted = &expected()["violations"]["model.layers.0.mlp.down_proj.weight"];
     assert_eq!(&down["first_violations"], planted);
     assert_eq!(down["violations"], planted.as_array().unwrap().len());
+    // The CPU kernel cannot run the broken tensor as shipped: the matrix says what was timed.
+    let down_op = slice["plan"]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["op"]["name"] == "model.layers.0.mlp.down_proj.weight")
+        .expect("down_proj lowered");
+    assert!(
+        down_op["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("the shipped tensor breaks 2:4 in 3 groups, so it was timed after magnitude-pruning them to the pattern"),
+        "{down_op}"
+    );
     let up = slice["structure"]
         .as_array()
         .unwrap()
