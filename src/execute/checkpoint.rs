@@ -112,10 +112,10 @@ fn timed_after_pruning(
     pattern: crate::domain::Sparsity,
     violations: u64,
 ) {
-    let ops = plan
-        .ops
-        .iter_mut()
-        .filter(|p| crate::ingress::checkpoint::tensor_of(&p.op.name) == tensor);
+    let ops = plan.ops.iter_mut().filter(|p| {
+        p.path == crate::lower::KernelPath::Sparse
+            && crate::ingress::checkpoint::tensor_of(&p.op.name) == tensor
+    });
     for op in ops {
         op.reason = format!(
             "{}; the shipped tensor breaks {pattern} in {violations} group{}, so it was timed after \

@@ -393,6 +393,7 @@ fn issue_21_the_simulator_models_each_tensor_with_the_structure_it_really_holds(
     assert_eq!(down["path"], "dense_fallback", "{down}");
     let reason = down["reason"].as_str().unwrap();
     assert!(reason.contains("breaks 2:4 in 3 groups"), "{reason}");
+    assert!(!reason.contains("timed after"), "nothing was timed: {reason}");
     assert_eq!(row("model.layers.0.mlp.up_proj.weight")["path"], "sparse");
     assert_eq!(slice["counters"]["fallback_rate"], 0.5);
 }
