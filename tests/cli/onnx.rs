@@ -56,7 +56,7 @@ fn issue_21_an_onnx_graph_lists_every_op_and_times_its_gemms_on_their_initialize
     // The GEMMs, named by their weights, with how each was read from the graph.
     for row in [
         "| g-2of4-fp32 | mlp.up.weight | 8x128x64 | sparse | 2:4 structured kernel (compressed values, packed indices) (ONNX MatMul `up`: MatMul, B \\[64, 128\\] read as \\[out, in\\] = \\[128, 64\\]) |",
-        "| g-2of4-fp32 | mlp.down.weight | 8x64x128 | sparse | 2:4 structured kernel (compressed values, packed indices) (ONNX Gemm `down`: Gemm transB=1, B \\[64, 128\\] = \\[out, in\\]) |",
+        "| g-2of4-fp32 | mlp.down.weight | 8x64x128 | sparse | 2:4 structured kernel (compressed values, packed indices) (ONNX Gemm `down`: Gemm transB=1, B \\[64, 128\\] = \\[out, in\\]); the shipped tensor breaks 2:4 in 1 group, so it was timed after magnitude-pruning it to the pattern |",
         "(ONNX MatMul `proj`: MatMul, B \\[64, 64\\] read as \\[out, in\\] = \\[64, 64\\]; weight through QuantizeLinear `proj_q` → DequantizeLinear `proj_dq`) |",
         // Every other op, dense or unsupported, with why.
         "| g-2of4-fp32 | ln (LayerNormalization) | – | dense | LayerNormalization: not a GEMM, runs dense |",
