@@ -77,23 +77,25 @@ def to_bf16(a):
 
 
 save_file(tensors, os.path.join(HERE, "tiny.safetensors"), metadata={"format": "pt"})
-# bf16 through the numpy frontend: safetensors.numpy has no bfloat16, so write the raw
-# uint16 bits with the real library and relabel the dtype in its header (same bytes).
-bf = {k: to_bf16(v) for k, v in tensors.items()}
-path = os.path.join(HERE, "tiny-bf16.safetensors")
-save_file(bf, path)
-with open(path, "rb") as f:
-    data = f.read()
-n = struct.unpack("<Q", data[:8])[0]
-header = json.loads(data[8 : 8 + n])
-for k, v in header.items():
-    if k != "__metadata__":
-        v["dtype"] = "BF16"
-text = json.dumps(header, separators=(",", ":")).encode()
-text += b" " * (n - len(text)) if len(text) <= n else b""
-assert len(text) == n, "relabelled header must keep its length"
-with open(path, "wb") as f:
-    f.write(data[:8] + text + data[8 + n :])
+def save_bf16(tensors, path):
+    # safetensors.numpy has no bfloat16: write the raw uint16 bits with the real library and
+    # relabel the dtype in its header (same bytes, same header length).
+    save_file({k: to_bf16(v) for k, v in tensors.items()}, path)
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8 : 8 + n])
+    for k, v in header.items():
+        if k != "__metadata__":
+            v["dtype"] = "BF16"
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (n - len(text)) if len(text) <= n else b""
+    assert len(text) == n, "relabelled header must keep its length"
+    with open(path, "wb") as f:
+        f.write(data[:8] + text + data[8 + n :])
+
+
+save_bf16(tensors, os.path.join(HERE, "tiny-bf16.safetensors"))
 
 
 def to_i8(a):
@@ -433,24 +435,6 @@ for name in ["classifier.safetensors", "classifier-dense.safetensors", "eval.saf
 # bf16 values. And in int8 without scales, which the gate refuses to evaluate (the integer
 # values are not the weights).
 shipped = {**head, "classifier.fc1.weight": w1_pruned}
-
-
-def save_bf16(tensors, path):
-    # safetensors.numpy has no bfloat16: write the raw uint16 bits with the real library and
-    # relabel the dtype in its header (same bytes, same header length).
-    save_file({k: to_bf16(v) for k, v in tensors.items()}, path)
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8 : 8 + n])
-    for k, v in header.items():
-        if k != "__metadata__":
-            v["dtype"] = "BF16"
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (n - len(text)) if len(text) <= n else b""
-    assert len(text) == n, "relabelled header must keep its length"
-    with open(path, "wb") as f:
-        f.write(data[:8] + text + data[8 + n :])
 
 
 def widened(a):
