@@ -76,6 +76,7 @@ fn issue_9_a_child_under_another_lock_is_refused() {
             calibration: vec![1.0; 3],
             counters: Default::default(),
             op_costs: vec![],
+            cpu_share: None,
         },
     };
     let script = format!(

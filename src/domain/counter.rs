@@ -67,6 +67,7 @@ counters! {
     SparseGpuS => "sparse_gpu_s", "GPU trace: seconds of sparse GEMM kernels.";
     DenseGpuS => "dense_gpu_s", "GPU trace: seconds of dense GEMM kernels.";
     KernelGpuS => "kernel_gpu_s", "GPU trace: seconds of all kernels, summed.";
+    CpuShare => "cpu_share", "Median over runs of the share of its cores a run's threads got while sampling (CPU time ÷ wall time × threads): about 1 on a quiet machine, lower when other processes took cores.";
     CalibrationStreamBytes => "calibration_stream_bytes", "Bytes the calibration probe reads per sample: 0 for the in-cache FMA probe (a 48³ GEMM), else a read past the last-level cache, for a slice that streams from memory.";
 }
 

@@ -326,6 +326,7 @@ fn measure(
             comparator_s: zero_if_nan(median(&run_comparator)),
             calibration_s: 0.0,
             speedup: zero_if_nan(median(&run_speedup)),
+            cpu_share: None,
         });
         // Sequential sampling: validate's interim look over everything taken so far.
         let Some(stop) = stop.filter(|_| run + 1 >= first) else {

@@ -421,6 +421,11 @@ pub struct RunSummary {
     pub calibration_s: f64,
     /// Median of the run's paired speedups (comparator / slice).
     pub speedup: f64,
+    /// The share of its cores the run's threads got while sampling (process CPU time ÷
+    /// wall time × threads): about 1 on a quiet machine, about ½ when another process took
+    /// one of two cores. Absent where it was not measured (imports, commands).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_share: Option<f64>,
 }
 
 /// Raw samples of one metric.

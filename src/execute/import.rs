@@ -113,6 +113,7 @@ fn record(import: &ImportSlice, evidence: &mut SliceEvidence) -> Result<(), Exec
             comparator_s: zero_if_nan(median(&c.comparator)),
             calibration_s: 0.0,
             speedup: zero_if_nan(median(&c.speedup)),
+            cpu_share: None,
         })
         .collect();
     evidence
@@ -161,6 +162,7 @@ fn record_trace(measured: super::trace::Measured, evidence: &mut SliceEvidence) 
         comparator_s: 0.0,
         calibration_s: 0.0,
         speedup: 0.0,
+        cpu_share: None,
     }];
     evidence.metrics.insert(
         Metric::Latency,

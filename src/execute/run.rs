@@ -50,6 +50,9 @@ pub struct RunRecord {
     /// Each op timed alone after the run's sampling (see `op_costs`).
     #[serde(default)]
     pub op_costs: Vec<OpCost>,
+    /// The share of its cores the run's threads got while sampling (see [`cpu_share`]).
+    #[serde(default)]
+    pub cpu_share: Option<f64>,
 }
 
 /// Runs one run of a slice elsewhere (in practice: a fresh child process) and returns its
@@ -444,6 +447,7 @@ fn record(timed: Timings, counters: Counters, op_costs: Vec<OpCost>, pid: Option
         calibration: timed.calibration,
         counters,
         op_costs,
+        cpu_share: timed.cpu_share,
     }
 }
 
@@ -481,6 +485,7 @@ fn merge_runs(evidence: &mut SliceEvidence, mode: RunMode, records: Vec<RunRecor
             comparator_s: median(&timed.comparator),
             calibration_s: median(&timed.calibration),
             speedup: median(&pairs),
+            cpu_share: timed.cpu_share,
         });
         run_ids.extend(std::iter::repeat_n(run, timed.candidate.len()));
         latency.extend(timed.candidate);
@@ -489,6 +494,10 @@ fn merge_runs(evidence: &mut SliceEvidence, mode: RunMode, records: Vec<RunRecor
         speedup.extend(pairs);
     }
     evidence.run_mode = Some(mode);
+    let shares: Vec<f64> = evidence.runs.iter().filter_map(|r| r.cpu_share).collect();
+    if !shares.is_empty() {
+        evidence.counters.insert(Counter::CpuShare, median(&shares));
+    }
     evidence.counters.insert(Counter::Samples, latency.len() as f64);
     evidence
         .counters
@@ -733,6 +742,33 @@ struct Timings {
     candidate: Vec<f64>,
     comparator: Vec<f64>,
     calibration: Vec<f64>,
+    /// The share of its cores the sampling got, when the platform can say.
+    cpu_share: Option<f64>,
+}
+
+/// CPU time this process has used, when the platform can say.
+fn process_cpu_s() -> Option<f64> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+        Some(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        None
+    }
+}
+
+/// The share of its cores a stretch of sampling got: the process's CPU time over the
+/// stretch ÷ (its wall time × the pool's threads) (issue 22). About 1 on a quiet machine
+/// for a slice that keeps every worker busy (less where a kernel runs on fewer threads
+/// than the pool: the same in every session on one machine); about ½ when another
+/// process takes one of two cores, since a slice split in equal shares waits for the
+/// worker that shares its core. Wall time alone cannot tell that slowdown from a
+/// regression, the calibration probe only partly (a LLaMA FFN slice 1.97× slower, the
+/// stream probe 1.45×); this says how much of it the machine explains.
+fn cpu_share(cpu_s: f64, wall_s: f64, threads: usize) -> Option<f64> {
+    (wall_s > 0.0 && cpu_s >= 0.0).then(|| (cpu_s / (wall_s * threads.max(1) as f64)).min(1.0))
 }
 
 /// One run: (on the first run, check correctness), warm up until timings settle, then
@@ -772,6 +808,7 @@ fn sample(
     }
 
     let (mut candidate, mut comparator, mut calib) = (Vec::new(), Vec::new(), Vec::new());
+    let (wall, cpu) = (Instant::now(), process_cpu_s());
     loop {
         // Alternate which side goes first (A B C, B A C, …) so order effects cancel in the
         // ratio; the calibration workload follows every pair.
@@ -790,11 +827,19 @@ fn sample(
             break;
         }
     }
+    let cpu_share = cpu.zip(process_cpu_s()).and_then(|(from, to)| {
+        cpu_share(
+            to - from,
+            wall.elapsed().as_secs_f64(),
+            rayon::current_num_threads(),
+        )
+    });
     Ok(Timings {
         warmup_iterations: warm.len() as u32,
         candidate,
         comparator,
         calibration: calib,
+        cpu_share,
     })
 }
 

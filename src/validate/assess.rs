@@ -2,6 +2,7 @@
 //! golden baseline where the rule needs one), with the stage a failure is attributed to and
 //! the slice's bottleneck class.
 
+use super::contention::{Contention, account_for_contention};
 use super::contradictions::contradictions;
 use super::diagnosis::diagnose_all;
 use super::golden::Baselines;
@@ -400,7 +401,9 @@ fn judge_measured(
                                 slice.samples.drop_outliers,
                             )
                         };
-                        let mut j = match calibrated(g.metric, ev, &obs, b, &base) {
+                        // The judgement, and the interval of the raw (not normalised) ratio,
+                        // which is what contention stretches.
+                        let (mut j, raw_ci) = match calibrated(g.metric, ev, &obs, b, &base) {
                             Some((c_norm, b_norm, probe)) => {
                                 let raw = judge(g.metric.into(), &obs, &base);
                                 // Issue 24: a normalised latency is a ratio to the calibration
@@ -422,7 +425,7 @@ fn judge_measured(
                                     raw.ci
                                         .map_or_else(|| "?".into(), |c| super::describe::range(c.0, c.1))
                                 );
-                                j
+                                (j, raw.ci)
                             }
                             None => {
                                 let mut j = judge(g.metric.into(), &obs, &base);
@@ -434,11 +437,17 @@ fn judge_measured(
                                         then.describe()
                                     ));
                                 }
-                                j
+                                let ci = j.ci;
+                                (j, ci)
                             }
                         };
                         if let Some(drift) = b.session_drift.as_ref().filter(|_| drifts(g.metric)) {
                             account_for_drift(&mut j, drift, g.metric.better(), margin, g.confidence);
+                        }
+                        if let Some(c) =
+                            Contention::of(&ev.counters, &b.counters).filter(|_| drifts(g.metric))
+                        {
+                            account_for_contention(&mut j, raw_ci, c, g.metric.better(), margin);
                         }
                         if let Some(note) = note_for(slice, g.metric, margin, g.confidence, b)
                             .filter(|n| !n.plan.margin_resolvable)

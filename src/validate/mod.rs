@@ -4,6 +4,7 @@
 pub mod baselines;
 pub mod bottleneck;
 pub mod compare;
+mod contention;
 mod contradictions;
 pub mod diagnosis;
 pub mod golden;

@@ -313,6 +313,7 @@ fn issue_9_ragged_or_non_positive_child_records_are_refused() {
             calibration: vec![1.0, 1.0],
             counters: Default::default(),
             op_costs: vec![],
+            cpu_share: None,
         },
         RunRecord {
             pid: Some(1),
@@ -322,6 +323,7 @@ fn issue_9_ragged_or_non_positive_child_records_are_refused() {
             calibration: vec![1.0, 1.0],
             counters: Default::default(),
             op_costs: vec![],
+            cpu_share: None,
         },
     ] {
         let launch = |_run: u32| -> Result<RunRecord, ChildError> { Ok(bad.clone()) };
@@ -397,4 +399,27 @@ fn issue_22_the_evidence_records_which_calibration_probe_ran() {
     let plan = crate::lower::lower(&s);
     let runs = InProcessRuns::prepare(&s, &plan).expect("prepare");
     assert_eq!(runs.counters.get(Counter::CalibrationStreamBytes), Some(&0.0));
+}
+
+#[test]
+fn issue_22_every_run_records_the_share_of_its_cores_it_got() {
+    let mut s = slice(Sparsity::NOfM { n: 2, m: 4 }, &[(16, 24, 32)]);
+    s.samples.runs = 3;
+    let ev = execute_slice(&s, &lower(&s));
+    let shares: Vec<f64> = ev.runs.iter().filter_map(|r| r.cpu_share).collect();
+    assert_eq!(shares.len(), 3, "{:?}", ev.runs);
+    assert!(shares.iter().all(|s| *s > 0.0 && *s <= 1.0), "{shares:?}");
+    // The slice's counter is their median.
+    let mut sorted = shares.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert_eq!(ev.counters.get(Counter::CpuShare), Some(&sorted[1]));
+}
+
+#[test]
+fn issue_22_cpu_share_is_cpu_time_over_wall_time_and_threads() {
+    assert_eq!(cpu_share(1.0, 1.0, 2), Some(0.5));
+    assert_eq!(cpu_share(2.0, 1.0, 2), Some(1.0));
+    // Clock granularity can put CPU time a hair above wall time: capped at the whole.
+    assert_eq!(cpu_share(2.1, 1.0, 2), Some(1.0));
+    assert_eq!(cpu_share(1.0, 0.0, 2), None);
 }

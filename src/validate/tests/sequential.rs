@@ -44,6 +44,7 @@ fn evidence_of(levels: &[f64], seed: u64) -> SliceEvidence {
             comparator_s: 1e-3 * level,
             calibration_s: 1e-4,
             speedup: level,
+            cpu_share: None,
         });
         metric.samples.extend(&xs);
         metric.runs.extend([run; 10]);
