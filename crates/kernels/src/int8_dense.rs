@@ -27,8 +27,8 @@
 //! * **Token lanes** (more tokens): a zmm is 16 tokens of one row, as in the sparse kernels;
 //!   the activations are packed per 64-token panel as `[k/4][token][4]` signed bytes, each
 //!   row's weight quad is broadcast from its line, [`MR`] rows × 64 tokens per register tile
-//!   over K blocks of [`KC`] quads (the micro-panel, 48 KiB, in L1 and L2; chosen by
-//!   measurement, see [`KC`]).
+//!   over K blocks of [`KC`] quads (the micro-panel, up to 256 KiB, streamed from L2; chosen
+//!   by measurement, see [`KC`]).
 
 use super::schedule::TaskGrid;
 use super::shared_output::{SharedOutput, for_each_chunk, trivial_product};
@@ -50,9 +50,14 @@ const NR: usize = 4;
 /// Tokens per packed activation panel (one token-lane tile wide).
 const TOKENS: usize = NR * 16;
 /// K-quads per K block of the token-lane kernel: its micro-panel is `KC · TOKENS · 4` bytes
-/// (48 KiB). Measured on Zen 4 (2 threads, 2048³ and 512 × 4096²): 96 → 128 → 192 gained
-/// 2–3% each, 256 was level with 192; 48 lost 5–7%.
-const KC: usize = 192;
+/// (256 KiB), streamed from L2 (the tile's four 64-byte loads a quad keep up from there).
+/// Fewer K blocks mean fewer round trips of each tile's sums through `y`. Measured on Zen 4
+/// (2 threads): 96 → 128 → 192 gained 2–3% each, 48 lost 5–7%; 192 → 1024 (one block up to
+/// K = 4096) ran 2048³ 23.1 → 22.8 ms, 128 × 11008 × 4096 14.9 → 14.6, 128 × 4096² 5.85 →
+/// 5.61, 512 × 4096² 21.5 → 21.2 (medians of 6, alternating, on a noisy machine; 512 quads
+/// was between). A C model of this loop, both cores busy, agreed: 512 × 4096² (one core's
+/// half) 20.0 → 19.3 ms, 2048³ 20.4 → 19.8 at 512 quads.
+const KC: usize = 1024;
 /// Most row blocks (of [`MR`] rows) per token-lane task, so its weights for one K block stay
 /// in L2 while it walks its token panels.
 const MAX_CHUNK_TILES: usize = 32;
