@@ -27,8 +27,8 @@
 //! * **Token lanes** (more tokens): a zmm is 16 tokens of one row, as in the sparse kernels;
 //!   the activations are packed per 64-token panel as `[k/4][token][4]` signed bytes, each
 //!   row's weight quad is broadcast from its line, [`MR`] rows × 64 tokens per register tile
-//!   over K blocks of [`KC`] quads (the micro-panel, 48 KiB, in L1 and L2; chosen by
-//!   measurement, see [`KC`]).
+//!   over K blocks of [`KC`] quads (the micro-panel, up to 256 KiB, streamed from L2; chosen
+//!   by measurement, see [`KC`]).
 
 use super::schedule::TaskGrid;
 use super::shared_output::{SharedOutput, for_each_chunk, trivial_product};
@@ -50,9 +50,14 @@ const NR: usize = 4;
 /// Tokens per packed activation panel (one token-lane tile wide).
 const TOKENS: usize = NR * 16;
 /// K-quads per K block of the token-lane kernel: its micro-panel is `KC · TOKENS · 4` bytes
-/// (48 KiB). Measured on Zen 4 (2 threads, 2048³ and 512 × 4096²): 96 → 128 → 192 gained
-/// 2–3% each, 256 was level with 192; 48 lost 5–7%.
-const KC: usize = 192;
+/// (256 KiB), streamed from L2 (the tile's four 64-byte loads a quad keep up from there).
+/// Fewer K blocks mean fewer round trips of each tile's sums through `y`. Measured on Zen 4
+/// (2 threads): 96 → 128 → 192 gained 2–3% each, 48 lost 5–7%; 192 → 1024 (one block up to
+/// K = 4096) ran 2048³ 23.1 → 22.8 ms, 128 × 11008 × 4096 14.9 → 14.6, 128 × 4096² 5.85 →
+/// 5.61, 512 × 4096² 21.5 → 21.2 (medians of 6, alternating, on a noisy machine; 512 quads
+/// was between). A C model of this loop, both cores busy, agreed: 512 × 4096² (one core's
+/// half) 20.0 → 19.3 ms, 2048³ 20.4 → 19.8 at 512 quads.
+const KC: usize = 1024;
 /// Most row blocks (of [`MR`] rows) per token-lane task, so its weights for one K block stay
 /// in L2 while it walks its token panels.
 const MAX_CHUNK_TILES: usize = 32;
@@ -255,24 +260,27 @@ impl DenseBlocks {
         let panel_bytes = quads * TOKENS * 4;
         scratch.resize(panels * panel_bytes, 0);
         let xp = &mut scratch[..panels * panel_bytes];
-        let pack = |(p, out): (usize, &mut [u8])| {
-            // SAFETY: SSE2 is part of x86-64; `out` is one panel; the caller checked the shapes.
-            unsafe { pack_panel(x, k, m, p, out) }
-        };
-        if threads > 1 {
-            xp.par_chunks_mut(panel_bytes).enumerate().for_each(pack);
-        } else {
-            xp.chunks_mut(panel_bytes).enumerate().for_each(pack);
-        }
         // -128 · Σ_k x[k, t] per token, zero past m (|Σ x| ≤ 128 · K fits i32).
         let mut corrections = vec![0i32; panels * TOKENS];
-        for row in x.chunks_exact(m) {
-            corrections
-                .iter_mut()
-                .zip(row)
-                .for_each(|(c, &v)| *c += i32::from(v));
+        // One run of consecutive panels per worker.
+        let run = panels.div_ceil(threads.max(1));
+        let pack = |(r, (out, corr)): (usize, (&mut [u8], &mut [i32]))| {
+            // SAFETY: features checked by the caller; `out` holds the run's panels and `corr`
+            // their corrections; the caller checked the shapes.
+            unsafe { pack_panels(x, k, m, r * run, out, corr) }
+        };
+        let (run_bytes, run_tokens) = (run * panel_bytes, run * TOKENS);
+        if threads > 1 {
+            xp.par_chunks_mut(run_bytes)
+                .zip(corrections.par_chunks_mut(run_tokens))
+                .enumerate()
+                .for_each(pack);
+        } else {
+            xp.chunks_mut(run_bytes)
+                .zip(corrections.chunks_mut(run_tokens))
+                .enumerate()
+                .for_each(pack);
         }
-        corrections.iter_mut().for_each(|c| *c = c.wrapping_mul(-128));
         let (xp, corrections) = (&*xp, &corrections[..]);
 
         let grid = TaskGrid::new(n.div_ceil(MR), panels, threads, MAX_CHUNK_TILES);
@@ -374,50 +382,81 @@ unsafe fn lanes_tile<const R: usize, const T: usize>(
     acc
 }
 
-/// Pack token panel `p` of `x` as `[k/4][token][4]` signed bytes (zero past `k` and past
-/// `m`), by two rounds of byte unpacking per 16 tokens × 4 k.
+/// Pack the run of token panels from `p0` (as many as `corr` has room for, [`TOKENS`] each)
+/// as `[k/4][token][4]` signed bytes (zero past `k` and past `m`), and set `corr` to their
+/// tokens' corrections `-128 · Σ_k x`. Per quad and panel: four masked 64-token row loads
+/// (the masks zero the tokens past `m`), two rounds of byte unpacking and a transpose of
+/// 128-bit lanes; the sums come from `vpdpbusd` against ones on the packed quads.
+///
+/// Why: the corrections had been a serial pass over `x` after an SSE2 pack (16 tokens at a
+/// time, scalar at the tails), together ~7% of a 2048³ product in `perf` on Zen 4; packed
+/// this way the product ran 21.2 ms where it ran 22.0 (medians of 6, 2 threads). Walking
+/// the run quad by quad across its panels (reading each row of `x` in one stretch) lost
+/// ~2% to the run's many write streams; panel by panel writes one.
 ///
 /// # Safety
-/// The CPU supports SSE2; `x.len() == k·m`; `out` holds `⌈k/4⌉ · TOKENS · 4` bytes.
-#[target_feature(enable = "sse2")]
-unsafe fn pack_panel(x: &[i8], k: usize, m: usize, p: usize, out: &mut [u8]) {
-    for (q, dst) in out.chunks_exact_mut(TOKENS * 4).enumerate() {
-        let k0 = q * 4;
-        for (g, d) in dst.chunks_exact_mut(64).enumerate() {
-            let t0 = p * TOKENS + g * 16;
-            if k0 + 4 <= k && t0 + 16 <= m {
-                let row = |j: usize| {
-                    let s = &x[(k0 + j) * m + t0..(k0 + j) * m + t0 + 16];
-                    // SAFETY: `s` is 16 readable bytes.
-                    unsafe { _mm_loadu_si128(s.as_ptr().cast()) }
-                };
-                let (a, b, c, e) = (row(0), row(1), row(2), row(3));
-                let (ab_lo, ab_hi) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b));
-                let (ce_lo, ce_hi) = (_mm_unpacklo_epi8(c, e), _mm_unpackhi_epi8(c, e));
-                let quarters = [
-                    _mm_unpacklo_epi16(ab_lo, ce_lo),
-                    _mm_unpackhi_epi16(ab_lo, ce_lo),
-                    _mm_unpacklo_epi16(ab_hi, ce_hi),
-                    _mm_unpackhi_epi16(ab_hi, ce_hi),
-                ];
-                for (v, chunk) in quarters.into_iter().zip(d.chunks_exact_mut(16)) {
-                    // SAFETY: `chunk` is 16 writable bytes.
-                    unsafe { _mm_storeu_si128(chunk.as_mut_ptr().cast(), v) };
+/// AVX-512F/BW/VNNI are available; `x.len() == k·m`; the run's panels start below `m`;
+/// `out` holds `corr.len() / TOKENS` panels of `⌈k/4⌉ · TOKENS · 4` bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn pack_panels(x: &[i8], k: usize, m: usize, p0: usize, out: &mut [u8], corr: &mut [i32]) {
+    let count = corr.len() / TOKENS;
+    let panel_bytes = out.len() / count;
+    let ones = _mm512_set1_epi8(1);
+    corr.fill(0);
+    for p in 0..count {
+        let t0 = (p0 + p) * TOKENS;
+        let valid = (m - t0).min(TOKENS);
+        let mask: __mmask64 = if valid == 64 { !0 } else { (1 << valid) - 1 };
+        for q in 0..panel_bytes / (TOKENS * 4) {
+            let k0 = q * 4;
+            let row = |j: usize| {
+                if k0 + j < k {
+                    // SAFETY: row k0 + j from token t0 < m starts inside `x`; the masked-off
+                    // bytes (past m) are neither read nor faulted on.
+                    unsafe { _mm512_maskz_loadu_epi8(mask, x.as_ptr().add((k0 + j) * m + t0).cast()) }
+                } else {
+                    _mm512_setzero_si512()
                 }
-            } else {
-                for (t, cell) in d.chunks_exact_mut(4).enumerate() {
-                    for (j, byte) in cell.iter_mut().enumerate() {
-                        let (kk, tok) = (k0 + j, t0 + t);
-                        *byte = if kk < k && tok < m {
-                            x[kk * m + tok] as u8
-                        } else {
-                            0
-                        };
-                    }
+            };
+            let (a, b, c, e) = (row(0), row(1), row(2), row(3));
+            let (ab_lo, ab_hi) = (_mm512_unpacklo_epi8(a, b), _mm512_unpackhi_epi8(a, b));
+            let (ce_lo, ce_hi) = (_mm512_unpacklo_epi8(c, e), _mm512_unpackhi_epi8(c, e));
+            // Lane i of r0..r3 holds tokens 16i + 0..4, 4..8, 8..12, 12..16.
+            let r0 = _mm512_unpacklo_epi16(ab_lo, ce_lo);
+            let r1 = _mm512_unpackhi_epi16(ab_lo, ce_lo);
+            let r2 = _mm512_unpacklo_epi16(ab_hi, ce_hi);
+            let r3 = _mm512_unpackhi_epi16(ab_hi, ce_hi);
+            let (t01, t23) = (
+                _mm512_shuffle_i32x4::<0x44>(r0, r1),
+                _mm512_shuffle_i32x4::<0x44>(r2, r3),
+            );
+            let (u01, u23) = (
+                _mm512_shuffle_i32x4::<0xEE>(r0, r1),
+                _mm512_shuffle_i32x4::<0xEE>(r2, r3),
+            );
+            let groups = [
+                _mm512_shuffle_i32x4::<0x88>(t01, t23),
+                _mm512_shuffle_i32x4::<0xDD>(t01, t23),
+                _mm512_shuffle_i32x4::<0x88>(u01, u23),
+                _mm512_shuffle_i32x4::<0xDD>(u01, u23),
+            ];
+            let dst = &mut out[p * panel_bytes + q * TOKENS * 4..][..TOKENS * 4];
+            let sums = &mut corr[p * TOKENS..(p + 1) * TOKENS];
+            for ((v, d), s) in groups
+                .into_iter()
+                .zip(dst.chunks_exact_mut(64))
+                .zip(sums.chunks_exact_mut(16))
+            {
+                // SAFETY: `d` is 64 writable bytes, `s` 16 i32.
+                unsafe {
+                    _mm512_storeu_si512(d.as_mut_ptr().cast(), v);
+                    let acc = _mm512_loadu_si512(s.as_ptr().cast());
+                    _mm512_storeu_si512(s.as_mut_ptr().cast(), _mm512_dpbusd_epi32(acc, ones, v));
                 }
             }
         }
     }
+    corr.iter_mut().for_each(|c| *c = c.wrapping_mul(-128));
 }
 
 /// Store masks of panel `p`'s four 16-token groups (all clear past `m`).

@@ -1359,6 +1359,28 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(10))]
+        /// The token lanes (over 48 tokens) across their K blocks: K up to past one block of
+        /// 1024 quads, K not a multiple of four, ragged 64-token panels, one run of panels or
+        /// two (threads).
+        #[test]
+        fn issue_20_int8_dense_token_lanes_are_bit_exact_across_k_blocks(
+            (n, k, m, w, x) in (1usize..20, 1usize..4500, 49usize..150).prop_flat_map(|(n, k, m)| {
+                (
+                    Just(n),
+                    Just(k),
+                    Just(m),
+                    proptest::collection::vec(i8_value(), n * k),
+                    proptest::collection::vec(i8_value(), k * m),
+                )
+            }),
+            t in 1usize..3,
+        ) {
+            check_i8_exact(&w, &x, n, k, m, t)?;
+        }
+    }
+
     /// A sparse int8 product: about `zero_pct` % of the weights zeroed.
     fn i8_sparse_product() -> impl Strategy<Value = (usize, usize, usize, Vec<i8>, Vec<i8>)> {
         (1usize..20, 1usize..1200, 1usize..150, 0u32..100).prop_flat_map(|(n, k, m, zero_pct)| {
