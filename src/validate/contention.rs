@@ -130,15 +130,17 @@ pub(crate) fn account_for_contention(
 mod tests {
     use super::*;
 
-    /// A judgement of `ci`, and `ci` again as the raw interval.
-    fn judged(verdict: Verdict, ci: (f64, f64)) -> (Judgement, Option<(f64, f64)>) {
-        let j = Judgement {
+    /// A judgement `verdict` of the ratio interval `ci` (raw and as judged), after
+    /// accounting for contention `c` with a 5% margin.
+    fn read(c: Contention, verdict: Verdict, ci: (f64, f64), better: Better) -> Judgement {
+        let mut j = Judgement {
             verdict,
             ci: Some(ci),
             p_value: Some(0.001),
             ..Judgement::inconclusive("ratio".into())
         };
-        (j, Some(ci))
+        account_for_contention(&mut j, Some(ci), c, better, 0.05);
+        j
     }
 
     fn counters(share: Option<f64>) -> crate::domain::Counters {
@@ -152,8 +154,7 @@ mod tests {
             now: 0.51,
             then: 0.97,
         };
-        let (mut j, raw) = judged(Verdict::Fail, (1.9, 2.0));
-        account_for_contention(&mut j, raw, c, Better::Lower, 0.05);
+        let j = read(c, Verdict::Fail, (1.9, 2.0), Better::Lower);
         assert_eq!(j.verdict, Verdict::Inconclusive, "{}", j.detail);
         assert_eq!(j.p_value, None);
         assert!(
@@ -162,13 +163,11 @@ mod tests {
             j.detail
         );
         // Three times slower is more than contention explains.
-        let (mut j, raw) = judged(Verdict::Fail, (2.9, 3.1));
-        account_for_contention(&mut j, raw, c, Better::Lower, 0.05);
+        let j = read(c, Verdict::Fail, (2.9, 3.1), Better::Lower);
         assert_eq!(j.verdict, Verdict::Fail, "{}", j.detail);
         assert!(j.detail.contains("the failure stands"), "{}", j.detail);
         // Throughput falls by what latency rises.
-        let (mut j, raw) = judged(Verdict::Fail, (0.5, 0.53));
-        account_for_contention(&mut j, raw, c, Better::Higher, 0.05);
+        let j = read(c, Verdict::Fail, (0.5, 0.53), Better::Higher);
         assert_eq!(j.verdict, Verdict::Inconclusive, "{}", j.detail);
     }
 
@@ -179,8 +178,7 @@ mod tests {
             now: 0.97,
             then: 0.51,
         };
-        let (mut j, raw) = judged(Verdict::Pass, (0.98, 1.02));
-        account_for_contention(&mut j, raw, c, Better::Lower, 0.05);
+        let j = read(c, Verdict::Pass, (0.98, 1.02), Better::Lower);
         assert_eq!(j.verdict, Verdict::Inconclusive, "{}", j.detail);
         assert!(
             j.detail.contains("slower in the baseline's session"),
@@ -188,8 +186,7 @@ mod tests {
             j.detail
         );
         // Faster than even the contention explains: still a pass.
-        let (mut j, raw) = judged(Verdict::Pass, (0.4, 0.45));
-        account_for_contention(&mut j, raw, c, Better::Lower, 0.05);
+        let j = read(c, Verdict::Pass, (0.4, 0.45), Better::Lower);
         assert_eq!(j.verdict, Verdict::Pass, "{}", j.detail);
     }
 
@@ -200,8 +197,7 @@ mod tests {
             then: 0.99,
         };
         assert!(!c.differs());
-        let (mut j, raw) = judged(Verdict::Fail, (1.09, 1.11));
-        account_for_contention(&mut j, raw, c, Better::Lower, 0.05);
+        let j = read(c, Verdict::Fail, (1.09, 1.11), Better::Lower);
         assert_eq!(j.verdict, Verdict::Fail);
         assert!(!j.detail.contains("contention"), "{}", j.detail);
     }
