@@ -407,9 +407,10 @@ fn headline(
         Call::NotEnoughEvidence => {
             if let Some(o) = picked.first().filter(|o| o.severity == Severity::Block) {
                 format!(
-                    "Not enough evidence to ship: {} is undecided{}; more runs or a wider margin would decide it.",
+                    "Not enough evidence to ship: {} is undecided{}; to decide it: {}.",
                     outcome_sentence(o),
-                    more(findings.len(), "undecided")
+                    more(findings.len(), "undecided"),
+                    super::text::what_would_decide(o)
                 )
             } else if let Some(r) = undecided.first() {
                 format!(
@@ -523,6 +524,7 @@ slices:
             detail: String::new(),
             location: None,
             yardstick: None,
+            undecided_by: None,
         }
     }
 
@@ -653,5 +655,28 @@ slices:
             "{}",
             a.routed_by
         );
+    }
+
+    /// Issue 22: an undecided blocking latency guardrail says what would decide it: more
+    /// samples when its interval straddles the margin, a baseline build when the golden
+    /// baseline's session drift or a different CPU contention left it undecided.
+    #[test]
+    fn issue_22_the_headline_says_what_would_decide_an_undecided_guardrail() {
+        let headline = |by| {
+            let mut o = outcome("speedup", Metric::Latency, Verdict::Inconclusive, Severity::Block);
+            o.rule = Rule::RegressAtMost { margin: 0.05 };
+            o.undecided_by = by;
+            let d = decide_on(&PACK.replace("  when: speedup or no-fallback\n", ""), vec![o]);
+            assert_eq!(d.brief.call, Call::NotEnoughEvidence);
+            d.brief.headline
+        };
+        let spread = headline(None);
+        assert!(spread.contains("to decide it: take more samples"), "{spread}");
+        let drift = headline(Some(crate::validate::Undecided::SessionDrift));
+        assert!(drift.contains("to decide it: session drift since the golden baseline"), "{drift}");
+        assert!(drift.contains("--baseline-bin") && !drift.contains("more samples"), "{drift}");
+        let contended = headline(Some(crate::validate::Undecided::Contention));
+        assert!(contended.contains("gate on a quiet runner"), "{contended}");
+        assert!(!contended.contains("more samples"), "{contended}");
     }
 }

@@ -162,6 +162,7 @@ mod tests {
             detail: String::new(),
             location: None,
             yardstick: None,
+            undecided_by: None,
         }
     }
 

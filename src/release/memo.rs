@@ -1037,6 +1037,7 @@ mod tests {
                 col: 5,
             }),
             yardstick: None,
+            undecided_by: None,
         };
         let guardrails = vec![
             outcome(

@@ -237,6 +237,7 @@ mod tests {
             detail: String::new(),
             location: None,
             yardstick: None,
+            undecided_by: None,
         }
     }
 

@@ -38,26 +38,16 @@ pub fn render_summary(decision: &Decision) -> String {
         let _ = write!(out, "; first failing stage: {stage}");
     }
     if decision.verdict == Verdict::Inconclusive {
-        // Quality intervals come from a fixed test split: more timing samples cannot narrow them.
-        let undecided = || {
-            decision
-                .guardrails
-                .iter()
-                .filter(|g| g.verdict == Verdict::Inconclusive)
-        };
-        let is_quality = |g: &&crate::validate::GuardrailOutcome| {
-            matches!(
-                g.metric,
-                crate::domain::metric::Metric::Accuracy | crate::domain::metric::Metric::QualityDelta
-            )
-        };
-        if undecided().any(|g| !is_quality(&g)) {
-            out.push_str("; take more samples (samples.max, samples.time_budget_s) to decide");
+        // One clause per distinct reason, in the order the guardrails first give it.
+        let mut said: Vec<&str> = Vec::new();
+        for g in decision.guardrails.iter().filter(|g| g.verdict == Verdict::Inconclusive) {
+            let clause = super::text::what_would_decide(g);
+            if !said.contains(&clause) {
+                said.push(clause);
+            }
         }
-        if undecided().any(|g| is_quality(&g)) {
-            out.push_str(
-                "; a quality interval straddles its bound: the test split cannot resolve that margin",
-            );
+        for clause in said {
+            let _ = write!(out, "; to decide: {clause}");
         }
     }
     // Issue 24: the memo's first sentence, so a CI log says what to do, not only the counts.

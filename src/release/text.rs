@@ -3,7 +3,8 @@
 //! (issue 24: "every number that has an interval shows it the same way").
 
 use crate::ingress::Rule;
-use crate::validate::{GuardrailOutcome, Yardstick};
+use crate::domain::metric::Metric;
+use crate::validate::{GuardrailOutcome, Undecided, Yardstick};
 
 // Numbers and units read as in the guardrails' details: one formatter for both stages.
 pub(crate) use crate::validate::describe::{num as number, with_unit};
@@ -58,10 +59,30 @@ pub(crate) fn outcome_sentence(o: &GuardrailOutcome) -> String {
     s
 }
 
+/// What would decide an undecided guardrail, as the clause after "to decide it": more
+/// samples narrow a straddling timing interval, but not a quality interval (a fixed test
+/// split) nor one undecided by the baseline's session or contention (issue 22).
+pub(crate) fn what_would_decide(o: &GuardrailOutcome) -> &'static str {
+    match o.undecided_by {
+        Some(Undecided::SessionDrift) => {
+            "session drift since the golden baseline could explain the change: pair the candidate with a \
+             baseline build in this session (`gate --baseline-bin`, or `baseline:` on a command slice)"
+        }
+        Some(Undecided::Contention) => {
+            "other processes took a different share of the cores than in the golden baseline's session: \
+             gate on a quiet runner, or pair with a baseline build in this session (`gate --baseline-bin`)"
+        }
+        None if matches!(o.metric, Metric::Accuracy | Metric::QualityDelta) => {
+            "a quality interval straddles its bound: the test split cannot resolve that margin; a larger \
+             test split or a wider margin would"
+        }
+        None => "take more samples (samples.max, samples.time_budget_s) or allow a wider margin",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::metric::Metric;
     use crate::domain::stage::Stage;
     use crate::domain::verdict::Verdict;
     use crate::ingress::Severity;
@@ -89,6 +110,7 @@ mod tests {
             detail: String::new(),
             location: None,
             yardstick: None,
+            undecided_by: None,
         };
         assert_eq!(bound(&o), "≥ 1.5x");
         assert_eq!(interval(&o).as_deref(), Some("[1.2x, 1.3x] @ 95%"));

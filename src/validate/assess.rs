@@ -311,6 +311,7 @@ pub(crate) fn judge(
             stage,
             // The detail reads the underlying check ("…: fail"); say why the verdict is milder.
             yardstick: yardstick(g, ev),
+            undecided_by: j.undecided_by,
             detail: if verdict == Verdict::Warn {
                 format!(
                     "{} (advisory guardrail: reported as warn, never blocks)",

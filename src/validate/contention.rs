@@ -122,6 +122,7 @@ pub(crate) fn account_for_contention(
          (`gate --baseline-bin`, or `baseline:` on a command slice) to decide",
     );
     j.verdict = Verdict::Inconclusive;
+    j.undecided_by = Some(crate::validate::Undecided::Contention);
     // No longer a rejected hypothesis: out of the Holm family.
     j.p_value = None;
 }

@@ -307,6 +307,20 @@ pub struct BlessChange {
     pub replaced: bool,
     /// Per metric, old and new medians.
     pub metrics: Vec<MetricChange>,
+    /// The share of their cores the blessing runs' threads got (median over runs; built-in
+    /// backends only). Below `1 - CONTENTION_TOLERANCE` the baseline was blessed contended,
+    /// and a gate on a quiet runner will read it so (issue 22).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_share: Option<f64>,
+}
+
+impl BlessChange {
+    /// Whether other processes took enough of the cores while blessing that a gate on a
+    /// quiet runner would see a contention difference.
+    pub fn contended(&self) -> bool {
+        self.cpu_share
+            .is_some_and(|s| s < 1.0 - super::contention::CONTENTION_TOLERANCE)
+    }
 }
 
 /// Run-aware bootstrap interval of median(new)/median(old) for one metric, seeded from the
@@ -346,6 +360,7 @@ pub fn describe_change(path: &Path, old: Option<&Baseline>, new: &Baseline) -> B
         path: path.to_owned(),
         runner_class: new.runner_class.clone(),
         replaced: old.is_some(),
+        cpu_share: new.counters.get(crate::domain::Counter::CpuShare).copied(),
         metrics: names
             .into_iter()
             .map(|name| MetricChange {
@@ -472,6 +487,24 @@ mod tests {
             describe_change(Path::new("x"), None, &new).metrics[0].ratio_ci,
             None
         );
+    }
+
+    /// Issue 22: bless reports the share of the cores its runs got, and calls a baseline
+    /// blessed with another process on one of two cores contended (a quiet machine reads
+    /// 0.95–0.99).
+    #[test]
+    fn issue_22_bless_says_when_the_baseline_was_blessed_contended() {
+        let with_share = |share: f64| {
+            let mut b = baseline(vec![1.0, 2.0, 3.0]);
+            b.counters.insert(crate::domain::Counter::CpuShare, share);
+            describe_change(Path::new("x"), None, &b)
+        };
+        let busy = with_share(0.51);
+        assert_eq!(busy.cpu_share, Some(0.51));
+        assert!(busy.contended());
+        assert!(!with_share(0.97).contended());
+        // Commands and imports record no share: nothing to warn about.
+        assert!(!describe_change(Path::new("x"), None, &baseline(vec![1.0])).contended());
     }
 
     /// Issue 5: an expired baseline is refused with a hint; the expiry is covered by the

@@ -28,6 +28,6 @@ pub mod under_burst;
 pub use assess::{AssessOptions, assess, assess_with};
 pub use diagnosis::{FallbackImpact, RooflinePoint, SliceDiagnosis};
 pub use interim::interim_look;
-pub use outcome::{Assessment, GuardrailOutcome, Yardstick};
+pub use outcome::{Assessment, GuardrailOutcome, Undecided, Yardstick};
 pub use power_check::{PowerNote, RunPlan, plan_runs, power_check};
 pub use under_burst::BurstRegression;

@@ -60,6 +60,11 @@ pub struct GuardrailOutcome {
     /// For `regress_at_most`: what the candidate was compared with (issue 22).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub yardstick: Option<Yardstick>,
+    /// For an undecided guardrail: what left it undecided where more samples of the same
+    /// kind would not settle it (absent: the interval straddles the bound at this sample
+    /// size, or the quality split cannot resolve it). The summary and the brief advise from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undecided_by: Option<Undecided>,
 }
 
 fn undecided() -> Verdict {
@@ -86,6 +91,18 @@ pub enum Yardstick {
     BaselineBuild,
     /// The golden baseline, blessed in an earlier session.
     Golden,
+}
+
+/// Why a baseline-relative timing guardrail is undecided although its own interval would
+/// have failed or passed: the between-session state, not the sample size (issue 22).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Undecided {
+    /// The golden baseline's between-session drift could explain the change.
+    SessionDrift,
+    /// The two sessions got different shares of their cores, which could explain the
+    /// change (or hide one).
+    Contention,
 }
 
 /// Everything validation concluded for one gate run.

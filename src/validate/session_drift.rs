@@ -121,6 +121,7 @@ pub(crate) fn account_for_drift(
             .push_str(": beyond what drift explains, the failure stands");
     } else {
         j.verdict = Verdict::Inconclusive;
+        j.undecided_by = Some(crate::validate::Undecided::SessionDrift);
         // No longer a rejected hypothesis: out of the Holm family.
         j.p_value = None;
         j.detail.push_str(

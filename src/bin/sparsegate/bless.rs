@@ -51,4 +51,14 @@ fn print_change(c: &BlessChange) {
         };
         println!("  {:<18} {} -> {}{change}{ci}", m.metric, fmt(m.old), fmt(m.new));
     }
+    if c.contended() {
+        eprintln!(
+            "warning: {}/{} was blessed while other processes took part of the cores (its threads got {:.0}% \
+             of them); a gate on a quieter runner will find the contention differs and may be inconclusive \
+             — bless on a quiet runner, or gate with --baseline-bin",
+            c.pack,
+            c.slice,
+            c.cpu_share.unwrap_or(1.0) * 100.0
+        );
+    }
 }

@@ -195,6 +195,7 @@ on_both_backends! {
                 detail: String::new(),
                 location: None,
                 yardstick: None,
+                undecided_by: None,
             });
             last = h.record("gate", "t", &evidence(1.0), &d).unwrap();
         }

@@ -25,6 +25,7 @@ pub(crate) fn absolute(
             let verdict = read_interval((*v, *v), bound, upper);
             let op = if verdict == Verdict::Pass { ok_op } else { bad_op };
             Judgement {
+                undecided_by: None,
                 verdict,
                 value: Some(*v),
                 baseline: None,
@@ -58,6 +59,7 @@ pub(crate) fn absolute(
                 _ => format!("straddles {bound_s}"),
             };
             Judgement {
+                undecided_by: None,
                 verdict,
                 value,
                 baseline: None,

@@ -25,6 +25,8 @@ pub(crate) struct Judgement {
     pub p_value: Option<f64>,
     pub samples: usize,
     pub detail: String,
+    /// Set where drift or contention, not the sample size, left it undecided.
+    pub undecided_by: Option<crate::validate::Undecided>,
 }
 
 impl Judgement {
@@ -38,6 +40,7 @@ impl Judgement {
             p_value: None,
             samples: 0,
             detail,
+            undecided_by: None,
         }
     }
 }

@@ -116,6 +116,7 @@ pub(crate) fn paired_regression(
         });
     let show = |v: Option<f64>| v.map_or_else(|| "?".into(), |v| with_unit(v, Metric::Latency));
     numbers(Judgement {
+        undecided_by: None,
         verdict,
         ci: Some(ci),
         p_value: Some(p_fail),

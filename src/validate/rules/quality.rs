@@ -62,6 +62,7 @@ pub(crate) fn quality(
         _ => "straddles",
     };
     Judgement {
+        undecided_by: None,
         verdict,
         value: Some(value),
         baseline: None,

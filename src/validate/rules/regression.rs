@@ -108,6 +108,7 @@ fn points(metric: Quantity<'_>, c: f64, b: f64, limit: &Limit) -> Judgement {
     };
     let ratio_s = ratio.map_or_else(|| "baseline is 0".into(), |r| format!("ratio {}", num(r)));
     Judgement {
+        undecided_by: None,
         verdict,
         value: Some(c),
         baseline: Some(b),
@@ -320,6 +321,7 @@ fn sampled(
     });
     let show = |v: Option<f64>| v.map_or_else(|| "?".into(), |v| with_unit_named(v, metric.unit));
     with_numbers(Judgement {
+        undecided_by: None,
         verdict,
         ci: Some(ci),
         p_value: Some(p_fail),

@@ -48,6 +48,7 @@ pub(crate) fn absolute_by_run(
     let mde = stats::mde(se, 0.0, confidence, stats::DEFAULT_POWER) * 100.0;
     let n: usize = groups.iter().map(Vec::len).sum();
     Some(Judgement {
+        undecided_by: None,
         verdict,
         value: Some(value),
         baseline: None,
