@@ -673,8 +673,14 @@ slices:
         let spread = headline(None);
         assert!(spread.contains("to decide it: take more samples"), "{spread}");
         let drift = headline(Some(crate::validate::Undecided::SessionDrift));
-        assert!(drift.contains("to decide it: session drift since the golden baseline"), "{drift}");
-        assert!(drift.contains("--baseline-bin") && !drift.contains("more samples"), "{drift}");
+        assert!(
+            drift.contains("to decide it: session drift since the golden baseline"),
+            "{drift}"
+        );
+        assert!(
+            drift.contains("--baseline-bin") && !drift.contains("more samples"),
+            "{drift}"
+        );
         let contended = headline(Some(crate::validate::Undecided::Contention));
         assert!(contended.contains("gate on a quiet runner"), "{contended}");
         assert!(!contended.contains("more samples"), "{contended}");

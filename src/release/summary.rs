@@ -40,7 +40,11 @@ pub fn render_summary(decision: &Decision) -> String {
     if decision.verdict == Verdict::Inconclusive {
         // One clause per distinct reason, in the order the guardrails first give it.
         let mut said: Vec<&str> = Vec::new();
-        for g in decision.guardrails.iter().filter(|g| g.verdict == Verdict::Inconclusive) {
+        for g in decision
+            .guardrails
+            .iter()
+            .filter(|g| g.verdict == Verdict::Inconclusive)
+        {
             let clause = super::text::what_would_decide(g);
             if !said.contains(&clause) {
                 said.push(clause);

@@ -2,8 +2,8 @@
 //! sentence, the first screen and the validation matrix read the same in Markdown and HTML
 //! (issue 24: "every number that has an interval shows it the same way").
 
-use crate::ingress::Rule;
 use crate::domain::metric::Metric;
+use crate::ingress::Rule;
 use crate::validate::{GuardrailOutcome, Undecided, Yardstick};
 
 // Numbers and units read as in the guardrails' details: one formatter for both stages.
