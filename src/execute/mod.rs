@@ -128,6 +128,10 @@ pub(crate) fn isa_record(slice: &Slice, plan: &Plan) -> IsaRecord {
     let form = match slice.sparsity {
         _ if !sparse => Form::Dense,
         Sparsity::NOfM { n: 2, m: 4 } => Form::TwoOfFour,
+        Sparsity::Block { rows, cols, .. } => Form::Block {
+            rows: rows as usize,
+            cols: cols as usize,
+        },
         _ => Form::OtherSparse,
     };
     // The path can depend on the op's tokens (bf16 takes `vdpbf16ps` below a few): every

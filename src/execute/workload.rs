@@ -19,7 +19,7 @@ use super::error::{ExecError, PrepareError};
 use super::evidence::OpFidelity;
 use super::kernels::dense::{DenseWeights, gemm_f32};
 use super::kernels::precision::{
-    self, DenseBf16, DenseF16, DenseI8, Half, HalfBuf, SparseI8, TwoOfFourBf16, TwoOfFourF16,
+    self, BlockBf16, DenseBf16, DenseF16, DenseI8, Half, HalfBuf, SparseI8, TwoOfFourBf16, TwoOfFourF16,
 };
 use super::kernels::{KernelError, SparseWeights};
 use crate::domain::{GemmOp, Precision, Sparsity};
@@ -46,11 +46,11 @@ struct PreparedOp {
     /// Dense weights as the comparator sees them: pruned for sparse ops, laid out once for
     /// the dense kernel as the sparse ones are for theirs.
     dense_w: DenseKernel,
-    /// The compressed weights when the op takes the sparse path (f32 values; a 16-bit 2:4
-    /// op holds `two_of_four_half` instead).
+    /// The compressed weights when the op takes the sparse path (f32 values; an op on a
+    /// 16-bit sparse kernel holds `sparse_half` instead).
     sparse: Option<SparseWeights>,
-    /// The 16-bit 2:4 weights when a bf16 or fp16 op takes the sparse 2:4 path.
-    two_of_four_half: Option<TwoOfFourHalf>,
+    /// The 16-bit sparse weights when a bf16 or fp16 op's format has a 16-bit kernel here.
+    sparse_half: Option<SparseHalf>,
     x: Vec<f32>,
     y_candidate: Vec<f32>,
     y_comparator: Vec<f32>,
@@ -82,37 +82,50 @@ impl DenseKernel {
     }
 }
 
-/// 2:4 weights in the compact 16-bit format of the op's precision.
-enum TwoOfFourHalf {
+/// Sparse weights in a 16-bit format of the op's precision, on a 16-bit kernel: 2:4 in
+/// the compact form (bf16, fp16), blocks as bf16 pairs.
+enum SparseHalf {
     Bf16(TwoOfFourBf16),
     F16(TwoOfFourF16),
+    Bf16Blocks(BlockBf16),
 }
 
-impl TwoOfFourHalf {
-    /// The compact form of a 2:4 matrix for a 16-bit precision (`None` otherwise), on the
-    /// fastest kernel for products of `tokens` tokens.
-    fn new(a: &super::kernels::nm::NmMatrix, precision: Precision, tokens: usize) -> Option<TwoOfFourHalf> {
-        match precision {
-            Precision::Bf16 => TwoOfFourBf16::from_two_of_four(a, tokens).map(TwoOfFourHalf::Bf16),
-            Precision::Fp16 => TwoOfFourF16::from_two_of_four(a, tokens).map(TwoOfFourHalf::F16),
-            Precision::Fp32 | Precision::Int8 => None,
+impl SparseHalf {
+    /// The 16-bit form of compressed weights for the op's precision where a 16-bit kernel
+    /// runs it (`None` otherwise: the f32 form stays), on the fastest kernel for products
+    /// of `tokens` tokens.
+    fn new(a: &SparseWeights, precision: Precision, tokens: usize) -> Option<SparseHalf> {
+        match (a, precision) {
+            (SparseWeights::Nm(a), Precision::Bf16) => {
+                TwoOfFourBf16::from_two_of_four(a, tokens).map(SparseHalf::Bf16)
+            }
+            (SparseWeights::Nm(a), Precision::Fp16) => {
+                TwoOfFourF16::from_two_of_four(a, tokens).map(SparseHalf::F16)
+            }
+            (SparseWeights::Bsr(a), Precision::Bf16) => {
+                BlockBf16::from_bsr(a, tokens).map(SparseHalf::Bf16Blocks)
+            }
+            _ => None,
         }
     }
 
     /// The product on the stored activations (of the same storage type, by construction).
     fn spmm(&self, threads: usize, x: &HalfBuf, y: &mut [f32], m: usize) -> Result<(), KernelError> {
         match (self, x) {
-            (TwoOfFourHalf::Bf16(a), HalfBuf::Bf16(x)) => a.spmm(threads, x, y, m),
-            (TwoOfFourHalf::F16(a), HalfBuf::F16(x)) => a.spmm(threads, x, y, m),
-            (TwoOfFourHalf::Bf16(a), _) => a.spmm(threads, &[], y, m),
-            (TwoOfFourHalf::F16(a), _) => a.spmm(threads, &[], y, m),
+            (SparseHalf::Bf16(a), HalfBuf::Bf16(x)) => a.spmm(threads, x, y, m),
+            (SparseHalf::F16(a), HalfBuf::F16(x)) => a.spmm(threads, x, y, m),
+            (SparseHalf::Bf16Blocks(a), HalfBuf::Bf16(x)) => a.spmm(threads, x, y, m),
+            (SparseHalf::Bf16(a), _) => a.spmm(threads, &[], y, m),
+            (SparseHalf::F16(a), _) => a.spmm(threads, &[], y, m),
+            (SparseHalf::Bf16Blocks(a), _) => a.spmm(threads, &[], y, m),
         }
     }
 
     fn bytes(&self) -> (usize, usize) {
         match self {
-            TwoOfFourHalf::Bf16(a) => (a.value_bytes(), a.metadata_bytes()),
-            TwoOfFourHalf::F16(a) => (a.value_bytes(), a.metadata_bytes()),
+            SparseHalf::Bf16(a) => (a.value_bytes(), a.metadata_bytes()),
+            SparseHalf::F16(a) => (a.value_bytes(), a.metadata_bytes()),
+            SparseHalf::Bf16Blocks(a) => (a.value_bytes(), a.metadata_bytes()),
         }
     }
 }
@@ -231,7 +244,7 @@ impl Workload {
                 m,
             );
         }
-        if let (Some(a), Some(x)) = (&p.two_of_four_half, &p.x_store) {
+        if let (Some(a), Some(x)) = (&p.sparse_half, &p.x_store) {
             return a.spmm(threads, x, &mut p.y_candidate, m);
         }
         if p.sparse.is_none() {
@@ -330,7 +343,7 @@ impl Workload {
                     .map_or(q.dense.value_bytes(), |a| a.value_bytes() + a.metadata_bytes()),
                 (None, Some(a)) => a.value_bytes() + a.metadata_bytes(),
                 (None, None) => p
-                    .two_of_four_half
+                    .sparse_half
                     .as_ref()
                     .map_or(p.dense_w.value_bytes(), |a| a.bytes().0 + a.bytes().1),
             })
@@ -347,7 +360,7 @@ impl Workload {
                     .sparse
                     .as_ref()
                     .map(|a| (a.value_bytes(), a.metadata_bytes()))
-                    .or_else(|| p.two_of_four_half.as_ref().map(TwoOfFourHalf::bytes)),
+                    .or_else(|| p.sparse_half.as_ref().map(SparseHalf::bytes)),
             })
             .fold((0, 0), |(v, m), (a, b)| (v + a, m + b))
     }
@@ -458,12 +471,10 @@ fn prepare_op(
         });
     }
     // bf16, fp16: the 16-bit kernels on the stored values (exact: the weights were rounded
-    // above); a 2:4 op's candidate is the compact 16-bit form of its compressed weights.
-    let two_of_four_half = match &sparse {
-        Some(SparseWeights::Nm(a)) => TwoOfFourHalf::new(a, precision, op.m),
-        _ => None,
-    };
-    if two_of_four_half.is_some() {
+    // above); a 2:4 op's candidate is the compact 16-bit form of its compressed weights, a
+    // bf16 block op's its blocks as bf16 pairs.
+    let sparse_half = sparse.as_ref().and_then(|a| SparseHalf::new(a, precision, op.m));
+    if sparse_half.is_some() {
         sparse = None;
     }
     let layout = PrepareError::DenseLayout;
@@ -484,7 +495,7 @@ fn prepare_op(
         op: op.clone(),
         dense_w,
         sparse,
-        two_of_four_half,
+        sparse_half,
         x,
         y_candidate: zeros(n, m)?,
         y_comparator: zeros(n, m)?,
@@ -598,11 +609,21 @@ mod half_tests {
 
     /// A 16-bit op prepared and run on both sides, with the check the runs make.
     fn run_half(sparsity: Sparsity, path: KernelPath, precision: Precision) -> Workload {
+        run_half_shape(sparsity, path, precision, (40, 68))
+    }
+
+    /// [`run_half`] for `n × k` weights.
+    fn run_half_shape(
+        sparsity: Sparsity,
+        path: KernelPath,
+        precision: Precision,
+        (n, k): (usize, usize),
+    ) -> Workload {
         let op = GemmOp {
             name: "w".into(),
             m: 9,
-            n: 40,
-            k: 68,
+            n,
+            k,
         };
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let p = prepare_op(
@@ -656,10 +677,7 @@ mod half_tests {
 
             let nm = run_half(Sparsity::NOfM { n: 2, m: 4 }, KernelPath::Sparse, precision);
             let p = &nm.ops[0];
-            assert!(
-                p.sparse.is_none() && p.two_of_four_half.is_some(),
-                "{precision:?}"
-            );
+            assert!(p.sparse.is_none() && p.sparse_half.is_some(), "{precision:?}");
             // A nibble per group of four, each row on a byte (K = 68: 17 nibbles, 9 bytes).
             let index_bytes = n * k.div_ceil(8);
             assert_eq!(
@@ -675,11 +693,37 @@ mod half_tests {
                 KernelPath::Sparse,
                 precision,
             );
-            assert!(csr.ops[0].sparse.is_some() && csr.ops[0].two_of_four_half.is_none());
+            assert!(csr.ops[0].sparse.is_some() && csr.ops[0].sparse_half.is_none());
             assert!(
                 !matches!(csr.ops[0].dense_w, DenseKernel::F32(_)),
                 "{precision:?}"
             );
+        }
+    }
+
+    /// Issue 20: bf16 blocks of whole panels and pairs run as bf16 pairs wherever the
+    /// comparator runs `vdpbf16ps` (the run's check held above), and their bytes are the
+    /// bf16 blocks'; other block shapes, and fp16, keep the widened f32 kernel.
+    #[test]
+    fn bf16_blocks_take_the_dot_product_kernel_where_the_comparator_does() {
+        let block = |rows, cols| Sparsity::Block {
+            rows,
+            cols,
+            density: 0.5,
+        };
+        let dots = isa_path(Operands::Bf16, Form::Dense) == crate::execute::kernels::isa::IsaPath::Avx512Bf16;
+        let w = run_half_shape(block(32, 16), KernelPath::Sparse, Precision::Bf16, (64, 96));
+        let p = &w.ops[0];
+        assert_eq!(p.sparse_half.is_some(), dots);
+        assert_eq!(p.sparse.is_some(), !dots);
+        if dots {
+            let (values, metadata) = w.sparse_bytes();
+            // Half the 2 × 6 blocks kept, 32 × 16 bf16 each; a u32 per block and row pointer.
+            assert_eq!((values, metadata), (6 * 32 * 16 * 2, (6 + 3) * 4));
+        }
+        for (sparsity, precision) in [(block(8, 16), Precision::Bf16), (block(32, 16), Precision::Fp16)] {
+            let w = run_half_shape(sparsity, KernelPath::Sparse, precision, (64, 96));
+            assert!(w.ops[0].sparse.is_some() && w.ops[0].sparse_half.is_none());
         }
     }
 

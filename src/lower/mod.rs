@@ -129,7 +129,7 @@ fn select_sim(
 }
 
 /// [`select`], with the storage conversion named for fp16/bf16 sparse kernels (bf16 and fp16
-/// 2:4 have kernels of their own).
+/// 2:4, and bf16 blocks of whole 16-row panels and K-pairs, have kernels of their own).
 fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath, String) {
     let (path, reason) = select(precision, sparsity, op);
     match precision {
@@ -141,6 +141,18 @@ fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelP
             path,
             format!("{reason}; fp16 2:4 compact kernel (f16 values, 2-bit indices; {F16_KERNEL})"),
         ),
+        Precision::Bf16
+            if path == KernelPath::Sparse
+                && matches!(sparsity, Sparsity::Block { rows, cols, .. } if rows % 16 == 0 && cols % 2 == 0) =>
+        {
+            (
+                path,
+                format!(
+                    "{reason}; bf16 blocks as K-pairs of 16-row panels on vdpbf16ps where the dense \
+                     comparator runs it, else widened to f32 panels"
+                ),
+            )
+        }
         Precision::Fp16 | Precision::Bf16 if path == KernelPath::Sparse => (
             path,
             format!("{reason}; {} storage widened to f32 panels", precision.as_str()),
@@ -322,5 +334,24 @@ mod tests {
         }
         let plan = lower(&slice(Sparsity::NOfM { n: 2, m: 4 }, Precision::Fp16, &[16]));
         assert_reason(&plan.ops[0], "fp16");
+    }
+
+    /// Issue 20: bf16 blocks of whole 16-row panels and K-pairs name the bf16 kernel they
+    /// run on; other block shapes say they widen.
+    #[test]
+    fn issue_20_bf16_blocks_name_the_kernel_they_run_on() {
+        let block = |rows, cols| Sparsity::Block {
+            rows,
+            cols,
+            density: 0.5,
+        };
+        let mut panels = slice(block(16, 16), Precision::Bf16, &[32]);
+        panels.ops[0].n = 32;
+        let plan = lower(&panels);
+        assert_eq!(plan.ops[0].path, KernelPath::Sparse);
+        assert_reason(&plan.ops[0], "K-pairs of 16-row panels on vdpbf16ps");
+        let plan = lower(&slice(block(8, 16), Precision::Bf16, &[32]));
+        assert_eq!(plan.ops[0].path, KernelPath::Sparse);
+        assert_reason(&plan.ops[0], "bf16 storage widened to f32 panels");
     }
 }

@@ -134,6 +134,12 @@ impl BsrMatrix {
         (self.br, self.bc)
     }
 
+    /// The stored form: block-row pointers, block columns, and the blocks' values
+    /// (`br·bc` each, row-major), for kernels that lay the blocks out their own way.
+    pub(crate) fn parts(&self) -> (&[u32], &[u32], &[f32]) {
+        (&self.block_ptr, &self.block_cols, &self.values)
+    }
+
     /// Stored blocks.
     pub fn blocks(&self) -> usize {
         self.block_cols.len()

@@ -217,7 +217,15 @@ pub enum Form {
     Dense,
     /// 2:4 structured.
     TwoOfFour,
-    /// Any other sparse format (other N:M patterns, CSR, BSR).
+    /// Blocks of `rows × cols` (BSR): bf16 runs them on `vdpbf16ps` where they are whole
+    /// panels of rows and pairs of K.
+    Block {
+        /// Block height.
+        rows: usize,
+        /// Block width.
+        cols: usize,
+    },
+    /// Any other sparse format (other N:M patterns, CSR).
     OtherSparse,
 }
 
@@ -293,6 +301,14 @@ pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
         (Operands::Bf16, Form::Dense | Form::TwoOfFour) if super::half_dot::available() => {
             IsaPath::Avx512Bf16
         }
+        // Block bf16 takes `vdpbf16ps` wherever the dense comparator does (`BlockBf16`).
+        #[cfg(target_arch = "x86_64")]
+        (Operands::Bf16, Form::Block { rows, cols })
+            if super::half_dot::blocks_fit(rows, cols)
+                && isa_path_at(operands, Form::Dense, tokens) == IsaPath::Avx512Bf16 =>
+        {
+            IsaPath::Avx512Bf16
+        }
         #[cfg(target_arch = "x86_64")]
         (Operands::F16, Form::Dense | Form::TwoOfFour) if super::half_dot::f16_available() => {
             IsaPath::Avx512F16Widen
@@ -326,7 +342,12 @@ mod tests {
 
     #[test]
     fn issue_20_paths_follow_the_detected_features() {
-        let all = [Form::Dense, Form::TwoOfFour, Form::OtherSparse];
+        let all = [
+            Form::Dense,
+            Form::TwoOfFour,
+            Form::Block { rows: 16, cols: 16 },
+            Form::OtherSparse,
+        ];
         for form in all {
             assert_eq!(isa_path(Operands::F32, form), f32_path());
         }
@@ -342,6 +363,25 @@ mod tests {
             };
             assert_eq!(isa_path(Operands::Bf16, Form::Dense), bf16);
             assert_eq!(isa_path(Operands::Bf16, Form::TwoOfFour), bf16);
+            // Blocks of whole panels and pairs run on the dot product with the comparator;
+            // other block shapes widen.
+            let block = if bf16 == IsaPath::Avx512Bf16 {
+                bf16
+            } else {
+                IsaPath::WidenF32
+            };
+            assert_eq!(
+                isa_path(Operands::Bf16, Form::Block { rows: 32, cols: 16 }),
+                block
+            );
+            assert_eq!(
+                isa_path(Operands::Bf16, Form::Block { rows: 8, cols: 16 }),
+                IsaPath::WidenF32
+            );
+            assert_eq!(
+                isa_path(Operands::Bf16, Form::Block { rows: 16, cols: 3 }),
+                IsaPath::WidenF32
+            );
             let i8 = if crate::int8_vnni::available() {
                 IsaPath::Avx512Vnni
             } else {

@@ -7,7 +7,10 @@
 //!   CPU has it, detected at run time: the operands are never widened, and the dense one is
 //!   what the CPU can do in bf16, not an f32 kernel on 16-bit storage. Without AVX-512 BF16
 //!   both widen (the weights once, the activations on every call) and run the f32 kernels.
-//!   [`gemm_half`] takes the bf16 kernel too. Other bf16 and f16 sparse formats still widen.
+//!   [`gemm_half`] takes the bf16 kernel too. [`BlockBf16`] runs bf16 block sparsity (blocks
+//!   of whole 16-row panels and K-pairs) on the same instruction, wherever the dense one
+//!   does. Other bf16 and f16 sparse formats (other block shapes, CSR, N:M but 2:4) still
+//!   widen.
 //! * **f16.** [`DenseF16`] and [`TwoOfFourF16`] (the same compact 2:4 format) stream the
 //!   weights as f16 and widen them in registers (`vcvtph2ps`, `super::half_dot`) for f32
 //!   multiply-adds, on AVX-512F, F16C and VBMI (detected together): no x86 instruction short of
@@ -508,6 +511,90 @@ impl<T: Storage16> TwoOfFourHalf<T> {
     }
 
     /// Bytes of index metadata, as stored: 2 bits per kept value, each row on a byte.
+    pub fn metadata_bytes(&self) -> usize {
+        self.metadata_bytes
+    }
+}
+
+/// bf16 block-sparse weights on `vdpbf16ps` (issue 20): the kept blocks of a
+/// [`BsrMatrix`](super::bsr::BsrMatrix) as bf16 pairs, so a bf16 block-sparse candidate runs
+/// at the bf16 rate of its dense comparator instead of widening to the f32 BSR kernel.
+/// Built only where that kernel runs and the blocks fit it (16-row multiples, even
+/// widths); elsewhere [`BlockBf16::from_bsr`] says `None` and the slice keeps the f32 form.
+#[derive(Debug, Clone)]
+pub struct BlockBf16 {
+    rows: usize,
+    k: usize,
+    metadata_bytes: usize,
+    #[cfg(target_arch = "x86_64")]
+    pairs: super::half_dot::BlockPairs,
+    #[cfg(not(target_arch = "x86_64"))]
+    never: std::convert::Infallible,
+}
+
+impl BlockBf16 {
+    /// The bf16 form of a block-sparse matrix whose values are bf16 already (a bf16
+    /// slice's are; others are rounded), where `vdpbf16ps` is this CPU's bf16 kernel for
+    /// products of `tokens` tokens and the block shape fits it.
+    pub fn from_bsr(a: &super::bsr::BsrMatrix, tokens: usize) -> Option<BlockBf16> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let (br, bc) = a.block_shape();
+            if !super::half_dot::blocks_fit(br, bc)
+                || HalfKernel::chosen(Half::Bf16, tokens) != HalfKernel::Dot
+            {
+                return None;
+            }
+            let (block_ptr, block_cols, values) = a.parts();
+            let bits: Vec<u16> = values
+                .iter()
+                .map(|&v| half::bf16::from_f32(v).to_bits())
+                .collect();
+            let (rows, k) = (a.rows(), a.k());
+            let pairs = super::half_dot::BlockPairs::new((rows, k), (br, bc), block_ptr, block_cols, &bits);
+            Some(BlockBf16 {
+                rows,
+                k,
+                metadata_bytes: a.metadata_bytes(),
+                pairs,
+            })
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (a, tokens);
+            None
+        }
+    }
+
+    /// `y[rows × m] = W · x[k × m]`, f32 sums, on `threads` workers of the current rayon pool
+    /// (1 runs on the calling thread).
+    pub fn spmm(&self, threads: usize, x: &[half::bf16], y: &mut [f32], m: usize) -> Result<(), KernelError> {
+        check_len("x", x.len(), self.k, m)?;
+        check_len("y", y.len(), self.rows, m)?;
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: only built where the features were detected; lengths checked above.
+        unsafe {
+            self.pairs.spmm(threads, <half::bf16 as Storage16>::bits(x), y, m)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+        Ok(())
+    }
+
+    /// Which instruction-set path its products take.
+    pub fn isa_path(&self) -> IsaPath {
+        IsaPath::Avx512Bf16
+    }
+
+    /// Bytes of stored values (bf16), the zeros inside kept blocks included.
+    pub fn value_bytes(&self) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        return self.pairs.value_bytes();
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Bytes of index metadata: a u32 block column per block plus the block-row pointers.
     pub fn metadata_bytes(&self) -> usize {
         self.metadata_bytes
     }
@@ -1145,6 +1232,33 @@ mod tests {
         Ok(())
     }
 
+    fn check_block_bf16(
+        (n, k, m): (usize, usize, usize),
+        (br, bc): (usize, usize),
+        density: f64,
+        seed: u32,
+        t: usize,
+    ) -> Result<(), TestCaseError> {
+        let round = |v: Vec<f32>| -> Vec<half::bf16> { v.into_iter().map(half::bf16::from_f32).collect() };
+        let mut wf = widen(&round(data(n * k, seed)));
+        crate::prune::prune_blocks(&mut wf, n, k, br, bc, density);
+        let a = crate::bsr::BsrMatrix::compress(&wf, n, k, br, bc).unwrap();
+        let Some(b) = BlockBf16::from_bsr(&a, m) else {
+            // Only a CPU whose bf16 kernel is not the dot product says no.
+            #[cfg(target_arch = "x86_64")]
+            prop_assert!(HalfKernel::chosen(Half::Bf16, m) != HalfKernel::Dot);
+            return Ok(());
+        };
+        prop_assert_eq!(b.value_bytes(), a.blocks() * br * bc * 2);
+        let (w, x) = (round(wf), round(data(k * m, seed + 1)));
+        let mut y = vec![f32::NAN; n * m];
+        b.spmm(t, &x, &mut y, m).unwrap();
+        if let Some(e) = half_mismatch(&y, &w, &x, n, k, m) {
+            prop_assert!(false, "block {br}x{bc} {n}x{k}x{m} t={t}: {e}");
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
@@ -1185,6 +1299,20 @@ mod tests {
         #[test]
         fn issue_20_dense_f16_matches_naive_across_k_blocks(p in half_product::<half::f16>(60, 700, 1, 40), t in 1usize..3) {
             check_dense_half(p, t)?;
+        }
+
+        /// bf16 block sparsity on `vdpbf16ps`: block heights of 1–4 panels (a tile takes
+        /// up to three), widths of 1–8 pairs, every token count of a tile, empty block rows
+        /// (low densities) written as zeros, 1–2 threads.
+        #[test]
+        fn issue_20_block_bf16_matches_naive(
+            (br, bc) in (1usize..=4, 1usize..=8).prop_map(|(p, q)| (16 * p, 2 * q)),
+            (brows, bcols, m) in (1usize..4, 1usize..24, 1usize..20),
+            density in 0.05f64..1.0,
+            seed in 0u32..1000,
+            t in 1usize..3,
+        ) {
+            check_block_bf16((brows * br, bcols * bc, m), (br, bc), density, seed, t)?;
         }
 
         #[test]
