@@ -451,10 +451,14 @@ fn prepare_op(
         let fail = PrepareError::Int8;
         let (w, w_scale) = precision::quantize_per_channel(&dense_w, n, k).map_err(fail)?;
         let (xq, x_scale) = precision::quantize_per_channel(&x, 1, x.len()).map_err(fail)?;
-        // N:M keeps its pattern, so 2:4 (and 1:2) can take the compact int8 form.
+        // N:M keeps its pattern, so 2:4 (and 1:2) can take the compact int8 form; blocks
+        // keep theirs (quantisation keeps zeros), so they can take the int8 block form.
         let kept = match (sparse.take(), sparsity) {
             (Some(_), Sparsity::NOfM { n: keep, m: group }) => {
                 Some(SparseI8::compress_nm(&w, n, k, keep as usize, group as usize).map_err(fail)?)
+            }
+            (Some(_), Sparsity::Block { rows, cols, .. }) => {
+                Some(SparseI8::compress_blocks(&w, n, k, rows as usize, cols as usize).map_err(fail)?)
             }
             (Some(_), _) => Some(SparseI8::compress(&w, n, k).map_err(fail)?),
             (None, _) => None,
@@ -698,6 +702,25 @@ mod half_tests {
                 !matches!(csr.ops[0].dense_w, DenseKernel::F32(_)),
                 "{precision:?}"
             );
+        }
+    }
+
+    /// Issue 20: int8 blocks run sparse (the run's check held: i32 sums equal to the dense
+    /// comparator's), as blocks (a u32 column per block and per block row) where VNNI runs
+    /// them, else as kept entries.
+    #[test]
+    fn int8_blocks_run_sparse_and_exact() {
+        let block = Sparsity::Block {
+            rows: 32,
+            cols: 16,
+            density: 0.5,
+        };
+        let w = run_half_shape(block, KernelPath::Sparse, Precision::Int8, (64, 96));
+        let q = w.ops[0].int8.as_ref().unwrap();
+        assert!(q.sparse.is_some());
+        let vnni = isa_path(Operands::I8, Form::Dense) == crate::execute::kernels::isa::IsaPath::Avx512Vnni;
+        if vnni {
+            assert_eq!(w.sparse_bytes(), (6 * 32 * 16, (6 + 3) * 4));
         }
     }
 

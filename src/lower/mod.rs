@@ -187,10 +187,6 @@ fn select(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath,
             KernelPath::Dense,
             format!("dense slice: {}", dense_kernel(precision)),
         ),
-        Sparsity::Block { .. } if precision == Precision::Int8 => (
-            KernelPath::DenseFallback,
-            "no int8 block-sparse CPU kernel; int8 sparse kernels cover N:M and unstructured".into(),
-        ),
         Sparsity::NOfM { n, m } if precision == Precision::Int8 && op.k.is_multiple_of(m as usize) => (
             KernelPath::Sparse,
             if matches!((n, m), (2, 4) | (1, 2)) {
@@ -229,6 +225,14 @@ fn select(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath,
                 ),
             )
         }
+        Sparsity::Block { rows, cols, .. } if precision == Precision::Int8 => (
+            KernelPath::Sparse,
+            format!(
+                "{rows}x{cols} int8 blocks (i8 values, u32 column per block) on AVX-512 VNNI where \
+                 the height is whole 16-row panels and the width whole quads, else kept entries per \
+                 row (u32 positions); exact i32 sums"
+            ),
+        ),
         Sparsity::Block { rows, cols, .. } => (
             KernelPath::Sparse,
             format!("{rows}x{cols} block-sparse BSR kernel (u32 index per block)"),
@@ -311,16 +315,20 @@ mod tests {
         assert_reason(&plan.ops[1], "do not tile");
     }
 
+    /// Issue 20: int8 block sparsity runs sparse (it fell back to dense while int8 had no
+    /// block kernel), and falls back only where the blocks do not tile.
     #[test]
-    fn issue_3_int8_block_falls_back_with_reason() {
+    fn issue_20_int8_blocks_take_the_sparse_path_where_they_tile() {
         let block = Sparsity::Block {
             rows: 4,
             cols: 4,
             density: 0.5,
         };
-        let plan = lower(&slice(block, Precision::Int8, &[16]));
-        assert_eq!(plan.ops[0].path, KernelPath::DenseFallback);
-        assert_reason(&plan.ops[0], "int8");
+        let plan = lower(&slice(block, Precision::Int8, &[16, 18]));
+        assert_eq!(plan.ops[0].path, KernelPath::Sparse);
+        assert_reason(&plan.ops[0], "int8 blocks");
+        assert_eq!(plan.ops[1].path, KernelPath::DenseFallback);
+        assert_reason(&plan.ops[1], "do not tile");
     }
 
     #[test]

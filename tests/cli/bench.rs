@@ -98,18 +98,34 @@ fn issue_3_bench_runs_every_cpu_precision() {
     }
 }
 
+/// Issue 20: int8 blocks run sparse (they fell back to dense before int8 had a block
+/// kernel) and fall back, with the reason, only where the blocks do not tile the weight.
 #[test]
-fn issue_3_bench_int8_block_falls_back_with_its_reason() {
-    let r = bench_json(&[
-        "--gemm",
-        "9x16x32",
-        "--sparsity",
-        "block:8x8:density=25%",
-        "--precision",
-        "int8",
-    ]);
+fn issue_20_bench_int8_blocks_run_sparse_and_fall_back_only_where_they_do_not_tile() {
+    let bench = |gemm: &str| {
+        bench_json(&[
+            "--gemm",
+            gemm,
+            "--sparsity",
+            "block:16x16:density=25%",
+            "--precision",
+            "int8",
+        ])
+    };
+    let r = bench("9x32x64");
+    assert_eq!(r["path"], "sparse");
+    assert!(
+        r["reason"].as_str().unwrap().contains("int8 blocks"),
+        "{}",
+        r["reason"]
+    );
+    let r = bench("9x32x72");
     assert_eq!(r["path"], "dense_fallback");
-    assert!(r["reason"].as_str().unwrap().contains("int8"), "{}", r["reason"]);
+    assert!(
+        r["reason"].as_str().unwrap().contains("do not tile"),
+        "{}",
+        r["reason"]
+    );
 }
 
 #[test]

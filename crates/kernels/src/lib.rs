@@ -25,6 +25,8 @@ mod error;
 #[cfg(target_arch = "x86_64")]
 mod half_dot;
 #[cfg(target_arch = "x86_64")]
+mod int8_blocks;
+#[cfg(target_arch = "x86_64")]
 mod int8_dense;
 #[cfg(target_arch = "x86_64")]
 mod int8_two_of_four;

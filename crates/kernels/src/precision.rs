@@ -874,6 +874,9 @@ fn gemm_i8_axpy(
 /// * **Compact 2:4** ([`SparseI8::compress_nm`] with 2:4, or 1:2, which is a 2:4 matrix), where
 ///   AVX-512 VNNI and VBMI are detected: i8 values and 2-bit in-group indices, 0.625 bytes per
 ///   dense weight, read directly by the kernels in `int8_two_of_four`.
+/// * **Blocks** ([`SparseI8::compress_blocks`]) of whole 16-row panels × whole quads of K,
+///   where AVX-512 VNNI is detected: each kept block as the dense kernel's `vpdpbusd`
+///   operands, one u32 block column per block (`int8_blocks`).
 /// * **Kept entries per row** (values and u32 K positions) for every other pattern or CPU;
 ///   where VNNI is detected `compress` also regroups them into quads for the VNNI kernel (the
 ///   byte counts below describe the kept entries, not that padded copy).
@@ -898,6 +901,8 @@ enum SparseForm {
     },
     #[cfg(target_arch = "x86_64")]
     TwoOfFour(super::int8_two_of_four::TwoOfFourI8),
+    #[cfg(target_arch = "x86_64")]
+    Blocks(super::int8_blocks::BlocksI8),
 }
 
 impl SparseI8 {
@@ -960,10 +965,40 @@ impl SparseI8 {
         SparseI8::compress(w, rows, k)
     }
 
+    /// Compress row-major `rows × k` int8 weights pruned to `br × bc` blocks (every block
+    /// with a non-zero kept whole): as blocks where the block kernel runs them (VNNI, `br`
+    /// a multiple of 16, `bc` of 4, both tiling the matrix), else as kept entries.
+    pub fn compress_blocks(
+        w: &[i8],
+        rows: usize,
+        k: usize,
+        br: usize,
+        bc: usize,
+    ) -> Result<SparseI8, KernelError> {
+        check_sparse_i8(w, rows, k)?;
+        #[cfg(target_arch = "x86_64")]
+        if super::int8_blocks::fits(br, bc)
+            && rows.is_multiple_of(br)
+            && k.is_multiple_of(bc)
+            && super::int8_vnni::available()
+        {
+            let blocks = super::int8_blocks::BlocksI8::compress(w, rows, k, br, bc);
+            return Ok(SparseI8 {
+                rows,
+                k,
+                form: SparseForm::Blocks(blocks),
+            });
+        }
+        let _ = (br, bc);
+        SparseI8::compress(w, rows, k)
+    }
+
     /// Whether the weights are held in the compact 2:4 form (see [`Self::compress_nm`]).
     pub fn is_compact(&self) -> bool {
         match self.form {
             SparseForm::Entries { .. } => false,
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::Blocks(_) => false,
             #[cfg(target_arch = "x86_64")]
             SparseForm::TwoOfFour(_) => true,
         }
@@ -981,6 +1016,13 @@ impl SparseI8 {
             SparseForm::TwoOfFour(a) => {
                 // SAFETY: the compact form exists only where its features were detected; the
                 // shapes were checked above and `k ≤ INT8_MAX_K` by `compress_nm`.
+                unsafe { a.spmm(threads, x, y, m) };
+                Ok(())
+            }
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::Blocks(a) => {
+                // SAFETY: the block form exists only where VNNI was detected; the shapes
+                // were checked above and `k ≤ INT8_MAX_K` by `compress_blocks`.
                 unsafe { a.spmm(threads, x, y, m) };
                 Ok(())
             }
@@ -1008,7 +1050,7 @@ impl SparseI8 {
                 ..
             } => (row_start, cols, values),
             #[cfg(target_arch = "x86_64")]
-            SparseForm::TwoOfFour(_) => return self.spmm(threads, x, y, m),
+            SparseForm::TwoOfFour(_) | SparseForm::Blocks(_) => return self.spmm(threads, x, y, m),
         };
         if self.rows == 0 || m == 0 {
             return Ok(());
@@ -1036,11 +1078,14 @@ impl SparseI8 {
             SparseForm::Entries { values, .. } => values.len(),
             #[cfg(target_arch = "x86_64")]
             SparseForm::TwoOfFour(a) => a.value_bytes(),
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::Blocks(a) => a.value_bytes(),
         }
     }
 
     /// Bytes of index metadata: row starts and u32 columns for kept entries; 2-bit indices
-    /// (one byte per eight K positions) and the per-row `+128` corrections for compact 2:4.
+    /// (one byte per eight K positions) and the per-row `+128` corrections for compact 2:4;
+    /// a u32 column per block and the block-row pointers for blocks.
     pub fn metadata_bytes(&self) -> usize {
         match &self.form {
             SparseForm::Entries { row_start, cols, .. } => {
@@ -1048,6 +1093,8 @@ impl SparseI8 {
             }
             #[cfg(target_arch = "x86_64")]
             SparseForm::TwoOfFour(a) => a.metadata_bytes(),
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::Blocks(a) => a.metadata_bytes(),
         }
     }
 }
@@ -1724,6 +1771,71 @@ mod tests {
             t in 1usize..3,
         ) {
             check_two_of_four((n, k, m), &w, &x, t, (2, 4))?;
+        }
+    }
+
+    /// int8 blocks against the naive product, bit for bit: block heights of 1–4 panels (a
+    /// tile takes up to three) and one not a panel, widths of 1–6 quads and one not a quad
+    /// (both kept entries), every token count of a tile, empty block rows, extreme values.
+    fn check_blocks_i8(
+        (n, k, m): (usize, usize, usize),
+        (br, bc): (usize, usize),
+        keep: &[bool],
+        (w, x): (&[i8], &[i8]),
+        t: usize,
+    ) -> Result<(), TestCaseError> {
+        // Zero every block `keep` drops (cycled over the blocks in row-major order).
+        let mut w = w.to_vec();
+        for (i, row) in w.chunks_exact_mut(k).enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                if !keep[((i / br) * (k / bc) + j / bc) % keep.len()] {
+                    *v = 0;
+                }
+            }
+        }
+        let a = SparseI8::compress_blocks(&w, n, k, br, bc).unwrap();
+        let blocks = super::super::int8_blocks::fits(br, bc) && super::super::int8_vnni::available();
+        prop_assert_eq!(matches!(a.form, SparseForm::Blocks(_)), blocks);
+        let want = gemm_i8_naive(&w, x, n, k, m);
+        let mut y = vec![7i32; n * m];
+        a.spmm(t, x, &mut y, m).unwrap();
+        if let Some(i) = (0..n * m).find(|&i| i64::from(y[i]) != want[i]) {
+            prop_assert!(
+                false,
+                "blocks {br}x{bc} {n}x{k}x{m} t={t}: y[{i}] = {} vs {}",
+                y[i],
+                want[i]
+            );
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn issue_20_int8_blocks_are_bit_exact(
+            (br, bc) in prop_oneof![
+                4 => (1usize..=4, 1usize..=6).prop_map(|(p, q)| (16 * p, 4 * q)),
+                1 => Just((8usize, 4usize)),
+                1 => Just((16usize, 6usize)),
+            ],
+            (brows, bcols, m) in (1usize..4, 1usize..20, 1usize..20),
+            keep in proptest::collection::vec(proptest::bool::weighted(0.4), 1..7),
+            seed in any::<u64>(),
+            t in 1usize..3,
+        ) {
+            let (n, k) = (brows * br, bcols * bc);
+            let mut rng = seed;
+            let mut next = || {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                // Extremes often: -128 and 127 are where a wrong shift or sign shows.
+                match rng % 8 { 0 => -128, 1 => 127, _ => (rng >> 8) as u8 as i8 }
+            };
+            let w: Vec<i8> = (0..n * k).map(|_| next()).collect();
+            let x: Vec<i8> = (0..k * m).map(|_| next()).collect();
+            check_blocks_i8((n, k, m), (br, bc), &keep, (&w, &x), t)?;
         }
     }
 

@@ -1,0 +1,329 @@
+//! int8 block sparsity on AVX-512 VNNI, rows in lanes: `y[N×M] = W · x[K×M]`, i8 × i8 →
+//! i32, bit-exact.
+//!
+//! Why: an int8 block-sparse slice had no sparse kernel at all and fell back to dense (issue
+//! 20: "Unstructured and block formats for int8 and bf16 likewise"). Kept entries per row
+//! (u32 positions, [`super::int8_vnni::SparseQuads`]) would run it, but a block's rows share
+//! their K positions, so one index per block and the dense kernel's operand shape do.
+//!
+//! * **Shapes.** Block rows of whole panels (`br` a multiple of 16) and block columns of
+//!   whole quads (`bc` a multiple of 4): a block is `bc / 4` quads × `br / 16` panels of 64
+//!   bytes, each one `vpdpbusd` weight operand (16 rows × four i8), and nothing in a kept
+//!   block is padding. Other shapes take the kept-entries kernel ([`fits`] says which).
+//! * **Layout.** Per block row, its kept blocks (any non-zero weight) in ascending column
+//!   order, each as `[quad][panel]` lines, so a block row is one sequential stream; one u32
+//!   block column per block and a pointer per block row, as BSR.
+//! * **Kernel.** The activations are packed per 8-token tile as quads of `x + 128` per token
+//!   (`[quad][8]` u32), so a block's activations are `bc / 4 · 8` consecutive words of the
+//!   tile and each token's quad is one 32-bit broadcast (the unsigned operand). A register
+//!   tile is up to three panels × up to eight tokens, its sums in registers across all the
+//!   row's blocks, started from `-128 · Σ w` per row (undoing the shift) and scattered into
+//!   `y`; one to three tokens keep several copies of the sums to cover `vpdpbusd`'s latency.
+//!   Wrapping i32 arithmetic, exact for `K ≤ INT8_MAX_K` like the other int8 kernels.
+
+use super::int8_vnni::row_correction;
+use super::schedule::TaskGrid;
+use super::shared_output::{SharedOutput, trivial_product};
+use rayon::prelude::*;
+use std::arch::x86_64::*;
+use std::cell::RefCell;
+
+/// Output rows per zmm of i32 sums (a panel).
+const LANES: usize = 16;
+/// Tokens per packed activation tile, and the most per register tile.
+const TOKENS: usize = 8;
+/// Panels per register tile at most: 3 × 8 tokens = 24 accumulators.
+const MAX_PANELS: usize = 3;
+
+thread_local! {
+    /// The packed activations, reused across calls on the same thread.
+    static QUADS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether blocks of `br × bc` run here: whole panels of rows, whole quads of K.
+pub(super) fn fits(br: usize, bc: usize) -> bool {
+    br > 0 && bc > 0 && br.is_multiple_of(LANES) && bc.is_multiple_of(4)
+}
+
+/// One 64-byte line: 16 rows' four i8 weights, aligned so that a load never splits a line.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[repr(C, align(64))]
+struct Line([u32; LANES]);
+
+/// int8 weights of a block-sparse matrix as `vpdpbusd` operands (see the module doc).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct BlocksI8 {
+    n: usize,
+    k: usize,
+    br: usize,
+    bc: usize,
+    /// First block of each block row, and one past the last.
+    block_ptr: Vec<u32>,
+    /// Block column of each block.
+    block_cols: Vec<u32>,
+    /// `[block][quad][panel]` lines.
+    lines: Vec<Line>,
+    /// `-128 · Σ w` per row, undoing the `x + 128` shift.
+    bias: Vec<i32>,
+}
+
+impl BlocksI8 {
+    /// Keep the `br × bc` blocks of the row-major `n × k` weights that hold a non-zero
+    /// ([`fits`], `br` divides `n`, `bc` divides `k`, and `k` fits a u32: the caller's).
+    pub(super) fn compress(w: &[i8], n: usize, k: usize, br: usize, bc: usize) -> BlocksI8 {
+        debug_assert!(fits(br, bc) && n.is_multiple_of(br) && k.is_multiple_of(bc) && w.len() == n * k);
+        let (quads, panels) = (bc / 4, br / LANES);
+        let kept_in = |brow: usize| -> Vec<u32> {
+            (0..k / bc)
+                .filter(|&c| (0..br).any(|r| w[(brow * br + r) * k + c * bc..][..bc].iter().any(|&v| v != 0)))
+                .map(|c| c as u32)
+                .collect()
+        };
+        let per_row: Vec<Vec<u32>> = (0..n / br).into_par_iter().map(kept_in).collect();
+        let mut block_ptr = vec![0u32];
+        let mut block_cols = Vec::new();
+        for cols in &per_row {
+            block_cols.extend_from_slice(cols);
+            block_ptr.push(block_cols.len() as u32);
+        }
+        let mut brow_of = Vec::with_capacity(block_cols.len());
+        for (brow, cols) in per_row.iter().enumerate() {
+            brow_of.extend(std::iter::repeat_n(brow, cols.len()));
+        }
+        let mut lines = vec![Line::default(); block_cols.len() * quads * panels];
+        if !lines.is_empty() {
+            lines
+                .par_chunks_mut(quads * panels)
+                .zip(block_cols.par_iter().zip(&brow_of))
+                .for_each(|(out, (&col, &brow))| {
+                    for (i, line) in out.iter_mut().enumerate() {
+                        let (q, p) = (i / panels, i % panels);
+                        *line = Line(std::array::from_fn(|lane| {
+                            let at = (brow * br + p * LANES + lane) * k + col as usize * bc + 4 * q;
+                            u32::from_le_bytes(std::array::from_fn(|b| w[at + b] as u8))
+                        }));
+                    }
+                });
+        }
+        let bias = w.chunks_exact(k.max(1)).take(n).map(row_correction).collect();
+        BlocksI8 {
+            n,
+            k,
+            br,
+            bc,
+            block_ptr,
+            block_cols,
+            lines,
+            bias,
+        }
+    }
+
+    /// `y[n × m] = W · x[k × m]`, exact in i32, on `threads` workers of the current rayon
+    /// pool (1 runs on the calling thread).
+    ///
+    /// # Safety
+    /// [`super::int8_vnni::available`] returned true; `x.len() == k·m`, `y.len() == n·m`;
+    /// `k ≤ INT8_MAX_K`.
+    pub(super) unsafe fn spmm(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize) {
+        debug_assert!(x.len() == self.k * m && y.len() == self.n * m);
+        if trivial_product(y, self.n, self.k, m) {
+            return;
+        }
+        let (quads, panels) = (self.bc / 4, self.br / LANES);
+        let tiles = m.div_ceil(TOKENS);
+        let tile_len = self.k / 4 * TOKENS;
+        let mut packed = QUADS.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        packed.resize(tiles * tile_len, 0);
+        let pack = |(t, out): (usize, &mut [u32])| pack_quads(x, m, t, out);
+        let packed_s = &mut packed[..tiles * tile_len];
+        if threads > 1 {
+            packed_s.par_chunks_mut(tile_len).enumerate().for_each(pack);
+        } else {
+            packed_s.chunks_mut(tile_len).enumerate().for_each(pack);
+        }
+        let xp = &*packed_s;
+
+        let grid = TaskGrid::new(self.n / self.br, tiles, threads, usize::MAX);
+        // Each task writes its own block rows × tokens of `y`; the tasks join before this
+        // returns.
+        let out = SharedOutput(y.as_mut_ptr());
+        let task = |t: usize| {
+            let (row_range, tile_range) = grid.task(t);
+            for brow in row_range {
+                let (b0, b1) = (self.block_ptr[brow] as usize, self.block_ptr[brow + 1] as usize);
+                for p0 in (0..panels).step_by(MAX_PANELS) {
+                    let group = (panels - p0).min(MAX_PANELS);
+                    let row0 = brow * self.br + p0 * LANES;
+                    let row = BlockRow {
+                        lines: self.lines[(b0 * quads * panels).min(self.lines.len())..]
+                            .as_ptr()
+                            .wrapping_add(p0),
+                        cols: self.block_cols[b0..b1].as_ptr(),
+                        blocks: b1 - b0,
+                        quads,
+                        stride: panels,
+                        bias: self.bias[row0..].as_ptr(),
+                        m,
+                    };
+                    for tile in tile_range.clone() {
+                        let tokens = (m - tile * TOKENS).min(TOKENS);
+                        let f = pick_tile(group, tokens);
+                        let y_at = out.at(row0 * m + tile * TOKENS);
+                        // SAFETY: the features were checked (caller); the row's `blocks`
+                        // blocks have `quads · panels` lines from `lines` (offset by the
+                        // panel group, `group ≤ panels - p0`) and their columns index quads
+                        // of the packed tile; `bias` has the group's rows; `y_at` starts
+                        // this task's `group · 16` rows × `tokens` tokens, inside `y`.
+                        unsafe { f(row, xp[tile * tile_len..].as_ptr(), y_at) };
+                    }
+                }
+            }
+        };
+        if threads > 1 {
+            (0..grid.tasks()).into_par_iter().for_each(task);
+        } else {
+            (0..grid.tasks()).for_each(task);
+        }
+        QUADS.with(|s| *s.borrow_mut() = packed);
+    }
+
+    /// Bytes of stored values (i8), the zeros inside kept blocks included.
+    pub(super) fn value_bytes(&self) -> usize {
+        self.lines.len() * 64
+    }
+
+    /// Bytes of index metadata: a u32 block column per block plus the block-row pointers.
+    pub(super) fn metadata_bytes(&self) -> usize {
+        (self.block_cols.len() + self.block_ptr.len()) * 4
+    }
+}
+
+/// Tile `tile` of the `k × m` activations as `[quad][TOKENS]` words of `x + 128` (zero past
+/// `m`; `k` is a multiple of four).
+fn pack_quads(x: &[i8], m: usize, tile: usize, out: &mut [u32]) {
+    let t0 = tile * TOKENS;
+    for (q, dst) in out.chunks_exact_mut(TOKENS).enumerate() {
+        for (j, d) in dst.iter_mut().enumerate() {
+            let tok = t0 + j;
+            *d = if tok < m {
+                u32::from_le_bytes(std::array::from_fn(|b| (x[(4 * q + b) * m + tok] as u8) ^ 0x80))
+            } else {
+                0
+            };
+        }
+    }
+}
+
+/// One block row's kept blocks for one panel group.
+#[derive(Clone, Copy)]
+struct BlockRow {
+    /// The row's first block's first line, offset by the group's first panel.
+    lines: *const Line,
+    cols: *const u32,
+    blocks: usize,
+    /// Quads per block (`bc / 4`).
+    quads: usize,
+    /// Lines per quad: the block row's panels.
+    stride: usize,
+    /// The group's first row's correction.
+    bias: *const i32,
+    /// Tokens of the product: the row stride of `y`.
+    m: usize,
+}
+
+type TileFn = unsafe fn(BlockRow, *const u32, *mut i32);
+
+/// The register tile for `panels` × `tokens`, with the sums in `U` copies at 1–3 tokens.
+fn pick_tile(panels: usize, tokens: usize) -> TileFn {
+    macro_rules! by_tokens {
+        ($p:literal) => {
+            match tokens {
+                1 => tile::<$p, 1, 4> as TileFn,
+                2 => tile::<$p, 2, 2>,
+                3 => tile::<$p, 3, 2>,
+                4 => tile::<$p, 4, 1>,
+                5 => tile::<$p, 5, 1>,
+                6 => tile::<$p, 6, 1>,
+                7 => tile::<$p, 7, 1>,
+                _ => tile::<$p, 8, 1>,
+            }
+        };
+    }
+    match panels {
+        1 => by_tokens!(1),
+        2 => by_tokens!(2),
+        _ => by_tokens!(3),
+    }
+}
+
+/// `P` panels × `T` tokens of one block row over all its blocks, K quads into `U` copies of
+/// the sums, then corrected and written to `y` (row `r`, token `t` at `y[r·m + t]`).
+///
+/// # Safety
+/// AVX-512F/BW/VNNI; `row` as [`BlockRow`] says, with `P ≤ stride` lines a quad and `16·P`
+/// corrections; `x` is a packed tile holding every quad the blocks' columns name; `y` has
+/// `16·P` rows of `m` i32 from its start, `T` tokens each, written by no one else meanwhile.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn tile<const P: usize, const T: usize, const U: usize>(row: BlockRow, x: *const u32, y: *mut i32) {
+    let mut a = [[[_mm512_setzero_si512(); T]; P]; U];
+    let step = |a: &mut [[__m512i; T]; P], w: *const Line, xq: *const u32| {
+        // SAFETY: `P` lines of one quad and `T` tokens of its packed activations (contract).
+        let wv: [__m512i; P] = std::array::from_fn(|p| unsafe { _mm512_load_si512(w.add(p).cast()) });
+        for t in 0..T {
+            // SAFETY: as above.
+            let xb = _mm512_set1_epi32(unsafe { xq.add(t).read() } as i32);
+            for (ap, &wp) in a.iter_mut().zip(&wv) {
+                ap[t] = _mm512_dpbusd_epi32(ap[t], xb, wp);
+            }
+        }
+    };
+    for b in 0..row.blocks {
+        // SAFETY: block b < blocks of the row (contract).
+        let (w, xb) = unsafe {
+            let col = row.cols.add(b).read() as usize;
+            (
+                row.lines.add(b * row.quads * row.stride),
+                x.add(col * row.quads * TOKENS),
+            )
+        };
+        let mut q = 0;
+        while q + U <= row.quads {
+            for (u, au) in a.iter_mut().enumerate() {
+                step(
+                    au,
+                    w.wrapping_add((q + u) * row.stride),
+                    xb.wrapping_add((q + u) * TOKENS),
+                );
+            }
+            q += U;
+        }
+        for q in q..row.quads {
+            step(
+                &mut a[0],
+                w.wrapping_add(q * row.stride),
+                xb.wrapping_add(q * TOKENS),
+            );
+        }
+    }
+    let (total, rest) = a.split_first_mut().expect("U >= 1");
+    for au in rest.iter() {
+        for (tp, up) in total.iter_mut().zip(au) {
+            for (tv, &uv) in tp.iter_mut().zip(up) {
+                *tv = _mm512_add_epi32(*tv, uv);
+            }
+        }
+    }
+    let mut lanes = [0i32; LANES];
+    for (p, tp) in total.iter().enumerate() {
+        // SAFETY: the group's 16·P corrections (contract).
+        let bias = unsafe { _mm512_loadu_si512(row.bias.add(p * LANES).cast()) };
+        for (t, &v) in tp.iter().enumerate() {
+            // SAFETY: 16 writable i32.
+            unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), _mm512_add_epi32(v, bias)) };
+            for (lane, &s) in lanes.iter().enumerate() {
+                // SAFETY: row `16p + lane < 16·P`, token `t < T` (contract).
+                unsafe { y.add((p * LANES + lane) * row.m + t).write(s) };
+            }
+        }
+    }
+}
