@@ -56,6 +56,8 @@
 //! Scratch (packed activations, partial sums) is kept per thread between calls, so a
 //! repeated product does not page-fault fresh buffers on every call.
 
+/// One 64-byte line: 16 rows' bf16 pairs (or f16 values), as the block kernels store theirs.
+use super::block_rows::Line;
 use super::schedule::TaskGrid;
 use super::shared_output::{SharedOutput, trivial_product};
 use rayon::prelude::*;
@@ -82,11 +84,6 @@ pub(super) const KC_PAIRS: usize = 64;
 /// Groups of four per 2:4 K block: values and nibbles `KC_GROUPS · 144` bytes (9 KiB), a
 /// tile's activations 4 KiB.
 pub(super) const KC_GROUPS: usize = 64;
-
-/// One 64-byte line: 16 rows' bf16 pairs, aligned so that a panel load never splits a line.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[repr(C, align(64))]
-pub(super) struct Line([u32; LANES]);
 
 thread_local! {
     /// Dense activations packed as K-pairs per token, per calling thread.

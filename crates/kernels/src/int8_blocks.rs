@@ -20,20 +20,18 @@
 //!   row's blocks, started from `-128 · Σ w` per row (undoing the shift) and scattered into
 //!   `y`; one to three tokens keep several copies of the sums to cover `vpdpbusd`'s latency.
 //!   Wrapping i32 arithmetic, exact for `K ≤ INT8_MAX_K` like the other int8 kernels.
+//!
+//! The driver (packing, tasks, the walk over a block row) is `block_rows`, shared with the
+//! bf16 block kernel.
 
+use super::block_rows::{
+    self, BlockLayout, BlockRow, LANES, Line, TOKENS, over_blocks, pick_block_tile, scatter,
+};
 use super::int8_vnni::row_correction;
-use super::schedule::TaskGrid;
-use super::shared_output::{SharedOutput, trivial_product};
+use super::shared_output::trivial_product;
 use rayon::prelude::*;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
-
-/// Output rows per zmm of i32 sums (a panel).
-const LANES: usize = 16;
-/// Tokens per packed activation tile, and the most per register tile.
-const TOKENS: usize = 8;
-/// Panels per register tile at most: 3 × 8 tokens = 24 accumulators.
-const MAX_PANELS: usize = 3;
 
 thread_local! {
     /// The packed activations, reused across calls on the same thread.
@@ -44,11 +42,6 @@ thread_local! {
 pub(super) fn fits(br: usize, bc: usize) -> bool {
     br > 0 && bc > 0 && br.is_multiple_of(LANES) && bc.is_multiple_of(4)
 }
-
-/// One 64-byte line: 16 rows' four i8 weights, aligned so that a load never splits a line.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[repr(C, align(64))]
-struct Line([u32; LANES]);
 
 /// int8 weights of a block-sparse matrix as `vpdpbusd` operands (see the module doc).
 #[derive(Debug, Clone, PartialEq)]
@@ -82,13 +75,11 @@ impl BlocksI8 {
         let per_row: Vec<Vec<u32>> = (0..n / br).into_par_iter().map(kept_in).collect();
         let mut block_ptr = vec![0u32];
         let mut block_cols = Vec::new();
-        for cols in &per_row {
-            block_cols.extend_from_slice(cols);
-            block_ptr.push(block_cols.len() as u32);
-        }
-        let mut brow_of = Vec::with_capacity(block_cols.len());
+        let mut brow_of = Vec::new();
         for (brow, cols) in per_row.iter().enumerate() {
+            block_cols.extend_from_slice(cols);
             brow_of.extend(std::iter::repeat_n(brow, cols.len()));
+            block_ptr.push(block_cols.len() as u32);
         }
         let mut lines = vec![Line::default(); block_cols.len() * quads * panels];
         if !lines.is_empty() {
@@ -129,62 +120,20 @@ impl BlocksI8 {
         if trivial_product(y, self.n, self.k, m) {
             return;
         }
-        let (quads, panels) = (self.bc / 4, self.br / LANES);
-        let tiles = m.div_ceil(TOKENS);
-        let tile_len = self.k / 4 * TOKENS;
-        let mut packed = QUADS.with(|s| std::mem::take(&mut *s.borrow_mut()));
-        packed.resize(tiles * tile_len, 0);
-        let pack = |(t, out): (usize, &mut [u32])| pack_quads(x, m, t, out);
-        let packed_s = &mut packed[..tiles * tile_len];
-        if threads > 1 {
-            packed_s.par_chunks_mut(tile_len).enumerate().for_each(pack);
-        } else {
-            packed_s.chunks_mut(tile_len).enumerate().for_each(pack);
-        }
-        let xp = &*packed_s;
-
-        let grid = TaskGrid::new(self.n / self.br, tiles, threads, usize::MAX);
-        // Each task writes its own block rows × tokens of `y`; the tasks join before this
-        // returns.
-        let out = SharedOutput(y.as_mut_ptr());
-        let task = |t: usize| {
-            let (row_range, tile_range) = grid.task(t);
-            for brow in row_range {
-                let (b0, b1) = (self.block_ptr[brow] as usize, self.block_ptr[brow + 1] as usize);
-                for p0 in (0..panels).step_by(MAX_PANELS) {
-                    let group = (panels - p0).min(MAX_PANELS);
-                    let row0 = brow * self.br + p0 * LANES;
-                    let row = BlockRow {
-                        lines: self.lines[(b0 * quads * panels).min(self.lines.len())..]
-                            .as_ptr()
-                            .wrapping_add(p0),
-                        cols: self.block_cols[b0..b1].as_ptr(),
-                        blocks: b1 - b0,
-                        quads,
-                        stride: panels,
-                        bias: self.bias[row0..].as_ptr(),
-                        m,
-                    };
-                    for tile in tile_range.clone() {
-                        let tokens = (m - tile * TOKENS).min(TOKENS);
-                        let f = pick_tile(group, tokens);
-                        let y_at = out.at(row0 * m + tile * TOKENS);
-                        // SAFETY: the features were checked (caller); the row's `blocks`
-                        // blocks have `quads · panels` lines from `lines` (offset by the
-                        // panel group, `group ≤ panels - p0`) and their columns index quads
-                        // of the packed tile; `bias` has the group's rows; `y_at` starts
-                        // this task's `group · 16` rows × `tokens` tokens, inside `y`.
-                        unsafe { f(row, xp[tile * tile_len..].as_ptr(), y_at) };
-                    }
-                }
-            }
+        let layout = BlockLayout {
+            shape: (self.n, self.k),
+            br: self.br,
+            steps: self.bc / 4,
+            block_ptr: &self.block_ptr,
+            block_cols: &self.block_cols,
+            lines: &self.lines,
+            bias: Some(&self.bias),
         };
-        if threads > 1 {
-            (0..grid.tasks()).into_par_iter().for_each(task);
-        } else {
-            (0..grid.tasks()).for_each(task);
-        }
-        QUADS.with(|s| *s.borrow_mut() = packed);
+        let pack = |(t, out): (usize, &mut [u32])| pack_quads(x, m, t, out);
+        let pick = |panels, tokens| pick_block_tile!(tile, i32, panels, tokens);
+        // SAFETY: the caller checked the features and the lengths; the layout is this
+        // matrix's, built by `compress`, with a correction per row.
+        unsafe { block_rows::product(layout, (threads, m, self.k / 4), y, (&QUADS, &pack), pick) }
     }
 
     /// Bytes of stored values (i8), the zeros inside kept blocks included.
@@ -214,55 +163,11 @@ fn pack_quads(x: &[i8], m: usize, tile: usize, out: &mut [u32]) {
     }
 }
 
-/// One block row's kept blocks for one panel group.
-#[derive(Clone, Copy)]
-struct BlockRow {
-    /// The row's first block's first line, offset by the group's first panel.
-    lines: *const Line,
-    cols: *const u32,
-    blocks: usize,
-    /// Quads per block (`bc / 4`).
-    quads: usize,
-    /// Lines per quad: the block row's panels.
-    stride: usize,
-    /// The group's first row's correction.
-    bias: *const i32,
-    /// Tokens of the product: the row stride of `y`.
-    m: usize,
-}
-
-type TileFn = unsafe fn(BlockRow, *const u32, *mut i32);
-
-/// The register tile for `panels` × `tokens`, with the sums in `U` copies at 1–3 tokens.
-fn pick_tile(panels: usize, tokens: usize) -> TileFn {
-    macro_rules! by_tokens {
-        ($p:literal) => {
-            match tokens {
-                1 => tile::<$p, 1, 4> as TileFn,
-                2 => tile::<$p, 2, 2>,
-                3 => tile::<$p, 3, 2>,
-                4 => tile::<$p, 4, 1>,
-                5 => tile::<$p, 5, 1>,
-                6 => tile::<$p, 6, 1>,
-                7 => tile::<$p, 7, 1>,
-                _ => tile::<$p, 8, 1>,
-            }
-        };
-    }
-    match panels {
-        1 => by_tokens!(1),
-        2 => by_tokens!(2),
-        _ => by_tokens!(3),
-    }
-}
-
 /// `P` panels × `T` tokens of one block row over all its blocks, K quads into `U` copies of
-/// the sums, then corrected and written to `y` (row `r`, token `t` at `y[r·m + t]`).
+/// the sums, then corrected and written to `y`.
 ///
 /// # Safety
-/// AVX-512F/BW/VNNI; `row` as [`BlockRow`] says, with `P ≤ stride` lines a quad and `16·P`
-/// corrections; `x` is a packed tile holding every quad the blocks' columns name; `y` has
-/// `16·P` rows of `m` i32 from its start, `T` tokens each, written by no one else meanwhile.
+/// AVX-512F/BW/VNNI; as for a [`block_rows::TileFn`], with a correction per row.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tile<const P: usize, const T: usize, const U: usize>(row: BlockRow, x: *const u32, y: *mut i32) {
     let mut a = [[[_mm512_setzero_si512(); T]; P]; U];
@@ -277,34 +182,8 @@ unsafe fn tile<const P: usize, const T: usize, const U: usize>(row: BlockRow, x:
             }
         }
     };
-    for b in 0..row.blocks {
-        // SAFETY: block b < blocks of the row (contract).
-        let (w, xb) = unsafe {
-            let col = row.cols.add(b).read() as usize;
-            (
-                row.lines.add(b * row.quads * row.stride),
-                x.add(col * row.quads * TOKENS),
-            )
-        };
-        let mut q = 0;
-        while q + U <= row.quads {
-            for (u, au) in a.iter_mut().enumerate() {
-                step(
-                    au,
-                    w.wrapping_add((q + u) * row.stride),
-                    xb.wrapping_add((q + u) * TOKENS),
-                );
-            }
-            q += U;
-        }
-        for q in q..row.quads {
-            step(
-                &mut a[0],
-                w.wrapping_add(q * row.stride),
-                xb.wrapping_add(q * TOKENS),
-            );
-        }
-    }
+    // SAFETY: the contract is the helper's.
+    unsafe { over_blocks(&row, x, &mut a, step) };
     let (total, rest) = a.split_first_mut().expect("U >= 1");
     for au in rest.iter() {
         for (tp, up) in total.iter_mut().zip(au) {
@@ -313,16 +192,16 @@ unsafe fn tile<const P: usize, const T: usize, const U: usize>(row: BlockRow, x:
             }
         }
     }
-    let mut lanes = [0i32; LANES];
+    let bias = row.bias.expect("int8 blocks carry their corrections");
+    let mut sums = [0i32; LANES];
     for (p, tp) in total.iter().enumerate() {
         // SAFETY: the group's 16·P corrections (contract).
-        let bias = unsafe { _mm512_loadu_si512(row.bias.add(p * LANES).cast()) };
+        let start = unsafe { _mm512_loadu_si512(bias.add(p * LANES).cast()) };
         for (t, &v) in tp.iter().enumerate() {
-            // SAFETY: 16 writable i32.
-            unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), _mm512_add_epi32(v, bias)) };
-            for (lane, &s) in lanes.iter().enumerate() {
-                // SAFETY: row `16p + lane < 16·P`, token `t < T` (contract).
-                unsafe { y.add((p * LANES + lane) * row.m + t).write(s) };
+            // SAFETY: 16 writable i32; panel p's rows of `y`, token t (contract).
+            unsafe {
+                _mm512_storeu_si512(sums.as_mut_ptr().cast(), _mm512_add_epi32(v, start));
+                scatter(&sums, y.add(p * LANES * row.m), row.m, t);
             }
         }
     }

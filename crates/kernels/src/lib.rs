@@ -14,6 +14,8 @@
 //! and `unsafe` lives here (the gate itself forbids `unsafe`), under the lints in this crate's
 //! `Cargo.toml`: each unsafe block says why it is sound and each unsafe function its contract.
 
+#[cfg(target_arch = "x86_64")]
+mod block_rows;
 pub mod bsr;
 mod bsr_few_tokens;
 pub mod csr;

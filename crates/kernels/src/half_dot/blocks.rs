@@ -21,17 +21,17 @@
 //!   pass over them), then scattered into `y`. One to three tokens keep several copies of
 //!   the sums, as the dense tile does, so `vdpbf16ps`'s latency stays covered.
 //!
+//! The driver (packing, tasks, the walk over a block row) is `block_rows`, shared with the
+//! int8 block kernel.
+//!
 //! Numerics as the dense bf16 kernel (see the parent module): products exact in f32, the
 //! error that of f32 sums over the kept K positions.
 
-use super::{LANES, Line, PAIRS, TOKENS, bh, pack_pairs, pair};
-use crate::schedule::TaskGrid;
-use crate::shared_output::{SharedOutput, trivial_product};
+use super::{PAIRS, bh, pack_pairs, pair};
+use crate::block_rows::{self, BlockLayout, BlockRow, LANES, Line, over_blocks, pick_block_tile, scatter};
+use crate::shared_output::trivial_product;
 use rayon::prelude::*;
 use std::arch::x86_64::*;
-
-/// Panels per register tile at most: 3 × 8 tokens = 24 accumulators, as the dense tile.
-const MAX_PANELS: usize = 3;
 
 /// Whether blocks of `br × bc` run here: whole panels of rows, whole pairs of K.
 pub(crate) fn fits(br: usize, bc: usize) -> bool {
@@ -102,64 +102,22 @@ impl BlockPairs {
         if trivial_product(y, self.n, self.k, m) {
             return;
         }
-        let (pairs, panels) = (self.bc / 2, self.br / LANES);
-        let tiles = m.div_ceil(TOKENS);
-        let tile_len = self.k / 2 * TOKENS;
-        let mut packed = PAIRS.with(|s| std::mem::take(&mut *s.borrow_mut()));
-        packed.resize(tiles * tile_len, 0);
-        let pack = |(t, out): (usize, &mut [u32])| {
-            // SAFETY: SSE2 is part of x86-64; `out` holds the tile's `k/2 · 8` pairs.
-            unsafe { pack_pairs(x, self.k, m, t, out) }
+        let layout = BlockLayout {
+            shape: (self.n, self.k),
+            br: self.br,
+            steps: self.bc / 2,
+            block_ptr: &self.block_ptr,
+            block_cols: &self.block_cols,
+            lines: &self.lines,
+            bias: None,
         };
-        let packed_s = &mut packed[..tiles * tile_len];
-        if threads > 1 {
-            packed_s.par_chunks_mut(tile_len).enumerate().for_each(pack);
-        } else {
-            packed_s.chunks_mut(tile_len).enumerate().for_each(pack);
-        }
-        let xp = &*packed_s;
-
-        let block_rows = self.n / self.br;
-        let grid = TaskGrid::new(block_rows, tiles, threads, usize::MAX);
-        // Each task writes its own block rows × tokens of `y`; the tasks join before this
-        // returns.
-        let out = SharedOutput(y.as_mut_ptr());
-        let task = |t: usize| {
-            let (row_range, tile_range) = grid.task(t);
-            for brow in row_range {
-                let (b0, b1) = (self.block_ptr[brow] as usize, self.block_ptr[brow + 1] as usize);
-                for p0 in (0..panels).step_by(MAX_PANELS) {
-                    let group = (panels - p0).min(MAX_PANELS);
-                    let row = BlockRow {
-                        lines: self.lines[(b0 * pairs * panels).min(self.lines.len())..]
-                            .as_ptr()
-                            .wrapping_add(p0),
-                        cols: self.block_cols[b0..b1].as_ptr(),
-                        blocks: b1 - b0,
-                        pairs,
-                        stride: panels,
-                        m,
-                    };
-                    for tile in tile_range.clone() {
-                        let tokens = (m - tile * TOKENS).min(TOKENS);
-                        let f = pick_block_tile(group, tokens);
-                        let y_at = out.at((brow * self.br + p0 * LANES) * m + tile * TOKENS);
-                        // SAFETY: the features were checked (caller); the row's `blocks`
-                        // blocks have `pairs · panels` lines from `lines` (offset by the
-                        // panel group, `group ≤ panels - p0`) and their columns index pairs
-                        // of the packed tile; `y_at` starts this task's `group · 16` rows ×
-                        // `tokens` tokens, inside `y`.
-                        unsafe { f(row, xp[tile * tile_len..].as_ptr(), y_at) };
-                    }
-                }
-            }
-        };
-        if threads > 1 {
-            (0..grid.tasks()).into_par_iter().for_each(task);
-        } else {
-            (0..grid.tasks()).for_each(task);
-        }
-        PAIRS.with(|s| *s.borrow_mut() = packed);
+        let k = self.k;
+        // SAFETY: SSE2 is part of x86-64; `out` holds the tile's `k/2 · 8` pairs.
+        let pack = |(t, out): (usize, &mut [u32])| unsafe { pack_pairs(x, k, m, t, out) };
+        let pick = |panels, tokens| pick_block_tile!(tile, f32, panels, tokens);
+        // SAFETY: the caller checked the features and the lengths; the layout is this
+        // matrix's, built by `new`.
+        unsafe { block_rows::product(layout, (threads, m, k / 2), y, (&PAIRS, &pack), pick) }
     }
 
     /// Bytes of stored values (bf16), the zeros inside kept blocks included.
@@ -168,59 +126,13 @@ impl BlockPairs {
     }
 }
 
-/// One block row's kept blocks for one panel group.
-#[derive(Clone, Copy)]
-struct BlockRow {
-    /// The row's first block's first line, offset by the group's first panel.
-    lines: *const Line,
-    cols: *const u32,
-    blocks: usize,
-    /// Pairs per block (`bc / 2`).
-    pairs: usize,
-    /// Lines per pair: the block row's panels.
-    stride: usize,
-    /// Tokens of the product: the row stride of `y`.
-    m: usize,
-}
-
-type BlockTileFn = unsafe fn(BlockRow, *const u32, *mut f32);
-
-/// The register tile for `panels` × `tokens`, with the sums in `U` copies at 1–3 tokens.
-fn pick_block_tile(panels: usize, tokens: usize) -> BlockTileFn {
-    macro_rules! by_tokens {
-        ($p:literal) => {
-            match tokens {
-                1 => block_tile::<$p, 1, 4> as BlockTileFn,
-                2 => block_tile::<$p, 2, 2>,
-                3 => block_tile::<$p, 3, 2>,
-                4 => block_tile::<$p, 4, 1>,
-                5 => block_tile::<$p, 5, 1>,
-                6 => block_tile::<$p, 6, 1>,
-                7 => block_tile::<$p, 7, 1>,
-                _ => block_tile::<$p, 8, 1>,
-            }
-        };
-    }
-    match panels {
-        1 => by_tokens!(1),
-        2 => by_tokens!(2),
-        _ => by_tokens!(3),
-    }
-}
-
-/// `P` panels × `T` tokens of one block row over all its blocks, K steps into `U` copies
-/// of the sums, then written to `y` (row `r`, token `t` at `y[r·m + t]`).
+/// `P` panels × `T` tokens of one block row over all its blocks, K pairs into `U` copies of
+/// the sums, then written to `y`.
 ///
 /// # Safety
-/// AVX-512F/BW/BF16; `row` as [`BlockRow`] says, with `P ≤ stride` lines a pair; `x` is a
-/// packed tile holding every pair the blocks' columns name; `y` has `16·P` rows of `m`
-/// floats from its start, `T` tokens each, written by no one else meanwhile.
+/// AVX-512F/BW/BF16; as for a [`block_rows::TileFn`].
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn block_tile<const P: usize, const T: usize, const U: usize>(
-    row: BlockRow,
-    x: *const u32,
-    y: *mut f32,
-) {
+unsafe fn tile<const P: usize, const T: usize, const U: usize>(row: BlockRow, x: *const u32, y: *mut f32) {
     let mut a = [[[_mm512_setzero_ps(); T]; P]; U];
     let step = |a: &mut [[__m512; T]; P], w: *const Line, xq: *const u32| {
         // SAFETY: `P` lines of one pair and `T` tokens of its packed activations (contract).
@@ -233,34 +145,8 @@ unsafe fn block_tile<const P: usize, const T: usize, const U: usize>(
             }
         }
     };
-    for b in 0..row.blocks {
-        // SAFETY: block b < blocks of the row (contract).
-        let (w, xb) = unsafe {
-            let col = row.cols.add(b).read() as usize;
-            (
-                row.lines.add(b * row.pairs * row.stride),
-                x.add(col * row.pairs * TOKENS),
-            )
-        };
-        let mut q = 0;
-        while q + U <= row.pairs {
-            for (u, au) in a.iter_mut().enumerate() {
-                step(
-                    au,
-                    w.wrapping_add((q + u) * row.stride),
-                    xb.wrapping_add((q + u) * TOKENS),
-                );
-            }
-            q += U;
-        }
-        for q in q..row.pairs {
-            step(
-                &mut a[0],
-                w.wrapping_add(q * row.stride),
-                xb.wrapping_add(q * TOKENS),
-            );
-        }
-    }
+    // SAFETY: the contract is the helper's.
+    unsafe { over_blocks(&row, x, &mut a, step) };
     let (total, rest) = a.split_first_mut().expect("U >= 1");
     for au in rest.iter() {
         for (tp, up) in total.iter_mut().zip(au) {
@@ -269,14 +155,13 @@ unsafe fn block_tile<const P: usize, const T: usize, const U: usize>(
             }
         }
     }
-    let mut lanes = [0.0f32; LANES];
+    let mut sums = [0.0f32; LANES];
     for (p, tp) in total.iter().enumerate() {
         for (t, &v) in tp.iter().enumerate() {
-            // SAFETY: 16 writable floats.
-            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), v) };
-            for (lane, &s) in lanes.iter().enumerate() {
-                // SAFETY: row `16p + lane < 16·P`, token `t < T` (contract).
-                unsafe { y.add((p * LANES + lane) * row.m + t).write(s) };
+            // SAFETY: 16 writable floats; panel p's rows of `y`, token t (contract).
+            unsafe {
+                _mm512_storeu_ps(sums.as_mut_ptr(), v);
+                scatter(&sums, y.add(p * LANES * row.m), row.m, t);
             }
         }
     }
