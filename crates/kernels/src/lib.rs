@@ -31,6 +31,8 @@ mod int8_blocks;
 #[cfg(target_arch = "x86_64")]
 mod int8_dense;
 #[cfg(target_arch = "x86_64")]
+mod int8_gather;
+#[cfg(target_arch = "x86_64")]
 mod int8_two_of_four;
 #[cfg(target_arch = "x86_64")]
 mod int8_vnni;

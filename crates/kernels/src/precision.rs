@@ -878,8 +878,9 @@ fn gemm_i8_axpy(
 ///   where AVX-512 VNNI is detected: each kept block as the dense kernel's `vpdpbusd`
 ///   operands, one u32 block column per block (`int8_blocks`).
 /// * **Kept entries per row** (values and u32 K positions) for every other pattern or CPU;
-///   where VNNI is detected `compress` also regroups them into quads for the VNNI kernel (the
-///   byte counts below describe the kept entries, not that padded copy).
+///   where VNNI is detected `compress` also regroups them into quads for the VNNI kernel and
+///   into groups of 16 for the few-token gather kernel, `int8_gather` (the byte counts below
+///   describe the kept entries, not those padded copies).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SparseI8 {
     rows: usize,
@@ -898,6 +899,9 @@ enum SparseForm {
         /// here, weight-stationary like the other sparse formats).
         #[cfg(target_arch = "x86_64")]
         quads: Option<super::int8_vnni::SparseQuads>,
+        /// The same entries grouped for the few-token gather kernel, where the CPU has VNNI.
+        #[cfg(target_arch = "x86_64")]
+        gather: Option<super::int8_gather::GatherRows>,
     },
     #[cfg(target_arch = "x86_64")]
     TwoOfFour(super::int8_two_of_four::TwoOfFourI8),
@@ -917,6 +921,9 @@ impl SparseI8 {
                 #[cfg(target_arch = "x86_64")]
                 quads: super::int8_vnni::available()
                     .then(|| super::int8_vnni::SparseQuads::from_rows(rows, k, &row_start, &cols, &values)),
+                #[cfg(target_arch = "x86_64")]
+                gather: super::int8_vnni::available()
+                    .then(|| super::int8_gather::GatherRows::from_rows(rows, k, &row_start, &cols, &values)),
                 row_start,
                 cols,
                 values,
@@ -1024,6 +1031,15 @@ impl SparseI8 {
                 // SAFETY: the block form exists only where VNNI was detected; the shapes
                 // were checked above and `k ≤ INT8_MAX_K` by `compress_blocks`.
                 unsafe { a.spmm(threads, x, y, m) };
+                Ok(())
+            }
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::Entries { gather: Some(g), .. }
+                if (1..=super::int8_gather::GATHER_TOKENS).contains(&m) =>
+            {
+                // SAFETY: `gather` exists only where the features were detected; the shapes
+                // were checked above and `k ≤ INT8_MAX_K` by `compress`.
+                unsafe { g.spmm(threads, x, y, m) };
                 Ok(())
             }
             #[cfg(target_arch = "x86_64")]
