@@ -24,23 +24,71 @@ const MAX_PANELS: usize = 3;
 #[repr(C, align(64))]
 pub(crate) struct Line(pub(crate) [u32; LANES]);
 
-/// A block-sparse matrix as the driver walks it.
-#[derive(Clone, Copy)]
-pub(crate) struct BlockLayout<'a> {
+/// A block-sparse matrix as both kernels store it: the kept blocks of each block row in
+/// column order, each as `[step][panel]` lines (one sequential stream per block row), one
+/// u32 block column per block and a pointer per block row.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StoredBlocks {
     /// `(n, k)`.
-    pub(crate) shape: (usize, usize),
+    shape: (usize, usize),
     /// Rows per block (a multiple of [`LANES`]).
-    pub(crate) br: usize,
+    br: usize,
     /// K steps per block.
-    pub(crate) steps: usize,
+    steps: usize,
     /// First block of each block row, and one past the last.
-    pub(crate) block_ptr: &'a [u32],
+    block_ptr: Vec<u32>,
     /// Block column of each block.
-    pub(crate) block_cols: &'a [u32],
-    /// `[block][step][panel]` lines, 64-byte aligned.
-    pub(crate) lines: &'a [Line],
-    /// A start value per row (the int8 shift's correction), or none.
-    pub(crate) bias: Option<&'a [i32]>,
+    block_cols: Vec<u32>,
+    /// `[block][step][panel]` lines.
+    lines: Vec<Line>,
+}
+
+impl StoredBlocks {
+    /// Store `n × k` weights in blocks of `br` rows × `steps` K steps, the blocks given by
+    /// `block_ptr` and `block_cols`; `line(block, step, panel)` makes a kept block's line.
+    pub(crate) fn new(
+        (n, k): (usize, usize),
+        (br, steps): (usize, usize),
+        (block_ptr, block_cols): (Vec<u32>, Vec<u32>),
+        line: impl Fn(usize, usize, usize) -> Line + Sync,
+    ) -> StoredBlocks {
+        debug_assert!(br.is_multiple_of(LANES) && n.is_multiple_of(br));
+        let panels = br / LANES;
+        let mut lines = vec![Line::default(); block_cols.len() * steps * panels];
+        if !lines.is_empty() {
+            lines
+                .par_chunks_mut(steps * panels)
+                .enumerate()
+                .for_each(|(b, out)| {
+                    for (i, l) in out.iter_mut().enumerate() {
+                        *l = line(b, i / panels, i % panels);
+                    }
+                });
+        }
+        StoredBlocks {
+            shape: (n, k),
+            br,
+            steps,
+            block_ptr,
+            block_cols,
+            lines,
+        }
+    }
+
+    /// `(n, k)`.
+    pub(crate) fn shape(&self) -> (usize, usize) {
+        self.shape
+    }
+
+    /// Bytes of stored values, the zeros inside kept blocks included.
+    pub(crate) fn value_bytes(&self) -> usize {
+        self.lines.len() * 64
+    }
+
+    /// Bytes of index metadata: a u32 block column per block plus the block-row pointers.
+    pub(crate) fn metadata_bytes(&self) -> usize {
+        (self.block_cols.len() + self.block_ptr.len()) * 4
+    }
 }
 
 /// One block row's kept blocks for one panel group, as a tile function reads them.
@@ -99,15 +147,16 @@ pub(crate) use pick_block_tile;
 
 /// `y[n × m] = W · x`: pack the activations per 8-token tile with `pack((tile, out))` into
 /// the thread's `scratch`, then tasks of (block rows × tile groups) run `pick(panels,
-/// tokens)` over every block row's panel groups and tiles, each writing its rows × tokens.
+/// tokens)` over every block row's panel groups and tiles, each writing its rows × tokens;
+/// rows start from `bias` (one value a row) where given, else zero.
 ///
 /// # Safety
-/// The features of every tile function `pick` returns are available; `layout` is
-/// consistent (pointers, columns below `k / (steps · step width)`, `lines` holding
-/// `steps · br/16` lines a block, `bias` `n` values if any); `y.len() == n·m`; `pack` fills
-/// a tile's `k_steps · 8` words, `k_steps` being the K steps of all of K.
+/// The features of every tile function `pick` returns are available; `y.len() == n·m`;
+/// `bias`, if any, has `n` values; `pack` fills a tile's `k_steps · 8` words, `k_steps`
+/// being the K steps of all of K.
 pub(crate) unsafe fn product<O: Send + Copy>(
-    layout: BlockLayout<'_>,
+    layout: &StoredBlocks,
+    bias: Option<&[i32]>,
     (threads, m, k_steps): (usize, usize, usize),
     y: &mut [O],
     (scratch, pack): (Scratch, &PackTile<'_>),
@@ -147,7 +196,7 @@ pub(crate) unsafe fn product<O: Send + Copy>(
                     blocks: b1 - b0,
                     steps: layout.steps,
                     stride: panels,
-                    bias: layout.bias.map(|b| b[row0..].as_ptr()),
+                    bias: bias.map(|b| b[row0..].as_ptr()),
                     m,
                 };
                 for tile in tile_range.clone() {

@@ -25,7 +25,7 @@
 //! bf16 block kernel.
 
 use super::block_rows::{
-    self, BlockLayout, BlockRow, LANES, Line, TOKENS, over_blocks, pick_block_tile, scatter,
+    self, BlockRow, LANES, Line, StoredBlocks, TOKENS, over_blocks, pick_block_tile, scatter,
 };
 use super::int8_vnni::row_correction;
 use super::shared_output::trivial_product;
@@ -46,16 +46,7 @@ pub(super) fn fits(br: usize, bc: usize) -> bool {
 /// int8 weights of a block-sparse matrix as `vpdpbusd` operands (see the module doc).
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct BlocksI8 {
-    n: usize,
-    k: usize,
-    br: usize,
-    bc: usize,
-    /// First block of each block row, and one past the last.
-    block_ptr: Vec<u32>,
-    /// Block column of each block.
-    block_cols: Vec<u32>,
-    /// `[block][quad][panel]` lines.
-    lines: Vec<Line>,
+    blocks: StoredBlocks,
     /// `-128 · Σ w` per row, undoing the `x + 128` shift.
     bias: Vec<i32>,
 }
@@ -65,7 +56,6 @@ impl BlocksI8 {
     /// ([`fits`], `br` divides `n`, `bc` divides `k`, and `k` fits a u32: the caller's).
     pub(super) fn compress(w: &[i8], n: usize, k: usize, br: usize, bc: usize) -> BlocksI8 {
         debug_assert!(fits(br, bc) && n.is_multiple_of(br) && k.is_multiple_of(bc) && w.len() == n * k);
-        let (quads, panels) = (bc / 4, br / LANES);
         let kept_in = |brow: usize| -> Vec<u32> {
             (0..k / bc)
                 .filter(|&c| (0..br).any(|r| w[(brow * br + r) * k + c * bc..][..bc].iter().any(|&v| v != 0)))
@@ -81,31 +71,16 @@ impl BlocksI8 {
             brow_of.extend(std::iter::repeat_n(brow, cols.len()));
             block_ptr.push(block_cols.len() as u32);
         }
-        let mut lines = vec![Line::default(); block_cols.len() * quads * panels];
-        if !lines.is_empty() {
-            lines
-                .par_chunks_mut(quads * panels)
-                .zip(block_cols.par_iter().zip(&brow_of))
-                .for_each(|(out, (&col, &brow))| {
-                    for (i, line) in out.iter_mut().enumerate() {
-                        let (q, p) = (i / panels, i % panels);
-                        *line = Line(std::array::from_fn(|lane| {
-                            let at = (brow * br + p * LANES + lane) * k + col as usize * bc + 4 * q;
-                            u32::from_le_bytes(std::array::from_fn(|b| w[at + b] as u8))
-                        }));
-                    }
-                });
-        }
-        let bias = w.chunks_exact(k.max(1)).take(n).map(row_correction).collect();
+        let cols = block_cols.clone();
+        let line = |b: usize, q: usize, p: usize| {
+            Line(std::array::from_fn(|lane| {
+                let at = (brow_of[b] * br + p * LANES + lane) * k + cols[b] as usize * bc + 4 * q;
+                u32::from_le_bytes(std::array::from_fn(|i| w[at + i] as u8))
+            }))
+        };
         BlocksI8 {
-            n,
-            k,
-            br,
-            bc,
-            block_ptr,
-            block_cols,
-            lines,
-            bias,
+            blocks: StoredBlocks::new((n, k), (br, bc / 4), (block_ptr, block_cols), line),
+            bias: w.chunks_exact(k.max(1)).take(n).map(row_correction).collect(),
         }
     }
 
@@ -116,34 +91,34 @@ impl BlocksI8 {
     /// [`super::int8_vnni::available`] returned true; `x.len() == k·m`, `y.len() == n·m`;
     /// `k ≤ INT8_MAX_K`.
     pub(super) unsafe fn spmm(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize) {
-        debug_assert!(x.len() == self.k * m && y.len() == self.n * m);
-        if trivial_product(y, self.n, self.k, m) {
+        let (n, k) = self.blocks.shape();
+        debug_assert!(x.len() == k * m && y.len() == n * m);
+        if trivial_product(y, n, k, m) {
             return;
         }
-        let layout = BlockLayout {
-            shape: (self.n, self.k),
-            br: self.br,
-            steps: self.bc / 4,
-            block_ptr: &self.block_ptr,
-            block_cols: &self.block_cols,
-            lines: &self.lines,
-            bias: Some(&self.bias),
-        };
         let pack = |(t, out): (usize, &mut [u32])| pack_quads(x, m, t, out);
         let pick = |panels, tokens| pick_block_tile!(tile, i32, panels, tokens);
-        // SAFETY: the caller checked the features and the lengths; the layout is this
-        // matrix's, built by `compress`, with a correction per row.
-        unsafe { block_rows::product(layout, (threads, m, self.k / 4), y, (&QUADS, &pack), pick) }
+        // SAFETY: the caller checked the features and the lengths; a correction per row.
+        unsafe {
+            block_rows::product(
+                &self.blocks,
+                Some(&self.bias),
+                (threads, m, k / 4),
+                y,
+                (&QUADS, &pack),
+                pick,
+            )
+        }
     }
 
     /// Bytes of stored values (i8), the zeros inside kept blocks included.
     pub(super) fn value_bytes(&self) -> usize {
-        self.lines.len() * 64
+        self.blocks.value_bytes()
     }
 
     /// Bytes of index metadata: a u32 block column per block plus the block-row pointers.
     pub(super) fn metadata_bytes(&self) -> usize {
-        (self.block_cols.len() + self.block_ptr.len()) * 4
+        self.blocks.metadata_bytes()
     }
 }
 

@@ -28,9 +28,8 @@
 //! error that of f32 sums over the kept K positions.
 
 use super::{PAIRS, bh, pack_pairs, pair};
-use crate::block_rows::{self, BlockLayout, BlockRow, LANES, Line, over_blocks, pick_block_tile, scatter};
+use crate::block_rows::{self, BlockRow, LANES, Line, StoredBlocks, over_blocks, pick_block_tile, scatter};
 use crate::shared_output::trivial_product;
-use rayon::prelude::*;
 use std::arch::x86_64::*;
 
 /// Whether blocks of `br × bc` run here: whole panels of rows, whole pairs of K.
@@ -40,18 +39,7 @@ pub(crate) fn fits(br: usize, bc: usize) -> bool {
 
 /// bf16 weights of a block-sparse matrix as `vdpbf16ps` operands (see the module doc).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct BlockPairs {
-    n: usize,
-    k: usize,
-    br: usize,
-    bc: usize,
-    /// First block of each block row, and one past the last.
-    block_ptr: Vec<u32>,
-    /// Block column of each block.
-    block_cols: Vec<u32>,
-    /// `[block][pair][panel]` lines.
-    lines: Vec<Line>,
-}
+pub(crate) struct BlockPairs(StoredBlocks);
 
 impl BlockPairs {
     /// Pack a BSR matrix given as its parts: `n × k` in `br × bc` blocks ([`fits`]), the
@@ -65,31 +53,14 @@ impl BlockPairs {
     ) -> BlockPairs {
         debug_assert!(fits(br, bc) && n.is_multiple_of(br) && k.is_multiple_of(bc));
         debug_assert_eq!(values.len(), block_cols.len() * br * bc);
-        let (pairs, panels) = (bc / 2, br / LANES);
-        let mut lines = vec![Line::default(); block_cols.len() * pairs * panels];
-        if !lines.is_empty() {
-            lines
-                .par_chunks_mut(pairs * panels)
-                .zip(values.par_chunks(br * bc))
-                .for_each(|(out, block)| {
-                    for (i, line) in out.iter_mut().enumerate() {
-                        let (q, p) = (i / panels, i % panels);
-                        let at = |lane: usize, c: usize| block[(p * LANES + lane) * bc + c];
-                        *line = Line(std::array::from_fn(|lane| {
-                            pair(at(lane, 2 * q), at(lane, 2 * q + 1))
-                        }));
-                    }
-                });
-        }
-        BlockPairs {
-            n,
-            k,
-            br,
-            bc,
-            block_ptr: block_ptr.to_vec(),
-            block_cols: block_cols.to_vec(),
-            lines,
-        }
+        let line = |b: usize, q: usize, p: usize| {
+            let at = |lane: usize, c: usize| values[b * br * bc + (p * LANES + lane) * bc + c];
+            Line(std::array::from_fn(|lane| {
+                pair(at(lane, 2 * q), at(lane, 2 * q + 1))
+            }))
+        };
+        let blocks = (block_ptr.to_vec(), block_cols.to_vec());
+        BlockPairs(StoredBlocks::new((n, k), (br, bc / 2), blocks, line))
     }
 
     /// `y[n × m] = W · x[k × m]`, f32 sums, on `threads` workers of the current rayon pool
@@ -98,31 +69,21 @@ impl BlockPairs {
     /// # Safety
     /// [`super::available`] returned true; `x.len() == k·m` and `y.len() == n·m`.
     pub(crate) unsafe fn spmm(&self, threads: usize, x: &[u16], y: &mut [f32], m: usize) {
-        debug_assert!(x.len() == self.k * m && y.len() == self.n * m);
-        if trivial_product(y, self.n, self.k, m) {
+        let (n, k) = self.0.shape();
+        debug_assert!(x.len() == k * m && y.len() == n * m);
+        if trivial_product(y, n, k, m) {
             return;
         }
-        let layout = BlockLayout {
-            shape: (self.n, self.k),
-            br: self.br,
-            steps: self.bc / 2,
-            block_ptr: &self.block_ptr,
-            block_cols: &self.block_cols,
-            lines: &self.lines,
-            bias: None,
-        };
-        let k = self.k;
         // SAFETY: SSE2 is part of x86-64; `out` holds the tile's `k/2 · 8` pairs.
         let pack = |(t, out): (usize, &mut [u32])| unsafe { pack_pairs(x, k, m, t, out) };
         let pick = |panels, tokens| pick_block_tile!(tile, f32, panels, tokens);
-        // SAFETY: the caller checked the features and the lengths; the layout is this
-        // matrix's, built by `new`.
-        unsafe { block_rows::product(layout, (threads, m, k / 2), y, (&PAIRS, &pack), pick) }
+        // SAFETY: the caller checked the features and the lengths.
+        unsafe { block_rows::product(&self.0, None, (threads, m, k / 2), y, (&PAIRS, &pack), pick) }
     }
 
     /// Bytes of stored values (bf16), the zeros inside kept blocks included.
     pub(crate) fn value_bytes(&self) -> usize {
-        self.lines.len() * 64
+        self.0.value_bytes()
     }
 }
 
