@@ -125,32 +125,33 @@ pub(crate) fn isa_record(slice: &Slice, plan: &Plan) -> IsaRecord {
         .ops
         .iter()
         .any(|p| p.path == crate::lower::KernelPath::Sparse);
-    let form = match slice.sparsity {
+    let form = |k: usize| match slice.sparsity {
         _ if !sparse => Form::Dense,
         Sparsity::NOfM { n: 2, m: 4 } => Form::TwoOfFour,
         Sparsity::Block { rows, cols, .. } => Form::Block {
             rows: rows as usize,
             cols: cols as usize,
         },
+        Sparsity::Unstructured { .. } => Form::Unstructured { k },
         _ => Form::OtherSparse,
     };
-    // The path can depend on the op's tokens (bf16 takes `vdpbf16ps` below a few): every
-    // distinct one, in op order, joined by `+`.
-    let paths = |form: Form| -> String {
+    // The path can depend on the op's tokens (bf16 takes `vdpbf16ps` below a few) and K
+    // (16-bit CSR up to 65536): every distinct one, in op order, joined by `+`.
+    let paths = |form: &dyn Fn(usize) -> Form| -> String {
         let mut names: Vec<&str> = Vec::new();
         for op in &plan.ops {
-            let name = isa_path_at(operands, form, op.op.m).name();
+            let name = isa_path_at(operands, form(op.op.k), op.op.m).name();
             if !names.contains(&name) {
                 names.push(name);
             }
         }
         if names.is_empty() {
-            names.push(isa_path_at(operands, form, usize::MAX).name());
+            names.push(isa_path_at(operands, form(0), usize::MAX).name());
         }
         names.join("+")
     };
     IsaRecord {
-        comparator: paths(Form::Dense),
-        candidate: paths(form),
+        comparator: paths(&|_| Form::Dense),
+        candidate: paths(&form),
     }
 }

@@ -9,7 +9,9 @@
 //! accumulation is f32. Both run the 16-bit kernels ([`DenseBf16`]/[`DenseF16`] as the
 //! comparator and for dense ops, [`TwoOfFourBf16`]/[`TwoOfFourF16`] for 2:4 ops: on the
 //! stored operands where the CPU runs them, `vdpbf16ps` for bf16 and in-register widening for
-//! f16, else widened inside the kernel); the other 16-bit sparse formats widen: the weights
+//! f16, else widened inside the kernel), and unstructured ops run 16-bit CSR ([`CsrBf16`]/
+//! [`CsrF16`]: 16-bit values and columns, widened in registers) where the CPU runs it; the
+//! other 16-bit sparse formats widen: the weights
 //! to f32 panels once (weight-stationary), the stored activations on every pass before the
 //! f32 kernel runs. int8 quantises the weights per output channel and the activations with
 //! one scale, multiplies into exact i32 sums ([`super::kernels::precision`]) and dequantises;
@@ -19,7 +21,8 @@ use super::error::{ExecError, PrepareError};
 use super::evidence::OpFidelity;
 use super::kernels::dense::{DenseWeights, gemm_f32};
 use super::kernels::precision::{
-    self, BlockBf16, DenseBf16, DenseF16, DenseI8, Half, HalfBuf, SparseI8, TwoOfFourBf16, TwoOfFourF16,
+    self, BlockBf16, CsrBf16, CsrF16, DenseBf16, DenseF16, DenseI8, Half, HalfBuf, SparseI8, TwoOfFourBf16,
+    TwoOfFourF16,
 };
 use super::kernels::{KernelError, SparseWeights};
 use crate::domain::{GemmOp, Precision, Sparsity};
@@ -83,11 +86,13 @@ impl DenseKernel {
 }
 
 /// Sparse weights in a 16-bit format of the op's precision, on a 16-bit kernel: 2:4 in
-/// the compact form (bf16, fp16), blocks as bf16 pairs.
+/// the compact form (bf16, fp16), blocks as bf16 pairs, unstructured as 16-bit CSR.
 enum SparseHalf {
     Bf16(TwoOfFourBf16),
     F16(TwoOfFourF16),
     Bf16Blocks(BlockBf16),
+    Bf16Csr(CsrBf16),
+    F16Csr(CsrF16),
 }
 
 impl SparseHalf {
@@ -105,6 +110,8 @@ impl SparseHalf {
             (SparseWeights::Bsr(a), Precision::Bf16) => {
                 BlockBf16::from_bsr(a, tokens).map(SparseHalf::Bf16Blocks)
             }
+            (SparseWeights::Csr(a), Precision::Bf16) => CsrBf16::from_csr(a).map(SparseHalf::Bf16Csr),
+            (SparseWeights::Csr(a), Precision::Fp16) => CsrF16::from_csr(a).map(SparseHalf::F16Csr),
             _ => None,
         }
     }
@@ -115,9 +122,13 @@ impl SparseHalf {
             (SparseHalf::Bf16(a), HalfBuf::Bf16(x)) => a.spmm(threads, x, y, m),
             (SparseHalf::F16(a), HalfBuf::F16(x)) => a.spmm(threads, x, y, m),
             (SparseHalf::Bf16Blocks(a), HalfBuf::Bf16(x)) => a.spmm(threads, x, y, m),
+            (SparseHalf::Bf16Csr(a), HalfBuf::Bf16(x)) => a.spmm(threads, x, y, m),
+            (SparseHalf::F16Csr(a), HalfBuf::F16(x)) => a.spmm(threads, x, y, m),
             (SparseHalf::Bf16(a), _) => a.spmm(threads, &[], y, m),
             (SparseHalf::F16(a), _) => a.spmm(threads, &[], y, m),
             (SparseHalf::Bf16Blocks(a), _) => a.spmm(threads, &[], y, m),
+            (SparseHalf::Bf16Csr(a), _) => a.spmm(threads, &[], y, m),
+            (SparseHalf::F16Csr(a), _) => a.spmm(threads, &[], y, m),
         }
     }
 
@@ -126,6 +137,8 @@ impl SparseHalf {
             SparseHalf::Bf16(a) => (a.value_bytes(), a.metadata_bytes()),
             SparseHalf::F16(a) => (a.value_bytes(), a.metadata_bytes()),
             SparseHalf::Bf16Blocks(a) => (a.value_bytes(), a.metadata_bytes()),
+            SparseHalf::Bf16Csr(a) => (a.value_bytes(), a.metadata_bytes()),
+            SparseHalf::F16Csr(a) => (a.value_bytes(), a.metadata_bytes()),
         }
     }
 }
@@ -609,7 +622,7 @@ mod weight_tests {
 #[cfg(test)]
 mod half_tests {
     use super::*;
-    use crate::execute::kernels::isa::{Form, Operands, isa_path};
+    use crate::execute::kernels::isa::{Form, IsaPath, Operands, isa_path};
 
     /// A 16-bit op prepared and run on both sides, with the check the runs make.
     fn run_half(sparsity: Sparsity, path: KernelPath, precision: Precision) -> Workload {
@@ -691,15 +704,29 @@ mod half_tests {
             );
             assert_eq!(nm.weight_bytes(), n * k + index_bytes);
 
-            // Other patterns keep the widened f32 kernels against the 16-bit comparator.
+            // Unstructured runs as 16-bit CSR wherever the CPU runs it: 16-bit values and
+            // columns, a u32 pointer per row and one more (issue 20).
             let csr = run_half(
                 Sparsity::Unstructured { density: 0.5 },
                 KernelPath::Sparse,
                 precision,
             );
-            assert!(csr.ops[0].sparse.is_some() && csr.ops[0].sparse_half.is_none());
+            let p = &csr.ops[0];
+            let on_16_bits = isa_path(operands, Form::Unstructured { k }) != IsaPath::WidenF32;
+            assert_eq!(
+                (p.sparse.is_none(), p.sparse_half.is_some()),
+                (on_16_bits, on_16_bits),
+                "{precision:?}"
+            );
+            if on_16_bits {
+                let (values, metadata) = csr.sparse_bytes();
+                assert_eq!(metadata, values + (n + 1) * 4, "{precision:?}");
+            }
+            // Other patterns keep the widened f32 kernels against the 16-bit comparator.
+            let other = run_half(Sparsity::NOfM { n: 1, m: 4 }, KernelPath::Sparse, precision);
+            assert!(other.ops[0].sparse.is_some() && other.ops[0].sparse_half.is_none());
             assert!(
-                !matches!(csr.ops[0].dense_w, DenseKernel::F32(_)),
+                !matches!(other.ops[0].dense_w, DenseKernel::F32(_)),
                 "{precision:?}"
             );
         }

@@ -129,7 +129,8 @@ fn select_sim(
 }
 
 /// [`select`], with the storage conversion named for fp16/bf16 sparse kernels (bf16 and fp16
-/// 2:4, and bf16 blocks of whole 16-row panels and K-pairs, have kernels of their own).
+/// 2:4 and unstructured, and bf16 blocks of whole 16-row panels and K-pairs, have kernels of
+/// their own).
 fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath, String) {
     let (path, reason) = select(precision, sparsity, op);
     match precision {
@@ -150,6 +151,19 @@ fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelP
                 format!(
                     "{reason}; bf16 blocks as K-pairs of 16-row panels on vdpbf16ps where the dense \
                      comparator runs it, else widened to f32 panels"
+                ),
+            )
+        }
+        Precision::Fp16 | Precision::Bf16
+            if path == KernelPath::Sparse && matches!(sparsity, Sparsity::Unstructured { .. }) =>
+        {
+            (
+                path,
+                format!(
+                    "unstructured {} CSR (16-bit values, u16 column indices) widened in registers for \
+                 f32 FMA where the CPU has AVX-512 and K ≤ 65536, else f32 values and u32 column \
+                 indices",
+                    precision.as_str()
                 ),
             )
         }
@@ -361,5 +375,20 @@ mod tests {
         let plan = lower(&slice(block(8, 16), Precision::Bf16, &[32]));
         assert_eq!(plan.ops[0].path, KernelPath::Sparse);
         assert_reason(&plan.ops[0], "bf16 storage widened to f32 panels");
+    }
+
+    /// Issue 20: 16-bit unstructured slices name the 16-bit CSR they run on, and when it
+    /// does not (no AVX-512, K past 65536).
+    #[test]
+    fn issue_20_16_bit_unstructured_names_the_16_bit_csr() {
+        for precision in [Precision::Bf16, Precision::Fp16] {
+            let plan = lower(&slice(Sparsity::Unstructured { density: 0.1 }, precision, &[64]));
+            assert_eq!(plan.ops[0].path, KernelPath::Sparse);
+            assert_reason(
+                &plan.ops[0],
+                &format!("unstructured {} CSR (16-bit values", precision.as_str()),
+            );
+            assert_reason(&plan.ops[0], "K ≤ 65536, else f32 values");
+        }
     }
 }

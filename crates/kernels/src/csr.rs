@@ -15,6 +15,7 @@
 use super::csr_blocks::{self, CsrBlocks};
 use super::csr_gather::{self, GATHER_MAX_COLS};
 use super::error::{KernelError, check_len};
+use super::kept::{F32, Values};
 use super::nm::Isa;
 use super::sparse_rows::{
     Entries, MAX_STRIP, PanelX, RowKernel, grown_blocking, rows_strip, spmm_entry_points,
@@ -35,21 +36,39 @@ pub struct CsrMatrix {
     col_idx: Vec<u32>,
     values: Vec<f32>,
     /// The K-blocked execution copy, built on the first AVX-512 product with many tokens.
-    blocks: BlocksCache,
+    blocks: BlocksCache<F32>,
 }
 
 /// A lazily built execution copy: derived from the other fields, so it takes no part in
 /// equality, and a clone keeps whatever was built.
-#[derive(Clone, Default)]
-struct BlocksCache(std::sync::OnceLock<CsrBlocks>);
+#[derive(Clone)]
+pub(crate) struct BlocksCache<T: Values>(std::sync::OnceLock<CsrBlocks<T>>);
 
-impl PartialEq for BlocksCache {
-    fn eq(&self, _: &BlocksCache) -> bool {
+impl<T: Values> Default for BlocksCache<T> {
+    fn default() -> BlocksCache<T> {
+        BlocksCache(std::sync::OnceLock::new())
+    }
+}
+
+impl<T: Values> BlocksCache<T> {
+    /// The copy, built by `build` on first use.
+    pub(crate) fn get_or_init(&self, build: impl FnOnce() -> CsrBlocks<T>) -> &CsrBlocks<T> {
+        self.0.get_or_init(build)
+    }
+
+    /// Its bytes, 0 until built.
+    pub(crate) fn resident_bytes(&self) -> usize {
+        self.0.get().map_or(0, CsrBlocks::resident_bytes)
+    }
+}
+
+impl<T: Values> PartialEq for BlocksCache<T> {
+    fn eq(&self, _: &BlocksCache<T>) -> bool {
         true
     }
 }
 
-impl std::fmt::Debug for BlocksCache {
+impl<T: Values> std::fmt::Debug for BlocksCache<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0.get() {
             Some(b) => write!(f, "BlocksCache({} resident bytes)", b.resident_bytes()),
@@ -60,13 +79,13 @@ impl std::fmt::Debug for BlocksCache {
 
 /// Tokens from which the AVX-512 product takes the K-blocked kernel (`csr_blocks.rs`, strips
 /// of 128 tokens, the last one padded to a vector); below, one of the few-token kernels of
-/// `csr_gather.rs` ([`CsrMatrix::token_minor`]). Measured at 90% sparsity (`sparsegate
+/// `csr_gather.rs` ([`csr_gather::Loop::for_tokens`]). Measured at 90% sparsity (`sparsegate
 /// bench`, 2 threads): the blocks kernel took 0.91 vs 1.11 ms at 4 tokens on 4096² and 0.93
 /// vs 1.90 ms at 8 against gathers, 0.92–1.13 vs 1.99–2.66 at 12–48 against the shared loop;
 /// the token-minor kernel then beat it at 3–8 tokens on every shape tried (× dense, blocks vs
 /// token-minor: 4096² 1.63 vs 2.18 at 3 tokens, 2.05 vs 2.99 at 8; 768² 0.88 vs 1.66 and 2.35
 /// vs 4.14; 3072×768 1.03 vs 2.03 and 1.74 vs 4.43; 768×3072, 2048² and 11008×4096 likewise).
-const BLOCKS_MIN_COLS: usize = GATHER_MAX_COLS + 1;
+pub(crate) const BLOCKS_MIN_COLS: usize = GATHER_MAX_COLS + 1;
 
 #[derive(Clone, Copy)]
 struct CsrEntries<'a> {
@@ -134,6 +153,11 @@ impl CsrMatrix {
             values,
             blocks: BlocksCache::default(),
         })
+    }
+
+    /// The stored form: row pointers, column indices, values.
+    pub(crate) fn parts(&self) -> (&[u32], &[u32], &[f32]) {
+        (&self.row_ptr, &self.col_idx, &self.values)
     }
 
     /// The dense `rows × k` form.
@@ -217,39 +241,28 @@ impl CsrMatrix {
     /// values, a row byte per value and a start per K block and row), 0 until the first such
     /// product. Reported so the memory it costs is not hidden.
     pub fn execution_copy_bytes(&self) -> usize {
-        self.blocks.0.get().map_or(0, CsrBlocks::resident_bytes)
+        self.blocks.resident_bytes()
     }
 
-    fn blocks(&self) -> &CsrBlocks {
+    fn blocks(&self) -> &CsrBlocks<F32> {
         self.blocks
-            .0
             .get_or_init(|| CsrBlocks::new(self.rows, self.k, &self.row_ptr, &self.col_idx, &self.values))
     }
 
     /// Whether the K-blocked AVX-512 kernel takes a product with `cols` tokens.
     fn takes_blocks(isa: Isa, cols: usize) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if isa == Isa::Avx512 {
+        if isa == Isa::Avx512 && super::kept::available() {
             return cols >= BLOCKS_MIN_COLS;
         }
         let _ = (isa, cols);
         false
     }
 
-    /// Whether a few-token product runs on the token-minor copy rather than on gathers: from
-    /// 3 tokens, and from 2 when K is below 4096 (its copy, 32 bytes a K row, then stays
-    /// nearer L1). Measured at 90% sparsity, × dense, gathers vs token-minor: 1 token 1.06 vs
-    /// 1.00 on 768², 1.63–1.83 vs 0.93–1.07 at K = 768–3072; 2 tokens 1.00 vs 1.34–1.35 on 768²,
-    /// 1.09–1.12 vs 1.53–1.54 on 3072×768, 1.13–1.19 vs 1.36–1.44 on 768×3072, 1.25–1.43 vs
-    /// 1.34–1.47 on 2048², but 2.88 vs 2.36 on 4096² and 2.66 vs 1.78 on 11008×4096.
-    fn token_minor(&self, cols: usize) -> bool {
-        cols >= 3 || (cols == 2 && self.k < 4096)
-    }
-
     /// Whether the AVX-512 gather kernel takes a product with `cols` tokens (and this K).
     fn takes_gather(&self, isa: Isa, cols: usize) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if isa == Isa::Avx512 {
+        if isa == Isa::Avx512 && super::kept::available() {
             return cols <= GATHER_MAX_COLS && i32::try_from(self.k).is_ok();
         }
         let _ = (isa, cols);
@@ -296,12 +309,8 @@ impl RowKernel for CsrMatrix {
         }
         if self.takes_gather(isa, cols) {
             let csr = (&self.row_ptr[..], &self.col_idx[..], &self.values[..]);
-            let kernel = if self.token_minor(cols) {
-                csr_gather::Loop::TokenMinor
-            } else {
-                csr_gather::Loop::Gather
-            };
-            return csr_gather::spmm(kernel, csr, self.k, schedule.threads, (x, xs), y, cols);
+            let kernel = csr_gather::Loop::for_tokens(cols, self.k);
+            return csr_gather::spmm::<F32, u32>(kernel, csr, self.k, schedule.threads, (x, xs), y, cols);
         }
         let (k_block, per_task) = self.blocking(schedule);
         // One strip's worth of tokens: the caller's line-aligned copy already keeps each K

@@ -15,6 +15,7 @@
 //! `[K block][row][entry]`, each a value and its row inside the block (one byte, < 128), with
 //! a start per (block, row).
 
+use super::kept::{Column, Values};
 use super::sparse_rows::{Lines, TileX, lane_kernel_prologue, strip_plan};
 use crate::shared_output::for_each_chunk;
 
@@ -28,25 +29,32 @@ const LANES: usize = 16;
 pub(crate) const K_BLOCK: usize = 128;
 const STRIP: usize = 128;
 
-/// A CSR matrix re-blocked by K block (see the module doc).
+/// A CSR matrix re-blocked by K block (see the module doc), its values stored as `T` stores
+/// them.
 #[derive(Debug, Clone)]
-pub(crate) struct CsrBlocks {
+pub(crate) struct CsrBlocks<T: Values> {
     rows: usize,
     k: usize,
     /// `blocks · rows + 1` starts into `values`/`rows_in_block`, block-major.
     starts: Vec<u32>,
-    values: Vec<f32>,
+    values: Vec<T::Stored>,
     rows_in_block: Vec<u8>,
 }
 
-impl CsrBlocks {
+impl<T: Values> CsrBlocks<T> {
     /// Re-block a CSR matrix given as its row pointers, sorted column indices and values.
-    pub(crate) fn new(rows: usize, k: usize, row_ptr: &[u32], cols: &[u32], values: &[f32]) -> CsrBlocks {
+    pub(crate) fn new<C: Column>(
+        rows: usize,
+        k: usize,
+        row_ptr: &[u32],
+        cols: &[C],
+        values: &[T::Stored],
+    ) -> CsrBlocks<T> {
         let blocks = k.div_ceil(K_BLOCK);
         let mut counts = vec![0u32; blocks * rows + 1];
         for r in 0..rows {
             for &c in &cols[row_ptr[r] as usize..row_ptr[r + 1] as usize] {
-                counts[c as usize / K_BLOCK * rows + r + 1] += 1;
+                counts[c.at() / K_BLOCK * rows + r + 1] += 1;
             }
         }
         for i in 1..counts.len() {
@@ -54,11 +62,11 @@ impl CsrBlocks {
         }
         let starts = counts;
         let mut next: Vec<u32> = starts[..blocks * rows].to_vec();
-        let mut bv = vec![0.0f32; values.len()];
+        let mut bv = vec![T::Stored::default(); values.len()];
         let mut br = vec![0u8; values.len()];
         for r in 0..rows {
             for e in row_ptr[r] as usize..row_ptr[r + 1] as usize {
-                let c = cols[e] as usize;
+                let c = cols[e].at();
                 let slot = &mut next[c / K_BLOCK * rows + r];
                 bv[*slot as usize] = values[e];
                 br[*slot as usize] = (c % K_BLOCK) as u8;
@@ -76,14 +84,25 @@ impl CsrBlocks {
 
     /// Bytes of the execution copy.
     pub(crate) fn resident_bytes(&self) -> usize {
-        self.starts.len() * 4 + self.values.len() * 5
+        self.starts.len() * 4 + self.values.len() * (size_of::<T::Stored>() + 1)
     }
 }
 
 /// `y[rows × cols] = W · x`, where row `r` of `x` starts at `x[r · xs]` (`xs ≥ cols`).
 ///
-/// Panics unless AVX-512F was detected or the buffers are shorter than the shapes.
-pub(crate) fn spmm(l: &CsrBlocks, threads: usize, (x, xs): (&[f32], usize), y: &mut [f32], cols: usize) {
+/// Panics unless the features of [`crate::kept::available`] were detected or the buffers
+/// are shorter than the shapes.
+pub(crate) fn spmm<T: Values>(
+    l: &CsrBlocks<T>,
+    threads: usize,
+    (x, xs): (&[f32], usize),
+    y: &mut [f32],
+    cols: usize,
+) {
+    assert!(
+        crate::kept::available(),
+        "the CSR block kernel needs AVX-512F, BW, VL and F16C"
+    );
     if !lane_kernel_prologue("CSR block kernel", (l.rows, l.k), (x, xs), y, cols) {
         return;
     }
@@ -96,8 +115,8 @@ pub(crate) fn spmm(l: &CsrBlocks, threads: usize, (x, xs): (&[f32], usize), y: &
 
 /// One task: rows `row0 ..`, as many as `y_rows` (`rows × cols`) holds, over every strip of
 /// tokens and K block of `x`, each tile packed by the task just before use ([`TileX`]).
-fn rows_task(
-    l: &CsrBlocks,
+fn rows_task<T: Values>(
+    l: &CsrBlocks<T>,
     row0: usize,
     x: (&[f32], usize),
     strips: &[(usize, usize)],
@@ -129,7 +148,7 @@ fn rows_task(
             } else {
                 (out, width)
             };
-            // SAFETY: AVX-512F was asserted by `spmm`; the tile holds `K_BLOCK` aligned rows
+            // SAFETY: `kept::available` was asserted by `spmm`; the tile holds `K_BLOCK` aligned rows
             // of `width` floats and every entry's row byte is `< K_BLOCK`; the scratch holds
             // `rows × width` floats; `y` holds `rows × cols` floats and, when written directly,
             // columns `c0 .. c0 + width <= cols`.
@@ -137,14 +156,14 @@ fn rows_task(
             unsafe {
                 let t = tile.as_ptr();
                 match width / LANES {
-                    1 => avx512::rows::<1>(&span, t, out, to),
-                    2 => avx512::rows::<2>(&span, t, out, to),
-                    3 => avx512::rows::<3>(&span, t, out, to),
-                    4 => avx512::rows::<4>(&span, t, out, to),
-                    5 => avx512::rows::<5>(&span, t, out, to),
-                    6 => avx512::rows::<6>(&span, t, out, to),
-                    7 => avx512::rows::<7>(&span, t, out, to),
-                    _ => avx512::rows::<8>(&span, t, out, to),
+                    1 => avx512::rows::<T, 1>(&span, t, out, to),
+                    2 => avx512::rows::<T, 2>(&span, t, out, to),
+                    3 => avx512::rows::<T, 3>(&span, t, out, to),
+                    4 => avx512::rows::<T, 4>(&span, t, out, to),
+                    5 => avx512::rows::<T, 5>(&span, t, out, to),
+                    6 => avx512::rows::<T, 6>(&span, t, out, to),
+                    7 => avx512::rows::<T, 7>(&span, t, out, to),
+                    _ => avx512::rows::<T, 8>(&span, t, out, to),
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]
@@ -161,10 +180,10 @@ fn rows_task(
 }
 
 /// One task's rows in one K block.
-struct Span<'a> {
+struct Span<'a, T: Values> {
     /// `rows + 1` starts, absolute (`first` is `starts[0]`).
     starts: &'a [u32],
-    values: &'a [f32],
+    values: &'a [T::Stored],
     rows_in_block: &'a [u8],
     first: usize,
     accumulate: bool,
@@ -172,19 +191,19 @@ struct Span<'a> {
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{K_BLOCK, LANES, Span};
+    use super::{K_BLOCK, LANES, Span, Values};
     use std::arch::x86_64::*;
 
     /// For every row `r` of the span: `to[r][..16·V] = (scratch[r] if accumulating) +
     /// Σ w · tile[row][..16·V]`, `to` being `(base, row stride)`.
     ///
     /// # Safety
-    /// AVX-512F; `tile` is 64-byte aligned with `K_BLOCK` rows of `16·V` floats; `scratch`
+    /// The features of `kept::available`; `tile` is 64-byte aligned with `K_BLOCK` rows of `16·V` floats; `scratch`
     /// is 64-byte aligned with `rows × 16·V` floats; `to` is writable for `16·V` floats at
     /// `base + r · stride` for every row; the entries' row bytes are `< K_BLOCK`.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn rows<const V: usize>(
-        s: &Span<'_>,
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c")]
+    pub(super) unsafe fn rows<T: Values, const V: usize>(
+        s: &Span<'_, T>,
         tile: *const f32,
         scratch: *mut f32,
         (base, stride): (*mut f32, usize),
@@ -201,7 +220,8 @@ mod avx512 {
             let (e0, e1) = (se[0] as usize - s.first, se[1] as usize - s.first);
             for (&w, &kr) in s.values[e0..e1].iter().zip(&s.rows_in_block[e0..e1]) {
                 debug_assert!(usize::from(kr) < K_BLOCK);
-                let wb = _mm512_set1_ps(w);
+                // SAFETY: AVX-512F and F16C (enabled here).
+                let wb = unsafe { T::splat(w) };
                 // SAFETY: row `kr < K_BLOCK` of the tile (contract).
                 let x = unsafe { tile.add(usize::from(kr) * width) };
                 for (v, a) in acc.iter_mut().enumerate() {

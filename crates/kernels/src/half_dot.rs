@@ -431,7 +431,7 @@ type TileFn<W> = unsafe fn(W, *const u32, usize, *mut f32, Pass);
 mod blocks;
 mod f16;
 pub(super) use blocks::{BlockPairs, fits as blocks_fit};
-pub(super) use f16::{Bf16, DenseHalves, F16, TwoOfFourHalves};
+pub(super) use f16::{Bf16, DenseHalves, F16, TwoOfFourHalves, Widen};
 
 /// Whether this CPU runs the widening kernels ([`DenseHalves`], [`TwoOfFourHalves`]).
 pub(super) fn f16_available() -> bool {

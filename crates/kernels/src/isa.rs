@@ -225,7 +225,13 @@ pub enum Form {
         /// Block width.
         cols: usize,
     },
-    /// Any other sparse format (other N:M patterns, CSR).
+    /// Unstructured (CSR) with reduction length `k`: bf16 and f16 run it on 16-bit values
+    /// and u16 columns where `k ≤ 65536`.
+    Unstructured {
+        /// K of the product.
+        k: usize,
+    },
+    /// Any other sparse format (other N:M patterns).
     OtherSparse,
 }
 
@@ -313,6 +319,9 @@ pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
         (Operands::F16, Form::Dense | Form::TwoOfFour) if super::half_dot::f16_available() => {
             IsaPath::Avx512F16Widen
         }
+        // `CsrHalf`: 16-bit values widened in registers wherever it is built.
+        (Operands::Bf16, Form::Unstructured { k }) if super::csr_half::runs(k) => IsaPath::Avx512Bf16Widen,
+        (Operands::F16, Form::Unstructured { k }) if super::csr_half::runs(k) => IsaPath::Avx512F16Widen,
         (Operands::F16 | Operands::Bf16, _) => IsaPath::WidenF32,
         #[cfg(target_arch = "x86_64")]
         (Operands::I8, _) if super::int8_vnni::available() => IsaPath::Avx512Vnni,

@@ -21,6 +21,7 @@ mod bsr_few_tokens;
 pub mod csr;
 mod csr_blocks;
 mod csr_gather;
+mod csr_half;
 pub mod dense;
 mod dense_lanes;
 mod error;
@@ -37,6 +38,7 @@ mod int8_two_of_four;
 #[cfg(target_arch = "x86_64")]
 mod int8_vnni;
 pub mod isa;
+mod kept;
 mod lanes;
 pub mod nm;
 pub mod precision;

@@ -9,8 +9,9 @@
 //!   both widen (the weights once, the activations on every call) and run the f32 kernels.
 //!   [`gemm_half`] takes the bf16 kernel too. [`BlockBf16`] runs bf16 block sparsity (blocks
 //!   of whole 16-row panels and K-pairs) on the same instruction, wherever the dense one
-//!   does. Other bf16 and f16 sparse formats (other block shapes, CSR, N:M but 2:4) still
-//!   widen.
+//!   does. [`CsrHalf`] runs bf16 and f16 unstructured sparsity on 16-bit values and u16
+//!   columns, widened in registers by the f32 CSR kernels. Other bf16 and f16 sparse formats
+//!   (other block shapes, N:M but 2:4) still widen to f32 storage.
 //! * **f16.** [`DenseF16`] and [`TwoOfFourF16`] (the same compact 2:4 format) stream the
 //!   weights as f16 and widen them in registers (`vcvtph2ps`, `super::half_dot`) for f32
 //!   multiply-adds, on AVX-512F, F16C and VBMI (detected together): no x86 instruction short of
@@ -32,6 +33,7 @@
 //! exact product of the bf16 operands (plus at most `K · 2⁻¹²⁶` from `vdpbf16ps` flushing
 //! subnormals); the rounding of f32 data *to* bf16 is the caller's, before the product.
 
+pub use super::csr_half::{CsrBf16, CsrF16, CsrHalf};
 use super::dense::DenseWeights;
 use super::error::{KernelError, check_gemm, check_len};
 use super::isa::IsaPath;
@@ -149,7 +151,7 @@ thread_local! {
 }
 
 /// Run `f` on `x` widened to f32 (in a per-thread buffer).
-fn widened<T: Storage16, R>(x: &[T], f: impl FnOnce(&[f32]) -> R) -> R {
+pub(crate) fn widened<T: Storage16, R>(x: &[T], f: impl FnOnce(&[f32]) -> R) -> R {
     let mut buf = WIDENED.with(|b| std::mem::take(&mut *b.borrow_mut()));
     buf.resize(x.len(), 0.0);
     T::widen(x, &mut buf);
@@ -1345,8 +1347,62 @@ mod tests {
         }
     }
 
+    /// A 16-bit CSR product against the naive one on the same 16-bit operands, its weights
+    /// pruned to `density` per row, and its byte counts those of 16-bit values and columns.
+    fn check_csr_half<T: Storage16 + std::fmt::Debug>(
+        (n, k, m, w, x): HalfProduct<T>,
+        density: f64,
+        t: usize,
+    ) -> Result<(), TestCaseError> {
+        let mut wf = widen(&w);
+        crate::prune::prune_unstructured_per_row(&mut wf, n, k, density);
+        let a = crate::csr::CsrMatrix::compress(&wf, n, k).unwrap();
+        let Some(c) = CsrHalf::<T>::from_csr(&a) else {
+            prop_assert!(!crate::kept::available(), "refused on a CPU that runs it");
+            return Ok(());
+        };
+        prop_assert_eq!(
+            (c.value_bytes(), c.metadata_bytes()),
+            (a.nnz() * 2, a.nnz() * 2 + (n + 1) * 4)
+        );
+        let w: Vec<T> = wf.iter().map(|&v| T::from_f32(v)).collect();
+        let mut y = vec![f32::NAN; n * m];
+        c.spmm(t, &x, &mut y, m).unwrap();
+        if let Some(e) = half_mismatch(&y, &w, &x, n, k, m) {
+            prop_assert!(false, "{:?} CSR {n}x{k}x{m} t={t}: {e}", T::KIND);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// Issue 20: unstructured bf16 and f16 on 16-bit values and u16 columns, at every
+        /// kernel's token counts (gathers 1–2, the token-minor copy 3–8, K blocks of 128 past
+        /// that, a partial strip), several K blocks, empty and full rows.
+        #[test]
+        fn issue_20_csr_bf16_matches_naive(
+            p in half_product::<half::bf16>(90, 400, 1, 40), density in 0.0f64..=1.0, t in 1usize..3,
+        ) {
+            check_csr_half(p, density, t)?;
+        }
+
+        #[test]
+        fn issue_20_csr_f16_matches_naive(
+            p in half_product::<half::f16>(90, 400, 1, 40), density in 0.0f64..=1.0, t in 1usize..3,
+        ) {
+            check_csr_half(p, density, t)?;
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(10))]
+        #[test]
+        fn issue_20_csr_bf16_matches_naive_past_one_strip(
+            p in half_product::<half::bf16>(20, 300, 1, 300), density in 0.05f64..0.5, t in 1usize..3,
+        ) {
+            check_csr_half(p, density, t)?;
+        }
+
         #[test]
         fn issue_20_dense_bf16_matches_naive_across_k_blocks(p in half_product::<half::bf16>(60, 700, 1, 20), t in 1usize..3) {
             check_dense_half(p, t)?;
@@ -1382,6 +1438,46 @@ mod tests {
         fn issue_20_two_of_four_f16_matches_naive_across_k_blocks(p in half_product::<half::f16>(40, 1200, 4, 40), t in 1usize..3) {
             check_two_of_four_half(p, t)?;
         }
+    }
+
+    /// Issue 20: u16 columns reach K = 65536 (the last column included) and no further;
+    /// past it the slice keeps f32 CSR, and the path named for it says so.
+    #[test]
+    fn issue_20_csr_half_takes_k_up_to_65536_and_refuses_more() {
+        use crate::isa::{Form, IsaPath, Operands, isa_path};
+        let k = 1 << 16;
+        let mut w = vec![0.0f32; 2 * k];
+        w[k - 1] = 0.5;
+        w[k] = -2.0;
+        w[2 * k - 1] = 1.5;
+        let a = crate::csr::CsrMatrix::compress(&w, 2, k).unwrap();
+        let x: Vec<half::bf16> = (0..k)
+            .map(|i| half::bf16::from_f32(if i == k - 1 { 4.0 } else { 1.0 }))
+            .collect();
+        let runs = crate::kept::available();
+        match CsrBf16::from_csr(&a) {
+            Some(c) => {
+                let mut y = vec![0.0; 2];
+                c.spmm(1, &x, &mut y, 1).unwrap();
+                assert_eq!(y, [2.0, -2.0 + 6.0]);
+                assert_eq!(c.isa_path(), IsaPath::Avx512Bf16Widen);
+            }
+            None => assert!(!runs),
+        }
+        assert_eq!(
+            isa_path(Operands::Bf16, Form::Unstructured { k }) == IsaPath::Avx512Bf16Widen,
+            runs
+        );
+        assert_eq!(
+            isa_path(Operands::F16, Form::Unstructured { k }) == IsaPath::Avx512F16Widen,
+            runs
+        );
+        let wide = crate::csr::CsrMatrix::compress(&vec![1.0; k + 1], 1, k + 1).unwrap();
+        assert!(CsrBf16::from_csr(&wide).is_none() && CsrF16::from_csr(&wide).is_none());
+        assert_eq!(
+            isa_path(Operands::Bf16, Form::Unstructured { k: k + 1 }),
+            IsaPath::WidenF32
+        );
     }
 
     #[test]

@@ -77,6 +77,11 @@ pub(crate) trait Widen: Copy + Send + Sync + std::fmt::Debug + PartialEq + 'stat
     unsafe fn ymm(h: __m128i) -> __m256;
     /// One value as f32.
     fn one(bits: u16) -> f32;
+    /// The low value of `h` as f32 in the low lane (the others unspecified).
+    ///
+    /// # Safety
+    /// F16C (callers enable it with AVX-512F).
+    unsafe fn xmm(h: __m128i) -> __m128;
 }
 
 /// IEEE binary16: `vcvtph2ps` (exact, subnormals included).
@@ -101,6 +106,11 @@ impl Widen for F16 {
     fn one(bits: u16) -> f32 {
         half::f16::from_bits(bits).to_f32()
     }
+    #[inline(always)]
+    unsafe fn xmm(h: __m128i) -> __m128 {
+        // SAFETY: F16C (contract).
+        unsafe { _mm_cvtph_ps(h) }
+    }
 }
 
 impl Widen for Bf16 {
@@ -116,6 +126,11 @@ impl Widen for Bf16 {
     }
     fn one(bits: u16) -> f32 {
         half::bf16::from_bits(bits).to_f32()
+    }
+    #[inline(always)]
+    unsafe fn xmm(h: __m128i) -> __m128 {
+        // SAFETY: SSE2, which every x86-64 CPU has.
+        unsafe { _mm_castsi128_ps(_mm_slli_epi32::<16>(h)) }
     }
 }
 
