@@ -37,7 +37,9 @@
 //!   valid lines) that gathers each token's four kept bytes into its lane. Register tiles of
 //!   8 rows × 2 tiles (16 rows × 1 tile up to 16 tokens) run over K blocks of [`KC`] chunks,
 //!   the weights streaming past the packed activations, tasks as in the dense kernel.
-//! * **Feature lanes** (1 to [`FEW_TOKENS`] tokens). Token lanes would be mostly padding, so
+//! * **Rows in lanes** (2 to [`FEW_TOKENS`] tokens): `super::int8_row_lanes`, on an execution
+//!   copy laid out by 16-row panel and octet, one `vpshufb` per `vpdpbusd`.
+//! * **Feature lanes** (one token). Token lanes would be mostly padding, so
 //!   K is in the lanes instead: one zmm is 64 kept values of a row (16 octets, 128 K
 //!   positions), its control decoded from the row's 16 index bytes (`vpmovzxwq`,
 //!   `vpmultishiftqb`, `vpternlogd`, shared by the tokens) and applied to each token's 128
@@ -50,6 +52,7 @@
 //! scratch, and that time counts.
 
 use super::error::KernelError;
+use super::int8_row_lanes::RowLanes;
 use super::int8_vnni::{Init, pack_token_major, row_correction, start_tile, store_tile};
 use super::schedule::TaskGrid;
 use super::shared_output::{SharedOutput, for_each_chunk, trivial_product};
@@ -73,8 +76,8 @@ const KC: usize = 32;
 /// Most row blocks per token-lane task, so a task's weights for one K block (≤ 256 rows ×
 /// 2.5 KiB) stay in L2 while it walks its token panels.
 const MAX_CHUNK_BLOCKS: usize = 32;
-/// Up to this many tokens the feature-lane kernel runs (token lanes would be mostly padding).
-pub(super) const FEW_TOKENS: usize = 8;
+/// Up to this many tokens the few-token kernels run (token lanes would be mostly padding).
+pub(super) const FEW_TOKENS: usize = super::int8_row_lanes::MAX_TOKENS;
 /// K positions of one chunk.
 const CHUNK: usize = CHUNK_OCTETS * 8;
 
@@ -104,6 +107,9 @@ pub(super) struct TwoOfFourI8 {
     idx: Vec<u8>,
     /// `-128 · Σ w` per row, undoing the `x + 128` shift.
     bias: Vec<i32>,
+    /// The rows-in-lanes copy for 2–8 tokens, built on the first such product (an
+    /// execution copy: 1.25 bytes a kept weight more while it lives).
+    row_lanes: std::sync::OnceLock<RowLanes>,
 }
 
 /// The index byte of a group pair that keeps nothing: positions 0 and 1 in both groups (the
@@ -160,6 +166,7 @@ impl TwoOfFourI8 {
             values,
             idx,
             bias,
+            row_lanes: std::sync::OnceLock::new(),
         })
     }
 
@@ -195,20 +202,36 @@ impl TwoOfFourI8 {
         let mut scratch = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
         // SAFETY: the caller's contract, passed on.
         unsafe {
-            // Tiles measured fastest on Zen 5 (4096 × 4096, one thread, alternated in one
-            // process): 8 rows × 1 and × 2 tokens, 4 × 4 up to 8 tokens (prefetching two
-            // chunks ahead: 4–12% at 8 tokens, a loss at 1 and 2); one 16-token tile of 16
-            // rows to 16 tokens (against 4 × 4 feature lanes 1.0 vs 1.1 ms), 8 rows × two
-            // tiles beyond (at 32 tokens 1.6 against 1.9–2.3 ms).
+            // One token: feature lanes, 8 rows (measured fastest on Zen 5, 4096 × 4096, one
+            // thread, alternated in one process). 2–8 tokens: rows in lanes
+            // (`int8_row_lanes`), on Zen 4 (2 threads, alternated rounds, × int8 dense)
+            // 0.87–1.01 against 0.74–0.85 for 8 rows × 2 tokens of feature lanes at 2
+            // tokens, 0.82–0.91 against 0.65–0.81 for 4 × 4 tiles at 4, 0.78–0.85 against
+            // 0.61–0.81 at 8 on 4096², 0.84–0.96 against 0.62–0.84 at 8 on 11008 × 4096;
+            // at one token it lost (1.02–1.11 against 1.18–1.43 on 11008 × 4096). One
+            // 16-token tile of 16 rows to 16 tokens (against 4 × 4 feature lanes 1.0 vs 1.1
+            // ms on Zen 5), 8 rows × two tiles beyond (at 32 tokens 1.6 against 1.9–2.3 ms).
             match m {
                 1 => self.few_tokens::<8, 1, 0>(threads, x, y, m, &mut scratch),
-                2 => self.few_tokens::<8, 2, 0>(threads, x, y, m, &mut scratch),
-                3..=FEW_TOKENS => self.few_tokens::<4, 4, 2>(threads, x, y, m, &mut scratch),
+                2..=FEW_TOKENS => self.row_lanes().spmm(threads, x, y, m, &mut scratch),
                 _ if m <= TILE => self.token_lanes::<2, 1>(threads, x, y, m, &mut scratch),
                 _ => self.token_lanes::<1, 2>(threads, x, y, m, &mut scratch),
             }
         }
         SCRATCH.with(|s| *s.borrow_mut() = scratch);
+    }
+
+    /// The rows-in-lanes copy (`int8_row_lanes`), built on first use.
+    fn row_lanes(&self) -> &RowLanes {
+        self.row_lanes.get_or_init(|| {
+            let octet = |r: usize, o: usize| {
+                let (c, oo) = (o / CHUNK_OCTETS, o % CHUNK_OCTETS);
+                let at = ((r / RB * self.chunks + c) * RB + r % RB) * CHUNK_OCTETS + oo;
+                let v = &self.values[at * 4..at * 4 + 4];
+                ([v[0], v[1], v[2], v[3]], self.idx[at])
+            };
+            RowLanes::new((self.rows, self.k), octet, &self.bias)
+        })
     }
 
     /// The token-lane kernel with `B`-block (`B · RB` rows) × `V`-tile register tiles.

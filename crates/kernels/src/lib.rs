@@ -34,6 +34,8 @@ mod int8_dense;
 #[cfg(target_arch = "x86_64")]
 mod int8_gather;
 #[cfg(target_arch = "x86_64")]
+mod int8_row_lanes;
+#[cfg(target_arch = "x86_64")]
 mod int8_two_of_four;
 #[cfg(target_arch = "x86_64")]
 mod int8_vnni;
