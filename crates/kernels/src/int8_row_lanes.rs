@@ -1,4 +1,4 @@
-//! int8 2:4 at 1–8 tokens with output rows in the lanes: per 16-row panel and octet (eight K
+//! int8 2:4 at 2–12 tokens with output rows in the lanes: per 16-row panel and octet (eight K
 //! positions, two groups of four) one zmm holds each row's four kept values as one
 //! `vpdpbusd` dword, and per token one `vpshufb` of the octet's eight activation bytes
 //! (broadcast) hands every row its own four, the control decoded once per panel and octet
@@ -21,8 +21,11 @@ use std::arch::x86_64::*;
 
 /// Rows per panel: the i32 lanes of a zmm.
 pub(super) const PANEL: usize = 16;
-/// Most tokens the kernel takes (its accumulators, one zmm a token).
-pub(super) const MAX_TOKENS: usize = 8;
+/// Most tokens the kernel takes (its accumulators, one zmm a token). Past 12 the token-lane
+/// kernel's 16-token tile wins: on Zen 4 (× int8 dense, alternated) rows in lanes ran
+/// 1.11–1.12 against 0.70–0.73 at 10 tokens, 0.93–1.10 against 0.77–0.82 at 12, 0.87–0.89
+/// against 0.91 at 14 and 0.79–0.80 against 1.12 at 16 (4096²).
+pub(super) const MAX_TOKENS: usize = 12;
 /// Octets the weight stream is prefetched ahead (2 KiB of values). Measured on Zen 4 at 8
 /// tokens (2 threads, three alternated rounds, × int8 dense): none 0.70–0.94 on 4096² and
 /// 0.81–0.84 on 11008 × 4096, 16 octets 0.92–1.06 and 1.06–1.07, 32 1.15–1.21 and
@@ -80,8 +83,18 @@ impl RowLanes {
     ///
     /// # Safety
     /// AVX-512F, BW, VNNI detected; `x` holds `k × m`, `y` `rows × m`; `k ≤ INT8_MAX_K`.
-    pub(super) unsafe fn spmm(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize, scratch: &mut Vec<u8>) {
-        assert!((1..=MAX_TOKENS).contains(&m), "rows-in-lanes int8 2:4: {m} tokens");
+    pub(super) unsafe fn spmm(
+        &self,
+        threads: usize,
+        x: &[i8],
+        y: &mut [i32],
+        m: usize,
+        scratch: &mut Vec<u8>,
+    ) {
+        assert!(
+            (1..=MAX_TOKENS).contains(&m),
+            "rows-in-lanes int8 2:4: {m} tokens"
+        );
         // Token-major `x + 128`, a token's octets contiguous and zero-padded to whole octets.
         let stride = self.octets * 8;
         scratch.resize(m * stride, 0);
@@ -108,7 +121,11 @@ impl RowLanes {
                         5 => self.panel::<5, 1>(panel, (xp, stride), out),
                         6 => self.panel::<6, 1>(panel, (xp, stride), out),
                         7 => self.panel::<7, 1>(panel, (xp, stride), out),
-                        _ => self.panel::<8, 1>(panel, (xp, stride), out),
+                        8 => self.panel::<8, 1>(panel, (xp, stride), out),
+                        9 => self.panel::<9, 1>(panel, (xp, stride), out),
+                        10 => self.panel::<10, 1>(panel, (xp, stride), out),
+                        11 => self.panel::<11, 1>(panel, (xp, stride), out),
+                        _ => self.panel::<12, 1>(panel, (xp, stride), out),
                     }
                 }
             }
@@ -144,8 +161,11 @@ impl RowLanes {
             unsafe {
                 let w = _mm512_loadu_si512(vp.add((base + o) * PANEL * 4).cast());
                 let bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(ip.add((base + o) * PANEL).cast()));
-                let control =
-                    _mm512_ternarylogic_epi32::<0xEA>(_mm512_multishift_epi64_epi8(shifts, bytes), low2, second);
+                let control = _mm512_ternarylogic_epi32::<0xEA>(
+                    _mm512_multishift_epi64_epi8(shifts, bytes),
+                    low2,
+                    second,
+                );
                 for (t, a) in acc.iter_mut().enumerate() {
                     let act = _mm512_set1_epi64(x.add(t * stride + 8 * o).cast::<i64>().read_unaligned());
                     *a = _mm512_dpbusd_epi32(*a, _mm512_shuffle_epi8(act, control), w);

@@ -30,15 +30,15 @@
 //!   token-lane loop runs at ~1.0 cycle a pair, 1.03–1.2× dense at 128–512 tokens.
 //!   (`vpmultishiftqb`, which selects bytes within a qword, issues on the `vpdpbusd` pipes:
 //!   0.98 a pair. Folding the weight broadcast into `vpdpbusd`'s memory operand did not help.)
-//! * **Token lanes** (more than [`FEW_TOKENS`] tokens). The activations are packed per
+//! * **Token lanes** (more than 12 tokens). The activations are packed per
 //!   panel of `V` 16-token tiles as `[octet][tile][token][8]` bytes of `x + 128`, so two zmm
 //!   hold one octet of 16 tokens and a panel's K block is contiguous; the index byte picks a
 //!   precomputed `vpermt2b` control ([`CONTROLS`], 16 KiB of which a matrix touches the ≤ 36
 //!   valid lines) that gathers each token's four kept bytes into its lane. Register tiles of
 //!   8 rows × 2 tiles (16 rows × 1 tile up to 16 tokens) run over K blocks of [`KC`] chunks,
 //!   the weights streaming past the packed activations, tasks as in the dense kernel.
-//! * **Rows in lanes** (2 to [`FEW_TOKENS`] tokens): `super::int8_row_lanes`, on an execution
-//!   copy laid out by 16-row panel and octet, one `vpshufb` per `vpdpbusd`.
+//! * **Rows in lanes** (2 to 12 tokens): `super::int8_row_lanes`, on an execution copy laid
+//!   out by 16-row panel and octet, one `vpshufb` per `vpdpbusd`.
 //! * **Feature lanes** (one token). Token lanes would be mostly padding, so
 //!   K is in the lanes instead: one zmm is 64 kept values of a row (16 octets, 128 K
 //!   positions), its control decoded from the row's 16 index bytes (`vpmovzxwq`,
@@ -76,8 +76,8 @@ const KC: usize = 32;
 /// Most row blocks per token-lane task, so a task's weights for one K block (≤ 256 rows ×
 /// 2.5 KiB) stay in L2 while it walks its token panels.
 const MAX_CHUNK_BLOCKS: usize = 32;
-/// Up to this many tokens the few-token kernels run (token lanes would be mostly padding).
-pub(super) const FEW_TOKENS: usize = super::int8_row_lanes::MAX_TOKENS;
+/// Up to this many tokens (from 2) the rows-in-lanes kernel runs.
+const ROW_LANE_TOKENS: usize = super::int8_row_lanes::MAX_TOKENS;
 /// K positions of one chunk.
 const CHUNK: usize = CHUNK_OCTETS * 8;
 
@@ -107,7 +107,7 @@ pub(super) struct TwoOfFourI8 {
     idx: Vec<u8>,
     /// `-128 · Σ w` per row, undoing the `x + 128` shift.
     bias: Vec<i32>,
-    /// The rows-in-lanes copy for 2–8 tokens, built on the first such product (an
+    /// The rows-in-lanes copy for 2–12 tokens, built on the first such product (an
     /// execution copy: 1.25 bytes a kept weight more while it lives).
     row_lanes: std::sync::OnceLock<RowLanes>,
 }
@@ -203,17 +203,17 @@ impl TwoOfFourI8 {
         // SAFETY: the caller's contract, passed on.
         unsafe {
             // One token: feature lanes, 8 rows (measured fastest on Zen 5, 4096 × 4096, one
-            // thread, alternated in one process). 2–8 tokens: rows in lanes
-            // (`int8_row_lanes`), on Zen 4 (2 threads, alternated rounds, × int8 dense)
-            // 0.87–1.01 against 0.74–0.85 for 8 rows × 2 tokens of feature lanes at 2
-            // tokens, 0.82–0.91 against 0.65–0.81 for 4 × 4 tiles at 4, 0.78–0.85 against
-            // 0.61–0.81 at 8 on 4096², 0.84–0.96 against 0.62–0.84 at 8 on 11008 × 4096;
-            // at one token it lost (1.02–1.11 against 1.18–1.43 on 11008 × 4096). One
-            // 16-token tile of 16 rows to 16 tokens (against 4 × 4 feature lanes 1.0 vs 1.1
-            // ms on Zen 5), 8 rows × two tiles beyond (at 32 tokens 1.6 against 1.9–2.3 ms).
+            // thread, alternated in one process). 2–12 tokens: rows in lanes
+            // (`int8_row_lanes`), on Zen 4 (2 threads, three alternated rounds, × int8
+            // dense, against the feature lanes' 8 × 2 and 4 × 4 tiles) 1.08–1.19 vs
+            // 0.74–0.84 at 2 tokens, 0.96–1.13 vs 0.56–0.72 at 4, 1.08–1.21 vs 0.57 at 8 on
+            // 4096², 1.13–1.27 vs 0.63–0.67 at 8 on 11008 × 4096; at one token it lost
+            // (1.02–1.11 vs 1.18–1.43 on 11008 × 4096, before its prefetch). One 16-token
+            // tile of 16 rows to 16 tokens (against 4 × 4 feature lanes 1.0 vs 1.1 ms on Zen
+            // 5), 8 rows × two tiles beyond (at 32 tokens 1.6 against 1.9–2.3 ms).
             match m {
                 1 => self.few_tokens::<8, 1, 0>(threads, x, y, m, &mut scratch),
-                2..=FEW_TOKENS => self.row_lanes().spmm(threads, x, y, m, &mut scratch),
+                2..=ROW_LANE_TOKENS => self.row_lanes().spmm(threads, x, y, m, &mut scratch),
                 _ if m <= TILE => self.token_lanes::<2, 1>(threads, x, y, m, &mut scratch),
                 _ => self.token_lanes::<1, 2>(threads, x, y, m, &mut scratch),
             }
@@ -310,7 +310,7 @@ impl TwoOfFourI8 {
     }
 
     /// The feature-lane kernel with `R`-row × `T`-token register tiles (`R` divides `RB`;
-    /// `m ≤ FEW_TOKENS`), prefetching the weights `PF` chunks ahead (0: none).
+    /// `m ≤ 8`; it takes one token now), prefetching the weights `PF` chunks ahead (0: none).
     ///
     /// # Safety
     /// As for [`Self::spmm`].
