@@ -7,6 +7,7 @@ mod graph;
 pub use graph::{NodePath, NodePlan};
 
 use crate::domain::{GemmOp, Precision, Sparsity};
+use sparsegate_kernels::isa::{Operands, blocks_fit};
 
 use crate::ingress::Slice;
 use serde::{Deserialize, Serialize};
@@ -144,7 +145,8 @@ fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelP
         ),
         Precision::Bf16
             if path == KernelPath::Sparse
-                && matches!(sparsity, Sparsity::Block { rows, cols, .. } if rows % 16 == 0 && cols % 2 == 0) =>
+                && matches!(sparsity, Sparsity::Block { rows, cols, .. }
+                    if blocks_fit(Operands::Bf16, rows as usize, cols as usize)) =>
         {
             (
                 path,

@@ -282,6 +282,21 @@ impl std::fmt::Display for IsaPath {
     }
 }
 
+/// Whether blocks of `rows × cols` are a shape the block kernels of `operands` take as the
+/// dense kernel's operands (bf16: whole 16-row panels and K-pairs; int8: whole panels and
+/// K-quads), the CPU's features aside: the one statement of the rule, which lowering names
+/// in its reasons and the kernels check before building their forms. Other operands: never.
+pub fn blocks_fit(operands: Operands, rows: usize, cols: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    match operands {
+        Operands::Bf16 => return super::half_dot::blocks_fit(rows, cols),
+        Operands::I8 => return super::int8_blocks::fits(rows, cols),
+        Operands::F32 | Operands::F16 => {}
+    }
+    let _ = (operands, rows, cols);
+    false
+}
+
 /// The path a product of `operands` on `form` weights takes on this CPU for many tokens
 /// (features detected at run time, as the kernels detect them); see [`isa_path_at`].
 pub fn isa_path(operands: Operands, form: Form) -> IsaPath {
