@@ -82,7 +82,8 @@ impl RowLanes {
     /// packed activations.
     ///
     /// # Safety
-    /// AVX-512F, BW, VNNI detected; `x` holds `k × m`, `y` `rows × m`; `k ≤ INT8_MAX_K`.
+    /// The compact kernels' features detected (AVX-512F/BW/VL, VNNI, VBMI); `x` holds
+    /// `k × m`, `y` `rows × m`; `k ≤ INT8_MAX_K`.
     pub(super) unsafe fn spmm(
         &self,
         threads: usize,
