@@ -27,7 +27,8 @@ use std::cell::RefCell;
 /// Up to this many tokens the gather kernel runs: a `vpgatherdd` per token and group costs
 /// ~30 cycles on Zen 4 (measured through the kernel: 1.6M entries, 1 token, 0.41 ms on 2
 /// cores), so past four tokens the 64-token tiles win (8 tokens, 90% sparsity, 4096²: 3.7–3.9
-/// ms against 2.0).
+/// ms against 2.0). Where the CPU has VBMI the quads' 16-token tile takes over from 3 tokens
+/// (`SparseQuads::takes_narrow`).
 pub(super) const GATHER_TOKENS: usize = 4;
 /// Entries per group: one zmm of columns.
 const GROUP: usize = 16;
