@@ -60,8 +60,8 @@ enum Copy16 {
 /// Largest K whose columns fit the u16 indices.
 const MAX_K: usize = u16::MAX as usize + 1;
 
-/// Whether [`CsrHalf`] runs products of reduction length `k` on this CPU (AVX-512F, BW and
-/// VL detected; `k ≤ 65536`).
+/// Whether [`CsrHalf`] runs products of reduction length `k` on this CPU (AVX-512F, BW, VL
+/// and F16C detected; `k ≤ 65536`).
 pub(crate) fn runs(k: usize) -> bool {
     k <= MAX_K && super::kept::available()
 }
