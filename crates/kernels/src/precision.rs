@@ -1696,17 +1696,33 @@ mod tests {
         })
     }
 
+    /// `SparseI8::compress` then `spmm` on `t` threads, bit for bit against the naive
+    /// product; the weights and the product, for further checks.
+    fn check_kept_entries(
+        (n, k, m, w, x): (usize, usize, usize, Vec<i8>, Vec<i8>),
+        t: usize,
+    ) -> Result<(SparseI8, Vec<i32>), TestCaseError> {
+        let want = gemm_i8_naive(&w, &x, n, k, m);
+        let a = SparseI8::compress(&w, n, k).unwrap();
+        let mut y = vec![7i32; n * m];
+        a.spmm(t, &x, &mut y, m).unwrap();
+        if let Some(i) = (0..n * m).find(|&i| i64::from(y[i]) != want[i]) {
+            prop_assert!(
+                false,
+                "SparseI8 {n}x{k}x{m} t={t}: y[{i}] = {} vs {}",
+                y[i],
+                want[i]
+            );
+        }
+        Ok((a, y))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(40))]
         #[test]
-        fn issue_3_int8_sparse_vnni_and_fallback_are_bit_exact((n, k, m, w, x) in i8_sparse_product(), t in 1usize..3) {
-            let want = gemm_i8_naive(&w, &x, n, k, m);
-            let a = SparseI8::compress(&w, n, k).unwrap();
-            let mut fast = vec![7i32; n * m];
-            a.spmm(t, &x, &mut fast, m).unwrap();
-            if let Some(i) = (0..n * m).find(|&i| i64::from(fast[i]) != want[i]) {
-                prop_assert!(false, "SparseI8 {n}x{k}x{m} t={t}: y[{i}] = {} vs {}", fast[i], want[i]);
-            }
+        fn issue_3_int8_sparse_vnni_and_fallback_are_bit_exact(p in i8_sparse_product(), t in 1usize..3) {
+            let (n, m, x) = (p.0, p.2, p.4.clone());
+            let (a, fast) = check_kept_entries(p, t)?;
             let mut axpy = vec![-7i32; n * m];
             a.spmm_axpy(t, &x, &mut axpy, m).unwrap();
             prop_assert_eq!(axpy, fast);
@@ -1720,15 +1736,9 @@ mod tests {
         /// past), bit for bit.
         #[test]
         fn issue_20_int8_kept_entries_are_exact_at_few_tokens(
-            (n, k, m, w, x) in i8_sparse_product_tokens(1..21), t in 1usize..3,
+            p in i8_sparse_product_tokens(1..21), t in 1usize..3,
         ) {
-            let want = gemm_i8_naive(&w, &x, n, k, m);
-            let a = SparseI8::compress(&w, n, k).unwrap();
-            let mut y = vec![7i32; n * m];
-            a.spmm(t, &x, &mut y, m).unwrap();
-            if let Some(i) = (0..n * m).find(|&i| i64::from(y[i]) != want[i]) {
-                prop_assert!(false, "SparseI8 {n}x{k}x{m} t={t}: y[{i}] = {} vs {}", y[i], want[i]);
-            }
+            check_kept_entries(p, t)?;
         }
     }
 
