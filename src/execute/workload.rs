@@ -745,7 +745,8 @@ mod half_tests {
         let w = run_half_shape(block, KernelPath::Sparse, Precision::Int8, (64, 96));
         let q = w.ops[0].int8.as_ref().unwrap();
         assert!(q.sparse.is_some());
-        let vnni = isa_path(Operands::I8, Form::Dense) == crate::execute::kernels::isa::IsaPath::Avx512Vnni;
+        let vnni = isa_path(Operands::I8, Form::Block { rows: 32, cols: 16 })
+            == crate::execute::kernels::isa::IsaPath::Avx512Vnni;
         if vnni {
             assert_eq!(w.sparse_bytes(), (6 * 32 * 16, (6 + 3) * 4));
         }
@@ -761,7 +762,8 @@ mod half_tests {
             cols,
             density: 0.5,
         };
-        let dots = isa_path(Operands::Bf16, Form::Dense) == crate::execute::kernels::isa::IsaPath::Avx512Bf16;
+        let dots =
+            isa_path(Operands::Bf16, Form::TwoOfFour) == crate::execute::kernels::isa::IsaPath::Avx512Bf16;
         let w = run_half_shape(block(32, 16), KernelPath::Sparse, Precision::Bf16, (64, 96));
         let p = &w.ops[0];
         assert_eq!(p.sparse_half.is_some(), dots);

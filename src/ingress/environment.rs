@@ -487,10 +487,14 @@ fn kernel_paths() -> BTreeMap<String, String> {
 /// entry is the first kernel the CPU offers, as [`Environment::runner_class`] keys it.
 fn kernel_paths_offered() -> Vec<(String, String)> {
     use crate::domain::Precision;
-    use sparsegate_kernels::isa::{Form, IsaPath, Operands, isa_path};
-    let bf16 = super::bf16_pick::offered()
-        .first()
-        .map_or(IsaPath::WidenF32.name(), |k| k.path_name());
+    use sparsegate_kernels::isa::{Form, IsaPath, Operands, isa_path, tiles_granted};
+    let bf16 = if tiles_granted(Operands::Bf16) {
+        IsaPath::AmxBf16.name()
+    } else {
+        super::bf16_pick::offered()
+            .first()
+            .map_or(IsaPath::WidenF32.name(), |k| k.path_name())
+    };
     vec![
         (
             Precision::Fp32.as_str().to_owned(),

@@ -238,6 +238,10 @@ pub enum Form {
 /// The instruction-set path of a product.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IsaPath {
+    /// bf16 tiles into f32 with `tdpbf16ps` (AMX-BF16), 16 × 16 sums a tile.
+    AmxBf16,
+    /// int8 tiles into i32 with `tdpbssd` (AMX-INT8), 16 × 16 sums a tile.
+    AmxInt8,
     /// bf16 pairs into f32 with `vdpbf16ps` (AVX-512 BF16).
     Avx512Bf16,
     /// f16 weights streamed as f16, widened in registers (`vcvtph2ps`) for f32 FMA on zmm.
@@ -263,6 +267,8 @@ impl IsaPath {
     /// The path's stable name, as evidence records it.
     pub fn name(self) -> &'static str {
         match self {
+            IsaPath::AmxBf16 => "amx-bf16",
+            IsaPath::AmxInt8 => "amx-int8",
             IsaPath::Avx512Bf16 => "avx512-bf16",
             IsaPath::Avx512F16Widen => "avx512-f16-cvtph",
             IsaPath::Avx512Bf16Widen => "avx512-bf16-shift",
@@ -297,6 +303,20 @@ pub fn blocks_fit(operands: Operands, rows: usize, cols: usize) -> bool {
     false
 }
 
+/// Whether the dense comparator of `operands` runs on AMX tiles in this process: the CPU has
+/// the tile instructions for them (AMX-BF16, AMX-INT8) and Linux granted tile data. Asking
+/// makes the request (once per process); it reads no timing probe.
+pub fn tiles_granted(operands: Operands) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    match operands {
+        Operands::Bf16 => return super::amx::available(super::amx::Op::Bf16),
+        Operands::I8 => return super::amx::available(super::amx::Op::I8),
+        Operands::F32 | Operands::F16 => {}
+    }
+    let _ = operands;
+    false
+}
+
 /// The path a product of `operands` on `form` weights takes on this CPU for many tokens
 /// (features detected at run time, as the kernels detect them); see [`isa_path_at`].
 pub fn isa_path(operands: Operands, form: Form) -> IsaPath {
@@ -308,6 +328,8 @@ pub fn isa_path(operands: Operands, form: Form) -> IsaPath {
 /// has it, and past that on the kernel the process measured faster.
 pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
     match (operands, form) {
+        (Operands::Bf16, Form::Dense) if tiles_granted(operands) => IsaPath::AmxBf16,
+        (Operands::I8, Form::Dense) if tiles_granted(operands) => IsaPath::AmxInt8,
         #[cfg(target_arch = "x86_64")]
         (Operands::Bf16, Form::Dense | Form::TwoOfFour)
             if tokens < crate::precision::BF16_DOT_BELOW_TOKENS && super::half_dot::available() =>
@@ -322,11 +344,11 @@ pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
         (Operands::Bf16, Form::Dense | Form::TwoOfFour) if super::half_dot::available() => {
             IsaPath::Avx512Bf16
         }
-        // Block bf16 takes `vdpbf16ps` wherever the dense comparator does (`BlockBf16`).
+        // Block bf16 takes `vdpbf16ps` wherever the 2:4 kernel does (`BlockBf16`).
         #[cfg(target_arch = "x86_64")]
         (Operands::Bf16, Form::Block { rows, cols })
             if super::half_dot::blocks_fit(rows, cols)
-                && isa_path_at(operands, Form::Dense, tokens) == IsaPath::Avx512Bf16 =>
+                && isa_path_at(operands, Form::TwoOfFour, tokens) == IsaPath::Avx512Bf16 =>
         {
             IsaPath::Avx512Bf16
         }
@@ -385,7 +407,14 @@ mod tests {
             } else {
                 IsaPath::WidenF32
             };
-            assert_eq!(isa_path(Operands::Bf16, Form::Dense), bf16);
+            // The dense comparator takes the tiles wherever they are granted; the sparse
+            // kernels stay on AVX-512.
+            let dense_bf16 = if tiles_granted(Operands::Bf16) {
+                IsaPath::AmxBf16
+            } else {
+                bf16
+            };
+            assert_eq!(isa_path(Operands::Bf16, Form::Dense), dense_bf16);
             assert_eq!(isa_path(Operands::Bf16, Form::TwoOfFour), bf16);
             // Blocks of whole panels and pairs run on the dot product with the comparator;
             // other block shapes widen.
@@ -412,6 +441,12 @@ mod tests {
                 IsaPath::WidenI32
             };
             assert_eq!(isa_path(Operands::I8, Form::TwoOfFour), i8);
+            let dense_i8 = if tiles_granted(Operands::I8) {
+                IsaPath::AmxInt8
+            } else {
+                i8
+            };
+            assert_eq!(isa_path(Operands::I8, Form::Dense), dense_i8);
             let f16 = if crate::half_dot::f16_available() {
                 IsaPath::Avx512F16Widen
             } else {
@@ -490,7 +525,7 @@ mod tests {
     fn issue_20_the_bf16_pin_names_the_chosen_kernel() {
         let (env, value) = bf16_kernel_pin();
         assert_eq!(env, BF16_KERNEL_ENV);
-        let widened = isa_path(Operands::Bf16, Form::Dense) == IsaPath::Avx512Bf16Widen;
+        let widened = isa_path(Operands::Bf16, Form::TwoOfFour) == IsaPath::Avx512Bf16Widen;
         assert_eq!(value, if widened { "widen" } else { "dot" });
     }
 }

@@ -15,6 +15,8 @@
 //! `Cargo.toml`: each unsafe block says why it is sound and each unsafe function its contract.
 
 #[cfg(target_arch = "x86_64")]
+mod amx;
+#[cfg(target_arch = "x86_64")]
 mod block_rows;
 pub mod bsr;
 mod bsr_few_tokens;

@@ -227,6 +227,8 @@ pub type DenseF16 = DenseHalf<half::f16>;
 #[derive(Debug, Clone)]
 enum DenseHalfStored {
     #[cfg(target_arch = "x86_64")]
+    Tiles(super::amx::AmxWeights),
+    #[cfg(target_arch = "x86_64")]
     Pairs(super::half_dot::DensePairs),
     #[cfg(target_arch = "x86_64")]
     Halves(super::half_dot::DenseHalves<super::half_dot::F16>),
@@ -238,6 +240,9 @@ enum DenseHalfStored {
 /// Which kernel a 16-bit product runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HalfKernel {
+    /// bf16 tiles on `tdpbf16ps` (AMX-BF16).
+    #[cfg(target_arch = "x86_64")]
+    Tiles,
     /// bf16 pairs on `vdpbf16ps` (AVX-512 BF16).
     #[cfg(target_arch = "x86_64")]
     Dot,
@@ -273,6 +278,16 @@ impl HalfKernel {
         HalfKernel::F32
     }
 
+    /// The dense comparator's kernel: [`Self::chosen`], or the tiles for bf16 where the CPU
+    /// and OS grant AMX-BF16 (the sparse 16-bit kernels stay on AVX-512).
+    fn chosen_dense(kind: Half, tokens: usize) -> HalfKernel {
+        #[cfg(target_arch = "x86_64")]
+        if kind == Half::Bf16 && super::amx::available(super::amx::Op::Bf16) {
+            return HalfKernel::Tiles;
+        }
+        HalfKernel::chosen(kind, tokens)
+    }
+
     /// Every kernel this CPU runs for `kind`, so that tests check each on one machine.
     #[cfg(test)]
     fn all(kind: Half) -> Vec<HalfKernel> {
@@ -281,6 +296,9 @@ impl HalfKernel {
         {
             if kind == Half::Bf16 && super::half_dot::available() {
                 all.push(HalfKernel::Dot);
+            }
+            if kind == Half::Bf16 && super::amx::available(super::amx::Op::Bf16) {
+                all.push(HalfKernel::Tiles);
             }
             if super::half_dot::f16_available() {
                 all.push(HalfKernel::Registers);
@@ -300,13 +318,15 @@ impl<T: Storage16> DenseHalf<T> {
     /// Lay out the row-major `n × k` weights `w` on the fastest kernel for products of
     /// `tokens` tokens (bf16 may take a different one below [`BF16_DOT_BELOW_TOKENS`]).
     pub fn for_tokens(w: &[T], n: usize, k: usize, tokens: usize) -> Result<DenseHalf<T>, KernelError> {
-        DenseHalf::build(w, n, k, HalfKernel::chosen(T::KIND, tokens))
+        DenseHalf::build(w, n, k, HalfKernel::chosen_dense(T::KIND, tokens))
     }
 
     /// [`Self::new`] on `kernel`, which the CPU runs.
     fn build(w: &[T], n: usize, k: usize, kernel: HalfKernel) -> Result<DenseHalf<T>, KernelError> {
         check_len("w", w.len(), n, k)?;
         let stored = match (kernel, T::KIND) {
+            #[cfg(target_arch = "x86_64")]
+            (HalfKernel::Tiles, _) => DenseHalfStored::Tiles(super::amx::AmxWeights::new(T::bits(w), n, k)),
             #[cfg(target_arch = "x86_64")]
             (HalfKernel::Dot, _) => {
                 DenseHalfStored::Pairs(super::half_dot::DensePairs::new(T::bits(w), n, k))
@@ -340,6 +360,10 @@ impl<T: Storage16> DenseHalf<T> {
         check_len("y", y.len(), self.n, m)?;
         match &self.stored {
             #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Tiles` is only built for bf16 where AMX-BF16 was detected and
+            // granted; the lengths were checked above.
+            DenseHalfStored::Tiles(t) => unsafe { t.gemm(threads, T::bits(x), y, m) },
+            #[cfg(target_arch = "x86_64")]
             // SAFETY: `Pairs` is only built where the features were detected; the lengths
             // were checked above.
             DenseHalfStored::Pairs(p) => unsafe { p.gemm(threads, T::bits(x), y, m) },
@@ -357,6 +381,8 @@ impl<T: Storage16> DenseHalf<T> {
     /// Which instruction-set path its products take.
     pub fn isa_path(&self) -> IsaPath {
         match self.stored {
+            #[cfg(target_arch = "x86_64")]
+            DenseHalfStored::Tiles(_) => IsaPath::AmxBf16,
             #[cfg(target_arch = "x86_64")]
             DenseHalfStored::Pairs(_) => IsaPath::Avx512Bf16,
             #[cfg(target_arch = "x86_64")]
@@ -443,7 +469,8 @@ impl<T: Storage16> TwoOfFourHalf<T> {
         {
             let (bits, row_bytes) = (T::bits(&values), k.div_ceil(8));
             match (kernel, T::KIND) {
-                (HalfKernel::Dot, _) => {
+                // No 2:4 form on the tiles yet: `chosen` never picks them for a sparse kernel.
+                (HalfKernel::Dot | HalfKernel::Tiles, _) => {
                     let pairs = super::half_dot::TwoOfFourPairs::new(rows, k, bits, a.indices(), row_bytes);
                     return make(TwoOfFourStored::Pairs(pairs));
                 }
@@ -775,6 +802,8 @@ pub struct DenseI8 {
 #[derive(Debug, Clone)]
 enum DenseI8Stored {
     #[cfg(target_arch = "x86_64")]
+    Tiles(super::amx::AmxWeights),
+    #[cfg(target_arch = "x86_64")]
     Blocks(super::int8_dense::DenseBlocks),
     Rows(Vec<i8>),
 }
@@ -785,6 +814,11 @@ impl DenseI8 {
         check_len("w", w.len(), n, k)?;
         if k > INT8_MAX_K {
             return Err(KernelError::Overflow { rows: n, cols: k });
+        }
+        #[cfg(target_arch = "x86_64")]
+        if super::amx::available(super::amx::Op::I8) {
+            let stored = DenseI8Stored::Tiles(super::amx::AmxWeights::new(w, n, k));
+            return Ok(DenseI8 { n, k, stored });
         }
         #[cfg(target_arch = "x86_64")]
         if super::int8_dense::available() {
@@ -805,6 +839,13 @@ impl DenseI8 {
         check_len("y", y.len(), self.n, m)?;
         match &self.stored {
             #[cfg(target_arch = "x86_64")]
+            DenseI8Stored::Tiles(t) => {
+                // SAFETY: `Tiles` is only built where AMX-INT8 was detected and granted; the
+                // shapes were checked above and `k ≤ INT8_MAX_K` by `new`.
+                unsafe { t.gemm(threads, x, y, m) };
+                Ok(())
+            }
+            #[cfg(target_arch = "x86_64")]
             DenseI8Stored::Blocks(b) => {
                 // SAFETY: `Blocks` is only built where the features were detected; the
                 // shapes were checked above and `k ≤ INT8_MAX_K` by `new`.
@@ -819,6 +860,8 @@ impl DenseI8 {
     pub fn isa_path(&self) -> IsaPath {
         match self.stored {
             #[cfg(target_arch = "x86_64")]
+            DenseI8Stored::Tiles(_) => IsaPath::AmxInt8,
+            #[cfg(target_arch = "x86_64")]
             DenseI8Stored::Blocks(_) => IsaPath::Avx512Vnni,
             DenseI8Stored::Rows(_) => IsaPath::WidenI32,
         }
@@ -828,6 +871,8 @@ impl DenseI8 {
     /// whole 16-row blocks and K-quads included).
     pub fn value_bytes(&self) -> usize {
         match &self.stored {
+            #[cfg(target_arch = "x86_64")]
+            DenseI8Stored::Tiles(t) => t.packed_bytes(),
             #[cfg(target_arch = "x86_64")]
             DenseI8Stored::Blocks(b) => b.packed_bytes(),
             DenseI8Stored::Rows(w) => w.len(),
@@ -1527,7 +1572,10 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             if tokens < BF16_DOT_BELOW_TOKENS && crate::half_dot::available() {
                 let dot = crate::isa::IsaPath::Avx512Bf16;
-                assert_eq!((dense, sparse), (dot, dot));
+                assert_eq!(sparse, dot);
+                // The dense comparator runs on the tiles wherever they are granted.
+                let tiles = crate::isa::tiles_granted(Operands::Bf16);
+                assert_eq!(dense, if tiles { crate::isa::IsaPath::AmxBf16 } else { dot });
             }
         }
     }
