@@ -128,6 +128,8 @@ pub(crate) fn isa_record(slice: &Slice, plan: &Plan) -> IsaRecord {
     let form = |k: usize| match slice.sparsity {
         _ if !sparse => Form::Dense,
         Sparsity::NOfM { n: 2, m: 4 } => Form::TwoOfFour,
+        // int8 runs 1:2 as 2:4 (every group of four keeps at most two).
+        Sparsity::NOfM { n: 1, m: 2 } if slice.precision == Precision::Int8 => Form::TwoOfFour,
         Sparsity::Block { rows, cols, .. } => Form::Block {
             rows: rows as usize,
             cols: cols as usize,

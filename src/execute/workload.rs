@@ -695,14 +695,17 @@ mod half_tests {
             let nm = run_half(Sparsity::NOfM { n: 2, m: 4 }, KernelPath::Sparse, precision);
             let p = &nm.ops[0];
             assert!(p.sparse.is_none() && p.sparse_half.is_some(), "{precision:?}");
-            // A nibble per group of four, each row on a byte (K = 68: 17 nibbles, 9 bytes).
-            let index_bytes = n * k.div_ceil(8);
-            assert_eq!(
-                nm.sparse_bytes(),
-                (n * k, index_bytes),
-                "{precision:?} values and indices"
-            );
-            assert_eq!(nm.weight_bytes(), n * k + index_bytes);
+            // A nibble per group of four, each row on a byte (K = 68: 17 nibbles, 9 bytes);
+            // on AMX tiles, 32 bytes of kept values and a 32-bit mask per row of a 16-row
+            // panel and 32-wide K step, padded to whole panels and steps.
+            let expected = if isa_path(operands, Form::TwoOfFour) == IsaPath::AmxBf16 {
+                let (rows, steps) = (n.div_ceil(16) * 16, k.div_ceil(32));
+                (rows * steps * 32, rows * steps * 4)
+            } else {
+                (n * k, n * k.div_ceil(8))
+            };
+            assert_eq!(nm.sparse_bytes(), expected, "{precision:?} values and indices");
+            assert_eq!(nm.weight_bytes(), expected.0 + expected.1);
 
             // Unstructured runs as 16-bit CSR wherever the CPU runs it: 16-bit values and
             // columns, a u32 pointer per row and one more (issue 20).

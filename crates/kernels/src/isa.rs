@@ -331,24 +331,23 @@ pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
         (Operands::Bf16, Form::Dense) if tiles_granted(operands) => IsaPath::AmxBf16,
         (Operands::I8, Form::Dense) if tiles_granted(operands) => IsaPath::AmxInt8,
         #[cfg(target_arch = "x86_64")]
+        (Operands::Bf16, Form::TwoOfFour) if super::amx::SparseTiles::available(super::amx::Op::Bf16) => {
+            IsaPath::AmxBf16
+        }
+        #[cfg(target_arch = "x86_64")]
+        (Operands::I8, Form::TwoOfFour) if super::amx::SparseTiles::available(super::amx::Op::I8) => {
+            IsaPath::AmxInt8
+        }
+        #[cfg(target_arch = "x86_64")]
         (Operands::Bf16, Form::Dense | Form::TwoOfFour)
-            if tokens < crate::precision::BF16_DOT_BELOW_TOKENS && super::half_dot::available() =>
+            if super::half_dot::available() || super::half_dot::f16_available() =>
         {
-            IsaPath::Avx512Bf16
+            bf16_vector_path(tokens)
         }
-        #[cfg(target_arch = "x86_64")]
-        (Operands::Bf16, Form::Dense | Form::TwoOfFour) if super::half_dot::bf16_widens() => {
-            IsaPath::Avx512Bf16Widen
-        }
-        #[cfg(target_arch = "x86_64")]
-        (Operands::Bf16, Form::Dense | Form::TwoOfFour) if super::half_dot::available() => {
-            IsaPath::Avx512Bf16
-        }
-        // Block bf16 takes `vdpbf16ps` wherever the 2:4 kernel does (`BlockBf16`).
+        // Block bf16 takes `vdpbf16ps` wherever the vector kernels do (`BlockBf16`).
         #[cfg(target_arch = "x86_64")]
         (Operands::Bf16, Form::Block { rows, cols })
-            if super::half_dot::blocks_fit(rows, cols)
-                && isa_path_at(operands, Form::TwoOfFour, tokens) == IsaPath::Avx512Bf16 =>
+            if super::half_dot::blocks_fit(rows, cols) && bf16_vector_path(tokens) == IsaPath::Avx512Bf16 =>
         {
             IsaPath::Avx512Bf16
         }
@@ -364,6 +363,23 @@ pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
         (Operands::I8, _) if super::int8_vnni::available() => IsaPath::Avx512Vnni,
         (Operands::I8, _) => IsaPath::WidenI32,
         (Operands::F32, _) => f32_path(),
+    }
+}
+
+/// The AVX-512 bf16 kernels' path (with AVX-512 BF16 or the widening kernels' features):
+/// `vdpbf16ps` below [`BF16_DOT_BELOW_TOKENS`](crate::precision::BF16_DOT_BELOW_TOKENS)
+/// tokens, past that the kernel the process measured faster.
+#[cfg(target_arch = "x86_64")]
+fn bf16_vector_path(tokens: usize) -> IsaPath {
+    let dot = super::half_dot::available();
+    if dot && tokens < crate::precision::BF16_DOT_BELOW_TOKENS {
+        IsaPath::Avx512Bf16
+    } else if super::half_dot::bf16_widens() {
+        IsaPath::Avx512Bf16Widen
+    } else if dot {
+        IsaPath::Avx512Bf16
+    } else {
+        IsaPath::WidenF32
     }
 }
 
@@ -415,7 +431,13 @@ mod tests {
                 bf16
             };
             assert_eq!(isa_path(Operands::Bf16, Form::Dense), dense_bf16);
-            assert_eq!(isa_path(Operands::Bf16, Form::TwoOfFour), bf16);
+            let sparse_tiles = |op| crate::amx::SparseTiles::available(op);
+            let two_of_four_bf16 = if sparse_tiles(crate::amx::Op::Bf16) {
+                IsaPath::AmxBf16
+            } else {
+                bf16
+            };
+            assert_eq!(isa_path(Operands::Bf16, Form::TwoOfFour), two_of_four_bf16);
             // Blocks of whole panels and pairs run on the dot product with the comparator;
             // other block shapes widen.
             let block = if bf16 == IsaPath::Avx512Bf16 {
@@ -440,7 +462,13 @@ mod tests {
             } else {
                 IsaPath::WidenI32
             };
-            assert_eq!(isa_path(Operands::I8, Form::TwoOfFour), i8);
+            let two_of_four_i8 = if sparse_tiles(crate::amx::Op::I8) {
+                IsaPath::AmxInt8
+            } else {
+                i8
+            };
+            assert_eq!(isa_path(Operands::I8, Form::TwoOfFour), two_of_four_i8);
+            assert_eq!(isa_path(Operands::I8, Form::OtherSparse), i8);
             let dense_i8 = if tiles_granted(Operands::I8) {
                 IsaPath::AmxInt8
             } else {
@@ -525,7 +553,7 @@ mod tests {
     fn issue_20_the_bf16_pin_names_the_chosen_kernel() {
         let (env, value) = bf16_kernel_pin();
         assert_eq!(env, BF16_KERNEL_ENV);
-        let widened = isa_path(Operands::Bf16, Form::TwoOfFour) == IsaPath::Avx512Bf16Widen;
+        let widened = bf16_pick().is_some_and(|(k, _)| k == Bf16Kernel::Widen);
         assert_eq!(value, if widened { "widen" } else { "dot" });
     }
 }

@@ -288,6 +288,16 @@ impl HalfKernel {
         HalfKernel::chosen(kind, tokens)
     }
 
+    /// The 2:4 kernel: [`Self::chosen`], or the tiles (2:4 expanded per K block) for bf16
+    /// where the CPU and OS grant AMX-BF16 and the CPU has VBMI2.
+    fn chosen_two_of_four(kind: Half, tokens: usize) -> HalfKernel {
+        #[cfg(target_arch = "x86_64")]
+        if kind == Half::Bf16 && super::amx::SparseTiles::available(super::amx::Op::Bf16) {
+            return HalfKernel::Tiles;
+        }
+        HalfKernel::chosen(kind, tokens)
+    }
+
     /// Every kernel this CPU runs for `kind`, so that tests check each on one machine.
     #[cfg(test)]
     fn all(kind: Half) -> Vec<HalfKernel> {
@@ -422,6 +432,9 @@ pub type TwoOfFourF16 = TwoOfFourHalf<half::f16>;
 
 #[derive(Debug, Clone)]
 enum TwoOfFourStored {
+    /// bf16 2:4 expanded into AMX tiles per K block.
+    #[cfg(target_arch = "x86_64")]
+    Tiles(super::amx::SparseTiles),
     #[cfg(target_arch = "x86_64")]
     Pairs(super::half_dot::TwoOfFourPairs),
     #[cfg(target_arch = "x86_64")]
@@ -442,7 +455,7 @@ impl<T: Storage16> TwoOfFourHalf<T> {
         let a = NmMatrix::compress(&wide, rows, k, 2, 4)?;
         Ok(TwoOfFourHalf::from_nm_values(
             &a,
-            HalfKernel::chosen(T::KIND, usize::MAX),
+            HalfKernel::chosen_two_of_four(T::KIND, usize::MAX),
         ))
     }
 
@@ -450,7 +463,8 @@ impl<T: Storage16> TwoOfFourHalf<T> {
     /// rounded to `T`: exact for weights that were `T` already, as a slice's are; on the
     /// fastest kernel for products of `tokens` tokens.
     pub fn from_two_of_four(a: &NmMatrix, tokens: usize) -> Option<TwoOfFourHalf<T>> {
-        (a.pattern() == (2, 4)).then(|| TwoOfFourHalf::from_nm_values(a, HalfKernel::chosen(T::KIND, tokens)))
+        (a.pattern() == (2, 4))
+            .then(|| TwoOfFourHalf::from_nm_values(a, HalfKernel::chosen_two_of_four(T::KIND, tokens)))
     }
 
     /// [`Self::from_two_of_four`] for a matrix known to be 2:4, on `kernel`, which the CPU
@@ -469,8 +483,18 @@ impl<T: Storage16> TwoOfFourHalf<T> {
         {
             let (bits, row_bytes) = (T::bits(&values), k.div_ceil(8));
             match (kernel, T::KIND) {
-                // No 2:4 form on the tiles yet: `chosen` never picks them for a sparse kernel.
-                (HalfKernel::Dot | HalfKernel::Tiles, _) => {
+                (HalfKernel::Tiles, Half::Bf16) => {
+                    let dense: Vec<T> = a.decompress().iter().map(|&v| T::from_f32(v)).collect();
+                    // The decompressed 2:4 weights keep at most two non-zeros a group.
+                    if let Some(tiles) = super::amx::SparseTiles::new(T::bits(&dense), rows, k) {
+                        let metadata_bytes = tiles.metadata_bytes();
+                        return TwoOfFourHalf {
+                            metadata_bytes,
+                            ..make(TwoOfFourStored::Tiles(tiles))
+                        };
+                    }
+                }
+                (HalfKernel::Dot, _) => {
                     let pairs = super::half_dot::TwoOfFourPairs::new(rows, k, bits, a.indices(), row_bytes);
                     return make(TwoOfFourStored::Pairs(pairs));
                 }
@@ -482,7 +506,7 @@ impl<T: Storage16> TwoOfFourHalf<T> {
                     let halves = super::half_dot::TwoOfFourHalves::new(rows, k, bits, a.indices(), row_bytes);
                     return make(TwoOfFourStored::Halves(halves));
                 }
-                (HalfKernel::F32, _) => {}
+                (HalfKernel::F32 | HalfKernel::Tiles, _) => {}
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -503,6 +527,10 @@ impl<T: Storage16> TwoOfFourHalf<T> {
         check_len("x", x.len(), self.k, m)?;
         check_len("y", y.len(), self.rows, m)?;
         match &self.stored {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Tiles` is only built for bf16 where AMX-BF16 and VBMI2 were detected
+            // and granted; the lengths were checked above.
+            TwoOfFourStored::Tiles(t) => unsafe { t.spmm(threads, T::bits(x), y, m) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Pairs` is only built where the features were detected; the lengths
             // were checked above.
@@ -525,6 +553,8 @@ impl<T: Storage16> TwoOfFourHalf<T> {
     pub fn isa_path(&self) -> IsaPath {
         match self.stored {
             #[cfg(target_arch = "x86_64")]
+            TwoOfFourStored::Tiles(_) => IsaPath::AmxBf16,
+            #[cfg(target_arch = "x86_64")]
             TwoOfFourStored::Pairs(_) => IsaPath::Avx512Bf16,
             #[cfg(target_arch = "x86_64")]
             TwoOfFourStored::Halves(_) => IsaPath::Avx512F16Widen,
@@ -534,12 +564,18 @@ impl<T: Storage16> TwoOfFourHalf<T> {
         }
     }
 
-    /// Bytes of kept values, as stored: two 16-bit values per group of four.
+    /// Bytes of kept values, as stored: two 16-bit values per group of four (the tiles' form
+    /// padded to whole 16-row panels and 32-k steps).
     pub fn value_bytes(&self) -> usize {
-        self.rows * self.k
+        match &self.stored {
+            #[cfg(target_arch = "x86_64")]
+            TwoOfFourStored::Tiles(t) => t.value_bytes(),
+            _ => self.rows * self.k,
+        }
     }
 
-    /// Bytes of index metadata, as stored: 2 bits per kept value, each row on a byte.
+    /// Bytes of index metadata, as stored: 2 bits per kept value, each row on a byte (the
+    /// tiles' form: a 32-bit expansion mask per row and step).
     pub fn metadata_bytes(&self) -> usize {
         self.metadata_bytes
     }
@@ -952,6 +988,9 @@ enum SparseForm {
     },
     #[cfg(target_arch = "x86_64")]
     TwoOfFour(super::int8_two_of_four::TwoOfFourI8),
+    /// 2:4 expanded into AMX tiles per K block (AMX-INT8 and VBMI2).
+    #[cfg(target_arch = "x86_64")]
+    Tiles(super::amx::SparseTiles),
     #[cfg(target_arch = "x86_64")]
     Blocks(super::int8_blocks::BlocksI8),
 }
@@ -1008,6 +1047,17 @@ impl SparseI8 {
             }
         }
         #[cfg(target_arch = "x86_64")]
+        if matches!((n, m), (2, 4) | (1, 2)) && super::amx::SparseTiles::available(super::amx::Op::I8) {
+            // Every group of four holds at most two non-zeros (checked above).
+            if let Some(tiles) = super::amx::SparseTiles::new(w, rows, k) {
+                return Ok(SparseI8 {
+                    rows,
+                    k,
+                    form: SparseForm::Tiles(tiles),
+                });
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
         if matches!((n, m), (2, 4) | (1, 2)) && super::int8_two_of_four::available() {
             let compact = super::int8_two_of_four::TwoOfFourI8::compress(w, rows, k)?;
             return Ok(SparseI8 {
@@ -1054,7 +1104,7 @@ impl SparseI8 {
             #[cfg(target_arch = "x86_64")]
             SparseForm::Blocks(_) => false,
             #[cfg(target_arch = "x86_64")]
-            SparseForm::TwoOfFour(_) => true,
+            SparseForm::TwoOfFour(_) | SparseForm::Tiles(_) => true,
         }
     }
 
@@ -1070,6 +1120,14 @@ impl SparseI8 {
             SparseForm::TwoOfFour(a) => {
                 // SAFETY: the compact form exists only where its features were detected; the
                 // shapes were checked above and `k ≤ INT8_MAX_K` by `compress_nm`.
+                unsafe { a.spmm(threads, x, y, m) };
+                Ok(())
+            }
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::Tiles(a) => {
+                // SAFETY: the tile form exists only where AMX-INT8 and VBMI2 were detected
+                // and granted; the shapes were checked above and `k ≤ INT8_MAX_K` by
+                // `compress_nm`.
                 unsafe { a.spmm(threads, x, y, m) };
                 Ok(())
             }
@@ -1117,7 +1175,9 @@ impl SparseI8 {
                 ..
             } => (row_start, cols, values),
             #[cfg(target_arch = "x86_64")]
-            SparseForm::TwoOfFour(_) | SparseForm::Blocks(_) => return self.spmm(threads, x, y, m),
+            SparseForm::TwoOfFour(_) | SparseForm::Tiles(_) | SparseForm::Blocks(_) => {
+                return self.spmm(threads, x, y, m);
+            }
         };
         if self.rows == 0 || m == 0 {
             return Ok(());
@@ -1146,6 +1206,8 @@ impl SparseI8 {
             #[cfg(target_arch = "x86_64")]
             SparseForm::TwoOfFour(a) => a.value_bytes(),
             #[cfg(target_arch = "x86_64")]
+            SparseForm::Tiles(a) => a.value_bytes(),
+            #[cfg(target_arch = "x86_64")]
             SparseForm::Blocks(a) => a.value_bytes(),
         }
     }
@@ -1160,6 +1222,8 @@ impl SparseI8 {
             }
             #[cfg(target_arch = "x86_64")]
             SparseForm::TwoOfFour(a) => a.metadata_bytes(),
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::Tiles(a) => a.metadata_bytes(),
             #[cfg(target_arch = "x86_64")]
             SparseForm::Blocks(a) => a.metadata_bytes(),
         }
@@ -1331,7 +1395,15 @@ mod tests {
         let a = nm::NmMatrix::compress(&widen(&w), n, k, 2, 4).unwrap();
         for kernel in HalfKernel::all(T::KIND) {
             let s = TwoOfFourHalf::<T>::from_nm_values(&a, kernel);
-            prop_assert_eq!((s.value_bytes(), s.metadata_bytes()), (n * k, n * k.div_ceil(8)));
+            // The tiles' form pads to whole 16-row panels and 32-k steps: 32 value bytes and
+            // a 4-byte mask a row and step.
+            let (rows, steps) = (n.div_ceil(16) * 16, k.div_ceil(32));
+            let bytes = if s.isa_path() == IsaPath::AmxBf16 {
+                (rows * steps * 32, rows * steps * 4)
+            } else {
+                (n * k, n * k.div_ceil(8))
+            };
+            prop_assert_eq!((s.value_bytes(), s.metadata_bytes()), bytes);
             let mut y = vec![f32::NAN; n * m];
             s.spmm(t, &x, &mut y, m).unwrap();
             if let Some(e) = half_mismatch(&y, &w, &x, n, k, m) {
@@ -1571,11 +1643,13 @@ mod tests {
             );
             #[cfg(target_arch = "x86_64")]
             if tokens < BF16_DOT_BELOW_TOKENS && crate::half_dot::available() {
-                let dot = crate::isa::IsaPath::Avx512Bf16;
-                assert_eq!(sparse, dot);
-                // The dense comparator runs on the tiles wherever they are granted.
+                // Both run on the tiles wherever they are granted (2:4 with VBMI2), else on
+                // the dot product at so few tokens.
+                let (dot, amx) = (IsaPath::Avx512Bf16, IsaPath::AmxBf16);
                 let tiles = crate::isa::tiles_granted(Operands::Bf16);
-                assert_eq!(dense, if tiles { crate::isa::IsaPath::AmxBf16 } else { dot });
+                let sparse_tiles = crate::amx::SparseTiles::available(crate::amx::Op::Bf16);
+                assert_eq!(dense, if tiles { amx } else { dot });
+                assert_eq!(sparse, if sparse_tiles { amx } else { dot });
             }
         }
     }
@@ -2136,6 +2210,14 @@ mod tests {
             }
             let (w, _) = quantize_per_channel(&wf, n, k).unwrap();
             let a = SparseI8::compress_nm(&w, n, k, 2, 4).unwrap();
+            #[cfg(target_arch = "x86_64")]
+            if let SparseForm::Tiles(_) = a.form {
+                // 16-row panels × 64-k steps: 32 value bytes and an 8-byte mask a row and step.
+                let (rows, steps) = (n.div_ceil(16) * 16, k.div_ceil(64));
+                assert_eq!(a.value_bytes(), rows * steps * 32, "{n}x{k}");
+                assert_eq!(a.metadata_bytes(), rows * steps * 8, "{n}x{k}");
+                continue;
+            }
             if a.is_compact() {
                 let (rows, chunks) = (n.div_ceil(8) * 8, k.div_ceil(128));
                 assert_eq!(a.value_bytes(), rows * chunks * 64, "{n}x{k}");
