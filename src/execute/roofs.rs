@@ -31,12 +31,14 @@ pub fn measure_roofs(threads: usize) -> MachineRoofs {
     let threads = threads.max(1);
     let start = Instant::now();
     let (peak_gflops, isa) = fma_peak(threads, FMA_TRIALS);
-    // bf16 has a roof of its own only where its kernels run on `vdpbf16ps`; where they
-    // widen in registers they multiply on the f32 FMA, and that is their roof.
-    let bf16_dots = isa_path(Operands::Bf16, Form::Dense) == IsaPath::Avx512Bf16;
-    let precision_peaks = [(Precision::Bf16, DotPeak::Bf16), (Precision::Int8, DotPeak::Int8)]
+    // bf16 and int8 have roofs of their own where their dense comparators run on AMX tiles
+    // or the AVX-512 dot products; bf16 kernels that widen in registers multiply on the f32
+    // FMA, and that is their roof.
+    let bf16_widens = isa_path(Operands::Bf16, Form::Dense) == IsaPath::Avx512Bf16Widen;
+    let precision_peaks = [(Precision::Bf16, Operands::Bf16), (Precision::Int8, Operands::I8)]
         .into_iter()
-        .filter(|(p, _)| *p != Precision::Bf16 || bf16_dots)
+        .filter(|(p, _)| *p != Precision::Bf16 || !bf16_widens)
+        .filter_map(|(p, operands)| Some((p, DotPeak::for_comparator(operands)?)))
         .filter_map(|(precision, kind)| {
             dot_peak(kind, threads, FMA_TRIALS).map(|(peak_gops, instruction)| PrecisionPeak {
                 precision,

@@ -46,6 +46,26 @@ pub enum DotPeak {
     Bf16,
     /// `vpdpbusd`: four int8 products per i32 lane (AVX-512 VNNI).
     Int8,
+    /// `tdpbf16ps`: a 16×16 f32 tile of 32-product bf16 dot products (AMX-BF16).
+    Bf16Tiles,
+    /// `tdpbssd`: a 16×16 i32 tile of 64-product int8 dot products (AMX-INT8).
+    Int8Tiles,
+}
+
+impl DotPeak {
+    /// The instruction the dense comparator of `operands` runs on this CPU, where it is not
+    /// the f32 FMA: the tiles where Linux grants them, else the AVX-512 dot product.
+    pub fn for_comparator(operands: crate::isa::Operands) -> Option<DotPeak> {
+        use crate::isa::Operands;
+        let tiles = crate::isa::tiles_granted(operands);
+        match operands {
+            Operands::Bf16 if tiles => Some(DotPeak::Bf16Tiles),
+            Operands::Bf16 => Some(DotPeak::Bf16),
+            Operands::I8 if tiles => Some(DotPeak::Int8Tiles),
+            Operands::I8 => Some(DotPeak::Int8),
+            _ => None,
+        }
+    }
 }
 
 /// Best-of-`trials` throughput of `kind`'s instruction in G(FL)OP/s (2 per product) over
@@ -60,6 +80,7 @@ pub fn dot_peak(kind: DotPeak, threads: usize, trials: usize) -> Option<(f64, &'
                 (x86::bf16_dots_checked, 32, "vdpbf16ps")
             }
             DotPeak::Int8 if has!("avx512f") && has!("avx512vnni") => (x86::i8_dots_checked, 64, "vpdpbusd"),
+            DotPeak::Bf16Tiles | DotPeak::Int8Tiles => return tile_peak(kind, threads, trials),
             _ => return None,
         };
         let mut best = 0.0f64;
@@ -81,6 +102,33 @@ pub fn dot_peak(kind: DotPeak, threads: usize, trials: usize) -> Option<(f64, &'
         let _ = (kind, threads, trials);
         None
     }
+}
+
+/// [`dot_peak`] of the AMX tile instructions, where Linux granted this process the tiles.
+#[cfg(target_arch = "x86_64")]
+fn tile_peak(kind: DotPeak, threads: usize, trials: usize) -> Option<(f64, &'static str)> {
+    use crate::amx::{Op, available, peak_ops};
+    let (op, name) = match kind {
+        DotPeak::Bf16Tiles => (Op::Bf16, "tdpbf16ps"),
+        DotPeak::Int8Tiles => (Op::I8, "tdpbssd"),
+        _ => return None,
+    };
+    if !available(op) {
+        return None;
+    }
+    let mut best = 0.0f64;
+    for _ in 0..trials.max(1) {
+        let start = Instant::now();
+        let ops: f64 = std::thread::scope(|s| {
+            // SAFETY: `available(op)` above.
+            let handles: Vec<_> = (0..threads)
+                .map(|_| s.spawn(move || unsafe { peak_ops(op) }))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(0.0)).sum()
+        });
+        best = best.max(ops / start.elapsed().as_secs_f64().max(1e-9) / 1e9);
+    }
+    Some((best, name))
 }
 
 /// f32 lanes per FMA and the name of the widest instruction set this CPU has.
@@ -321,6 +369,21 @@ mod tests {
             assert_eq!(int8.is_some(), has!("avx512f") && has!("avx512vnni"));
             for (peak, name) in bf16.into_iter().chain(int8) {
                 assert!(peak.is_finite() && peak > 0.0, "{name}: {peak}");
+            }
+            // The tile peaks exist where Linux grants the tiles, and the comparator's roof
+            // is theirs there.
+            use crate::isa::{Operands, tiles_granted};
+            for (kind, operands, name) in [
+                (DotPeak::Bf16Tiles, Operands::Bf16, "tdpbf16ps"),
+                (DotPeak::Int8Tiles, Operands::I8, "tdpbssd"),
+            ] {
+                let peak = dot_peak(kind, 1, 1);
+                assert_eq!(peak.is_some(), tiles_granted(operands));
+                if let Some((gops, instruction)) = peak {
+                    assert_eq!(instruction, name);
+                    assert!(gops.is_finite() && gops > 0.0, "{name}: {gops}");
+                    assert_eq!(DotPeak::for_comparator(operands), Some(kind));
+                }
             }
         }
     }
