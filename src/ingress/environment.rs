@@ -307,7 +307,7 @@ impl Environment {
             lock
         };
         let now = keep(self);
-        keep(baseline)
+        let mut diff: Vec<FieldDiff> = keep(baseline)
             .into_iter()
             .filter_map(|(field, before)| {
                 let current = now.get(&field).cloned().unwrap_or_default();
@@ -317,9 +317,35 @@ impl Environment {
                     current,
                 })
             })
-            .collect()
+            .collect();
+        diff.extend(self.hidden_bf16_pick_diff(baseline, used));
+        diff
+    }
+
+    /// `bf16_kernel`, where the bf16 pick differs from `baseline`'s although the bf16
+    /// `kernel_paths` entries agree: on a CPU with AMX the dense comparator runs on tiles
+    /// whichever kernel the probe picks, but the block kernels follow the pick (issue 20).
+    /// Baselines recorded before the pick was (issue 22) bind nothing here.
+    fn hidden_bf16_pick_diff(&self, baseline: &Environment, used: KernelPathsUsed) -> Option<FieldDiff> {
+        use crate::domain::Precision;
+        if !matches!(used, KernelPathsUsed::All | KernelPathsUsed::One(Precision::Bf16)) {
+            return None;
+        }
+        let bf16 = Precision::Bf16.as_str();
+        let (before, now) = (baseline.bf16_pick.as_ref()?, self.bf16_pick.as_ref()?);
+        (before.kernel != now.kernel && baseline.kernel_paths.get(bf16) == self.kernel_paths.get(bf16)).then(
+            || FieldDiff {
+                field: BF16_KERNEL_FIELD.to_owned(),
+                baseline: before.kernel.name().to_owned(),
+                current: now.kernel.name().to_owned(),
+            },
+        )
     }
 }
+
+/// The lock difference [`Environment::lock_diff_on`] reports for a bf16 pick that the
+/// `kernel_paths` entries do not show.
+pub const BF16_KERNEL_FIELD: &str = "bf16_kernel";
 
 /// Which of the CPU kernels' ISA paths a slice's timings depend on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -484,7 +510,8 @@ fn kernel_paths() -> BTreeMap<String, String> {
 }
 
 /// [`kernel_paths`] without reading the bf16 pick (which a timing probe may make): bf16's
-/// entry is the first kernel the CPU offers, as [`Environment::runner_class`] keys it.
+/// entry is the tiles where AMX-BF16 is granted (the comparator runs on them whatever the
+/// pick), else the first kernel the CPU offers, as [`Environment::runner_class`] keys it.
 fn kernel_paths_offered() -> Vec<(String, String)> {
     use crate::domain::Precision;
     use sparsegate_kernels::isa::{Form, IsaPath, Operands, isa_path, tiles_granted};
@@ -694,6 +721,58 @@ mod tests {
         b.kernel_paths.insert("fp32".into(), "avx2-f32".into());
         assert_eq!(a.lock_diff_on(&b, KernelPathsUsed::One(Precision::Fp32)).len(), 1);
         assert!(a.lock_diff_on(&b, KernelPathsUsed::None).is_empty());
+    }
+
+    /// Issue 20: where the bf16 comparator runs on AMX tiles both picks record
+    /// `kernel_paths.bf16 = amx-bf16`, but the block kernels still follow the pick, so a
+    /// bf16 slice sees the pick itself; an fp32 slice and a baseline without a pick do not.
+    #[test]
+    fn a_bf16_pick_behind_the_amx_tiles_is_still_a_lock_difference_for_bf16() {
+        use super::super::bf16_pick::{Bf16Kernel, Bf16Pick, Bf16Source};
+        use crate::domain::Precision;
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Environment::capture(2, dir.path());
+        a.kernel_paths = BTreeMap::from([
+            ("bf16".into(), "amx-bf16".into()),
+            ("fp32".into(), "avx512-f32".into()),
+        ]);
+        let pick = |kernel| {
+            Some(Bf16Pick {
+                kernel,
+                source: Bf16Source::Measured,
+                offered: vec![Bf16Kernel::Dot, Bf16Kernel::Widen],
+            })
+        };
+        a.bf16_pick = pick(Bf16Kernel::Dot);
+        let mut b = a.clone();
+        b.bf16_pick = pick(Bf16Kernel::Widen);
+        let diff = a.lock_diff_on(&b, KernelPathsUsed::One(Precision::Bf16));
+        assert_eq!(diff.len(), 1, "{diff:?}");
+        assert_eq!(
+            (
+                diff[0].field.as_str(),
+                diff[0].baseline.as_str(),
+                diff[0].current.as_str()
+            ),
+            (BF16_KERNEL_FIELD, "widen", "dot")
+        );
+        assert_eq!(a.lock_diff(&b).len(), 1);
+        assert!(
+            a.lock_diff_on(&b, KernelPathsUsed::One(Precision::Fp32))
+                .is_empty()
+        );
+        assert!(a.lock_diff_on(&b, KernelPathsUsed::None).is_empty());
+        b.bf16_pick = None;
+        assert!(
+            a.lock_diff_on(&b, KernelPathsUsed::One(Precision::Bf16))
+                .is_empty()
+        );
+        // Where the paths differ already, the paths say it, once.
+        b.bf16_pick = pick(Bf16Kernel::Widen);
+        b.kernel_paths.insert("bf16".into(), "avx512-bf16-shift".into());
+        let diff = a.lock_diff_on(&b, KernelPathsUsed::One(Precision::Bf16));
+        assert_eq!(diff.len(), 1);
+        assert_eq!(diff[0].field, "kernel_paths");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use super::golden::{self, Baselines, GoldenError};
 use crate::ingress::bf16_pick::{Bf16Kernel, Bf16Pick, Bf16Source};
+use crate::ingress::environment::BF16_KERNEL_FIELD;
 use crate::ingress::{Environment, FieldDiff, LoadedPack, Slice, SliceBackend};
 use std::path::{Path, PathBuf};
 
@@ -116,7 +117,7 @@ impl std::fmt::Display for Bf16Mismatch {
         let others: Vec<String> = self
             .fields
             .iter()
-            .filter(|d| d.field != "kernel_paths")
+            .filter(|d| d.field != "kernel_paths" && d.field != BF16_KERNEL_FIELD)
             .map(|d| format!("\n  {}: baseline `{}`, now `{}`", d.field, d.baseline, d.current))
             .collect();
         f.write_str(&others.concat())
@@ -261,12 +262,17 @@ fn bf16_mismatch(
     baseline: &golden::Baseline,
     fields: &[FieldDiff],
 ) -> Option<Bf16Mismatch> {
-    fields.iter().find(|d| d.field == "kernel_paths")?;
-    let recorded = baseline
-        .environment
-        .kernel_paths
-        .get("bf16")
-        .and_then(|p| Bf16Kernel::from_path_name(p))?;
+    let recorded = if fields.iter().any(|d| d.field == "kernel_paths") {
+        baseline
+            .environment
+            .kernel_paths
+            .get("bf16")
+            .and_then(|p| Bf16Kernel::from_path_name(p))?
+    } else if fields.iter().any(|d| d.field == BF16_KERNEL_FIELD) {
+        baseline.environment.bf16_pick.as_ref()?.kernel
+    } else {
+        return None;
+    };
     let now = environment.bf16_pick.clone()?;
     (now.kernel != recorded).then(|| Bf16Mismatch {
         baseline: path.to_owned(),
@@ -276,7 +282,7 @@ fn bf16_mismatch(
     })
 }
 
-/// The bf16 kernel paths (`kernel_paths.bf16`) that the golden baselines of `packs`' slices
+/// The bf16 kernel paths ([`recorded_bf16_path`]) that the golden baselines of `packs`' slices
 /// running bf16 recorded, read before the environment is captured so that the gate can pin
 /// their kernel (issue 22) on runner class `class` (see
 /// [`Environment::runner_class_here`]). Only slices with a baseline-relative guardrail
@@ -298,9 +304,22 @@ pub fn recorded_bf16_paths(packs: &[LoadedPack], golden_dir: &Path, class: &str)
             golden::load_baseline(&path)
                 .ok()
                 .flatten()
-                .and_then(|b| b.environment.kernel_paths.get("bf16").cloned())
+                .and_then(|b| recorded_bf16_path(&b.environment))
         })
         .collect()
+}
+
+/// The bf16 kernel's path a baseline's environment recorded: its `kernel_paths.bf16`, or,
+/// where that names the AMX tiles (which run whichever kernel the probe picks), the pick's.
+fn recorded_bf16_path(environment: &crate::ingress::Environment) -> Option<String> {
+    let path = environment.kernel_paths.get("bf16")?;
+    if Bf16Kernel::from_path_name(path).is_some() {
+        return Some(path.clone());
+    }
+    environment
+        .bf16_pick
+        .as_ref()
+        .map(|pick| pick.kernel.path_name().to_owned())
 }
 
 /// How the artifact files `slice` reads now differ from those `baseline` recorded: one
