@@ -468,7 +468,7 @@ fn prepare_op(
         // keep theirs (quantisation keeps zeros), so they can take the int8 block form.
         let kept = match (sparse.take(), sparsity) {
             (Some(_), Sparsity::NOfM { n: keep, m: group }) => {
-                Some(SparseI8::compress_nm(&w, n, k, keep as usize, group as usize).map_err(fail)?)
+                Some(SparseI8::compress_nm_for(&w, n, k, (keep as usize, group as usize), m).map_err(fail)?)
             }
             (Some(_), Sparsity::Block { rows, cols, .. }) => {
                 Some(SparseI8::compress_blocks(&w, n, k, rows as usize, cols as usize).map_err(fail)?)

@@ -642,6 +642,20 @@ unsafe fn task<W: TileSource, S: Sum>(
     EXPANDED.with(|s| *s.borrow_mut() = expanded);
 }
 
+/// The fewest tokens at which a 2:4 product runs on the tiles rather than the AVX-512 2:4
+/// kernels: below it a 16-token tile is mostly padding, and expanding the weights costs more
+/// than the tiles save, while the vector kernels stream half the bytes of dense. Measured
+/// (Intel Xeon with AMX-BF16/INT8, 2 threads, 4096×4096, ratio to the AMX dense comparator):
+/// bf16 vector 1.55–1.65 at 1 token, 1.17–1.23 at 4, 0.86 at 6 (tiles 0.77), level at 8
+/// (0.72–0.74 both), 0.46 at 10 (tiles 0.73); int8 vector 1.54–1.56 at 1, 1.07–1.20 at 8,
+/// 0.88–0.90 at 10 (tiles 0.74–0.76), level at 12 (0.78), 0.39–0.43 at 14 (tiles 0.77–0.80).
+pub(super) fn sparse_tiles_from_tokens(op: Op) -> usize {
+    match op {
+        Op::Bf16 => 8,
+        Op::I8 => 13,
+    }
+}
+
 /// 2:4 weights for the tiles (issue 20): AMX has no sparse datapath, so each panel pair's
 /// K block is expanded into dense weight tiles (`vpexpandw` / `vpexpandb`, AVX-512 VBMI2)
 /// once per token block, then multiplied like the dense ones.
@@ -666,6 +680,12 @@ impl SparseTiles {
     /// Whether the CPU expands 2:4 weights for `op`'s tiles: [`available`] and AVX-512 VBMI2.
     pub(super) fn available(op: Op) -> bool {
         available(op) && is_x86_feature_detected!("avx512vbmi2")
+    }
+
+    /// Whether a 2:4 product of `tokens` tokens runs on the tiles: [`Self::available`] and
+    /// at least [`sparse_tiles_from_tokens`] tokens.
+    pub(super) fn pays_at(op: Op, tokens: usize) -> bool {
+        tokens >= sparse_tiles_from_tokens(op) && SparseTiles::available(op)
     }
 
     /// The 2:4 form of row-major `n × k` weights `w`; `None` where a group of four (along K,

@@ -323,19 +323,22 @@ pub fn isa_path(operands: Operands, form: Form) -> IsaPath {
     isa_path_at(operands, form, usize::MAX)
 }
 
-/// The path a product of `tokens` tokens takes: bf16 runs on `vdpbf16ps` below
-/// [`BF16_DOT_BELOW_TOKENS`](crate::precision::BF16_DOT_BELOW_TOKENS) tokens wherever the CPU
-/// has it, and past that on the kernel the process measured faster.
+/// The path a product of `tokens` tokens takes: dense bf16 and int8 on AMX tiles where
+/// Linux grants them, 2:4 on them from the token count where they pay; bf16 otherwise on
+/// `vdpbf16ps` below [`BF16_DOT_BELOW_TOKENS`](crate::precision::BF16_DOT_BELOW_TOKENS)
+/// tokens wherever the CPU has it, and past that on the kernel the process measured faster.
 pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
     match (operands, form) {
         (Operands::Bf16, Form::Dense) if tiles_granted(operands) => IsaPath::AmxBf16,
         (Operands::I8, Form::Dense) if tiles_granted(operands) => IsaPath::AmxInt8,
         #[cfg(target_arch = "x86_64")]
-        (Operands::Bf16, Form::TwoOfFour) if super::amx::SparseTiles::available(super::amx::Op::Bf16) => {
+        (Operands::Bf16, Form::TwoOfFour)
+            if super::amx::SparseTiles::pays_at(super::amx::Op::Bf16, tokens) =>
+        {
             IsaPath::AmxBf16
         }
         #[cfg(target_arch = "x86_64")]
-        (Operands::I8, Form::TwoOfFour) if super::amx::SparseTiles::available(super::amx::Op::I8) => {
+        (Operands::I8, Form::TwoOfFour) if super::amx::SparseTiles::pays_at(super::amx::Op::I8, tokens) => {
             IsaPath::AmxInt8
         }
         #[cfg(target_arch = "x86_64")]

@@ -289,10 +289,11 @@ impl HalfKernel {
     }
 
     /// The 2:4 kernel: [`Self::chosen`], or the tiles (2:4 expanded per K block) for bf16
-    /// where the CPU and OS grant AMX-BF16 and the CPU has VBMI2.
+    /// where the CPU and OS grant AMX-BF16, the CPU has VBMI2 and `tokens` are enough for
+    /// the tiles to pay (`amx::sparse_tiles_from_tokens`).
     fn chosen_two_of_four(kind: Half, tokens: usize) -> HalfKernel {
         #[cfg(target_arch = "x86_64")]
-        if kind == Half::Bf16 && super::amx::SparseTiles::available(super::amx::Op::Bf16) {
+        if kind == Half::Bf16 && super::amx::SparseTiles::pays_at(super::amx::Op::Bf16, tokens) {
             return HalfKernel::Tiles;
         }
         HalfKernel::chosen(kind, tokens)
@@ -1028,6 +1029,19 @@ impl SparseI8 {
     /// 16 bytes) and the kernel would need two selections per `vpdpbusd`; they could run as
     /// padded 2:4 (every group of four holds at most two), at 2:4's cost for half its work.
     pub fn compress_nm(w: &[i8], rows: usize, k: usize, n: usize, m: usize) -> Result<SparseI8, KernelError> {
+        SparseI8::compress_nm_for(w, rows, k, (n, m), usize::MAX)
+    }
+
+    /// [`Self::compress_nm`] for products of `tokens` tokens: 2:4 and 1:2 take the AMX
+    /// tiles only from the token count where they pay (`amx::sparse_tiles_from_tokens`),
+    /// the compact AVX-512 form below it.
+    pub fn compress_nm_for(
+        w: &[i8],
+        rows: usize,
+        k: usize,
+        (n, m): (usize, usize),
+        tokens: usize,
+    ) -> Result<SparseI8, KernelError> {
         if n == 0 || n >= m || m > 256 {
             return Err(KernelError::Pattern { n, m });
         }
@@ -1047,7 +1061,7 @@ impl SparseI8 {
             }
         }
         #[cfg(target_arch = "x86_64")]
-        if matches!((n, m), (2, 4) | (1, 2)) && super::amx::SparseTiles::available(super::amx::Op::I8) {
+        if matches!((n, m), (2, 4) | (1, 2)) && super::amx::SparseTiles::pays_at(super::amx::Op::I8, tokens) {
             // Every group of four holds at most two non-zeros (checked above).
             if let Some(tiles) = super::amx::SparseTiles::new(w, rows, k) {
                 return Ok(SparseI8 {
@@ -1643,13 +1657,18 @@ mod tests {
             );
             #[cfg(target_arch = "x86_64")]
             if tokens < BF16_DOT_BELOW_TOKENS && crate::half_dot::available() {
-                // Both run on the tiles wherever they are granted (2:4 with VBMI2), else on
-                // the dot product at so few tokens.
+                // Dense runs on the tiles wherever they are granted, else on the dot product
+                // at so few tokens; 2:4 on the dot product (the tiles do not pay so early).
                 let (dot, amx) = (IsaPath::Avx512Bf16, IsaPath::AmxBf16);
                 let tiles = crate::isa::tiles_granted(Operands::Bf16);
-                let sparse_tiles = crate::amx::SparseTiles::available(crate::amx::Op::Bf16);
                 assert_eq!(dense, if tiles { amx } else { dot });
-                assert_eq!(sparse, if sparse_tiles { amx } else { dot });
+                assert_eq!(sparse, dot);
+            }
+            #[cfg(target_arch = "x86_64")]
+            if tokens >= crate::amx::sparse_tiles_from_tokens(crate::amx::Op::Bf16)
+                && crate::amx::SparseTiles::available(crate::amx::Op::Bf16)
+            {
+                assert_eq!(sparse, IsaPath::AmxBf16, "{tokens}");
             }
         }
     }
@@ -2007,20 +2026,25 @@ mod tests {
         t: usize,
         pattern: (usize, usize),
     ) -> Result<(), TestCaseError> {
-        let a = SparseI8::compress_nm(w, n, k, pattern.0, pattern.1).unwrap();
-        prop_assert_eq!(a.is_compact(), compact_expected());
+        // Compressed for many tokens (the tiles where they run) and for this product's `m`
+        // (the AVX-512 form at few tokens on an AMX host): both exact at every `m`.
+        let many = SparseI8::compress_nm(w, n, k, pattern.0, pattern.1).unwrap();
+        let these = SparseI8::compress_nm_for(w, n, k, pattern, m).unwrap();
         let want = gemm_i8_naive(w, x, n, k, m);
-        let mut y = vec![7i32; n * m];
-        a.spmm(t, x, &mut y, m).unwrap();
-        if let Some(i) = (0..n * m).find(|&i| i64::from(y[i]) != want[i]) {
-            prop_assert!(
-                false,
-                "{}:{} {n}x{k}x{m} t={t}: y[{i}] = {} vs {}",
-                pattern.0,
-                pattern.1,
-                y[i],
-                want[i]
-            );
+        for (which, a) in [("many", many), ("these", these)] {
+            prop_assert_eq!(a.is_compact(), compact_expected());
+            let mut y = vec![7i32; n * m];
+            a.spmm(t, x, &mut y, m).unwrap();
+            if let Some(i) = (0..n * m).find(|&i| i64::from(y[i]) != want[i]) {
+                prop_assert!(
+                    false,
+                    "{}:{} {n}x{k}x{m} t={t} ({which} tokens): y[{i}] = {} vs {}",
+                    pattern.0,
+                    pattern.1,
+                    y[i],
+                    want[i]
+                );
+            }
         }
         Ok(())
     }
@@ -2194,6 +2218,35 @@ mod tests {
                 dense.gemm(t, &x, &mut y, m).unwrap();
                 assert_exact(&y, &want, format_args!("dense, long K, m={m} t={t}"));
             }
+        }
+    }
+
+    /// Issue 20: on an AMX host int8 2:4 takes the tiles only from the token count where
+    /// they pay, the AVX-512 compact form below it, and the evidence's path says which.
+    #[test]
+    fn issue_20_int8_two_of_four_takes_the_tiles_only_where_they_pay() {
+        use crate::isa::{Form, IsaPath, Operands, isa_path_at};
+        let (n, k) = (32, 128);
+        let mut wf = data(n * k, 9);
+        for g in wf.chunks_mut(4) {
+            g[1] = 0.0;
+            g[3] = 0.0;
+        }
+        let (w, _) = quantize_per_channel(&wf, n, k).unwrap();
+        for tokens in [1, 8, 12, 13, 16, 512] {
+            let a = SparseI8::compress_nm_for(&w, n, k, (2, 4), tokens).unwrap();
+            #[cfg(target_arch = "x86_64")]
+            {
+                let tiles = matches!(a.form, SparseForm::Tiles(_));
+                let pays = crate::amx::SparseTiles::pays_at(crate::amx::Op::I8, tokens);
+                assert_eq!(tiles, pays, "{tokens}");
+                let path = isa_path_at(Operands::I8, Form::TwoOfFour, tokens);
+                assert_eq!(path == IsaPath::AmxInt8, tiles, "{tokens}: {path:?}");
+                if crate::amx::SparseTiles::available(crate::amx::Op::I8) {
+                    assert_eq!(tiles, tokens >= 13, "{tokens}");
+                }
+            }
+            let _ = a;
         }
     }
 
