@@ -311,7 +311,7 @@ pub fn recorded_bf16_paths(packs: &[LoadedPack], golden_dir: &Path, class: &str)
 
 /// The bf16 kernel's path a baseline's environment recorded: its `kernel_paths.bf16`, or,
 /// where that names the AMX tiles (which run whichever kernel the probe picks), the pick's.
-fn recorded_bf16_path(environment: &crate::ingress::Environment) -> Option<String> {
+fn recorded_bf16_path(environment: &Environment) -> Option<String> {
     let path = environment.kernel_paths.get("bf16")?;
     if Bf16Kernel::from_path_name(path).is_some() {
         return Some(path.clone());
@@ -394,6 +394,25 @@ mod tests {
                 },
             ],
         }
+    }
+
+    /// Issue 20: where a baseline's bf16 comparator ran on AMX tiles, the kernel to pin is
+    /// the pick it recorded; elsewhere the path names it; neither, nothing to pin.
+    #[test]
+    fn the_bf16_kernel_to_pin_is_the_recorded_pick_behind_the_amx_tiles() {
+        let mut env = crate::validate::tests::env();
+        let pin = |env: &Environment| recorded_bf16_path(env);
+        assert_eq!(pin(&env), None);
+        env.kernel_paths.insert("bf16".into(), "avx512-bf16".into());
+        assert_eq!(pin(&env).as_deref(), Some("avx512-bf16"));
+        env.kernel_paths.insert("bf16".into(), "amx-bf16".into());
+        assert_eq!(pin(&env), None, "no pick recorded");
+        env.bf16_pick = Some(Bf16Pick {
+            kernel: Bf16Kernel::Widen,
+            source: Bf16Source::Measured,
+            offered: vec![Bf16Kernel::Dot, Bf16Kernel::Widen],
+        });
+        assert_eq!(pin(&env).as_deref(), Some("avx512-bf16-shift"));
     }
 
     /// Issue 22: a bf16 baseline the gate cannot run like for like is refused saying what
