@@ -488,11 +488,7 @@ impl<T: Storage16> TwoOfFourHalf<T> {
                     let dense: Vec<T> = a.decompress().iter().map(|&v| T::from_f32(v)).collect();
                     // The decompressed 2:4 weights keep at most two non-zeros a group.
                     if let Some(tiles) = super::amx::SparseTiles::new(T::bits(&dense), rows, k) {
-                        let metadata_bytes = tiles.metadata_bytes();
-                        return TwoOfFourHalf {
-                            metadata_bytes,
-                            ..make(TwoOfFourStored::Tiles(tiles))
-                        };
+                        return make(TwoOfFourStored::Tiles(tiles));
                     }
                 }
                 (HalfKernel::Dot, _) => {
@@ -578,7 +574,11 @@ impl<T: Storage16> TwoOfFourHalf<T> {
     /// Bytes of index metadata, as stored: 2 bits per kept value, each row on a byte (the
     /// tiles' form: a 32-bit expansion mask per row and step).
     pub fn metadata_bytes(&self) -> usize {
-        self.metadata_bytes
+        match &self.stored {
+            #[cfg(target_arch = "x86_64")]
+            TwoOfFourStored::Tiles(t) => t.metadata_bytes(),
+            _ => self.metadata_bytes,
+        }
     }
 }
 
