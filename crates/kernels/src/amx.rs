@@ -20,9 +20,11 @@
 //!   packed per call into `[token tile][step]` tiles (masked AVX-512 loads, zero-extended
 //!   and shifted into pairs/quads), padded with zero tokens and zero k.
 //! * **Blocking.** A task owns a range of panel pairs and of token tiles (a [`TaskGrid`]);
-//!   it walks its tokens in blocks of [`TOKEN_TILES`] tiles and K in blocks of [`KC`] steps,
-//!   so that a K block of its activation tiles stays in L2 while every panel pair meets it,
-//!   and a panel pair's weight tiles stay in L1 across the token tiles. Sums live in a
+//!   it walks its tokens in blocks of [`TOKEN_TILES`] tiles and K in blocks of [`KC`] steps;
+//!   a panel pair's weight tiles of a K block stay in L1 across the token tiles. Where a
+//!   token block's activations fit [`WHOLE_K_ACTIVATIONS`] (decode, short prefill), each
+//!   panel pair walks its whole K, so the weights stream in address order; above, each K
+//!   block of the activations stays in L2 while every panel pair meets it. Sums live in a
 //!   task-local buffer of tiles between K blocks and are copied into `y` at the end.
 //! * **Semantics.** bf16: products of bf16 pairs summed into f32 by the instruction (inputs
 //!   and outputs denormal-flushed, round-to-nearest-even), so the error bound is the f32
@@ -42,9 +44,13 @@ use std::sync::OnceLock;
 const ROWS: usize = 16;
 /// Bytes of a tile row.
 const ROW_BYTES: usize = 64;
-/// K steps per K block: a panel pair's block of weight tiles is `2 · KC` KiB (L1), a token
-/// block's activation tiles `TOKEN_TILES · KC` KiB (L2).
-const KC: usize = 16;
+/// K steps per K block: a panel pair's block of weight tiles is `2 · KC` KiB, which 2:4 writes
+/// to L1 and reads back beside the activations' (16 thrashed the 48 KiB L1 of a Sapphire
+/// Rapids core: 2:4 bf16 at 16 tokens 0.8× dense, 1.4× at 8; dense alike at both).
+const KC: usize = 8;
+/// Activation bytes of a token block small enough to sweep a panel pair's whole K over
+/// (half a Sapphire Rapids core's 2 MiB L2): then weights stream in address order.
+const WHOLE_K_ACTIVATIONS: usize = 1 << 20;
 /// Token tiles per token block of a task.
 const TOKEN_TILES: usize = 16;
 /// Most panel pairs per task, so that a task's sum buffer stays in L2.
@@ -604,27 +610,42 @@ unsafe fn task<W: TileSource, S: Sum>(
     let b_tile = steps * size_of::<Tile>();
     for t0 in tiles.clone().step_by(block_tiles) {
         let t1 = (t0 + block_tiles).min(tiles.end);
-        for s0 in (0..steps).step_by(KC) {
+        let mut body = |p: usize, s0: usize| {
             let ks = KC.min(steps - s0);
             let first = s0 == 0;
-            for p in (p0..p1).step_by(2) {
-                let two_panels = p + 1 < p1;
-                let a = w.block(p, two_panels, s0, ks, &mut expanded);
-                for t in (t0..t1).step_by(2) {
-                    let two_tiles = t + 1 < t1;
-                    let b = (xp[t * steps + s0..].as_ptr(), b_tile);
-                    let c = c_base.wrapping_add((p - p0) * ROWS * stride + (t - t0) * ROW_BYTES);
-                    // SAFETY: tiles configured; `block` handed out weight tiles s0..s0+ks of
-                    // panels p, p+1 (when two); the activation tiles of token tiles t, t+1
-                    // (when two) exist; the sums cover panels p0..p1 × token tiles t0..t1.
-                    unsafe {
-                        match (two_panels, two_tiles) {
-                            (true, true) => register_tile::<2, 2>(op, a, b, ks, c, stride, first),
-                            (true, false) => register_tile::<2, 1>(op, a, b, ks, c, stride, first),
-                            (false, true) => register_tile::<1, 2>(op, a, b, ks, c, stride, first),
-                            (false, false) => register_tile::<1, 1>(op, a, b, ks, c, stride, first),
-                        }
+            let two_panels = p + 1 < p1;
+            let a = w.block(p, two_panels, s0, ks, &mut expanded);
+            for t in (t0..t1).step_by(2) {
+                let two_tiles = t + 1 < t1;
+                let b = (xp[t * steps + s0..].as_ptr(), b_tile);
+                let c = c_base.wrapping_add((p - p0) * ROWS * stride + (t - t0) * ROW_BYTES);
+                // SAFETY: tiles configured; `block` handed out weight tiles s0..s0+ks of
+                // panels p, p+1 (when two); the activation tiles of token tiles t, t+1
+                // (when two) exist; the sums cover panels p0..p1 × token tiles t0..t1.
+                unsafe {
+                    match (two_panels, two_tiles) {
+                        (true, true) => register_tile::<2, 2>(op, a, b, ks, c, stride, first),
+                        (true, false) => register_tile::<2, 1>(op, a, b, ks, c, stride, first),
+                        (false, true) => register_tile::<1, 2>(op, a, b, ks, c, stride, first),
+                        (false, false) => register_tile::<1, 1>(op, a, b, ks, c, stride, first),
                     }
+                }
+            }
+        };
+        if (t1 - t0) * steps * size_of::<Tile>() <= WHOLE_K_ACTIVATIONS {
+            // Few tokens: each panel pair walks its whole K, so its stored weights stream in
+            // address order (the prefetchers keep up) while the activations wait in L2.
+            for p in (p0..p1).step_by(2) {
+                for s0 in (0..steps).step_by(KC) {
+                    body(p, s0);
+                }
+            }
+        } else {
+            // Many tokens: each K block of the activations stays in L2 while every panel
+            // pair meets it.
+            for s0 in (0..steps).step_by(KC) {
+                for p in (p0..p1).step_by(2) {
+                    body(p, s0);
                 }
             }
         }
@@ -643,16 +664,16 @@ unsafe fn task<W: TileSource, S: Sum>(
 }
 
 /// The fewest tokens at which a 2:4 product runs on the tiles rather than the AVX-512 2:4
-/// kernels: below it a 16-token tile is mostly padding, and expanding the weights costs more
-/// than the tiles save, while the vector kernels stream half the bytes of dense. Measured
-/// (Intel Xeon with AMX-BF16/INT8, 2 threads, 4096×4096, ratio to the AMX dense comparator):
-/// bf16 vector 1.55–1.65 at 1 token, 1.17–1.23 at 4, 0.86 at 6 (tiles 0.77), level at 8
-/// (0.72–0.74 both), 0.46 at 10 (tiles 0.73); int8 vector 1.54–1.56 at 1, 1.07–1.20 at 8,
-/// 0.88–0.90 at 10 (tiles 0.74–0.76), level at 12 (0.78), 0.39–0.43 at 14 (tiles 0.77–0.80).
+/// kernels: below it the vector kernels stream the same bytes with no expansion, and a
+/// 16-token tile is mostly padding. Measured (Intel Xeon with AMX-BF16/INT8, 2 threads,
+/// 4096×4096, `sparsegate bench`, ratio to the AMX dense comparator, tiles / vector): bf16
+/// 1.24–1.28 / 1.49–1.78 at 2 tokens, 1.25–1.27 / 1.43–1.51 at 3, 1.28–1.37 / 1.12–1.18 at
+/// 4, 1.34–1.35 / 0.38–0.43 at 12–16; int8 1.11 / 1.92 at 1, level at 6–8 (0.88–1.22 both,
+/// noisy), 1.24 / 0.83 at 12, 1.09 / 0.45 at 16.
 pub(super) fn sparse_tiles_from_tokens(op: Op) -> usize {
     match op {
-        Op::Bf16 => 8,
-        Op::I8 => 13,
+        Op::Bf16 => 4,
+        Op::I8 => 10,
     }
 }
 
@@ -799,12 +820,42 @@ unsafe impl TileSource for SparseTiles {
     }
 }
 
+/// K steps ahead of the expansion that [`prefetch_ahead`] asks for a panel's values and masks.
+const PREFETCH_STEPS: usize = 4;
+
+/// Ask for the values and masks of the same panel [`PREFETCH_STEPS`] steps on (they are
+/// stored `[panel][step][row]`): the expansion's loads depend on nothing the hardware
+/// prefetchers can see coming early enough, and without this they wait on memory (bf16
+/// 4096×4096, 16 tokens, 1 thread on an AMX Xeon: the product 2.5 → 1.4 ms against dense
+/// tiles' 1.5).
+#[inline(always)]
+fn prefetch_ahead(values: &[[u8; 32]], masks: &[u32]) {
+    let ahead = PREFETCH_STEPS * ROWS;
+    let mask_bytes = std::mem::size_of_val(masks);
+    // SAFETY: SSE is baseline on x86_64, and a prefetch of any address is harmless (past
+    // the weights' end it is dropped).
+    unsafe {
+        for r in (0..ROWS).step_by(2) {
+            _mm_prefetch::<_MM_HINT_T0>(values[r].as_ptr().wrapping_add(ahead * 32).cast());
+        }
+        for line in (0..mask_bytes).step_by(ROW_BYTES) {
+            _mm_prefetch::<_MM_HINT_T0>(
+                masks
+                    .as_ptr()
+                    .cast::<i8>()
+                    .wrapping_add(ahead / ROWS * mask_bytes + line),
+            );
+        }
+    }
+}
+
 /// Expand 16 rows of 16 kept bf16 into a weight tile (`vpexpandw`).
 ///
 /// # Safety
 /// AVX-512F/BW/VBMI2; `values` and `masks` hold 16 rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
 unsafe fn expand_pairs(values: &[[u8; 32]], masks: &[u32], tile: &mut Tile) {
+    prefetch_ahead(values, masks);
     for r in 0..ROWS {
         // SAFETY: the mask has 16 bits set, so 32 bytes of the row's values are read.
         let v = unsafe { _mm512_maskz_expandloadu_epi16(masks[r], values[r].as_ptr().cast()) };
@@ -819,6 +870,7 @@ unsafe fn expand_pairs(values: &[[u8; 32]], masks: &[u32], tile: &mut Tile) {
 /// AVX-512F/BW/VBMI2; `values` hold 16 rows and `masks` 32 words.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
 unsafe fn expand_quads(values: &[[u8; 32]], masks: &[u32], tile: &mut Tile) {
+    prefetch_ahead(values, masks);
     for r in 0..ROWS {
         let mask = masks[2 * r] as u64 | (masks[2 * r + 1] as u64) << 32;
         // SAFETY: the mask has 32 bits set, so 32 bytes of the row's values are read.
