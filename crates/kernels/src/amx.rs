@@ -666,13 +666,15 @@ unsafe fn task<W: TileSource, S: Sum>(
 /// The fewest tokens at which a 2:4 product runs on the tiles rather than the AVX-512 2:4
 /// kernels: below it the vector kernels stream the same bytes with no expansion, and a
 /// 16-token tile is mostly padding. Measured (Intel Xeon with AMX-BF16/INT8, 2 threads,
-/// 4096×4096, `sparsegate bench`, ratio to the AMX dense comparator, tiles / vector): bf16
-/// 1.24–1.28 / 1.49–1.78 at 2 tokens, 1.25–1.27 / 1.43–1.51 at 3, 1.28–1.37 / 1.12–1.18 at
-/// 4, 1.34–1.35 / 0.38–0.43 at 12–16; int8 1.11 / 1.92 at 1, level at 6–8 (0.88–1.22 both,
-/// noisy), 1.24 / 0.83 at 12, 1.09 / 0.45 at 16.
+/// `sparsegate bench`, ratio to the AMX dense comparator, tiles / vector): bf16 4096×4096
+/// (cache-resident) 1.25–1.27 / 1.43–1.51 at 3 tokens, 1.28–1.37 / 1.12–1.18 at 4,
+/// 1.34–1.35 / 0.38–0.43 at 12–16; but the LLaMA FFN shapes (weights from DRAM) 0.89–0.95
+/// at 4 on the tiles against 1.33–1.38 on the vector kernels, 0.92–0.96 / 0.74–0.81 at 8, so
+/// bf16 takes the tiles from 6. int8 4096×4096 1.11 / 1.92 at 1, level at 6–8 (0.88–1.22
+/// both, noisy), 1.24 / 0.83 at 12, 1.09 / 0.45 at 16.
 pub(super) fn sparse_tiles_from_tokens(op: Op) -> usize {
     match op {
-        Op::Bf16 => 4,
+        Op::Bf16 => 6,
         Op::I8 => 10,
     }
 }

@@ -1642,7 +1642,7 @@ mod tests {
             .collect();
         let pruned = nm::prune_magnitude(&widen(&w), 32, 64, 2, 4);
         let a = nm::NmMatrix::compress(&pruned, 32, 64, 2, 4).unwrap();
-        for tokens in [1, 3, 4, BF16_DOT_BELOW_TOKENS - 1, BF16_DOT_BELOW_TOKENS, 512] {
+        for tokens in [1, 5, 6, BF16_DOT_BELOW_TOKENS - 1, BF16_DOT_BELOW_TOKENS, 512] {
             let dense = DenseBf16::for_tokens(&w, 32, 64, tokens).unwrap().isa_path();
             let sparse = TwoOfFourBf16::from_two_of_four(&a, tokens).unwrap().isa_path();
             assert_eq!(
