@@ -46,7 +46,7 @@ const ROWS: usize = 16;
 const ROW_BYTES: usize = 64;
 /// K steps per K block: a panel pair's block of weight tiles is `2 · KC` KiB, which 2:4 writes
 /// to L1 and reads back beside the activations' (16 thrashed the 48 KiB L1 of a Sapphire
-/// Rapids core: 2:4 bf16 at 16 tokens 0.8× dense, 1.4× at 8; dense alike at both).
+/// Rapids core: 2:4 bf16 at 16 tokens ran 0.8× dense with 16, 1.4× with 8; dense alike).
 const KC: usize = 8;
 /// Activation bytes of a token block small enough to sweep a panel pair's whole K over
 /// (half a Sapphire Rapids core's 2 MiB L2): then weights stream in address order.
@@ -1078,6 +1078,31 @@ mod tests {
             }
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             prop_assert_eq!(bits(&sparse), bits(&dense));
+        }
+    }
+
+    /// Issue 20: a token block whose activations outgrow [`WHOLE_K_ACTIVATIONS`] walks K
+    /// blocks outermost (the proptests' shapes all sweep whole K), then a last one-tile block
+    /// sweeps whole K; both orders are exact, dense and 2:4.
+    #[test]
+    fn issue_20_int8_tiles_are_exact_in_both_loop_orders() {
+        if !available(Op::I8) {
+            return;
+        }
+        let (n, k, m): (usize, usize, usize) = (20, 4200, 260);
+        assert!(TOKEN_TILES * k.div_ceil(64) * size_of::<Tile>() > WHOLE_K_ACTIVATIONS);
+        let mut w: Vec<i8> = bytes(3, n * k).into_iter().map(|b| b as i8).collect();
+        let x: Vec<i8> = bytes(4, k * m).into_iter().map(|b| b as i8).collect();
+        let mut y = vec![7i32; n * m];
+        // SAFETY: available; shapes as promised; |sums| ≤ 4200 · 128² fits i32.
+        unsafe { AmxWeights::new(&w, n, k).gemm(2, &x, &mut y, m) };
+        assert_eq!(y, naive_i8(&w, &x, n, k, m));
+        if SparseTiles::available(Op::I8) {
+            prune_two_of_four(&mut w, k, 5);
+            let mut y = vec![7i32; n * m];
+            // SAFETY: as above, and VBMI2 (checked).
+            unsafe { SparseTiles::new(&w, n, k).expect("2:4").spmm(2, &x, &mut y, m) };
+            assert_eq!(y, naive_i8(&w, &x, n, k, m));
         }
     }
 
