@@ -23,9 +23,11 @@
 //!   it walks its tokens in blocks of [`TOKEN_TILES`] tiles and K in blocks of [`KC`] steps;
 //!   a panel pair's weight tiles of a K block stay in L1 across the token tiles. Where a
 //!   token block's activations fit [`WHOLE_K_ACTIVATIONS`] (decode, short prefill), each
-//!   panel pair walks its whole K, so the weights stream in address order; above, each K
-//!   block of the activations stays in L2 while every panel pair meets it. Sums live in a
-//!   task-local buffer of tiles between K blocks and are copied into `y` at the end.
+//!   panel pair walks its whole K, so the weights stream in address order, and where the
+//!   block is at most two token tiles (32 tokens) one register tile runs the whole K, its
+//!   weight tiles made a step at a time ([`whole_k`]); above, each K block of the
+//!   activations stays in L2 while every panel pair meets it. Sums live in a task-local
+//!   buffer of tiles between K blocks and are copied into `y` at the end.
 //! * **Semantics.** bf16: products of bf16 pairs summed into f32 by the instruction (inputs
 //!   and outputs denormal-flushed, round-to-nearest-even), so the error bound is the f32
 //!   summation's as for the AVX-512 dot product. int8: `tdpbssd` multiplies signed by
@@ -399,6 +401,49 @@ unsafe fn register_tile<const PANELS: usize, const TILES: usize>(
     }
 }
 
+/// Slots of two weight tiles that [`whole_k`] makes steps in, round robin: a step's tiles are
+/// rewritten only `WHOLE_K_RING` steps after they were read.
+const WHOLE_K_RING: usize = 4;
+
+/// One register tile (panel `p`, and `p + 1` when `PANELS` = 2) over the whole K, its weight
+/// tiles made a step at a time ([`TileSource::step`]): a 2:4 step's expansion overlaps the
+/// multiply-adds of the steps before it and stays in L1, and the sums stay in the tiles from
+/// the first step to the last. `b`, `c` and `stride` as [`register_tile`]'s.
+///
+/// # Safety
+/// Tiles configured; the activation tiles of every step exist; `c` covers the sums; `ring`
+/// holds `2 · WHOLE_K_RING` tiles.
+#[inline(always)]
+unsafe fn whole_k<W: TileSource, const PANELS: usize, const TILES: usize>(
+    w: &W,
+    p: usize,
+    (b, b_tile): (*const Tile, usize),
+    c: *mut u8,
+    stride: usize,
+    ring: &mut [Tile],
+) {
+    let (op, _, _, steps) = w.shape();
+    // SAFETY: the caller's contract; `step` hands out the step's tiles of panels p (p + 1).
+    unsafe {
+        load_sums::<PANELS, TILES>(std::ptr::null(), stride);
+        match op {
+            Op::Bf16 => {
+                for s in 0..steps {
+                    let (a, a_panel) = w.step(p, PANELS == 2, s, &mut ring[s % WHOLE_K_RING * 2..]);
+                    step_bf16::<PANELS, TILES>(a, a_panel, b.add(s), b_tile);
+                }
+            }
+            Op::I8 => {
+                for s in 0..steps {
+                    let (a, a_panel) = w.step(p, PANELS == 2, s, &mut ring[s % WHOLE_K_RING * 2..]);
+                    step_i8::<PANELS, TILES>(a, a_panel, b.add(s), b_tile);
+                }
+            }
+        }
+        store_sums::<PANELS, TILES>(c, stride);
+    }
+}
+
 /// Register-tile steps per thread in one trial of [`peak_ops`]: four multiply-adds each,
 /// about 16 cycles apiece, so roughly 1 ms at 3 GHz.
 const PEAK_STEPS: usize = 50_000;
@@ -527,13 +572,20 @@ unsafe impl TileSource for AmxWeights {
             self.steps * size_of::<Tile>(),
         )
     }
+
+    fn step(&self, p: usize, _two: bool, s: usize, _slot: &mut [Tile]) -> (*const Tile, usize) {
+        (
+            self.tiles[p * self.steps + s..].as_ptr(),
+            self.steps * size_of::<Tile>(),
+        )
+    }
 }
 
 /// Weights the tile driver multiplies: dense tiles as stored, or sparse ones expanded.
 ///
 /// # Safety
-/// [`TileSource::block`] returns tiles that stay valid until the next call on the same
-/// scratch (or for the source's lifetime).
+/// [`TileSource::block`] and [`TileSource::step`] return tiles that stay valid until the next
+/// call on the same scratch or slot (or for the source's lifetime).
 unsafe trait TileSource: Sync {
     /// (op, n, k, K steps).
     fn shape(&self) -> (Op, usize, usize, usize);
@@ -549,6 +601,10 @@ unsafe trait TileSource: Sync {
         ks: usize,
         scratch: &mut Vec<Tile>,
     ) -> (*const Tile, usize);
+
+    /// [`Self::block`] for the one step `s`, made in `slot` (two tiles) where the tiles must
+    /// be made.
+    fn step(&self, p: usize, two: bool, s: usize, slot: &mut [Tile]) -> (*const Tile, usize);
 }
 
 /// `y[n × m] = W · x[k × m]` for any weight tiles (see the module doc's blocking).
@@ -610,11 +666,11 @@ unsafe fn task<W: TileSource, S: Sum>(
     let b_tile = steps * size_of::<Tile>();
     for t0 in tiles.clone().step_by(block_tiles) {
         let t1 = (t0 + block_tiles).min(tiles.end);
-        let mut body = |p: usize, s0: usize| {
+        let body = |p: usize, s0: usize, expanded: &mut Vec<Tile>| {
             let ks = KC.min(steps - s0);
             let first = s0 == 0;
             let two_panels = p + 1 < p1;
-            let a = w.block(p, two_panels, s0, ks, &mut expanded);
+            let a = w.block(p, two_panels, s0, ks, expanded);
             for t in (t0..t1).step_by(2) {
                 let two_tiles = t + 1 < t1;
                 let b = (xp[t * steps + s0..].as_ptr(), b_tile);
@@ -636,8 +692,26 @@ unsafe fn task<W: TileSource, S: Sum>(
             // Few tokens: each panel pair walks its whole K, so its stored weights stream in
             // address order (the prefetchers keep up) while the activations wait in L2.
             for p in (p0..p1).step_by(2) {
-                for s0 in (0..steps).step_by(KC) {
-                    body(p, s0);
+                if t1 - t0 > 2 {
+                    for s0 in (0..steps).step_by(KC) {
+                        body(p, s0, &mut expanded);
+                    }
+                    continue;
+                }
+                // One register tile covers the block: the whole K in one go.
+                expanded.resize(2 * WHOLE_K_RING, ZERO_TILE);
+                let b = (xp[t0 * steps..].as_ptr(), b_tile);
+                let c = c_base.wrapping_add((p - p0) * ROWS * stride);
+                let ring = &mut expanded[..];
+                // SAFETY: tiles configured; the activation tiles of token tiles t0 (and t0 + 1)
+                // exist for every step; the sums cover panels p0..p1 × the block's tiles.
+                unsafe {
+                    match (p + 1 < p1, t1 - t0 == 2) {
+                        (true, true) => whole_k::<W, 2, 2>(w, p, b, c, stride, ring),
+                        (true, false) => whole_k::<W, 2, 1>(w, p, b, c, stride, ring),
+                        (false, true) => whole_k::<W, 1, 2>(w, p, b, c, stride, ring),
+                        (false, false) => whole_k::<W, 1, 1>(w, p, b, c, stride, ring),
+                    }
                 }
             }
         } else {
@@ -645,7 +719,7 @@ unsafe fn task<W: TileSource, S: Sum>(
             // pair meets it.
             for s0 in (0..steps).step_by(KC) {
                 for p in (p0..p1).step_by(2) {
-                    body(p, s0);
+                    body(p, s0, &mut expanded);
                 }
             }
         }
@@ -666,16 +740,14 @@ unsafe fn task<W: TileSource, S: Sum>(
 /// The fewest tokens at which a 2:4 product runs on the tiles rather than the AVX-512 2:4
 /// kernels: below it the vector kernels stream the same bytes with no expansion, and a
 /// 16-token tile is mostly padding. Measured (Intel Xeon with AMX-BF16/INT8, 2 threads,
-/// `sparsegate bench`, ratio to the AMX dense comparator, tiles / vector): bf16 4096×4096
-/// (cache-resident) 1.25–1.27 / 1.43–1.51 at 3 tokens, 1.28–1.37 / 1.12–1.18 at 4,
-/// 1.34–1.35 / 0.38–0.43 at 12–16; but the LLaMA FFN shapes (weights from DRAM) 0.89–0.95
-/// at 4 on the tiles against 1.33–1.38 on the vector kernels, 0.92–0.96 / 0.74–0.81 at 8, so
-/// bf16 takes the tiles from 6. int8 4096×4096 1.11 / 1.92 at 1, level at 6–8 (0.88–1.22
-/// both, noisy), 1.24 / 0.83 at 12, 1.09 / 0.45 at 16.
+/// `sparsegate bench`, ratio to the AMX dense comparator, tiles / vector, 4096×4096 and
+/// 11008×4096): bf16 1.27 / 1.63 and 1.48 / 1.71 at 1 token, level at 4 (1.17 / 1.15,
+/// 1.44 / 1.50), 1.15 / 0.88 and 1.35 / 1.09 at 6; int8 1.21 / 1.42 and 1.35 / 1.53 at 4,
+/// 1.08 / 1.29 and 1.30 / 1.40 at 6, 1.17 / 1.18 and 1.26 / 1.14 at 8, 1.24 / 0.83 at 12.
 pub(super) fn sparse_tiles_from_tokens(op: Op) -> usize {
     match op {
-        Op::Bf16 => 6,
-        Op::I8 => 10,
+        Op::Bf16 => 5,
+        Op::I8 => 8,
     }
 }
 
@@ -801,24 +873,38 @@ unsafe impl TileSource for SparseTiles {
         scratch: &mut Vec<Tile>,
     ) -> (*const Tile, usize) {
         scratch.resize(2 * KC, ZERO_TILE);
-        let words = self.op.k_step() / 32;
         for (i, panel) in (p..p + 1 + two as usize).enumerate() {
             for s in 0..ks {
-                let at = (panel * self.steps + s0 + s) * ROWS;
-                let values = &self.values[at..at + ROWS];
-                let masks = &self.masks[at * words..(at + ROWS) * words];
-                let tile = &mut scratch[i * ks + s];
-                // SAFETY: VBMI2 and AVX-512BW were detected (`available`, which every
-                // product of these weights holds); 16 rows of values and masks, one tile.
-                unsafe {
-                    match self.op {
-                        Op::Bf16 => expand_pairs(values, masks, tile),
-                        Op::I8 => expand_quads(values, masks, tile),
-                    }
-                }
+                self.expand(panel, s0 + s, &mut scratch[i * ks + s]);
             }
         }
         (scratch.as_ptr(), ks * size_of::<Tile>())
+    }
+
+    fn step(&self, p: usize, two: bool, s: usize, slot: &mut [Tile]) -> (*const Tile, usize) {
+        self.expand(p, s, &mut slot[0]);
+        if two {
+            self.expand(p + 1, s, &mut slot[1]);
+        }
+        (slot.as_ptr(), size_of::<Tile>())
+    }
+}
+
+impl SparseTiles {
+    /// Expand panel `panel`'s step `s` into `tile`.
+    fn expand(&self, panel: usize, s: usize, tile: &mut Tile) {
+        let words = self.op.k_step() / 32;
+        let at = (panel * self.steps + s) * ROWS;
+        let values = &self.values[at..at + ROWS];
+        let masks = &self.masks[at * words..(at + ROWS) * words];
+        // SAFETY: VBMI2 and AVX-512BW were detected (`available`, which every product of
+        // these weights holds); 16 rows of values and masks, one tile.
+        unsafe {
+            match self.op {
+                Op::Bf16 => expand_pairs(values, masks, tile),
+                Op::I8 => expand_quads(values, masks, tile),
+            }
+        }
     }
 }
 
