@@ -470,9 +470,9 @@ fn prepare_op(
             (Some(_), Sparsity::NOfM { n: keep, m: group }) => {
                 Some(SparseI8::compress_nm_for(&w, n, k, (keep as usize, group as usize), m).map_err(fail)?)
             }
-            (Some(_), Sparsity::Block { rows, cols, .. }) => {
-                Some(SparseI8::compress_blocks(&w, n, k, rows as usize, cols as usize).map_err(fail)?)
-            }
+            (Some(_), Sparsity::Block { rows, cols, .. }) => Some(
+                SparseI8::compress_blocks_for(&w, n, k, (rows as usize, cols as usize), m).map_err(fail)?,
+            ),
             (Some(_), _) => Some(SparseI8::compress(&w, n, k).map_err(fail)?),
             (None, _) => None,
         };
@@ -756,25 +756,33 @@ mod half_tests {
     }
 
     /// Issue 20: bf16 blocks of whole panels and pairs run as bf16 pairs wherever the
-    /// comparator runs `vdpbf16ps` (the run's check held above), and their bytes are the
-    /// bf16 blocks'; other block shapes, and fp16, keep the widened f32 kernel.
+    /// comparator runs `vdpbf16ps`, and on AMX tiles wherever those are granted (the run's
+    /// check held above), and their bytes are the bf16 blocks' (or the kept tiles'); other
+    /// block shapes, and fp16, keep the widened f32 kernel.
     #[test]
     fn bf16_blocks_take_the_dot_product_kernel_where_the_comparator_does() {
+        use crate::execute::kernels::isa::isa_path_at;
         let block = |rows, cols| Sparsity::Block {
             rows,
             cols,
             density: 0.5,
         };
-        let dots =
-            isa_path(Operands::Bf16, Form::TwoOfFour) == crate::execute::kernels::isa::IsaPath::Avx512Bf16;
+        // run_half_shape's ops have 9 tokens.
+        let path = isa_path_at(Operands::Bf16, Form::Block { rows: 32, cols: 16 }, 9);
+        let bf16 = matches!(path, IsaPath::Avx512Bf16 | IsaPath::AmxBf16);
         let w = run_half_shape(block(32, 16), KernelPath::Sparse, Precision::Bf16, (64, 96));
         let p = &w.ops[0];
-        assert_eq!(p.sparse_half.is_some(), dots);
-        assert_eq!(p.sparse.is_some(), !dots);
-        if dots {
-            let (values, metadata) = w.sparse_bytes();
+        assert_eq!(p.sparse_half.is_some(), bf16);
+        assert_eq!(p.sparse.is_some(), !bf16);
+        let (values, metadata) = w.sparse_bytes();
+        if path == IsaPath::Avx512Bf16 {
             // Half the 2 × 6 blocks kept, 32 × 16 bf16 each; a u32 per block and row pointer.
             assert_eq!((values, metadata), (6 * 32 * 16 * 2, (6 + 3) * 4));
+        }
+        if path == IsaPath::AmxBf16 {
+            // Whole 1 KiB tiles (16 rows × 32 k): at least the kept blocks, at most all 12.
+            assert!(values % 1024 == 0 && (6 * 32 * 16 * 2..=12 * 1024).contains(&values));
+            assert!(metadata > 0);
         }
         for (sparsity, precision) in [(block(8, 16), Precision::Bf16), (block(32, 16), Precision::Fp16)] {
             let w = run_half_shape(sparsity, KernelPath::Sparse, precision, (64, 96));

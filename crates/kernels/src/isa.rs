@@ -341,6 +341,19 @@ pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
         (Operands::I8, Form::TwoOfFour) if super::amx::SparseTiles::pays_at(super::amx::Op::I8, tokens) => {
             IsaPath::AmxInt8
         }
+        // Blocks of whole panels × 16s of K on the tiles, empty tiles skipped (`KeptTiles`).
+        #[cfg(target_arch = "x86_64")]
+        (Operands::Bf16, Form::Block { rows, cols })
+            if super::amx::KeptTiles::pays_at(super::amx::Op::Bf16, (rows, cols), tokens) =>
+        {
+            IsaPath::AmxBf16
+        }
+        #[cfg(target_arch = "x86_64")]
+        (Operands::I8, Form::Block { rows, cols })
+            if super::amx::KeptTiles::pays_at(super::amx::Op::I8, (rows, cols), tokens) =>
+        {
+            IsaPath::AmxInt8
+        }
         #[cfg(target_arch = "x86_64")]
         (Operands::Bf16, Form::Dense | Form::TwoOfFour)
             if super::half_dot::available() || super::half_dot::f16_available() =>
@@ -441,9 +454,13 @@ mod tests {
                 bf16
             };
             assert_eq!(isa_path(Operands::Bf16, Form::TwoOfFour), two_of_four_bf16);
-            // Blocks of whole panels and pairs run on the dot product with the comparator;
-            // other block shapes widen.
-            let block = if bf16 == IsaPath::Avx512Bf16 {
+            // Blocks of whole panels and 16s of K run on the tiles where they are granted;
+            // else blocks of whole panels and pairs run on the dot product with the
+            // comparator; other block shapes widen.
+            let kept_tiles = |op| crate::amx::KeptTiles::pays_at(op, (32, 16), usize::MAX);
+            let block = if kept_tiles(crate::amx::Op::Bf16) {
+                IsaPath::AmxBf16
+            } else if bf16 == IsaPath::Avx512Bf16 {
                 bf16
             } else {
                 IsaPath::WidenF32
@@ -472,6 +489,16 @@ mod tests {
             };
             assert_eq!(isa_path(Operands::I8, Form::TwoOfFour), two_of_four_i8);
             assert_eq!(isa_path(Operands::I8, Form::OtherSparse), i8);
+            let block_i8 = if kept_tiles(crate::amx::Op::I8) {
+                IsaPath::AmxInt8
+            } else {
+                i8
+            };
+            assert_eq!(
+                isa_path(Operands::I8, Form::Block { rows: 32, cols: 16 }),
+                block_i8
+            );
+            assert_eq!(isa_path(Operands::I8, Form::Block { rows: 32, cols: 8 }), i8);
             let dense_i8 = if tiles_granted(Operands::I8) {
                 IsaPath::AmxInt8
             } else {

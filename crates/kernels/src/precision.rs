@@ -587,15 +587,28 @@ impl<T: Storage16> TwoOfFourHalf<T> {
 /// at the bf16 rate of its dense comparator instead of widening to the f32 BSR kernel.
 /// Built only where that kernel runs and the blocks fit it (16-row multiples, even
 /// widths); elsewhere [`BlockBf16::from_bsr`] says `None` and the slice keeps the f32 form.
+/// Where the AMX tiles are granted, blocks of whole panels × 16s of K take them instead from
+/// a few tokens on (`amx::KeptTiles`: each tile holding a kept block stored whole, the
+/// empty ones skipped), as the dense comparator does.
 #[derive(Debug, Clone)]
 pub struct BlockBf16 {
     rows: usize,
     k: usize,
     metadata_bytes: usize,
     #[cfg(target_arch = "x86_64")]
-    pairs: super::half_dot::BlockPairs,
+    form: BlockBf16Form,
     #[cfg(not(target_arch = "x86_64"))]
     never: std::convert::Infallible,
+}
+
+/// How a [`BlockBf16`] holds its blocks.
+#[cfg(target_arch = "x86_64")]
+#[derive(Debug, Clone)]
+enum BlockBf16Form {
+    /// Kept blocks as `vdpbf16ps` operands.
+    Pairs(super::half_dot::BlockPairs),
+    /// AMX tiles holding a kept block, the empty ones skipped.
+    Tiles(super::amx::KeptTiles),
 }
 
 impl BlockBf16 {
@@ -606,23 +619,31 @@ impl BlockBf16 {
         #[cfg(target_arch = "x86_64")]
         {
             let (br, bc) = a.block_shape();
+            let (rows, k) = (a.rows(), a.k());
+            let bf16 =
+                |v: &[f32]| -> Vec<u16> { v.iter().map(|&v| half::bf16::from_f32(v).to_bits()).collect() };
+            if super::amx::KeptTiles::pays_at(super::amx::Op::Bf16, (br, bc), tokens) {
+                let tiles = super::amx::KeptTiles::new(&bf16(&a.decompress()), rows, k);
+                return Some(BlockBf16 {
+                    rows,
+                    k,
+                    metadata_bytes: tiles.metadata_bytes(),
+                    form: BlockBf16Form::Tiles(tiles),
+                });
+            }
             if !super::half_dot::blocks_fit(br, bc)
                 || HalfKernel::chosen(Half::Bf16, tokens) != HalfKernel::Dot
             {
                 return None;
             }
             let (block_ptr, block_cols, values) = a.parts();
-            let bits: Vec<u16> = values
-                .iter()
-                .map(|&v| half::bf16::from_f32(v).to_bits())
-                .collect();
-            let (rows, k) = (a.rows(), a.k());
-            let pairs = super::half_dot::BlockPairs::new((rows, k), (br, bc), block_ptr, block_cols, &bits);
+            let pairs =
+                super::half_dot::BlockPairs::new((rows, k), (br, bc), block_ptr, block_cols, &bf16(values));
             Some(BlockBf16 {
                 rows,
                 k,
                 metadata_bytes: a.metadata_bytes(),
-                pairs,
+                form: BlockBf16Form::Pairs(pairs),
             })
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -638,9 +659,14 @@ impl BlockBf16 {
         check_len("x", x.len(), self.k, m)?;
         check_len("y", y.len(), self.rows, m)?;
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: only built where the features were detected; lengths checked above.
+        // SAFETY: each form is built only where its features were detected (and the tiles
+        // granted); lengths checked above.
         unsafe {
-            self.pairs.spmm(threads, <half::bf16 as Storage16>::bits(x), y, m)
+            let x = <half::bf16 as Storage16>::bits(x);
+            match &self.form {
+                BlockBf16Form::Pairs(p) => p.spmm(threads, x, y, m),
+                BlockBf16Form::Tiles(t) => t.spmm(threads, x, y, m),
+            }
         };
         #[cfg(not(target_arch = "x86_64"))]
         match self.never {}
@@ -649,18 +675,28 @@ impl BlockBf16 {
 
     /// Which instruction-set path its products take.
     pub fn isa_path(&self) -> IsaPath {
-        IsaPath::Avx512Bf16
-    }
-
-    /// Bytes of stored values (bf16), the zeros inside kept blocks included.
-    pub fn value_bytes(&self) -> usize {
         #[cfg(target_arch = "x86_64")]
-        return self.pairs.value_bytes();
+        return match self.form {
+            BlockBf16Form::Pairs(_) => IsaPath::Avx512Bf16,
+            BlockBf16Form::Tiles(_) => IsaPath::AmxBf16,
+        };
         #[cfg(not(target_arch = "x86_64"))]
         match self.never {}
     }
 
-    /// Bytes of index metadata: a u32 block column per block plus the block-row pointers.
+    /// Bytes of stored values (bf16), the zeros inside kept blocks (or tiles) included.
+    pub fn value_bytes(&self) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        return match &self.form {
+            BlockBf16Form::Pairs(p) => p.value_bytes(),
+            BlockBf16Form::Tiles(t) => t.value_bytes(),
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        match self.never {}
+    }
+
+    /// Bytes of index metadata: a u32 block column per block plus the block-row pointers
+    /// (tiles: a u32 K step per kept tile entry plus run lengths per panel pair).
     pub fn metadata_bytes(&self) -> usize {
         self.metadata_bytes
     }
@@ -960,7 +996,10 @@ fn gemm_i8_axpy(
 ///   dense weight, read directly by the kernels in `int8_two_of_four`.
 /// * **Blocks** ([`SparseI8::compress_blocks`]) of whole 16-row panels × whole quads of K,
 ///   where AVX-512 VNNI is detected: each kept block as the dense kernel's `vpdpbusd`
-///   operands, one u32 block column per block (`int8_blocks`).
+///   operands, one u32 block column per block (`int8_blocks`); from
+///   [`SparseI8::compress_blocks_for`]'s token threshold, blocks of whole panels × 16s of K
+///   on AMX tiles instead, each tile holding a kept block stored whole and the empty ones
+///   skipped (`amx::KeptTiles`).
 /// * **Kept entries per row** (values and u32 K positions) for every other pattern or CPU;
 ///   where VNNI is detected `compress` also regroups them into quads for the VNNI kernel and
 ///   into groups of 16 for the few-token gather kernel, `int8_gather` (the byte counts below
@@ -994,6 +1033,9 @@ enum SparseForm {
     Tiles(super::amx::SparseTiles),
     #[cfg(target_arch = "x86_64")]
     Blocks(super::int8_blocks::BlocksI8),
+    /// Blocks on AMX tiles, the all-zero tiles skipped (AMX-INT8).
+    #[cfg(target_arch = "x86_64")]
+    KeptTiles(super::amx::KeptTiles),
 }
 
 impl SparseI8 {
@@ -1093,7 +1135,28 @@ impl SparseI8 {
         br: usize,
         bc: usize,
     ) -> Result<SparseI8, KernelError> {
+        SparseI8::compress_blocks_for(w, rows, k, (br, bc), usize::MAX)
+    }
+
+    /// [`Self::compress_blocks`] for products of `tokens` tokens: blocks of whole panels ×
+    /// multiples of 16 take the AMX tiles (the all-zero tiles skipped) from the token count
+    /// where they pay, the AVX-512 block form below it.
+    pub fn compress_blocks_for(
+        w: &[i8],
+        rows: usize,
+        k: usize,
+        (br, bc): (usize, usize),
+        tokens: usize,
+    ) -> Result<SparseI8, KernelError> {
         check_sparse_i8(w, rows, k)?;
+        #[cfg(target_arch = "x86_64")]
+        if super::amx::KeptTiles::pays_at(super::amx::Op::I8, (br, bc), tokens) {
+            return Ok(SparseI8 {
+                rows,
+                k,
+                form: SparseForm::KeptTiles(super::amx::KeptTiles::new(w, rows, k)),
+            });
+        }
         #[cfg(target_arch = "x86_64")]
         if super::int8_blocks::fits(br, bc)
             && rows.is_multiple_of(br)
@@ -1116,7 +1179,7 @@ impl SparseI8 {
         match self.form {
             SparseForm::Entries { .. } => false,
             #[cfg(target_arch = "x86_64")]
-            SparseForm::Blocks(_) => false,
+            SparseForm::Blocks(_) | SparseForm::KeptTiles(_) => false,
             #[cfg(target_arch = "x86_64")]
             SparseForm::TwoOfFour(_) | SparseForm::Tiles(_) => true,
         }
@@ -1149,6 +1212,13 @@ impl SparseI8 {
             SparseForm::Blocks(a) => {
                 // SAFETY: the block form exists only where VNNI was detected; the shapes
                 // were checked above and `k ≤ INT8_MAX_K` by `compress_blocks`.
+                unsafe { a.spmm(threads, x, y, m) };
+                Ok(())
+            }
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::KeptTiles(a) => {
+                // SAFETY: the tile form exists only where AMX-INT8 was detected and granted;
+                // the shapes were checked above and `k ≤ INT8_MAX_K` by `compress_blocks_for`.
                 unsafe { a.spmm(threads, x, y, m) };
                 Ok(())
             }
@@ -1189,7 +1259,10 @@ impl SparseI8 {
                 ..
             } => (row_start, cols, values),
             #[cfg(target_arch = "x86_64")]
-            SparseForm::TwoOfFour(_) | SparseForm::Tiles(_) | SparseForm::Blocks(_) => {
+            SparseForm::TwoOfFour(_)
+            | SparseForm::Tiles(_)
+            | SparseForm::Blocks(_)
+            | SparseForm::KeptTiles(_) => {
                 return self.spmm(threads, x, y, m);
             }
         };
@@ -1223,6 +1296,8 @@ impl SparseI8 {
             SparseForm::Tiles(a) => a.value_bytes(),
             #[cfg(target_arch = "x86_64")]
             SparseForm::Blocks(a) => a.value_bytes(),
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::KeptTiles(a) => a.value_bytes(),
         }
     }
 
@@ -1240,6 +1315,8 @@ impl SparseI8 {
             SparseForm::Tiles(a) => a.metadata_bytes(),
             #[cfg(target_arch = "x86_64")]
             SparseForm::Blocks(a) => a.metadata_bytes(),
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::KeptTiles(a) => a.metadata_bytes(),
         }
     }
 }
@@ -1449,7 +1526,15 @@ mod tests {
             prop_assert!(HalfKernel::chosen(Half::Bf16, m) != HalfKernel::Dot);
             return Ok(());
         };
-        prop_assert_eq!(b.value_bytes(), a.blocks() * br * bc * 2);
+        if b.isa_path() == IsaPath::AmxBf16 {
+            // Whole 1 KiB tiles, at most every tile of the padded matrix and at least the
+            // kept blocks' bytes.
+            let all = n.div_ceil(16) * k.div_ceil(32) * 1024;
+            prop_assert!(b.value_bytes() % 1024 == 0 && b.value_bytes() <= all);
+            prop_assert!(b.value_bytes() >= a.blocks() * br * bc * 2);
+        } else {
+            prop_assert_eq!(b.value_bytes(), a.blocks() * br * bc * 2);
+        }
         let (w, x) = (round(wf), round(data(k * m, seed + 1)));
         let mut y = vec![f32::NAN; n * m];
         b.spmm(t, &x, &mut y, m).unwrap();
@@ -1560,7 +1645,11 @@ mod tests {
         /// (low densities) written as zeros, 1–2 threads.
         #[test]
         fn issue_20_block_bf16_matches_naive(
-            (br, bc) in (1usize..=4, 1usize..=8).prop_map(|(p, q)| (16 * p, 2 * q)),
+            (br, bc) in prop_oneof![
+                (1usize..=4, 1usize..=8).prop_map(|(p, q)| (16 * p, 2 * q)),
+                // Whole 16s of K: the AMX tiles' blocks from a few tokens on.
+                (1usize..=2, 1usize..=2).prop_map(|(p, q)| (16 * p, 16 * q)),
+            ],
             (brows, bcols, m) in (1usize..4, 1usize..24, 1usize..20),
             density in 0.05f64..1.0,
             seed in 0u32..1000,
@@ -2093,8 +2182,11 @@ mod tests {
                 }
             }
         }
-        let a = SparseI8::compress_blocks(&w, n, k, br, bc).unwrap();
-        let blocks = super::super::int8_blocks::fits(br, bc) && super::super::int8_vnni::available();
+        let a = SparseI8::compress_blocks_for(&w, n, k, (br, bc), m).unwrap();
+        let tiles = crate::amx::KeptTiles::pays_at(crate::amx::Op::I8, (br, bc), m);
+        let blocks =
+            !tiles && super::super::int8_blocks::fits(br, bc) && super::super::int8_vnni::available();
+        prop_assert_eq!(matches!(a.form, SparseForm::KeptTiles(_)), tiles);
         prop_assert_eq!(matches!(a.form, SparseForm::Blocks(_)), blocks);
         let want = gemm_i8_naive(&w, x, n, k, m);
         let mut y = vec![7i32; n * m];

@@ -34,6 +34,10 @@
 //!   signed bytes and adds into i32 modulo 2^32; the true sums fit i32 for
 //!   `K ≤ INT8_MAX_K`, so the result is exact.
 
+mod blocks;
+
+pub(super) use blocks::KeptTiles;
+
 use super::schedule::TaskGrid;
 use super::shared_output::{SharedOutput, trivial_product};
 use rayon::prelude::*;
@@ -244,7 +248,7 @@ impl Drop for Configured {
 /// Which C tiles a register tile uses: `PANELS` panels × `TILES` token tiles (each 1 or 2).
 /// C(p, t) is tmm(2p + t).
 macro_rules! tile_ops {
-    ($mac:ident, $ins:literal) => {
+    ($mac:ident, $second:ident, $ins:literal) => {
         /// One K step of the register tile: load the step's weight tiles (`a`, the second
         /// panel `a_panel` bytes further) and activation tiles (`b`, the second token tile
         /// `b_tile` bytes further) and multiply-add them into the sums.
@@ -302,11 +306,43 @@ macro_rules! tile_ops {
                 }
             }
         }
+
+        /// One K step of the second panel of a two-panel register tile alone (its sums
+        /// C(1, t)): the step where only that panel has a weight tile ([`KeptTiles`]).
+        ///
+        /// # Safety
+        /// As the full step's, for the one weight tile `a`.
+        #[inline(always)]
+        unsafe fn $second<const TILES: usize>(a: *const Tile, b: *const Tile, b_tile: usize) {
+            let s = ROW_BYTES;
+            // SAFETY: the caller's contract; the tile registers are this module's alone.
+            unsafe {
+                if TILES == 2 {
+                    asm!(
+                        "tileloadd tmm5, [{a} + {s}]",
+                        "tileloadd tmm6, [{b} + {s}]",
+                        "tileloadd tmm7, [{b1} + {s}]",
+                        concat!($ins, " tmm2, tmm5, tmm6"),
+                        concat!($ins, " tmm3, tmm5, tmm7"),
+                        a = in(reg) a, b = in(reg) b, b1 = in(reg) b.byte_add(b_tile),
+                        s = in(reg) s, options(nostack, readonly, preserves_flags)
+                    )
+                } else {
+                    asm!(
+                        "tileloadd tmm5, [{a} + {s}]",
+                        "tileloadd tmm6, [{b} + {s}]",
+                        concat!($ins, " tmm2, tmm5, tmm6"),
+                        a = in(reg) a, b = in(reg) b,
+                        s = in(reg) s, options(nostack, readonly, preserves_flags)
+                    )
+                }
+            }
+        }
     };
 }
 
-tile_ops!(step_bf16, "tdpbf16ps");
-tile_ops!(step_i8, "tdpbssd");
+tile_ops!(step_bf16, second_bf16, "tdpbf16ps");
+tile_ops!(step_i8, second_i8, "tdpbssd");
 
 /// Load (or zero, when `c` is null) the register tile's sums from `c`, rows `stride` bytes
 /// apart, C(p, t) at `c + p·16·stride + t·64`.
@@ -513,21 +549,10 @@ impl AmxWeights {
     pub(super) fn new<E: Operand>(w: &[E], n: usize, k: usize) -> AmxWeights {
         debug_assert_eq!(w.len(), n * k);
         let op = E::OP;
-        let (ks, elem) = (op.k_step(), op.elem());
-        let steps = k.div_ceil(ks);
-        let panels = n.div_ceil(ROWS);
-        let mut tiles = vec![ZERO_TILE; panels * steps];
-        if k > 0 {
-            for (row, values) in w.chunks_exact(k).enumerate() {
-                let panel = &mut tiles[row / ROWS * steps..][..steps];
-                let at = row % ROWS * ROW_BYTES;
-                for (tile, chunk) in panel.iter_mut().zip(values.chunks(ks)) {
-                    let line = &mut tile.0[at..at + ROW_BYTES];
-                    for (i, &v) in chunk.iter().enumerate() {
-                        v.put(&mut line[i * elem..]);
-                    }
-                }
-            }
+        let steps = k.div_ceil(op.k_step());
+        let mut tiles = vec![ZERO_TILE; n.div_ceil(ROWS) * steps];
+        for (i, tile) in tiles.iter_mut().enumerate() {
+            fill(w, (n, k), (i / steps, i % steps), tile);
         }
         AmxWeights {
             op,
@@ -552,6 +577,20 @@ impl AmxWeights {
     pub(super) unsafe fn gemm<E: Operand, S: Sum>(&self, threads: usize, x: &[E], y: &mut [S], m: usize) {
         // SAFETY: the caller's contract.
         unsafe { product(self, threads, x, y, m) }
+    }
+}
+
+/// Write tile (`panel`, step `s`) of row-major `n × k` weights `w` into `tile`: row r of the
+/// tile is the panel's row r at k = s·ks.., zeros past n and k (see the module doc).
+fn fill<E: Operand>(w: &[E], (n, k): (usize, usize), (panel, s): (usize, usize), tile: &mut Tile) {
+    let (ks, elem) = (E::OP.k_step(), E::OP.elem());
+    let (k0, k1) = (s * ks, ((s + 1) * ks).min(k));
+    for r in 0..ROWS.min(n.saturating_sub(panel * ROWS)) {
+        let row = panel * ROWS + r;
+        let line = &mut tile.0[r * ROW_BYTES..(r + 1) * ROW_BYTES];
+        for (i, &v) in w[row * k + k0..row * k + k1].iter().enumerate() {
+            v.put(&mut line[i * elem..]);
+        }
     }
 }
 
@@ -614,7 +653,26 @@ unsafe trait TileSource: Sync {
 /// # Safety
 /// As [`AmxWeights::gemm`], for `w`'s op.
 unsafe fn product<W: TileSource, E: Operand, S: Sum>(w: &W, threads: usize, x: &[E], y: &mut [S], m: usize) {
-    let (op, n, k, steps) = w.shape();
+    // SAFETY: the caller's contract; each task's rows and tokens are its own.
+    unsafe {
+        run_tasks(w.shape(), threads, (x, y, m), |xp, out, pairs, tiles| {
+            task(w, xp, out, m, pairs, tiles)
+        })
+    }
+}
+
+/// The frame of every tile product: pack `x` into activation tiles, cut the panel pairs ×
+/// token tiles into a [`TaskGrid`], and run `task(activations, y, pairs, token tiles)` for
+/// each cell, in parallel when `threads > 1`.
+///
+/// # Safety
+/// As [`product`] for weights of `(op, n, k, steps)`; `task` writes only its cell of `y`.
+unsafe fn run_tasks<E: Operand, S: Sum>(
+    (op, n, k, steps): (Op, usize, usize, usize),
+    threads: usize,
+    (x, y, m): (&[E], &mut [S], usize),
+    task: impl Fn(&[Tile], SharedOutput<S>, std::ops::Range<usize>, std::ops::Range<usize>) + Sync,
+) {
     debug_assert!(E::OP == op && x.len() == k * m && y.len() == n * m);
     if trivial_product(y, n, k, m) {
         return;
@@ -624,15 +682,14 @@ unsafe fn product<W: TileSource, E: Operand, S: Sum>(w: &W, threads: usize, x: &
     pack_activations(threads, x, k, m, steps, &mut xp);
     let grid = TaskGrid::new(n.div_ceil(ROWS).div_ceil(2), token_tiles, threads, MAX_PAIRS);
     let out = SharedOutput(y.as_mut_ptr());
-    let task = |t: usize| {
+    let cell = |t: usize| {
         let (pairs, tiles) = grid.task(t);
-        // SAFETY: the caller's contract; the task's rows and tokens are its own.
-        unsafe { task(w, &xp, out, m, pairs, tiles) };
+        task(&xp, out, pairs, tiles);
     };
     if threads > 1 && grid.tasks() > 1 {
-        (0..grid.tasks()).into_par_iter().for_each(task);
+        (0..grid.tasks()).into_par_iter().for_each(cell);
     } else {
-        (0..grid.tasks()).for_each(task);
+        (0..grid.tasks()).for_each(cell);
     }
     ACTIVATIONS.with(|s| *s.borrow_mut() = xp);
 }
@@ -726,18 +783,35 @@ unsafe fn task<W: TileSource, S: Sum>(
                 }
             }
         }
-        // Copy the block's sums into y: rows p0·16.. (inside n), tokens t0·16.. (inside m).
-        let (tok0, tok1) = (t0 * ROWS, (t1 * ROWS).min(m));
-        for row in p0 * ROWS..(p1 * ROWS).min(n) {
-            let from = c_base.wrapping_add((row - p0 * ROWS) * stride).cast::<S>();
-            // SAFETY: the sums' row holds `block_tiles · 16 ≥ tok1 - tok0` values stored by
-            // the tiles above, each a valid `S` (every bit pattern is); row < n and tok0.. < m:
-            // inside y, this task's alone, and not the sums' buffer.
-            unsafe { std::ptr::copy_nonoverlapping(from, out.at(row * m + tok0), tok1 - tok0) };
-        }
+        // SAFETY: the tiles above stored every sum of panels p0..p1 × token tiles t0..t1.
+        unsafe { copy_sums(c_base, stride, out, (n, m), (p0, p1), (t0, t1)) };
     }
     SUMS.with(|s| *s.borrow_mut() = sums);
     EXPANDED.with(|s| *s.borrow_mut() = expanded);
+}
+
+/// Copy a token block's sums (tiles side by side, rows `stride` bytes apart, from `c_base`)
+/// into `y` (`n × m`): rows of panels `p0..p1` inside n, tokens of token tiles `t0..t1`
+/// inside m.
+///
+/// # Safety
+/// The sums hold those rows × tokens, stored by the tiles; no other task writes them in `y`.
+unsafe fn copy_sums<S: Sum>(
+    c_base: *const u8,
+    stride: usize,
+    out: SharedOutput<S>,
+    (n, m): (usize, usize),
+    (p0, p1): (usize, usize),
+    (t0, t1): (usize, usize),
+) {
+    let (tok0, tok1) = (t0 * ROWS, (t1 * ROWS).min(m));
+    for row in p0 * ROWS..(p1 * ROWS).min(n) {
+        let from = c_base.wrapping_add((row - p0 * ROWS) * stride).cast::<S>();
+        // SAFETY: the sums' row holds at least `tok1 - tok0` values stored by the tiles,
+        // each a valid `S` (every bit pattern is); row < n and tok0.. < m: inside y, this
+        // task's alone (the caller's contract), and not the sums' buffer.
+        unsafe { std::ptr::copy_nonoverlapping(from, out.at(row * m + tok0), tok1 - tok0) };
+    }
 }
 
 /// The fewest tokens at which a 2:4 product runs on the tiles rather than the AVX-512 2:4
@@ -1073,7 +1147,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn naive_i8(w: &[i8], x: &[i8], n: usize, k: usize, m: usize) -> Vec<i32> {
+    pub(super) fn naive_i8(w: &[i8], x: &[i8], n: usize, k: usize, m: usize) -> Vec<i32> {
         let mut y = vec![0i32; n * m];
         for r in 0..n {
             for kk in 0..k {
@@ -1086,7 +1160,7 @@ mod tests {
     }
 
     /// xorshift bytes from `seed`.
-    fn bytes(seed: u64, len: usize) -> Vec<u8> {
+    pub(super) fn bytes(seed: u64, len: usize) -> Vec<u8> {
         let mut s = seed | 1;
         (0..len)
             .map(|_| {
@@ -1111,6 +1185,28 @@ mod tests {
                         *v = E::default();
                     }
                 }
+            }
+        }
+    }
+
+    /// Zero every `br × bc` block of row-major `n × k` weights but about `density` of them
+    /// (which, from the seed; edge blocks partial).
+    fn prune_blocks<E: Copy + Default>(
+        w: &mut [E],
+        (n, k): (usize, usize),
+        (br, bc): (usize, usize),
+        density: f64,
+        seed: u64,
+    ) {
+        let (rows, cols) = (n.div_ceil(br), k.div_ceil(bc));
+        let keep: Vec<bool> = bytes(seed ^ 0xb10c, rows * cols)
+            .into_iter()
+            .map(|b| f64::from(b) < density * 256.0)
+            .collect();
+        for (i, v) in w.iter_mut().enumerate() {
+            let (r, c) = (i / k, i % k);
+            if !keep[r / br * cols + c / bc] {
+                *v = E::default();
             }
         }
     }
@@ -1167,6 +1263,42 @@ mod tests {
             }
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             prop_assert_eq!(bits(&sparse), bits(&dense));
+        }
+        /// Issue 20: block-sparse int8 weights with their empty tiles skipped are exact on
+        /// random shapes, block shapes (tile-aligned or not) and densities, on one worker and
+        /// two; bf16 likewise on small integers, whose sums f32 holds exactly in any order.
+        #[test]
+        fn issue_20_kept_tiles_are_exact_at_every_edge(
+            n in 1usize..90, k in 1usize..700, m in 1usize..140, seed in any::<u64>(), threads in 1usize..3,
+            shape in prop::sample::select(vec![(16usize, 16usize), (16, 64), (32, 32), (8, 8), (48, 16)]),
+            density in 0.0f64..1.0,
+        ) {
+            if !available(Op::I8) {
+                return Ok(());
+            }
+            let mut w: Vec<i8> = bytes(seed, n * k).into_iter().map(|b| b as i8).collect();
+            prune_blocks(&mut w, (n, k), shape, density, seed);
+            let x: Vec<i8> = bytes(!seed, k * m).into_iter().map(|b| b as i8).collect();
+            let tiles = KeptTiles::new(&w, n, k);
+            let mut y = vec![7i32; n * m];
+            // SAFETY: available; shapes as promised; k < 700 keeps the sums in i32.
+            unsafe { tiles.spmm(threads, &x, &mut y, m) };
+            prop_assert_eq!(&y, &naive_i8(&w, &x, n, k, m));
+            if available(Op::Bf16) {
+                // bf16 of the integers -8..=7 (exact), products ≤ 64, sums < 2^24.
+                let small = |b: &u8| half::bf16::from_f32(f32::from((*b % 16) as i8 - 8)).to_bits();
+                let mut w16: Vec<u16> = bytes(seed ^ 1, n * k).iter().map(small).collect();
+                prune_blocks(&mut w16, (n, k), shape, density, seed);
+                let x16: Vec<u16> = bytes(seed ^ 2, k * m).iter().map(small).collect();
+                let value = |b: u16| half::bf16::from_bits(b).to_f32() as i32;
+                let wi: Vec<i8> = w16.iter().map(|&b| value(b) as i8).collect();
+                let xi: Vec<i8> = x16.iter().map(|&b| value(b) as i8).collect();
+                let mut y = vec![f32::NAN; n * m];
+                // SAFETY: available (checked); the shapes as promised.
+                unsafe { KeptTiles::new(&w16, n, k).spmm(threads, &x16, &mut y, m) };
+                let want: Vec<f32> = naive_i8(&wi, &xi, n, k, m).into_iter().map(|v| v as f32).collect();
+                prop_assert_eq!(y, want);
+            }
         }
     }
 
