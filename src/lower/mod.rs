@@ -151,7 +151,9 @@ fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelP
             (
                 path,
                 format!(
-                    "{reason}; bf16 blocks as K-pairs of 16-row panels on vdpbf16ps where the dense \
+                    "{reason}; bf16 blocks on AMX tiles (each tile holding a kept block stored, \
+                     the empty ones skipped) where they are granted and the width is 16s of K, from \
+                     a few tokens; else as K-pairs of 16-row panels on vdpbf16ps where the dense \
                      comparator runs it, else widened to f32 panels"
                 ),
             )
@@ -244,9 +246,11 @@ fn select(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath,
         Sparsity::Block { rows, cols, .. } if precision == Precision::Int8 => (
             KernelPath::Sparse,
             format!(
-                "{rows}x{cols} int8 blocks (i8 values, u32 column per block) on AVX-512 VNNI where \
-                 the height is whole 16-row panels and the width whole quads, else kept entries per \
-                 row (u32 positions); exact i32 sums"
+                "{rows}x{cols} int8 blocks on AMX tiles (each tile holding a kept block stored, the \
+                 empty ones skipped) where they are granted, the height is whole 16-row panels and \
+                 the width 16s of K, from a few tokens; else (i8 values, u32 column per block) on \
+                 AVX-512 VNNI where the height is whole 16-row panels and the width whole quads, \
+                 else kept entries per row (u32 positions); exact i32 sums"
             ),
         ),
         Sparsity::Block { rows, cols, .. } => (

@@ -2210,6 +2210,8 @@ mod tests {
                 4 => (1usize..=4, 1usize..=6).prop_map(|(p, q)| (16 * p, 4 * q)),
                 1 => Just((8usize, 4usize)),
                 1 => Just((16usize, 6usize)),
+                // One block per AMX tile width: the tiles from 4 tokens where granted.
+                1 => Just((32usize, 64usize)),
             ],
             (brows, bcols, m) in (1usize..4, 1usize..20, 1usize..20),
             keep in proptest::collection::vec(proptest::bool::weighted(0.4), 1..7),

@@ -20,18 +20,32 @@ use super::{
 };
 use crate::shared_output::SharedOutput;
 
-/// The fewest tokens at which block-sparse weights run on the tiles rather than the AVX-512
-/// block kernels, which stream exactly the kept blocks (a tile keeps whole 16 × 32 or 16 × 64
-/// regions, so more bytes than the blocks) and can win while the weights' bytes decide.
-/// Measured (Intel Xeon with AMX, 2 threads, 4096², `sparsegate bench`, ratio to the AMX
-/// dense, tiles / vector): bf16 16×16 blocks at 25% 1.93 / 1.99 at 4 tokens, 1.78 / 1.68 at
-/// 6, 1.89 / 0.82 at 8; 32×32 at 50% 1.74 / 1.43 at 1, 1.68 / 1.20 at 4. int8 16×16 at 25%
-/// 1.23 / 2.20 at 4, 1.18–1.34 / 1.45–1.60 at 16, 0.99 / 1.13 at 24, 1.11 / 0.98 at 32;
-/// 32×32 at 50% 1.13 / 1.29 at 8, 1.08 / 0.85 at 16.
-fn block_tiles_from_tokens(op: Op) -> usize {
-    match op {
-        Op::Bf16 => 4,
-        Op::I8 => 16,
+/// The fewest tokens at which blocks `cols` wide run on the tiles rather than the AVX-512
+/// block kernels, which stream exactly the kept blocks and win while the weights' bytes
+/// decide and a tile holds more than a block: where blocks of several columns share a tile's
+/// K (a bf16 tile is 32 wide, an int8 tile 64), a tile is kept when any of them is, so it
+/// streams more than the blocks. Measured (Intel Xeon with AMX, 2 threads, 4096²,
+/// `sparsegate bench`, ratio to the AMX dense, tiles / vector):
+///
+/// * one block per tile width: bf16 32×32 at 50% 1.74 / 1.43 at 1 token, 1.68 / 1.20 at 4;
+///   int8 32×64 at 50% 1.34 / 1.61 at 1, 1.51 / 1.36 at 4, 1.46 / 1.00 at 16;
+/// * two: bf16 16×16 at 25% 1.82 / 2.99 at 2, 1.93 / 1.99 at 4, 1.78 / 1.68 at 6; int8
+///   32×32 at 50% 1.13–1.19 / 1.29–1.33 at 8, level at 12, 1.07–1.08 / 0.85–1.09 at 16;
+/// * four (int8 16×16 at 25%): 1.18–1.34 / 1.45–1.60 at 16, 0.99 / 1.13 at 24, 1.11 / 0.98
+///   at 32, 1.28 / 0.70 at 128.
+fn block_tiles_from_tokens(op: Op, cols: usize) -> usize {
+    // Blocks side by side in one tile's K: its width over the largest power of two (≥ 16,
+    // as `fits` asks) dividing `cols`.
+    let mut shared = op.k_step();
+    while !cols.is_multiple_of(shared) {
+        shared /= 2;
+    }
+    match (op, op.k_step() / shared) {
+        (Op::Bf16, 1) => 1,
+        (Op::Bf16, _) => 4,
+        (Op::I8, 1) => 4,
+        (Op::I8, 2) => 16,
+        (Op::I8, _) => 32,
     }
 }
 
@@ -69,9 +83,9 @@ pub(crate) struct KeptTiles {
 impl KeptTiles {
     /// Whether a product of `tokens` tokens on blocks of `rows × cols` runs on the tiles:
     /// the CPU and OS grant them ([`available`]), the blocks [`fits`], and at least
-    /// [`block_tiles_from_tokens`] tokens.
+    /// [`block_tiles_from_tokens`] tokens for their width.
     pub(crate) fn pays_at(op: Op, (rows, cols): (usize, usize), tokens: usize) -> bool {
-        fits(rows, cols) && tokens >= block_tiles_from_tokens(op) && available(op)
+        fits(rows, cols) && tokens >= block_tiles_from_tokens(op, cols) && available(op)
     }
 
     /// The tiles of row-major `n × k` weights `w` that hold a non-zero.
@@ -260,6 +274,32 @@ impl KeptTiles {
 mod tests {
     use super::super::tests::{bytes, naive_i8};
     use super::*;
+
+    /// Issue 20: blocks take the tiles from fewer tokens the fewer of them share a tile's K.
+    #[test]
+    fn issue_20_blocks_sharing_a_tile_wait_for_more_tokens() {
+        let from = |op, cols| block_tiles_from_tokens(op, cols);
+        assert_eq!(
+            (
+                from(Op::Bf16, 32),
+                from(Op::Bf16, 64),
+                from(Op::Bf16, 16),
+                from(Op::Bf16, 48)
+            ),
+            (1, 1, 4, 4)
+        );
+        assert_eq!(
+            (
+                from(Op::I8, 64),
+                from(Op::I8, 128),
+                from(Op::I8, 32),
+                from(Op::I8, 96)
+            ),
+            (4, 4, 16, 16)
+        );
+        assert_eq!((from(Op::I8, 16), from(Op::I8, 48)), (32, 32));
+        assert!(!fits(8, 16) && !fits(16, 8) && !fits(0, 16) && fits(32, 48));
+    }
 
     /// Issue 20: only tiles holding a non-zero are kept, and a panel pair's steps fall into
     /// runs of both panels, the first alone and the second alone.
