@@ -1191,7 +1191,7 @@ mod tests {
 
     /// Zero every `br × bc` block of row-major `n × k` weights but about `density` of them
     /// (which, from the seed; edge blocks partial).
-    fn prune_blocks<E: Copy + Default>(
+    pub(super) fn prune_blocks<E: Copy + Default>(
         w: &mut [E],
         (n, k): (usize, usize),
         (br, bc): (usize, usize),
