@@ -306,26 +306,21 @@ mod tests {
     /// Issue 20: blocks take the tiles from fewer tokens the fewer of them share a tile's K.
     #[test]
     fn issue_20_blocks_sharing_a_tile_wait_for_more_tokens() {
-        let from = |op, cols| block_tiles_from_tokens(op, cols);
-        assert_eq!(
-            (
-                from(Op::Bf16, 32),
-                from(Op::Bf16, 64),
-                from(Op::Bf16, 16),
-                from(Op::Bf16, 48)
-            ),
-            (1, 1, 4, 4)
-        );
-        assert_eq!(
-            (
-                from(Op::I8, 64),
-                from(Op::I8, 128),
-                from(Op::I8, 32),
-                from(Op::I8, 96)
-            ),
-            (4, 4, 16, 16)
-        );
-        assert_eq!((from(Op::I8, 16), from(Op::I8, 48)), (32, 32));
+        let table = [
+            (Op::Bf16, 32, 1),
+            (Op::Bf16, 64, 1),
+            (Op::Bf16, 16, 4),
+            (Op::Bf16, 48, 4),
+            (Op::I8, 64, 4),
+            (Op::I8, 128, 4),
+            (Op::I8, 32, 16),
+            (Op::I8, 96, 16),
+            (Op::I8, 16, 32),
+            (Op::I8, 48, 32),
+        ];
+        for (op, cols, tokens) in table {
+            assert_eq!(block_tiles_from_tokens(op, cols), tokens, "{op:?}, {cols} wide");
+        }
         assert!(!fits(8, 16) && !fits(16, 8) && !fits(0, 16) && fits(32, 48));
     }
 
