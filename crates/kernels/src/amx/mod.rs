@@ -28,6 +28,10 @@
 //!   K a block at a time, so the weights stream in address order; above, each K block of the
 //!   activations stays in L2 while every panel pair meets it. Sums live in a task-local
 //!   buffer of tiles between K blocks and are copied into `y` at the end.
+//! * **Sparse weights.** 2:4 is expanded into weight tiles on the fly ([`SparseTiles`]);
+//!   block sparsity keeps only the tiles holding a non-zero and skips the rest
+//!   ([`KeptTiles`], `blocks.rs`). Both share the packing, the task grid and the register
+//!   tile steps.
 //! * **Semantics.** bf16: products of bf16 pairs summed into f32 by the instruction (inputs
 //!   and outputs denormal-flushed, round-to-nearest-even), so the error bound is the f32
 //!   summation's as for the AVX-512 dot product. int8: `tdpbssd` multiplies signed by
@@ -1264,6 +1268,7 @@ mod tests {
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             prop_assert_eq!(bits(&sparse), bits(&dense));
         }
+
         /// Issue 20: block-sparse int8 weights with their empty tiles skipped are exact on
         /// random shapes, block shapes (tile-aligned or not) and densities, on one worker and
         /// two; bf16 likewise on small integers, whose sums f32 holds exactly in any order.
