@@ -499,6 +499,20 @@ mod tests {
                 block_i8
             );
             assert_eq!(isa_path(Operands::I8, Form::Block { rows: 32, cols: 8 }), i8);
+            // The tiles take blocks from a token count set by how many share a tile's K.
+            let at =
+                |operands, (rows, cols), tokens| isa_path_at(operands, Form::Block { rows, cols }, tokens);
+            if kept_tiles(crate::amx::Op::Bf16) {
+                assert_ne!(at(Operands::Bf16, (16, 16), 3), IsaPath::AmxBf16);
+                assert_eq!(at(Operands::Bf16, (16, 16), 4), IsaPath::AmxBf16);
+                assert_eq!(at(Operands::Bf16, (32, 32), 1), IsaPath::AmxBf16);
+            }
+            if kept_tiles(crate::amx::Op::I8) {
+                assert_eq!(at(Operands::I8, (16, 16), 31), i8);
+                assert_eq!(at(Operands::I8, (16, 16), 32), IsaPath::AmxInt8);
+                assert_eq!(at(Operands::I8, (32, 64), 3), i8);
+                assert_eq!(at(Operands::I8, (32, 64), 4), IsaPath::AmxInt8);
+            }
             let dense_i8 = if tiles_granted(Operands::I8) {
                 IsaPath::AmxInt8
             } else {
