@@ -1086,6 +1086,17 @@ fn pack_activations<E: Operand>(
     }
 }
 
+/// Visit a packing group's tiles (`out`: token tiles from `t0`, `steps` tiles each) step by
+/// step, each step's token tiles side by side: `f(token tile, step, tile)`.
+#[inline(always)]
+fn each_tile(out: &mut [Tile], steps: usize, t0: usize, mut f: impl FnMut(usize, usize, &mut Tile)) {
+    for s in 0..steps {
+        for (i, tiles) in out.chunks_exact_mut(steps).enumerate() {
+            f(t0 + i, s, &mut tiles[s]);
+        }
+    }
+}
+
 /// The mask of token tile `t`'s tokens inside `m`.
 fn token_mask(m: usize, t: usize) -> u16 {
     let live = (m - t * ROWS).min(ROWS);
@@ -1100,28 +1111,25 @@ fn token_mask(m: usize, t: usize) -> u16 {
 /// `steps` tiles, all inside m.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn pack_pairs(x: *const u16, (k, m, steps): (usize, usize, usize), t0: usize, out: &mut [Tile]) {
-    for s in 0..steps {
-        for (i, tiles) in out.chunks_exact_mut(steps).enumerate() {
-            let t = t0 + i;
-            let mask = token_mask(m, t);
-            let load = |kk: usize| {
-                if kk < k {
-                    // SAFETY: row kk < k of x, tokens 16t.. masked to those < m.
-                    unsafe {
-                        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, x.add(kk * m + t * ROWS).cast()))
-                    }
-                } else {
-                    _mm512_setzero_si512()
+    each_tile(out, steps, t0, |t, s, tile| {
+        let mask = token_mask(m, t);
+        let load = |kk: usize| {
+            if kk < k {
+                // SAFETY: row kk < k of x, tokens 16t.. masked to those < m.
+                unsafe {
+                    _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, x.add(kk * m + t * ROWS).cast()))
                 }
-            };
-            for j in 0..ROWS {
-                let k0 = s * 32 + 2 * j;
-                let v = _mm512_or_si512(load(k0), _mm512_slli_epi32::<16>(load(k0 + 1)));
-                // SAFETY: row j of the tile is 64 bytes.
-                unsafe { _mm512_storeu_si512(tiles[s].0[j * ROW_BYTES..].as_mut_ptr().cast(), v) };
+            } else {
+                _mm512_setzero_si512()
             }
+        };
+        for j in 0..ROWS {
+            let k0 = s * 32 + 2 * j;
+            let v = _mm512_or_si512(load(k0), _mm512_slli_epi32::<16>(load(k0 + 1)));
+            // SAFETY: row j of the tile is 64 bytes.
+            unsafe { _mm512_storeu_si512(tile.0[j * ROW_BYTES..].as_mut_ptr().cast(), v) };
         }
-    }
+    });
 }
 
 /// int8 activation tiles of the token tiles from `t0` (`out`: `steps` tiles each): row j of
@@ -1132,37 +1140,32 @@ unsafe fn pack_pairs(x: *const u16, (k, m, steps): (usize, usize, usize), t0: us
 /// tiles, all inside m.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn pack_quads(x: *const u8, (k, m, steps): (usize, usize, usize), t0: usize, out: &mut [Tile]) {
-    for s in 0..steps {
-        for (i, tiles) in out.chunks_exact_mut(steps).enumerate() {
-            let t = t0 + i;
-            let mask = token_mask(m, t);
-            let load = |kk: usize| {
-                if kk < k {
-                    // SAFETY: row kk < k of x, tokens 16t.. masked to those < m.
-                    unsafe {
-                        _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, x.add(kk * m + t * ROWS).cast()))
-                    }
-                } else {
-                    _mm512_setzero_si512()
-                }
-            };
-            for j in 0..ROWS {
-                let k0 = s * 64 + 4 * j;
-                let lo = _mm512_or_si512(load(k0), _mm512_slli_epi32::<8>(load(k0 + 1)));
-                let hi = _mm512_or_si512(
-                    _mm512_slli_epi32::<16>(load(k0 + 2)),
-                    _mm512_slli_epi32::<24>(load(k0 + 3)),
-                );
-                // SAFETY: row j of the tile is 64 bytes.
-                unsafe {
-                    _mm512_storeu_si512(
-                        tiles[s].0[j * ROW_BYTES..].as_mut_ptr().cast(),
-                        _mm512_or_si512(lo, hi),
-                    )
-                };
+    each_tile(out, steps, t0, |t, s, tile| {
+        let mask = token_mask(m, t);
+        let load = |kk: usize| {
+            if kk < k {
+                // SAFETY: row kk < k of x, tokens 16t.. masked to those < m.
+                unsafe { _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, x.add(kk * m + t * ROWS).cast())) }
+            } else {
+                _mm512_setzero_si512()
             }
+        };
+        for j in 0..ROWS {
+            let k0 = s * 64 + 4 * j;
+            let lo = _mm512_or_si512(load(k0), _mm512_slli_epi32::<8>(load(k0 + 1)));
+            let hi = _mm512_or_si512(
+                _mm512_slli_epi32::<16>(load(k0 + 2)),
+                _mm512_slli_epi32::<24>(load(k0 + 3)),
+            );
+            // SAFETY: row j of the tile is 64 bytes.
+            unsafe {
+                _mm512_storeu_si512(
+                    tile.0[j * ROW_BYTES..].as_mut_ptr().cast(),
+                    _mm512_or_si512(lo, hi),
+                )
+            };
         }
-    }
+    });
 }
 
 #[cfg(test)]
