@@ -32,21 +32,25 @@ pub fn measure_roofs(threads: usize) -> MachineRoofs {
     let start = Instant::now();
     let (peak_gflops, isa) = fma_peak(threads, FMA_TRIALS);
     // bf16 and int8 have roofs of their own where their dense comparators run on AMX tiles
-    // or the AVX-512 dot products; bf16 kernels that widen in registers multiply on the f32
-    // FMA, and that is their roof.
+    // or the AVX-512 dot products, f16 where it runs on the bf16 tiles (three products each);
+    // kernels that widen in registers multiply on the f32 FMA, and that is their roof.
     let bf16_widens = isa_path(Operands::Bf16, Form::Dense) == IsaPath::Avx512Bf16Widen;
-    let precision_peaks = [(Precision::Bf16, Operands::Bf16), (Precision::Int8, Operands::I8)]
-        .into_iter()
-        .filter(|(p, _)| *p != Precision::Bf16 || !bf16_widens)
-        .filter_map(|(p, operands)| Some((p, DotPeak::for_comparator(operands)?)))
-        .filter_map(|(precision, kind)| {
-            dot_peak(kind, threads, FMA_TRIALS).map(|(peak_gops, instruction)| PrecisionPeak {
-                precision,
-                peak_gops,
-                instruction: instruction.to_owned(),
-            })
+    let precision_peaks = [
+        (Precision::Bf16, Operands::Bf16),
+        (Precision::Fp16, Operands::F16),
+        (Precision::Int8, Operands::I8),
+    ]
+    .into_iter()
+    .filter(|(p, _)| *p != Precision::Bf16 || !bf16_widens)
+    .filter_map(|(p, operands)| Some((p, DotPeak::for_comparator(operands)?)))
+    .filter_map(|(precision, kind)| {
+        dot_peak(kind, threads, FMA_TRIALS).map(|(peak_gops, instruction)| PrecisionPeak {
+            precision,
+            peak_gops,
+            instruction: instruction.to_owned(),
         })
-        .collect();
+    })
+    .collect();
     let llc = last_level_cache_bytes().unwrap_or(32 << 20);
     let triad_bytes = (llc * TRIAD_LLC_FACTOR).clamp(TRIAD_MIN_BYTES, TRIAD_MAX_BYTES);
     let (bandwidth_gbps, triad_bytes) = triad_bandwidth(threads, triad_bytes);

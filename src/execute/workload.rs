@@ -622,7 +622,7 @@ mod weight_tests {
 #[cfg(test)]
 mod half_tests {
     use super::*;
-    use crate::execute::kernels::isa::{Form, IsaPath, Operands, isa_path};
+    use crate::execute::kernels::isa::{Form, IsaPath, Operands, isa_path, isa_path_at};
 
     /// A 16-bit op prepared and run on both sides, with the check the runs make.
     fn run_half(sparsity: Sparsity, path: KernelPath, precision: Precision) -> Workload {
@@ -681,7 +681,8 @@ mod half_tests {
                 DenseKernel::F16(d) if precision == Precision::Fp16 => d.isa_path(),
                 _ => panic!("{precision:?} on the wrong dense kernel"),
             };
-            assert_eq!(path, isa_path(operands, Form::Dense));
+            // At 9 tokens: f16 takes the tiles only from `F16_TILES_FROM_TOKENS`.
+            assert_eq!(path, isa_path_at(operands, Form::Dense, 9));
             // The comparator's product is the f32 product of the stored operands.
             let (w, x) = (p.dense_w_f32(), p.x_store.as_ref().unwrap().to_f32());
             let mut want = vec![0.0; n * 9];
@@ -761,7 +762,6 @@ mod half_tests {
     /// block shapes, and fp16, keep the widened f32 kernel.
     #[test]
     fn bf16_blocks_take_the_dot_product_kernel_where_the_comparator_does() {
-        use crate::execute::kernels::isa::isa_path_at;
         let block = |rows, cols| Sparsity::Block {
             rows,
             cols,

@@ -242,6 +242,9 @@ pub enum IsaPath {
     AmxBf16,
     /// int8 tiles into i32 with `tdpbssd` (AMX-INT8), 16 × 16 sums a tile.
     AmxInt8,
+    /// f16 as three bf16 tile products into f32 (`tdpbf16ps`, AMX-BF16): each f16 split into
+    /// a bf16 `hi` and `lo`, `wh·xh + wh·xl + wl·xh` (where the CPU has no AMX-FP16).
+    AmxBf16x3,
     /// bf16 pairs into f32 with `vdpbf16ps` (AVX-512 BF16).
     Avx512Bf16,
     /// f16 weights streamed as f16, widened in registers (`vcvtph2ps`) for f32 FMA on zmm.
@@ -269,6 +272,7 @@ impl IsaPath {
         match self {
             IsaPath::AmxBf16 => "amx-bf16",
             IsaPath::AmxInt8 => "amx-int8",
+            IsaPath::AmxBf16x3 => "amx-bf16x3",
             IsaPath::Avx512Bf16 => "avx512-bf16",
             IsaPath::Avx512F16Widen => "avx512-f16-cvtph",
             IsaPath::Avx512Bf16Widen => "avx512-bf16-shift",
@@ -304,14 +308,16 @@ pub fn blocks_fit(operands: Operands, rows: usize, cols: usize) -> bool {
 }
 
 /// Whether the dense comparator of `operands` runs on AMX tiles in this process: the CPU has
-/// the tile instructions for them (AMX-BF16, AMX-INT8) and Linux granted tile data. Asking
-/// makes the request (once per process); it reads no timing probe.
+/// the tile instructions for them (AMX-BF16, AMX-INT8; f16 as three bf16 products, from
+/// [`F16_TILES_FROM_TOKENS`](crate::precision::F16_TILES_FROM_TOKENS) tokens) and Linux
+/// granted tile data. Asking makes the request (once per process); it reads no timing probe.
 pub fn tiles_granted(operands: Operands) -> bool {
     #[cfg(target_arch = "x86_64")]
     match operands {
         Operands::Bf16 => return super::amx::available(super::amx::Op::Bf16),
         Operands::I8 => return super::amx::available(super::amx::Op::I8),
-        Operands::F32 | Operands::F16 => {}
+        Operands::F16 => return super::amx::f16_available(),
+        Operands::F32 => {}
     }
     let _ = operands;
     false
@@ -367,6 +373,8 @@ pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
         {
             IsaPath::Avx512Bf16
         }
+        #[cfg(target_arch = "x86_64")]
+        (Operands::F16, Form::Dense) if super::amx::F16Tiles::pays_at(tokens) => IsaPath::AmxBf16x3,
         #[cfg(target_arch = "x86_64")]
         (Operands::F16, Form::Dense | Form::TwoOfFour) if super::half_dot::f16_available() => {
             IsaPath::Avx512F16Widen
@@ -524,7 +532,18 @@ mod tests {
             } else {
                 IsaPath::WidenF32
             };
-            assert_eq!(isa_path(Operands::F16, Form::Dense), f16);
+            // f16 takes the bf16 tiles (three products) from the token count where they pay.
+            let at = |form, tokens| isa_path_at(Operands::F16, form, tokens);
+            let many = if tiles_granted(Operands::F16) {
+                IsaPath::AmxBf16x3
+            } else {
+                f16
+            };
+            let from = crate::precision::F16_TILES_FROM_TOKENS;
+            assert_eq!(isa_path(Operands::F16, Form::Dense), many);
+            assert_eq!(at(Form::Dense, from), many);
+            assert_eq!(at(Form::Dense, from - 1), f16);
+            assert_eq!(at(Form::Dense, 1), f16);
             assert_eq!(isa_path(Operands::F16, Form::TwoOfFour), f16);
         }
         assert_eq!(isa_path(Operands::Bf16, Form::OtherSparse), IsaPath::WidenF32);

@@ -139,7 +139,7 @@ fn one_off<T: Storage16>(
     y: &mut [f32],
     (n, k, m): (usize, usize, usize),
 ) -> bool {
-    match DenseHalf::<T>::new(w, n, k) {
+    match DenseHalf::<T>::for_tokens(w, n, k, m) {
         Ok(d) if !matches!(d.stored, DenseHalfStored::Widened(_)) => d.gemm(threads, x, y, m).is_ok(),
         _ => false,
     }
@@ -229,6 +229,8 @@ enum DenseHalfStored {
     #[cfg(target_arch = "x86_64")]
     Tiles(super::amx::AmxWeights),
     #[cfg(target_arch = "x86_64")]
+    F16Tiles(super::amx::F16Tiles),
+    #[cfg(target_arch = "x86_64")]
     Pairs(super::half_dot::DensePairs),
     #[cfg(target_arch = "x86_64")]
     Halves(super::half_dot::DenseHalves<super::half_dot::F16>),
@@ -240,7 +242,7 @@ enum DenseHalfStored {
 /// Which kernel a 16-bit product runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HalfKernel {
-    /// bf16 tiles on `tdpbf16ps` (AMX-BF16).
+    /// bf16 tiles on `tdpbf16ps` (AMX-BF16); f16 as three bf16 tile products.
     #[cfg(target_arch = "x86_64")]
     Tiles,
     /// bf16 pairs on `vdpbf16ps` (AVX-512 BF16).
@@ -260,6 +262,15 @@ enum HalfKernel {
 /// (MKL 47); at 16 tokens 83-145 and 119-159.
 pub const BF16_DOT_BELOW_TOKENS: usize = 8;
 
+/// The fewest tokens at which a dense f16 product runs on the bf16 tiles (three products
+/// each, `amx::F16Tiles`, where the CPU has AMX-BF16) rather than widened in registers
+/// (`half_dot::f16`): the tiles stream three bf16 a weight, three times the f16 bytes, and a
+/// few token tiles leave them short of work. Measured (Intel Xeon with AMX-BF16, 2 threads,
+/// `sparsegate bench`, ms, widened / tiles): 4096² 2.45 / 3.06 at 16 tokens, 3.97 / 4.52 at
+/// 32, 5.85 / 6.18 at 48, 7.84 / 6.78 at 64, 15.7 / 8.96 at 128; 11008×4096 11.6 / 12.1 at
+/// 32, 16.2 / 16.4 at 48, 22.2 / 17.8 at 64, 43.6 / 26.4 at 128.
+pub const F16_TILES_FROM_TOKENS: usize = 64;
+
 impl HalfKernel {
     /// The fastest kernel for `kind` on this CPU at `tokens` (for bf16 past a few tokens,
     /// measured once per process: `half_dot::bf16_widens`).
@@ -278,11 +289,14 @@ impl HalfKernel {
         HalfKernel::F32
     }
 
-    /// The dense comparator's kernel: [`Self::chosen`], or the tiles for bf16 where the CPU
-    /// and OS grant AMX-BF16 (the sparse 16-bit kernels stay on AVX-512).
+    /// The dense comparator's kernel: [`Self::chosen`], or the tiles where the CPU and OS
+    /// grant AMX-BF16: for bf16 always, for f16 (three bf16 products) from the token count
+    /// where they pay (`amx::F16Tiles::pays_at`).
     fn chosen_dense(kind: Half, tokens: usize) -> HalfKernel {
         #[cfg(target_arch = "x86_64")]
-        if kind == Half::Bf16 && super::amx::available(super::amx::Op::Bf16) {
+        if kind == Half::Bf16 && super::amx::available(super::amx::Op::Bf16)
+            || kind == Half::F16 && super::amx::F16Tiles::pays_at(tokens)
+        {
             return HalfKernel::Tiles;
         }
         HalfKernel::chosen(kind, tokens)
@@ -308,7 +322,9 @@ impl HalfKernel {
             if kind == Half::Bf16 && super::half_dot::available() {
                 all.push(HalfKernel::Dot);
             }
-            if kind == Half::Bf16 && super::amx::available(super::amx::Op::Bf16) {
+            if kind == Half::Bf16 && super::amx::available(super::amx::Op::Bf16)
+                || kind == Half::F16 && super::amx::f16_available()
+            {
                 all.push(HalfKernel::Tiles);
             }
             if super::half_dot::f16_available() {
@@ -337,7 +353,13 @@ impl<T: Storage16> DenseHalf<T> {
         check_len("w", w.len(), n, k)?;
         let stored = match (kernel, T::KIND) {
             #[cfg(target_arch = "x86_64")]
-            (HalfKernel::Tiles, _) => DenseHalfStored::Tiles(super::amx::AmxWeights::new(T::bits(w), n, k)),
+            (HalfKernel::Tiles, Half::Bf16) => {
+                DenseHalfStored::Tiles(super::amx::AmxWeights::new(T::bits(w), n, k))
+            }
+            #[cfg(target_arch = "x86_64")]
+            (HalfKernel::Tiles, Half::F16) => {
+                DenseHalfStored::F16Tiles(super::amx::F16Tiles::new(T::bits(w), n, k))
+            }
             #[cfg(target_arch = "x86_64")]
             (HalfKernel::Dot, _) => {
                 DenseHalfStored::Pairs(super::half_dot::DensePairs::new(T::bits(w), n, k))
@@ -375,6 +397,10 @@ impl<T: Storage16> DenseHalf<T> {
             // granted; the lengths were checked above.
             DenseHalfStored::Tiles(t) => unsafe { t.gemm(threads, T::bits(x), y, m) },
             #[cfg(target_arch = "x86_64")]
+            // SAFETY: `F16Tiles` is only built for f16 where `amx::f16_available` held; the
+            // lengths were checked above.
+            DenseHalfStored::F16Tiles(t) => unsafe { t.gemm(threads, T::bits(x), y, m) },
+            #[cfg(target_arch = "x86_64")]
             // SAFETY: `Pairs` is only built where the features were detected; the lengths
             // were checked above.
             DenseHalfStored::Pairs(p) => unsafe { p.gemm(threads, T::bits(x), y, m) },
@@ -395,6 +421,8 @@ impl<T: Storage16> DenseHalf<T> {
             #[cfg(target_arch = "x86_64")]
             DenseHalfStored::Tiles(_) => IsaPath::AmxBf16,
             #[cfg(target_arch = "x86_64")]
+            DenseHalfStored::F16Tiles(_) => IsaPath::AmxBf16x3,
+            #[cfg(target_arch = "x86_64")]
             DenseHalfStored::Pairs(_) => IsaPath::Avx512Bf16,
             #[cfg(target_arch = "x86_64")]
             DenseHalfStored::Halves(_) => IsaPath::Avx512F16Widen,
@@ -404,9 +432,14 @@ impl<T: Storage16> DenseHalf<T> {
         }
     }
 
-    /// Bytes of weight values a product streams, as stored: `n · k` 16-bit values.
+    /// Bytes of weight values a product streams, as stored: `n · k` 16-bit values (three
+    /// bf16 a weight for f16 on the tiles).
     pub fn value_bytes(&self) -> usize {
-        self.n * self.k * 2
+        match self.stored {
+            #[cfg(target_arch = "x86_64")]
+            DenseHalfStored::F16Tiles(_) => self.n * self.k * 6,
+            _ => self.n * self.k * 2,
+        }
     }
 }
 
@@ -1429,11 +1462,28 @@ mod tests {
         k: usize,
         m: usize,
     ) -> Option<String> {
+        half_mismatch_on(IsaPath::WidenF32, y, w, x, (n, k, m))
+    }
+
+    /// [`half_mismatch`] for a product on `path`: f16 as three bf16 products
+    /// (`amx-bf16x3`) sums 3K terms and drops `wl·xl`, at most `2⁻¹⁶·|w·x|` (`amx::split`),
+    /// so its bound is `2 · (3K + 2) · 2⁻²⁴ + 2⁻¹⁶` of `Σ|w·x|`, still far below a term.
+    fn half_mismatch_on<T: Storage16>(
+        path: IsaPath,
+        y: &[f32],
+        w: &[T],
+        x: &[T],
+        (n, k, m): (usize, usize, usize),
+    ) -> Option<String> {
         let (wf, xf) = (widen(w), widen(x));
         let mut want = vec![0.0; n * m];
         gemm_naive(&wf, &xf, &mut want, n, k, m);
         let scale = abs_sums(&wf, &xf, n, k, m);
-        let tol = 2.0 * (k as f32 + 2.0) * f32::EPSILON / 2.0;
+        let tol = if path == IsaPath::AmxBf16x3 {
+            2.0 * (3.0 * k as f32 + 2.0) * f32::EPSILON / 2.0 + 2f32.powi(-16)
+        } else {
+            2.0 * (k as f32 + 2.0) * f32::EPSILON / 2.0
+        };
         (0..n * m)
             .find(|&i| y[i].is_nan() || (y[i] - want[i]).abs() > tol * scale[i] + f32::MIN_POSITIVE)
             .map(|i| {
@@ -1460,7 +1510,7 @@ mod tests {
             let d = DenseHalf::<T>::build(&w, n, k, kernel).unwrap();
             let mut y = vec![f32::NAN; n * m];
             d.gemm(t, &x, &mut y, m).unwrap();
-            if let Some(e) = half_mismatch(&y, &w, &x, n, k, m) {
+            if let Some(e) = half_mismatch_on(d.isa_path(), &y, &w, &x, (n, k, m)) {
                 prop_assert!(
                     false,
                     "Dense {:?} {n}x{k}x{m} t={t} {:?}: {e}",
@@ -1471,7 +1521,8 @@ mod tests {
         }
         let (mut wp, mut xp, mut y) = (vec![0.0; n * k], vec![0.0; k * m], vec![f32::NAN; n * m]);
         gemm_half(t, &buf(&w), &buf(&x), (&mut wp, &mut xp), &mut y, n, k, m).unwrap();
-        if let Some(e) = half_mismatch(&y, &w, &x, n, k, m) {
+        let path = DenseHalf::<T>::for_tokens(&w, n, k, m).unwrap().isa_path();
+        if let Some(e) = half_mismatch_on(path, &y, &w, &x, (n, k, m)) {
             prop_assert!(false, "gemm_half {:?} {n}x{k}x{m} t={t}: {e}", T::KIND);
         }
         Ok(())

@@ -50,6 +50,8 @@ pub enum DotPeak {
     Bf16Tiles,
     /// `tdpbssd`: a 16×16 i32 tile of 64-product int8 dot products (AMX-INT8).
     Int8Tiles,
+    /// f16 as three `tdpbf16ps` products each (`amx-bf16x3`): a third of the bf16 tiles'.
+    F16Tiles,
 }
 
 impl DotPeak {
@@ -63,6 +65,7 @@ impl DotPeak {
             Operands::Bf16 => Some(DotPeak::Bf16),
             Operands::I8 if tiles => Some(DotPeak::Int8Tiles),
             Operands::I8 => Some(DotPeak::Int8),
+            Operands::F16 if tiles => Some(DotPeak::F16Tiles),
             _ => None,
         }
     }
@@ -81,6 +84,10 @@ pub fn dot_peak(kind: DotPeak, threads: usize, trials: usize) -> Option<(f64, &'
             }
             DotPeak::Int8 if has!("avx512f") && has!("avx512vnni") => (x86::i8_dots_checked, 64, "vpdpbusd"),
             DotPeak::Bf16Tiles | DotPeak::Int8Tiles => return tile_peak(kind, threads, trials),
+            DotPeak::F16Tiles => {
+                let (bf16, _) = tile_peak(DotPeak::Bf16Tiles, threads, trials)?;
+                return Some((bf16 / 3.0, "tdpbf16ps x3"));
+            }
             _ => return None,
         };
         let mut best = 0.0f64;
@@ -376,6 +383,7 @@ mod tests {
             for (kind, operands, name) in [
                 (DotPeak::Bf16Tiles, Operands::Bf16, "tdpbf16ps"),
                 (DotPeak::Int8Tiles, Operands::I8, "tdpbssd"),
+                (DotPeak::F16Tiles, Operands::F16, "tdpbf16ps x3"),
             ] {
                 let peak = dot_peak(kind, 1, 1);
                 assert_eq!(peak.is_some(), tiles_granted(operands));

@@ -39,8 +39,10 @@
 //!   `K ≤ INT8_MAX_K`, so the result is exact.
 
 mod blocks;
+mod split;
 
 pub(super) use blocks::KeptTiles;
+pub(super) use split::{F16Tiles, f16_available};
 
 use super::schedule::TaskGrid;
 use super::shared_output::{SharedOutput, trivial_product};
