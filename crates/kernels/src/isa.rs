@@ -376,6 +376,10 @@ pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
         #[cfg(target_arch = "x86_64")]
         (Operands::F16, Form::Dense) if super::amx::F16Tiles::pays_at(tokens) => IsaPath::AmxBf16x3,
         #[cfg(target_arch = "x86_64")]
+        (Operands::F16, Form::TwoOfFour) if super::amx::F16Tiles::two_of_four_pays_at(tokens) => {
+            IsaPath::AmxBf16x3
+        }
+        #[cfg(target_arch = "x86_64")]
         (Operands::F16, Form::Dense | Form::TwoOfFour) if super::half_dot::f16_available() => {
             IsaPath::Avx512F16Widen
         }
@@ -544,7 +548,16 @@ mod tests {
             assert_eq!(at(Form::Dense, from), many);
             assert_eq!(at(Form::Dense, from - 1), f16);
             assert_eq!(at(Form::Dense, 1), f16);
-            assert_eq!(isa_path(Operands::F16, Form::TwoOfFour), f16);
+            let from = crate::precision::F16_TWO_OF_FOUR_TILES_FROM_TOKENS;
+            let many =
+                if crate::amx::SparseTiles::available(crate::amx::Op::Bf16) && tiles_granted(Operands::F16) {
+                    IsaPath::AmxBf16x3
+                } else {
+                    f16
+                };
+            assert_eq!(isa_path(Operands::F16, Form::TwoOfFour), many);
+            assert_eq!(at(Form::TwoOfFour, from), many);
+            assert_eq!(at(Form::TwoOfFour, from - 1), f16);
         }
         assert_eq!(isa_path(Operands::Bf16, Form::OtherSparse), IsaPath::WidenF32);
         assert_eq!(IsaPath::Avx512Bf16.to_string(), "avx512-bf16");

@@ -271,6 +271,15 @@ pub const BF16_DOT_BELOW_TOKENS: usize = 8;
 /// 32, 16.2 / 16.4 at 48, 22.2 / 17.8 at 64, 43.6 / 26.4 at 128.
 pub const F16_TILES_FROM_TOKENS: usize = 64;
 
+/// The fewest tokens at which a 2:4 f16 product runs on the bf16 tiles (three products, the
+/// 2:4 weights expanded a step at a time) rather than the compact kernel widened in
+/// registers: earlier than dense, because 2:4 on the tiles streams about half of dense's
+/// three bf16 a weight. Measured (Intel Xeon with AMX-BF16, 2 threads, `sparsegate bench`,
+/// ms, widened / tiles): 4096² 1.10 / 1.86 at 8 tokens, 2.36–2.48 / 2.06–2.27 at 16,
+/// 3.23 / 2.50 at 24, 4.31 / 2.61 at 32, 15.5 / 10.3 at 128, 60.5 / 29.6 at 512;
+/// 11008×4096 2.98 / 6.84 at 8, 6.12 / 6.56–6.84 at 16, 8.69 / 7.08 at 24, 11.4 / 7.23 at 32.
+pub const F16_TWO_OF_FOUR_TILES_FROM_TOKENS: usize = 20;
+
 impl HalfKernel {
     /// The fastest kernel for `kind` on this CPU at `tokens` (for bf16 past a few tokens,
     /// measured once per process: `half_dot::bf16_widens`).
@@ -307,7 +316,9 @@ impl HalfKernel {
     /// the tiles to pay (`amx::sparse_tiles_from_tokens`).
     fn chosen_two_of_four(kind: Half, tokens: usize) -> HalfKernel {
         #[cfg(target_arch = "x86_64")]
-        if kind == Half::Bf16 && super::amx::SparseTiles::pays_at(super::amx::Op::Bf16, tokens) {
+        if kind == Half::Bf16 && super::amx::SparseTiles::pays_at(super::amx::Op::Bf16, tokens)
+            || kind == Half::F16 && super::amx::F16Tiles::two_of_four_pays_at(tokens)
+        {
             return HalfKernel::Tiles;
         }
         HalfKernel::chosen(kind, tokens)
@@ -435,9 +446,9 @@ impl<T: Storage16> DenseHalf<T> {
     /// Bytes of weight values a product streams, as stored: `n · k` 16-bit values (three
     /// bf16 a weight for f16 on the tiles).
     pub fn value_bytes(&self) -> usize {
-        match self.stored {
+        match &self.stored {
             #[cfg(target_arch = "x86_64")]
-            DenseHalfStored::F16Tiles(_) => self.n * self.k * 6,
+            DenseHalfStored::F16Tiles(t) => t.bytes(self.n).0,
             _ => self.n * self.k * 2,
         }
     }
@@ -469,6 +480,9 @@ enum TwoOfFourStored {
     /// bf16 2:4 expanded into AMX tiles per K block.
     #[cfg(target_arch = "x86_64")]
     Tiles(super::amx::SparseTiles),
+    /// f16 2:4 as three bf16 products on those tiles.
+    #[cfg(target_arch = "x86_64")]
+    F16Tiles(super::amx::F16Tiles),
     #[cfg(target_arch = "x86_64")]
     Pairs(super::half_dot::TwoOfFourPairs),
     #[cfg(target_arch = "x86_64")]
@@ -524,6 +538,12 @@ impl<T: Storage16> TwoOfFourHalf<T> {
                         return make(TwoOfFourStored::Tiles(tiles));
                     }
                 }
+                (HalfKernel::Tiles, Half::F16) => {
+                    let dense: Vec<T> = a.decompress().iter().map(|&v| T::from_f32(v)).collect();
+                    if let Some(tiles) = super::amx::F16Tiles::two_of_four(T::bits(&dense), rows, k) {
+                        return make(TwoOfFourStored::F16Tiles(tiles));
+                    }
+                }
                 (HalfKernel::Dot, _) => {
                     let pairs = super::half_dot::TwoOfFourPairs::new(rows, k, bits, a.indices(), row_bytes);
                     return make(TwoOfFourStored::Pairs(pairs));
@@ -536,7 +556,7 @@ impl<T: Storage16> TwoOfFourHalf<T> {
                     let halves = super::half_dot::TwoOfFourHalves::new(rows, k, bits, a.indices(), row_bytes);
                     return make(TwoOfFourStored::Halves(halves));
                 }
-                (HalfKernel::F32 | HalfKernel::Tiles, _) => {}
+                (HalfKernel::F32, _) => {}
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -562,6 +582,10 @@ impl<T: Storage16> TwoOfFourHalf<T> {
             // and granted; the lengths were checked above.
             TwoOfFourStored::Tiles(t) => unsafe { t.spmm(threads, T::bits(x), y, m) },
             #[cfg(target_arch = "x86_64")]
+            // SAFETY: `F16Tiles` is only built where `amx::f16_available` held and the CPU
+            // expands 2:4 (`F16Tiles::two_of_four`); the lengths were checked above.
+            TwoOfFourStored::F16Tiles(t) => unsafe { t.gemm(threads, T::bits(x), y, m) },
+            #[cfg(target_arch = "x86_64")]
             // SAFETY: `Pairs` is only built where the features were detected; the lengths
             // were checked above.
             TwoOfFourStored::Pairs(p) => unsafe { p.spmm(threads, T::bits(x), y, m) },
@@ -585,6 +609,8 @@ impl<T: Storage16> TwoOfFourHalf<T> {
             #[cfg(target_arch = "x86_64")]
             TwoOfFourStored::Tiles(_) => IsaPath::AmxBf16,
             #[cfg(target_arch = "x86_64")]
+            TwoOfFourStored::F16Tiles(_) => IsaPath::AmxBf16x3,
+            #[cfg(target_arch = "x86_64")]
             TwoOfFourStored::Pairs(_) => IsaPath::Avx512Bf16,
             #[cfg(target_arch = "x86_64")]
             TwoOfFourStored::Halves(_) => IsaPath::Avx512F16Widen,
@@ -600,6 +626,8 @@ impl<T: Storage16> TwoOfFourHalf<T> {
         match &self.stored {
             #[cfg(target_arch = "x86_64")]
             TwoOfFourStored::Tiles(t) => t.value_bytes(),
+            #[cfg(target_arch = "x86_64")]
+            TwoOfFourStored::F16Tiles(t) => t.bytes(self.rows).0,
             _ => self.rows * self.k,
         }
     }
@@ -610,6 +638,8 @@ impl<T: Storage16> TwoOfFourHalf<T> {
         match &self.stored {
             #[cfg(target_arch = "x86_64")]
             TwoOfFourStored::Tiles(t) => t.metadata_bytes(),
+            #[cfg(target_arch = "x86_64")]
+            TwoOfFourStored::F16Tiles(t) => t.bytes(self.rows).1,
             _ => self.metadata_bytes,
         }
     }
@@ -1539,16 +1569,20 @@ mod tests {
             let s = TwoOfFourHalf::<T>::from_nm_values(&a, kernel);
             // The tiles' form pads to whole 16-row panels and 32-k steps: 32 value bytes and
             // a 4-byte mask a row and step.
-            let (rows, steps) = (n.div_ceil(16) * 16, k.div_ceil(32));
-            let bytes = if s.isa_path() == IsaPath::AmxBf16 {
+            // f16 on them (`amx-bf16x3`) over three thirds of K, each padded to groups of four.
+            let tiles = |k: usize| {
+                let (rows, steps) = (n.div_ceil(16) * 16, k.div_ceil(32));
                 (rows * steps * 32, rows * steps * 4)
-            } else {
-                (n * k, n * k.div_ceil(8))
+            };
+            let bytes = match s.isa_path() {
+                IsaPath::AmxBf16 => tiles(k),
+                IsaPath::AmxBf16x3 => tiles(3 * k.next_multiple_of(4)),
+                _ => (n * k, n * k.div_ceil(8)),
             };
             prop_assert_eq!((s.value_bytes(), s.metadata_bytes()), bytes);
             let mut y = vec![f32::NAN; n * m];
             s.spmm(t, &x, &mut y, m).unwrap();
-            if let Some(e) = half_mismatch(&y, &w, &x, n, k, m) {
+            if let Some(e) = half_mismatch_on(s.isa_path(), &y, &w, &x, (n, k, m)) {
                 prop_assert!(
                     false,
                     "2:4 {:?} {n}x{k}x{m} t={t} {:?}: {e}",

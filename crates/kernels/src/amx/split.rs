@@ -8,7 +8,8 @@
 //! `hi`, its nearest bf16, and `lo = x − hi`, which has at most four significant bits. So
 //! `w·x = wh·xh + wh·xl + wl·xh + wl·xl`, each product exact in f32. The first three are one
 //! bf16 product over a K three times as long: weights `[wh | wh | wl]` and activations
-//! `[xh ; xl ; xh]` stacked along K (the "bf16x3" of XLA's precision configs).
+//! `[xh ; xl ; xh]` stacked along K (the "bf16x3" of XLA's precision configs). 2:4 weights
+//! stay 2:4 in every third (a zero splits into zeros), so the 2:4 tiles run them alike.
 //!
 //! Numerics: the dropped `wl·xl` is at most `2⁻¹⁶·|w·x|` (`|lo| ≤ 2⁻⁸·|x|` for a nearest
 //! `hi`), 32 times below f16's own rounding (2⁻¹¹), so a sum errs by at most
@@ -18,7 +19,7 @@
 //! every `lo` are normal bf16 and their products normal f32, so the tiles' denormal
 //! flushing never applies.
 
-use super::{AmxWeights, available};
+use super::{AmxWeights, SparseTiles, available};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
@@ -34,10 +35,20 @@ pub(crate) fn f16_available() -> bool {
     available(super::Op::Bf16) && is_x86_feature_detected!("avx512bf16") && is_x86_feature_detected!("f16c")
 }
 
-/// Dense f16 weights packed as `[wh | wh | wl]` bf16 tiles along a K three times as long.
+/// f16 weights as `[wh | wh | wl]` bf16 along a K three times as long (each third `seg`
+/// long: K, padded to whole groups of four for 2:4), on the tiles.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct F16Tiles {
-    tiles: AmxWeights,
+    k: usize,
+    seg: usize,
+    form: Form,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Form {
+    Dense(AmxWeights),
+    /// 2:4 expanded per step ([`SparseTiles`]): each third keeps the weights' zeros.
+    TwoOfFour(SparseTiles),
 }
 
 /// The bits of `(hi, lo)`, each a bf16, with `hi + lo` the f16 `bits` exactly; `lo` is zero
@@ -51,43 +62,90 @@ fn split(bits: u16) -> (u16, u16) {
     (hi.to_bits(), half::bf16::from_f32(x - hi.to_f32()).to_bits())
 }
 
+/// The row-major `n × k` f16 weights `w` (bits) as `n × 3·seg` bf16 bits, row by row
+/// `[wh | wh | wl]`, each third zero-padded from k to `seg`; a non-finite weight keeps only
+/// its `wh·xh` (see the module doc).
+fn stack(w: &[u16], n: usize, k: usize, seg: usize) -> Vec<u16> {
+    debug_assert_eq!(w.len(), n * k);
+    let mut stacked = vec![0u16; n * 3 * seg];
+    for (row, out) in w
+        .chunks_exact(k.max(1))
+        .zip(stacked.chunks_exact_mut(3 * seg.max(1)))
+    {
+        let (first, rest) = out.split_at_mut(seg);
+        let (second, third) = rest.split_at_mut(seg);
+        for (i, &b) in row.iter().enumerate() {
+            let (hi, lo) = split(b);
+            (first[i], second[i], third[i]) = (hi, if finite(b) { hi } else { 0 }, lo);
+        }
+    }
+    stacked
+}
+
 impl F16Tiles {
     /// Whether a dense f16 product of `tokens` tokens runs on the tiles in this process.
     pub(crate) fn pays_at(tokens: usize) -> bool {
         tokens >= crate::precision::F16_TILES_FROM_TOKENS && f16_available()
     }
 
+    /// Whether a 2:4 f16 product of `tokens` tokens runs on the tiles in this process (the
+    /// expansion needs VBMI2 too).
+    pub(crate) fn two_of_four_pays_at(tokens: usize) -> bool {
+        tokens >= crate::precision::F16_TWO_OF_FOUR_TILES_FROM_TOKENS
+            && f16_available()
+            && SparseTiles::available(super::Op::Bf16)
+    }
+
     /// Pack the row-major `n × k` f16 weights (their bits).
     pub(crate) fn new(w: &[u16], n: usize, k: usize) -> F16Tiles {
-        debug_assert_eq!(w.len(), n * k);
-        let mut stacked = vec![0u16; n * 3 * k];
-        for (row, out) in w
-            .chunks_exact(k.max(1))
-            .zip(stacked.chunks_exact_mut(3 * k.max(1)))
-        {
-            let (first, rest) = out.split_at_mut(k);
-            let (second, third) = rest.split_at_mut(k);
-            for (i, &b) in row.iter().enumerate() {
-                let (hi, lo) = split(b);
-                // A non-finite weight keeps only its `wh·xh`: see the module doc.
-                (first[i], second[i], third[i]) = (hi, if finite(b) { hi } else { 0 }, lo);
-            }
-        }
         F16Tiles {
-            tiles: AmxWeights::new(&stacked, n, 3 * k),
+            k,
+            seg: k,
+            form: Form::Dense(AmxWeights::new(&stack(w, n, k, k), n, 3 * k)),
+        }
+    }
+
+    /// Pack row-major `n × k` f16 weights (bits) with at most two non-zeros in every group
+    /// of four along K; `None` where they have more, or the CPU cannot expand them (VBMI2).
+    pub(crate) fn two_of_four(w: &[u16], n: usize, k: usize) -> Option<F16Tiles> {
+        if !SparseTiles::available(super::Op::Bf16) {
+            return None;
+        }
+        // Whole groups of four in each third, so none straddles two.
+        let seg = k.next_multiple_of(4);
+        let tiles = SparseTiles::new(&stack(w, n, k, seg), n, 3 * seg)?;
+        Some(F16Tiles {
+            k,
+            seg,
+            form: Form::TwoOfFour(tiles),
+        })
+    }
+
+    /// (value bytes, metadata bytes) as stored: three bf16 a weight (dense, `n · k · 6`),
+    /// or the 2:4 tiles' kept values and masks over the three thirds.
+    pub(crate) fn bytes(&self, n: usize) -> (usize, usize) {
+        match &self.form {
+            Form::Dense(_) => (n * self.k * 6, 0),
+            Form::TwoOfFour(t) => (t.value_bytes(), t.metadata_bytes()),
         }
     }
 
     /// `y[n × m] = W · x[k × m]`, x as f16 bits, f32 sums, on `threads` workers.
     ///
     /// # Safety
-    /// [`f16_available`] returned true; `x.len() == k·m`, `y.len() == n·m`.
+    /// [`f16_available`] returned true (and VBMI2 for 2:4: [`Self::two_of_four_pays_at`]);
+    /// `x.len() == k·m`, `y.len() == n·m`.
     pub(crate) unsafe fn gemm(&self, threads: usize, x: &[u16], y: &mut [f32], m: usize) {
         let mut stacked = SPLIT.with(|s| std::mem::take(&mut *s.borrow_mut()));
         // SAFETY: the caller's contract.
-        unsafe { split_activations(threads, x, &mut stacked) };
-        // SAFETY: the caller's contract; `stacked` is the `3k × m` activations.
-        unsafe { self.tiles.gemm(threads, &stacked, y, m) };
+        unsafe { split_activations(threads, x, self.seg, m, &mut stacked) };
+        // SAFETY: the caller's contract; `stacked` is the `3·seg × m` activations.
+        unsafe {
+            match &self.form {
+                Form::Dense(t) => t.gemm(threads, &stacked, y, m),
+                Form::TwoOfFour(t) => t.spmm(threads, &stacked, y, m),
+            }
+        }
         SPLIT.with(|s| *s.borrow_mut() = stacked);
     }
 }
@@ -95,22 +153,27 @@ impl F16Tiles {
 /// Values a task of [`split_activations`] splits.
 const SPLIT_CHUNK: usize = 1 << 14;
 
-/// Split the f16 activations `x` (`k × m`, their bits) into `out = [xh ; xl ; xh]`, `3k × m`
-/// bf16 bits (the second `hi` and `lo` zero where a value is not finite), in parallel when
-/// `threads > 1`. The split is value by value, so chunks need not follow rows.
+/// Split the f16 activations `x` (`k × m`, their bits) into `out = [xh ; xl ; xh]`, each
+/// third `seg × m` bf16 bits (rows past k zero; the second `hi` and `lo` zero where a value
+/// is not finite), in parallel when `threads > 1`. The split is value by value, so chunks
+/// need not follow rows.
 ///
 /// # Safety
-/// [`f16_available`] returned true.
-unsafe fn split_activations(threads: usize, x: &[u16], out: &mut Vec<u16>) {
-    // Every value is written below: only growth needs filling.
-    out.resize(3 * x.len(), 0);
-    let (hi, rest) = out.split_at_mut(x.len());
-    let (lo, again) = rest.split_at_mut(x.len());
+/// [`f16_available`] returned true; `x.len()` is a multiple of m and `seg ≥ x.len() / m`.
+unsafe fn split_activations(threads: usize, x: &[u16], seg: usize, m: usize, out: &mut Vec<u16>) {
+    let (len, third) = (x.len(), seg * m);
+    out.resize(3 * third, 0);
+    let (hi, rest) = out.split_at_mut(third);
+    let (lo, again) = rest.split_at_mut(third);
+    for pad in [&mut hi[len..], &mut lo[len..], &mut again[len..]] {
+        pad.fill(0);
+    }
+    let (hi, lo, again) = (&mut hi[..len], &mut lo[..len], &mut again[..len]);
     // SAFETY: `f16_available` (the caller's contract) covers the features; the chunks of
     // the four slices are as long.
     let split =
         |x: &[u16], hi: &mut [u16], lo: &mut [u16], again: &mut [u16]| unsafe { split_row(x, hi, lo, again) };
-    if threads > 1 && x.len() > SPLIT_CHUNK {
+    if threads > 1 && len > SPLIT_CHUNK {
         let chunks = x.par_chunks(SPLIT_CHUNK).zip(hi.par_chunks_mut(SPLIT_CHUNK));
         let chunks = chunks
             .zip(lo.par_chunks_mut(SPLIT_CHUNK))
@@ -263,6 +326,49 @@ mod tests {
                     got == want || want.is_nan() && got.is_nan() || close,
                     "row {r} token {t}: {got} vs {want}"
                 );
+            }
+        }
+    }
+
+    /// 2:4 f16 on the tiles, K a multiple of four or not (each third padded to whole groups):
+    /// the product of the weights as given, within the bound of the dense split's.
+    #[test]
+    fn issue_20_two_of_four_f16_tiles_match_the_naive_product() {
+        if !SparseTiles::available(super::super::Op::Bf16) || !f16_available() {
+            return;
+        }
+        let (n, m) = (37, 70);
+        for k in [4, 38, 101, 256] {
+            let bytes = super::super::tests::bytes(k as u64, n * k + k * m);
+            // Values in ±(0, 2) with 11-bit significands; two of every four along K kept.
+            let value = |b: u8| half::f16::from_f32((b as f32 - 127.5) / 64.0).to_bits();
+            let mut w: Vec<u16> = bytes[..n * k].iter().map(|&b| value(b)).collect();
+            for row in w.chunks_mut(k) {
+                for (g, group) in row.chunks_mut(4).enumerate() {
+                    for (j, v) in group.iter_mut().enumerate() {
+                        if (j + g) % 4 >= 2 {
+                            *v = 0;
+                        }
+                    }
+                }
+            }
+            let x: Vec<u16> = bytes[n * k..].iter().map(|&b| value(b.rotate_left(3))).collect();
+            let tiles = F16Tiles::two_of_four(&w, n, k).expect("two of four a group");
+            let mut y = vec![f32::NAN; n * m];
+            // SAFETY: the features were checked above; the lengths match.
+            unsafe { tiles.gemm(2, &x, &mut y, m) };
+            let f = |b: u16| half::f16::from_bits(b).to_f32() as f64;
+            for r in 0..n {
+                for t in 0..m {
+                    let terms = (0..k).map(|i| f(w[r * k + i]) * f(x[i * m + t]));
+                    let (want, scale) = terms.fold((0.0, 0.0), |(s, a), p| (s + p, a + p.abs()));
+                    let bound = (2.0 * (3 * k + 2) as f64 * 2f64.powi(-24) + 2f64.powi(-16)) * scale;
+                    let got = y[r * m + t] as f64;
+                    assert!(
+                        (got - want).abs() <= bound,
+                        "k {k} row {r} token {t}: {got} vs {want}"
+                    );
+                }
             }
         }
     }
