@@ -29,6 +29,7 @@ mod dense_lanes;
 mod error;
 #[cfg(target_arch = "x86_64")]
 mod half_dot;
+pub mod huge_pages;
 #[cfg(target_arch = "x86_64")]
 mod int8_blocks;
 #[cfg(target_arch = "x86_64")]

@@ -20,6 +20,11 @@ macro_rules! eprintln {
     ($($arg:tt)*) => { $crate::stderr(format_args!($($arg)*), true) };
 }
 
+/// Large blocks (packed weights, activations) on transparent huge pages, as the vendor
+/// library's numpy buffers are: see `huge_pages`.
+#[global_allocator]
+static ALLOCATOR: sparsegate_kernels::huge_pages::HugePages = sparsegate_kernels::huge_pages::HugePages;
+
 mod bench;
 mod bless;
 mod cli;
