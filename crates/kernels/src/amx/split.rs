@@ -25,7 +25,7 @@ use std::arch::x86_64::*;
 use std::cell::RefCell;
 
 thread_local! {
-    /// The calling thread's split activations (`3k × m` bf16), reused between products.
+    /// The calling thread's split activations (`3·seg × m` bf16), reused between products.
     static SPLIT: RefCell<Vec<u16>> = const { RefCell::new(Vec::new()) };
 }
 
