@@ -208,6 +208,13 @@ fn k_block(k: usize, width: usize) -> usize {
 /// replaced (a spread copy of the activations).
 const FEW_TOKENS: usize = 8;
 
+/// Most tokens at which [`few_tokens`] runs two panels in lockstep (from 2): 3·T·2 sums stay
+/// in the 32 registers up to 4. Two weight streams a thread instead of one, measured on the
+/// 2-vCPU AMX Xeon (2 threads, huge pages, dense ms one / two): 11008×4096 at 2 tokens
+/// 6.17–6.18 / 5.78–5.80, 4096×11008 at 4 tokens 7.16–7.23 / 5.44–5.45; at 1 token
+/// 5.33–5.44 / 5.53–5.89, so one token keeps one.
+const PAIRED_PANELS_MAX_TOKENS: usize = 4;
+
 /// Token counts from which the tile beats [`few_tokens`] on weights that stream from memory
 /// (over [`SPLIT_TOKENS_WEIGHT_BYTES`]), once a tile runs all of K in one block with the
 /// prefetch [`prefetch_steps`] sets. Measured side by side (dense comparator ms, few tokens
@@ -232,7 +239,8 @@ fn takes_few_tokens(rows: usize, k: usize, cols: usize) -> bool {
 /// accumulators a token suffice, folded into rows at the end. Every weight line and every
 /// token's activations are prefetched a few chunks ahead: with the hardware prefetchers
 /// alone, 4 tokens on 4096² ran 2.0 ms instead of 1.4 (the activations, 16 KiB a token, no
-/// longer stay in L1 beside the weight stream). Each thread takes a contiguous run of panels.
+/// longer stay in L1 beside the weight stream). Each thread takes a contiguous run of panels,
+/// from 2 tokens two at a time in lockstep ([`PAIRED_PANELS_MAX_TOKENS`]).
 fn few_tokens(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], cols: usize) {
     let k = w.k;
     // Token-major activations, zero past `k` up to a whole chunk of 16 K steps.
@@ -245,26 +253,45 @@ fn few_tokens(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], cols: 
     }
     let per_task = w.panels().div_ceil(threads);
     let task = |(t, y_part): (usize, &mut [f32])| {
-        for (i, y_panel) in y_part.chunks_mut(ROWS * cols).enumerate() {
-            let panel = w.panel_from(t * per_task + i, 0);
-            // SAFETY: AVX-512F (the caller's contract); the panel holds `k × ROWS` floats,
-            // `xt` `cols` rows of `kpad` (a multiple of 16, ≥ k), `y_panel` the panel's real
-            // rows × `cols`.
+        let first = t * per_task;
+        let mut panels = y_part.chunks_mut(ROWS * cols).enumerate();
+        // Two panels in lockstep from 2 tokens to as many as their sums fit the registers
+        // for, so two weight streams are in flight; a last odd panel alone.
+        let pairs = (2..=PAIRED_PANELS_MAX_TOKENS).contains(&cols);
+        while let Some((i, y_panel)) = panels.next() {
+            let panel = w.panel_from(first + i, 0);
+            let second = if pairs { panels.next() } else { None };
+            // SAFETY: AVX-512F (the caller's contract); each panel holds `k × ROWS` floats,
+            // `xt` `cols` rows of `kpad` (a multiple of 16, ≥ k), each `y` part the panel's
+            // real rows × `cols`.
             #[cfg(target_arch = "x86_64")]
             unsafe {
+                use avx512::panel_tokens as run;
+                if let Some((j, y_next)) = second {
+                    let two = [panel, w.panel_from(first + j, 0)];
+                    let y = [y_panel, y_next];
+                    match cols {
+                        1 => run::<2, 1>(two, &xt, kpad, k, y),
+                        2 => run::<2, 2>(two, &xt, kpad, k, y),
+                        3 => run::<2, 3>(two, &xt, kpad, k, y),
+                        _ => run::<2, 4>(two, &xt, kpad, k, y),
+                    }
+                    continue;
+                }
+                let y = [y_panel];
                 match cols {
-                    1 => avx512::panel_tokens::<1>(panel, &xt, kpad, k, y_panel),
-                    2 => avx512::panel_tokens::<2>(panel, &xt, kpad, k, y_panel),
-                    3 => avx512::panel_tokens::<3>(panel, &xt, kpad, k, y_panel),
-                    4 => avx512::panel_tokens::<4>(panel, &xt, kpad, k, y_panel),
-                    5 => avx512::panel_tokens::<5>(panel, &xt, kpad, k, y_panel),
-                    6 => avx512::panel_tokens::<6>(panel, &xt, kpad, k, y_panel),
-                    7 => avx512::panel_tokens::<7>(panel, &xt, kpad, k, y_panel),
-                    _ => avx512::panel_tokens::<8>(panel, &xt, kpad, k, y_panel),
+                    1 => run::<1, 1>([panel], &xt, kpad, k, y),
+                    2 => run::<1, 2>([panel], &xt, kpad, k, y),
+                    3 => run::<1, 3>([panel], &xt, kpad, k, y),
+                    4 => run::<1, 4>([panel], &xt, kpad, k, y),
+                    5 => run::<1, 5>([panel], &xt, kpad, k, y),
+                    6 => run::<1, 6>([panel], &xt, kpad, k, y),
+                    7 => run::<1, 7>([panel], &xt, kpad, k, y),
+                    _ => run::<1, 8>([panel], &xt, kpad, k, y),
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]
-            let _ = (panel, y_panel);
+            let _ = (panel, y_panel, second);
         }
     };
     for_each_chunk(y, per_task * ROWS * cols, threads > 1, task);
@@ -386,79 +413,86 @@ mod avx512 {
         }
     }
 
-    /// A panel's dot products with `T` tokens (see [`super::few_tokens`]), written to
-    /// `y_panel` (the panel's real rows × `T`, row-major).
+    /// `P` panels' dot products with `T` tokens (see [`super::few_tokens`]), panel `p`'s
+    /// written to `y[p]` (its real rows × `T`, row-major). The panels advance chunk by chunk
+    /// in lockstep, so a thread keeps `P` weight streams in flight.
     ///
     /// # Safety
-    /// AVX-512F; `panel` holds `k × ROWS` floats; `xt` (64-byte aligned) holds `T` rows of
-    /// `kpad` floats, `kpad` a multiple of 16 and at least `k`; `y_panel.len()` is a multiple of `T` of at most
-    /// `ROWS · T`.
+    /// AVX-512F; every panel holds `k × ROWS` floats; `xt` (64-byte aligned) holds `T` rows of
+    /// `kpad` floats, `kpad` a multiple of 16 and at least `k`; every `y[p].len()` is a
+    /// multiple of `T` of at most `ROWS · T`.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn panel_tokens<const T: usize>(
-        panel: &[f32],
+    pub(super) unsafe fn panel_tokens<const P: usize, const T: usize>(
+        panels: [&[f32]; P],
         xt: &[f32],
         kpad: usize,
         k: usize,
-        y_panel: &mut [f32],
+        y: [&mut [f32]; P],
     ) {
         const CHUNK: usize = ROWS * LANES;
-        debug_assert!(panel.len() >= k * ROWS && xt.len() >= T * kpad && kpad >= k);
+        debug_assert!(panels.iter().all(|p| p.len() >= k * ROWS) && xt.len() >= T * kpad && kpad >= k);
         // Lane `i` of vector `j < 3` takes the activation of K step `(16j + i) / 6 < 8` of the
         // chunk, and of vector `j + 3` the one 8 steps on: the same pattern plus 8.
         let patterns: [[i32; 16]; 3] =
             std::array::from_fn(|j| std::array::from_fn(|i| ((LANES * j + i) / ROWS) as i32));
         let eight = _mm512_set1_epi32(8);
-        let (w, a) = (panel.as_ptr(), xt.as_ptr());
+        let (w, a) = (panels.map(|p| p.as_ptr()), xt.as_ptr());
         let whole = k / LANES;
-        let mut acc = [[_mm512_setzero_ps(); 3]; T];
-        // SAFETY: chunk `c < whole` reads weights `96c .. 96c + 96 ≤ k · ROWS` and activations
-        // `t · kpad + 16c .. + 16 ≤ t · kpad + kpad`; the prefetch address is formed with
-        // `wrapping_add`, and a prefetch never faults.
+        let mut acc = [[[_mm512_setzero_ps(); 3]; T]; P];
+        // SAFETY: chunk `c < whole` reads weights `96c .. 96c + 96 ≤ k · ROWS` of each panel
+        // and activations `t · kpad + 16c .. + 16 ≤ t · kpad + kpad`; the prefetch addresses
+        // are formed with `wrapping_add`, and a prefetch never faults.
         unsafe {
             for c in 0..whole {
                 let at = c * CHUNK;
-                for line in 0..ROWS {
-                    prefetch(w.wrapping_add(at + PREFETCH_STEPS * ROWS + line * LANES).cast());
+                for w in w {
+                    for line in 0..ROWS {
+                        prefetch(w.wrapping_add(at + PREFETCH_STEPS * ROWS + line * LANES).cast());
+                    }
                 }
                 for t in 0..T {
                     prefetch(a.wrapping_add(t * kpad + (c + 4) * LANES).cast());
                 }
-                // One pattern pair at a time, read from memory: the registers hold the 3·T
-                // sums, and the patterns and weights in use.
+                // One pattern pair at a time, read from memory: the registers hold the
+                // 3·T·P sums, and the patterns and weights in use.
                 for (j, pattern) in patterns.iter().enumerate() {
                     let low = _mm512_loadu_si512(pattern.as_ptr().cast());
                     let high = _mm512_add_epi32(low, eight);
-                    let (wl, wh) = (
-                        _mm512_loadu_ps(w.add(at + j * LANES)),
-                        _mm512_loadu_ps(w.add(at + (j + 3) * LANES)),
-                    );
-                    for (t, acc) in acc.iter_mut().enumerate() {
-                        let xv = _mm512_load_ps(a.add(t * kpad + c * LANES));
-                        let sum = _mm512_fmadd_ps(wl, _mm512_permutexvar_ps(low, xv), acc[j]);
-                        acc[j] = _mm512_fmadd_ps(wh, _mm512_permutexvar_ps(high, xv), sum);
+                    for (w, acc) in w.iter().zip(acc.iter_mut()) {
+                        let (wl, wh) = (
+                            _mm512_loadu_ps(w.add(at + j * LANES)),
+                            _mm512_loadu_ps(w.add(at + (j + 3) * LANES)),
+                        );
+                        for (t, acc) in acc.iter_mut().enumerate() {
+                            let xv = _mm512_load_ps(a.add(t * kpad + c * LANES));
+                            let sum = _mm512_fmadd_ps(wl, _mm512_permutexvar_ps(low, xv), acc[j]);
+                            acc[j] = _mm512_fmadd_ps(wh, _mm512_permutexvar_ps(high, xv), sum);
+                        }
                     }
                 }
             }
         }
         // Lane `i` of accumulator `j` (and of pattern `j + 3`) holds row `(16j + i) mod 6`.
-        let rows = y_panel.len() / T;
-        for (t, acc) in acc.iter().enumerate() {
-            let mut lanes = [0.0f32; 3 * LANES];
-            for (j, acc) in acc.iter().enumerate() {
-                // SAFETY: `lanes` holds 3 vectors.
-                unsafe { _mm512_storeu_ps(lanes.as_mut_ptr().add(j * LANES), *acc) };
-            }
-            let mut sums = [0.0f32; ROWS];
-            for (i, v) in lanes.iter().enumerate() {
-                sums[i % ROWS] += v;
-            }
-            for kk in whole * LANES..k {
-                for (r, sum) in sums.iter_mut().enumerate() {
-                    *sum += panel[kk * ROWS + r] * xt[t * kpad + kk];
+        for ((panel, y_panel), acc) in panels.iter().zip(y).zip(acc.iter()) {
+            let rows = y_panel.len() / T;
+            for (t, acc) in acc.iter().enumerate() {
+                let mut lanes = [0.0f32; 3 * LANES];
+                for (j, acc) in acc.iter().enumerate() {
+                    // SAFETY: `lanes` holds 3 vectors.
+                    unsafe { _mm512_storeu_ps(lanes.as_mut_ptr().add(j * LANES), *acc) };
                 }
-            }
-            for (r, sum) in sums.iter().enumerate().take(rows) {
-                y_panel[r * T + t] = *sum;
+                let mut sums = [0.0f32; ROWS];
+                for (i, v) in lanes.iter().enumerate() {
+                    sums[i % ROWS] += v;
+                }
+                for kk in whole * LANES..k {
+                    for (r, sum) in sums.iter_mut().enumerate() {
+                        *sum += panel[kk * ROWS + r] * xt[t * kpad + kk];
+                    }
+                }
+                for (r, sum) in sums.iter().enumerate().take(rows) {
+                    y_panel[r * T + t] = *sum;
+                }
             }
         }
     }
