@@ -81,7 +81,7 @@ pub fn schedule_cpu(m: usize, n: usize, k: usize, threads: usize) -> CpuSchedule
 /// tiles or blocks) in chunks of at most `max_rows`, × `col_units` (token tiles or panels) in
 /// groups, each split as evenly as the units allow.
 ///
-/// At least [`TASKS_PER_THREAD`] tasks a worker where the shape allows, and a whole number
+/// At least `TASKS_PER_THREAD` tasks a worker where the shape allows, and a whole number
 /// of row chunks per worker: eleven equal tasks on two workers leave one idle for a twelfth
 /// of the product (the int8 token-lane kernel at 2048³ lost ~8 % to it, issue 20).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
