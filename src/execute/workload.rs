@@ -480,7 +480,7 @@ fn prepare_op(
         int8 = Some(Int8Op {
             acc_candidate: acc()?,
             acc_comparator: acc()?,
-            dense: DenseI8::new(&w, n, k).map_err(fail)?,
+            dense: DenseI8::for_tokens(&w, n, k, m).map_err(fail)?,
             w_scale,
             x: xq,
             x_scale: x_scale[0],

@@ -336,7 +336,12 @@ pub fn isa_path(operands: Operands, form: Form) -> IsaPath {
 pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
     match (operands, form) {
         (Operands::Bf16, Form::Dense) if tiles_granted(operands) => IsaPath::AmxBf16,
-        (Operands::I8, Form::Dense) if tiles_granted(operands) => IsaPath::AmxInt8,
+        (Operands::I8, Form::Dense)
+            if tiles_granted(operands)
+                && (tokens >= crate::precision::INT8_TILES_FROM_TOKENS || !int8_vector()) =>
+        {
+            IsaPath::AmxInt8
+        }
         #[cfg(target_arch = "x86_64")]
         (Operands::Bf16, Form::TwoOfFour)
             if super::amx::SparseTiles::pays_at(super::amx::Op::Bf16, tokens) =>
@@ -392,6 +397,15 @@ pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
         (Operands::I8, _) => IsaPath::WidenI32,
         (Operands::F32, _) => f32_path(),
     }
+}
+
+/// Whether the CPU runs the int8 VNNI kernels (the dense comparator's below
+/// [`INT8_TILES_FROM_TOKENS`](crate::precision::INT8_TILES_FROM_TOKENS) tokens).
+fn int8_vector() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::int8_vnni::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// The AVX-512 bf16 kernels' path (with AVX-512 BF16 or the widening kernels' features):
@@ -531,6 +545,11 @@ mod tests {
                 i8
             };
             assert_eq!(isa_path(Operands::I8, Form::Dense), dense_i8);
+            // One or two tokens stream the weights on VNNI where the CPU has it.
+            let from = crate::precision::INT8_TILES_FROM_TOKENS;
+            assert_eq!(isa_path_at(Operands::I8, Form::Dense, from), dense_i8);
+            let few = if int8_vector() { i8 } else { dense_i8 };
+            assert_eq!(isa_path_at(Operands::I8, Form::Dense, from - 1), few);
             let f16 = if crate::half_dot::f16_available() {
                 IsaPath::Avx512F16Widen
             } else {

@@ -922,7 +922,7 @@ pub fn gemm_i8(
     m: usize,
 ) -> Result<(), KernelError> {
     check_i8_shapes(w, x, y, n, k, m)?;
-    DenseI8::new(w, n, k)?.gemm(threads, x, y, m)
+    DenseI8::for_tokens(w, n, k, m)?.gemm(threads, x, y, m)
 }
 
 /// Dense `n × k` int8 weights laid out once for repeated products (weight-stationary): the
@@ -947,20 +947,36 @@ enum DenseI8Stored {
     Rows(Vec<i8>),
 }
 
+/// The fewest tokens at which the dense int8 comparator runs on AMX tiles where the CPU also
+/// has VNNI: at one or two tokens a 16-token activation tile is mostly padding and the
+/// weights' bytes decide, and the VNNI kernel streams them a little faster. Measured on a
+/// 2-vCPU AMX Xeon (2 threads, huge pages, dense ms, tiles / VNNI): 1×11008×4096 0.99–1.01
+/// / 0.91, 1×4096² 0.36–0.40 / 0.34–0.36, 2×11008×4096 0.89–0.92 / 0.85–0.86; at 4 tokens
+/// the tiles lead (4×11008×4096 0.91–0.92 / 0.94–0.97, 4×4096² 0.31–0.37 / 0.38).
+pub const INT8_TILES_FROM_TOKENS: usize = 3;
+
 impl DenseI8 {
     /// Lay out the row-major `n × k` weights `w`; refuses a K whose sums could leave i32.
     pub fn new(w: &[i8], n: usize, k: usize) -> Result<DenseI8, KernelError> {
+        DenseI8::for_tokens(w, n, k, usize::MAX)
+    }
+
+    /// [`Self::new`] on the fastest kernel for products of `tokens` tokens (the tiles from
+    /// [`INT8_TILES_FROM_TOKENS`] where both exist).
+    pub fn for_tokens(w: &[i8], n: usize, k: usize, tokens: usize) -> Result<DenseI8, KernelError> {
         check_len("w", w.len(), n, k)?;
         if k > INT8_MAX_K {
             return Err(KernelError::Overflow { rows: n, cols: k });
         }
         #[cfg(target_arch = "x86_64")]
-        if super::amx::available(super::amx::Op::I8) {
+        let vector = super::int8_dense::available();
+        #[cfg(target_arch = "x86_64")]
+        if super::amx::available(super::amx::Op::I8) && (tokens >= INT8_TILES_FROM_TOKENS || !vector) {
             let stored = DenseI8Stored::Tiles(super::amx::AmxWeights::new(w, n, k));
             return Ok(DenseI8 { n, k, stored });
         }
         #[cfg(target_arch = "x86_64")]
-        if super::int8_dense::available() {
+        if vector {
             let stored = DenseI8Stored::Blocks(super::int8_dense::DenseBlocks::new(w, n, k));
             return Ok(DenseI8 { n, k, stored });
         }
@@ -2390,6 +2406,17 @@ mod tests {
             dense.value_bytes() >= n * k,
             "the packed weights hold every weight"
         );
+        // Built for a token or two: VNNI where the CPU has it (even beside AMX), exact at
+        // any token count all the same.
+        let few = DenseI8::for_tokens(&w, n, k, 1).unwrap();
+        let path = crate::isa::isa_path_at(crate::isa::Operands::I8, crate::isa::Form::Dense, 1);
+        assert_eq!(few.isa_path(), path);
+        for m in [1, 2, 3, 17] {
+            let x: Vec<i8> = (0..k * m).map(|i| ((i * 104729 + 7) % 256) as u8 as i8).collect();
+            let mut y = vec![7i32; n * m];
+            few.gemm(2, &x, &mut y, m).unwrap();
+            assert_exact(&y, &gemm_i8_naive(&w, &x, n, k, m), format_args!("few m={m}"));
+        }
         // A long K through the feature lanes (over 2000, several groups of tokens).
         let (n, k) = (21, 2 * 1024 + 13);
         let w: Vec<i8> = (0..n * k).map(|i| ((i * 613 + 5) % 256) as u8 as i8).collect();
