@@ -270,8 +270,8 @@ fn few_tokens(w: &PanelWeights, threads: usize, x: &[f32], y: &mut [f32], cols: 
                 if let Some((j, y_next)) = second {
                     let two = [panel, w.panel_from(first + j, 0)];
                     let y = [y_panel, y_next];
+                    // `pairs` holds only from 2 tokens.
                     match cols {
-                        1 => run::<2, 1>(two, &xt, kpad, k, y),
                         2 => run::<2, 2>(two, &xt, kpad, k, y),
                         3 => run::<2, 3>(two, &xt, kpad, k, y),
                         _ => run::<2, 4>(two, &xt, kpad, k, y),
