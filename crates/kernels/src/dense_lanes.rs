@@ -569,8 +569,11 @@ mod tests {
         /// (tokens not a multiple of 16 or 64) and both thread splits.
         #[test]
         fn issue_3_dense_lanes_match_the_naive_oracle(rows in 1usize..40, k in 1usize..150, cols in 1usize..200, threads in 1usize..4) {
-            prop_assume!(has_avx512());
-            check(rows, k, cols, threads);
+            // Skipped by detection, as every AVX-512 test: `prop_assume!` would reject every
+            // case on a CPU without it, and proptest fails a run that rejects them all.
+            if has_avx512() {
+                check(rows, k, cols, threads);
+            }
         }
     }
 
