@@ -617,9 +617,18 @@ impl Memo {
 
     /// Render template `name` with the memo as `memo` and the names of `extra` beside it.
     pub(super) fn render(&self, name: &str, source: &str, extra: minijinja::Value) -> Result<String> {
-        let render_error = |e: minijinja::Error| ReleaseError::Render {
-            template: name.to_owned(),
-            message: format!("{e:#}"),
+        // An include's failure is the outer error; what went wrong is down its source chain.
+        let render_error = |e: minijinja::Error| {
+            let mut message = format!("{e:#}");
+            let mut cause = std::error::Error::source(&e);
+            while let Some(inner) = cause {
+                message.push_str(&format!(": {inner:#}"));
+                cause = inner.source();
+            }
+            ReleaseError::Render {
+                template: name.to_owned(),
+                message,
+            }
         };
         let mut env = minijinja::Environment::new();
         env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
@@ -1227,6 +1236,28 @@ mod tests {
         assert!(
             md.contains("| 1 of 2 (odd) | 48.87% | 1.5x | 16.29% | not measured |"),
             "{md}"
+        );
+    }
+
+    /// A CPU with no bf16 or int8 dot-product instruction measures no precision peaks, and
+    /// the evidence then omits the field: the roofs line still renders, with the f32 peak
+    /// alone. (It failed on "undefined value" on an AVX2 CPU, run under qemu: issue 20.)
+    #[test]
+    fn the_roofs_line_renders_without_precision_peaks() {
+        let mut memo = fixed_memo("t");
+        let roofs = memo.environment.roofs.as_mut().unwrap();
+        roofs.precision_peaks.clear();
+        let omitted = serde_json::to_value(&roofs).unwrap();
+        assert!(omitted.get("precision_peaks").is_none(), "{omitted}");
+        let md = memo.render_markdown().unwrap();
+        assert!(
+            md.contains("f32 FMA (avx512f, 16 independent FMA chains per thread on registers, best of 6 trials) and **16 GB/s**"),
+            "{md}"
+        );
+        let html = memo.render_html().unwrap();
+        assert!(
+            html.contains("best of 6 trials) and <strong>16 GB/s</strong>"),
+            "{html}"
         );
     }
 
