@@ -824,12 +824,14 @@ unsafe fn copy_sums<S: Sum>(
 /// kernels: below it the vector kernels stream the same bytes with no expansion, and a
 /// 16-token tile is mostly padding. Measured (Intel Xeon with AMX-BF16/INT8, 2 threads,
 /// `sparsegate bench`, ratio to the AMX dense comparator, tiles / vector, 4096×4096 and
-/// 11008×4096): bf16 1.27 / 1.63 and 1.48 / 1.71 at 1 token, level at 4 (1.17 / 1.15,
-/// 1.44 / 1.50), 1.15 / 0.88 and 1.35 / 1.09 at 6; int8 1.21 / 1.42 and 1.35 / 1.53 at 4,
-/// 1.08 / 1.29 and 1.30 / 1.40 at 6, 1.17 / 1.18 and 1.26 / 1.14 at 8, 1.24 / 0.83 at 12.
+/// 11008×4096, with the register-form expansion): bf16 1.34–1.40 / 1.60–1.67 and
+/// 1.48–1.64 / 1.61–1.67 at 2 tokens, level at 3 (1.35–1.40 / 1.33–1.44, 1.50–1.68 /
+/// 1.51–1.52), 1.39–1.46 / 1.12–1.18 and 1.50–1.60 / 1.39–1.43 at 4; int8 1.24–1.28 /
+/// 1.29–1.34 and 1.29–1.32 / 1.36–1.37 at 6, 1.12–1.28 / 1.10–1.11 and 1.26–1.29 /
+/// 1.18–1.20 at 8.
 pub(super) fn sparse_tiles_from_tokens(op: Op) -> usize {
     match op {
-        Op::Bf16 => 5,
+        Op::Bf16 => 3,
         Op::I8 => 8,
     }
 }
