@@ -44,11 +44,11 @@ pub(super) const FEW_TOKENS: usize = 48;
 /// ran 0.74 ms where one of 16 (1-block tiles) ran 1.66 (4096², Zen 4, 2 threads).
 const GROUP: usize = 8;
 /// Rows per token-lane register tile.
-const MR: usize = 6;
+pub(super) const MR: usize = 6;
 /// zmm registers of tokens per token-lane register tile (16 tokens each).
-const NR: usize = 4;
+pub(super) const NR: usize = 4;
 /// Tokens per packed activation panel (one token-lane tile wide).
-const TOKENS: usize = NR * 16;
+pub(super) const TOKENS: usize = NR * 16;
 /// K-quads per K block of the token-lane kernel: its micro-panel is `KC · TOKENS · 4` bytes
 /// (256 KiB), streamed from L2 (the tile's four 64-byte loads a quad keep up from there).
 /// Fewer K blocks mean fewer round trips of each tile's sums through `y`. Measured on Zen 4
@@ -65,7 +65,7 @@ const MAX_CHUNK_TILES: usize = 32;
 /// One K-quad of a block: 16 rows × 4 bytes of `w + 128`, a cache line.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[repr(C, align(64))]
-struct Line([u8; 64]);
+pub(super) struct Line(pub(super) [u8; 64]);
 
 thread_local! {
     /// Per-call activation scratch reused on the calling thread (packed activations), so a
@@ -135,119 +135,12 @@ impl DenseBlocks {
         // SAFETY: the caller's contract, passed on.
         unsafe {
             if m <= FEW_TOKENS {
-                self.feature_lanes(threads, x, y, m, &mut scratch);
+                feature_lanes(self, threads, (x, y, m), &mut scratch);
             } else {
                 self.token_lanes(threads, x, y, m, &mut scratch);
             }
         }
         SCRATCH.with(|s| *s.borrow_mut() = scratch);
-    }
-
-    /// [`Self::gemm`] with 16 rows of one token per zmm.
-    ///
-    /// # Safety
-    /// As for [`Self::gemm`], and `1 ≤ m ≤ FEW_TOKENS`.
-    unsafe fn feature_lanes(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize, scratch: &mut Vec<u8>) {
-        let (n, k, stride) = (self.n, self.k, self.quads * 4);
-        // Token-major, signed, zero past k: token t's quad q is the i32 at t·stride + 4q.
-        scratch.resize(m * stride, 0);
-        let xt = &mut scratch[..m * stride];
-        super::int8_vnni::pack_token_major(x, k, m, stride, 0, xt);
-        let xt = &*xt;
-        let mut correction = [0i32; FEW_TOKENS];
-        for (c, row) in correction.iter_mut().zip(xt.chunks_exact(stride)) {
-            *c = row
-                .iter()
-                .map(|&b| i32::from(b as i8))
-                .sum::<i32>()
-                .wrapping_mul(-128);
-        }
-        // Groups of `len` tokens (the last one may hold fewer), at most GROUP each.
-        let len = m.div_ceil(m.div_ceil(GROUP));
-        let blocks = n.div_ceil(LANES);
-        let r = tile_blocks(len);
-        let chunk_blocks = blocks.div_ceil(threads.max(1) * 4).next_multiple_of(r);
-        let task = |(c, y_chunk): (usize, &mut [i32])| {
-            let out = Out {
-                rows: y_chunk.len() / m,
-                y: y_chunk,
-                m,
-                correction: &correction[..m],
-            };
-            // SAFETY: the features are the caller's; each token row holds `stride` bytes and
-            // each block `quads` lines.
-            unsafe { self.groups(c * chunk_blocks, xt, stride, len, out) };
-        };
-        for_each_chunk(y, chunk_blocks * LANES * m, threads > 1, task);
-    }
-
-    /// The blocks of one task (from block `first`, as many as `out` has rows for) against
-    /// every group of `len ≤ GROUP` tokens, in register tiles of the size [`tile_blocks`]
-    /// picks.
-    ///
-    /// # Safety
-    /// As for [`Self::feature_lanes`]; `xt` holds the tokens' rows of `stride ≥ quads · 4`
-    /// bytes.
-    unsafe fn groups(&self, first: usize, xt: &[u8], stride: usize, len: usize, out: Out<'_>) {
-        macro_rules! tiles {
-            ($($t:literal => $r:literal),* $(,)?) => {
-                match len {
-                    // SAFETY: as for this function.
-                    $($t => unsafe { self.tiles::<$r, $t>(first, xt, stride, out) },)*
-                    _ => unreachable!("a feature-lane group holds 1 to GROUP = 8 tokens"),
-                }
-            };
-        }
-        tiles!(1 => 8, 2 => 8, 3 => 6, 4 => 5, 5 => 4, 6 => 4, 7 => 3, 8 => 3);
-    }
-
-    /// `R`-block × `T`-token register tiles over the task's blocks: each tile of blocks meets
-    /// every group of `T` tokens in turn, so its weights come from L2 after the first group
-    /// (group after group over all the task's blocks had re-read them from L3 or DRAM).
-    /// A last group with fewer tokens repeats its last one (computed, never stored).
-    ///
-    /// # Safety
-    /// As for [`Self::groups`].
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn tiles<const R: usize, const T: usize>(
-        &self,
-        first: usize,
-        xt: &[u8],
-        stride: usize,
-        out: Out<'_>,
-    ) {
-        let blocks = out.rows.div_ceil(LANES);
-        let last = self.n.div_ceil(LANES) - 1;
-        for b0 in (0..blocks).step_by(R) {
-            // Blocks past the task's last repeat it (computed, never stored).
-            let w: [*const Line; R] =
-                std::array::from_fn(|i| self.block((first + b0 + i).min(first + blocks - 1).min(last)));
-            for t0 in (0..out.m).step_by(T) {
-                let valid = (out.m - t0).min(T);
-                let x: [*const u8; T] =
-                    std::array::from_fn(|t| xt[(t0 + t.min(valid - 1)) * stride..].as_ptr());
-                // SAFETY: each block holds `quads` lines and each token `quads` quads (caller).
-                let acc = unsafe { lanes_tile::<R, T>(w, x, self.quads) };
-                let mut lanes = [[0i32; LANES]; T];
-                for (i, acc_block) in acc.iter().enumerate() {
-                    let row0 = (b0 + i) * LANES;
-                    if row0 >= out.rows {
-                        break;
-                    }
-                    for (dst, &a) in lanes.iter_mut().zip(acc_block) {
-                        // SAFETY: `dst` is 16 writable i32.
-                        unsafe { _mm512_storeu_si512(dst.as_mut_ptr().cast(), a) };
-                    }
-                    for lane in 0..LANES.min(out.rows - row0) {
-                        let y_row = &mut out.y[(row0 + lane) * out.m + t0..][..valid];
-                        let correction = &out.correction[t0..t0 + valid];
-                        for ((d, l), &c) in y_row.iter_mut().zip(&lanes).zip(correction) {
-                            *d = l[lane].wrapping_add(c);
-                        }
-                    }
-                }
-            }
-        }
     }
 
     /// [`Self::gemm`] with 16 tokens of one row per zmm.
@@ -258,30 +151,8 @@ impl DenseBlocks {
         let (n, k, quads) = (self.n, self.k, self.quads);
         let panels = m.div_ceil(TOKENS);
         let panel_bytes = quads * TOKENS * 4;
-        scratch.resize(panels * panel_bytes, 0);
-        let xp = &mut scratch[..panels * panel_bytes];
-        // -128 · Σ_k x[k, t] per token, zero past m (|Σ x| ≤ 128 · K fits i32).
-        let mut corrections = vec![0i32; panels * TOKENS];
-        // One run of consecutive panels per worker.
-        let run = panels.div_ceil(threads.max(1));
-        let pack = |(r, (out, corr)): (usize, (&mut [u8], &mut [i32]))| {
-            // SAFETY: features checked by the caller; `out` holds the run's panels and `corr`
-            // their corrections; the caller checked the shapes.
-            unsafe { pack_panels(x, k, m, r * run, out, corr) }
-        };
-        let (run_bytes, run_tokens) = (run * panel_bytes, run * TOKENS);
-        if threads > 1 {
-            xp.par_chunks_mut(run_bytes)
-                .zip(corrections.par_chunks_mut(run_tokens))
-                .enumerate()
-                .for_each(pack);
-        } else {
-            xp.chunks_mut(run_bytes)
-                .zip(corrections.chunks_mut(run_tokens))
-                .enumerate()
-                .for_each(pack);
-        }
-        let (xp, corrections) = (&*xp, &corrections[..]);
+        let corrections = pack_token_panels(threads, (x, k, m), quads, scratch);
+        let (xp, corrections) = (&scratch[..panels * panel_bytes], &corrections[..]);
 
         let grid = TaskGrid::new(n.div_ceil(MR), panels, threads, MAX_CHUNK_TILES);
         let out = SharedOutput(y.as_mut_ptr());
@@ -328,6 +199,205 @@ impl DenseBlocks {
     }
 }
 
+/// Where the feature-lane tiles read their weight lines: each line is 16 rows × one K-quad of
+/// `w + 128`, `vpdpbusd`'s unsigned operand. [`DenseBlocks`] stores them whole;
+/// `int8_expand` rebuilds them from 2:4 in registers, and so runs at dense's instruction
+/// count on fewer bytes, sharing everything else here (groups, tiles, corrections).
+pub(super) trait Lines: Sync {
+    /// Most tokens a register tile takes at once.
+    fn group(&self) -> usize {
+        GROUP
+    }
+    /// Output rows.
+    fn rows(&self) -> usize;
+    /// K-quads per block, K padded as the source pads it: each token row holds this many.
+    fn quads(&self) -> usize;
+    /// The start of block `b`'s stream.
+    fn block_at(&self, b: usize) -> *const u8;
+    /// One `R`-block × `T`-token tile over all quads: the sums without the tokens'
+    /// corrections.
+    ///
+    /// # Safety
+    /// The source's features were detected; each block pointer is a [`Self::block_at`] and
+    /// each token pointer has `4 · quads` bytes.
+    unsafe fn tile<const R: usize, const T: usize>(
+        w: [*const u8; R],
+        x: [*const u8; T],
+        quads: usize,
+    ) -> [[__m512i; T]; R];
+}
+
+impl Lines for DenseBlocks {
+    fn rows(&self) -> usize {
+        self.n
+    }
+
+    fn quads(&self) -> usize {
+        self.quads
+    }
+
+    fn block_at(&self, b: usize) -> *const u8 {
+        self.block(b).cast()
+    }
+
+    unsafe fn tile<const R: usize, const T: usize>(
+        w: [*const u8; R],
+        x: [*const u8; T],
+        quads: usize,
+    ) -> [[__m512i; T]; R] {
+        // SAFETY: the caller's contract; dense blocks exist only where VNNI was detected.
+        unsafe { lanes_tile::<R, T>(w.map(|p| p.cast()), x, quads) }
+    }
+}
+
+/// `y[rows × m] = W · x[k × m]` with 16 rows of one token per zmm, the lines from `src`.
+///
+/// # Safety
+/// As for [`DenseBlocks::gemm`] (with `src`'s features), `1 ≤ m ≤ FEW_TOKENS`, and `x` holds
+/// `k ≤ 4 · src.quads()` rows.
+pub(super) unsafe fn feature_lanes<L: Lines>(
+    src: &L,
+    threads: usize,
+    (x, y, m): (&[i8], &mut [i32], usize),
+    scratch: &mut Vec<u8>,
+) {
+    let (n, stride) = (src.rows(), src.quads() * 4);
+    let k = x.len() / m;
+    // Token-major, signed, zero past k: token t's quad q is the i32 at t·stride + 4q.
+    scratch.resize(m * stride, 0);
+    let xt = &mut scratch[..m * stride];
+    super::int8_vnni::pack_token_major(x, k, m, stride, 0, xt);
+    let xt = &*xt;
+    let mut correction = [0i32; FEW_TOKENS];
+    for (c, row) in correction.iter_mut().zip(xt.chunks_exact(stride)) {
+        *c = row
+            .iter()
+            .map(|&b| i32::from(b as i8))
+            .sum::<i32>()
+            .wrapping_mul(-128);
+    }
+    // Groups of `len` tokens (the last one may hold fewer), at most GROUP each.
+    let len = m.div_ceil(m.div_ceil(src.group()));
+    let blocks = n.div_ceil(LANES);
+    let r = tile_blocks(len);
+    let chunk_blocks = blocks.div_ceil(threads.max(1) * 4).next_multiple_of(r);
+    let task = |(c, y_chunk): (usize, &mut [i32])| {
+        let out = Out {
+            rows: y_chunk.len() / m,
+            y: y_chunk,
+            m,
+            correction: &correction[..m],
+        };
+        // SAFETY: the features are the caller's; each token row holds `stride` bytes and
+        // each block `quads` lines.
+        unsafe { groups(src, c * chunk_blocks, xt, stride, len, out) };
+    };
+    for_each_chunk(y, chunk_blocks * LANES * m, threads > 1, task);
+}
+
+/// The blocks of one task (from block `first`, as many as `out` has rows for) against every
+/// group of `len ≤ GROUP` tokens, in register tiles of the size [`tile_blocks`] picks.
+///
+/// # Safety
+/// As for [`feature_lanes`]; `xt` holds the tokens' rows of `stride = quads · 4` bytes.
+unsafe fn groups<L: Lines>(src: &L, first: usize, xt: &[u8], stride: usize, len: usize, out: Out<'_>) {
+    macro_rules! tiles {
+        ($($t:literal => $r:literal),* $(,)?) => {
+            match len {
+                // SAFETY: as for this function.
+                $($t => unsafe { tiles::<L, $r, $t>(src, first, xt, stride, out) },)*
+                _ => unreachable!("a feature-lane group holds 1 to GROUP = 8 tokens"),
+            }
+        };
+    }
+    tiles!(1 => 8, 2 => 8, 3 => 6, 4 => 5, 5 => 4, 6 => 4, 7 => 3, 8 => 3, 9 => 2, 10 => 2, 11 => 2, 12 => 2, 13 => 1, 14 => 1, 15 => 1, 16 => 1);
+}
+
+/// `R`-block × `T`-token register tiles over the task's blocks: each tile of blocks meets
+/// every group of `T` tokens in turn, so its weights come from L2 after the first group
+/// (group after group over all the task's blocks had re-read them from L3 or DRAM).
+/// A last group with fewer tokens repeats its last one (computed, never stored).
+///
+/// # Safety
+/// As for [`groups`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn tiles<L: Lines, const R: usize, const T: usize>(
+    src: &L,
+    first: usize,
+    xt: &[u8],
+    stride: usize,
+    out: Out<'_>,
+) {
+    let blocks = out.rows.div_ceil(LANES);
+    let last = src.rows().div_ceil(LANES) - 1;
+    for b0 in (0..blocks).step_by(R) {
+        // Blocks past the task's last repeat it (computed, never stored).
+        let w: [*const u8; R] =
+            std::array::from_fn(|i| src.block_at((first + b0 + i).min(first + blocks - 1).min(last)));
+        for t0 in (0..out.m).step_by(T) {
+            let valid = (out.m - t0).min(T);
+            let x: [*const u8; T] = std::array::from_fn(|t| xt[(t0 + t.min(valid - 1)) * stride..].as_ptr());
+            // SAFETY: each block holds `quads` lines and each token `quads` quads (caller).
+            let acc = unsafe { L::tile::<R, T>(w, x, src.quads()) };
+            let mut lanes = [[0i32; LANES]; T];
+            for (i, acc_block) in acc.iter().enumerate() {
+                let row0 = (b0 + i) * LANES;
+                if row0 >= out.rows {
+                    break;
+                }
+                for (dst, &a) in lanes.iter_mut().zip(acc_block) {
+                    // SAFETY: `dst` is 16 writable i32.
+                    unsafe { _mm512_storeu_si512(dst.as_mut_ptr().cast(), a) };
+                }
+                for lane in 0..LANES.min(out.rows - row0) {
+                    let y_row = &mut out.y[(row0 + lane) * out.m + t0..][..valid];
+                    let correction = &out.correction[t0..t0 + valid];
+                    for ((d, l), &c) in y_row.iter_mut().zip(&lanes).zip(correction) {
+                        *d = l[lane].wrapping_add(c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Pack `x` (`k × m`) into 64-token panels of `quads` quads each (`[panel][k/4][token][4]`,
+/// zero past `k` and `m`) at the start of `scratch`, and return every token's correction
+/// `-128 · Σ_k x` (zero past `m`), the packing split over `threads` workers.
+pub(super) fn pack_token_panels(
+    threads: usize,
+    (x, k, m): (&[i8], usize, usize),
+    quads: usize,
+    scratch: &mut Vec<u8>,
+) -> Vec<i32> {
+    let panels = m.div_ceil(TOKENS);
+    let panel_bytes = quads * TOKENS * 4;
+    scratch.resize(panels * panel_bytes, 0);
+    let xp = &mut scratch[..panels * panel_bytes];
+    // -128 · Σ_k x[k, t] per token, zero past m (|Σ x| ≤ 128 · K fits i32).
+    let mut corrections = vec![0i32; panels * TOKENS];
+    // One run of consecutive panels per worker.
+    let run = panels.div_ceil(threads.max(1));
+    let pack = |(r, (out, corr)): (usize, (&mut [u8], &mut [i32]))| {
+        // SAFETY: the token-lane kernels run only where VNNI was detected; `out` holds the
+        // run's panels and `corr` their corrections; `x.len() == k · m` (their callers).
+        unsafe { pack_panels(x, k, m, r * run, out, corr) }
+    };
+    let (run_bytes, run_tokens) = (run * panel_bytes, run * TOKENS);
+    if threads > 1 {
+        xp.par_chunks_mut(run_bytes)
+            .zip(corrections.par_chunks_mut(run_tokens))
+            .enumerate()
+            .for_each(pack);
+    } else {
+        xp.chunks_mut(run_bytes)
+            .zip(corrections.chunks_mut(run_tokens))
+            .enumerate()
+            .for_each(pack);
+    }
+    corrections
+}
+
 /// Where a feature-lane task's results go: its rows of `y` (`rows` of `m` tokens), each
 /// token corrected by its `correction`.
 struct Out<'a> {
@@ -338,15 +408,16 @@ struct Out<'a> {
 }
 
 /// Blocks per feature-lane register tile for a group of `tokens`: as many as leave the
-/// `R · T` accumulators and `R` weight vectors in the 32 zmm (what [`DenseBlocks::group`]
-/// instantiates).
+/// `R · T` accumulators and `R` weight vectors in the 32 zmm (what [`groups`] instantiates).
 fn tile_blocks(tokens: usize) -> usize {
     match tokens {
         1 | 2 => 8,
         3 => 6,
         4 => 5,
         5 | 6 => 4,
-        _ => 3,
+        7 | 8 => 3,
+        9..=12 => 2,
+        _ => 1,
     }
 }
 
@@ -468,7 +539,7 @@ unsafe fn pack_panels(x: &[i8], k: usize, m: usize, p0: usize, out: &mut [u8], c
 }
 
 /// Store masks of panel `p`'s four 16-token groups (all clear past `m`).
-fn token_masks(m: usize, p: usize) -> [__mmask16; NR] {
+pub(super) fn token_masks(m: usize, p: usize) -> [__mmask16; NR] {
     std::array::from_fn(|c| {
         let valid = m.saturating_sub(p * TOKENS + c * 16).min(16);
         ((1u32 << valid) - 1) as __mmask16
@@ -485,7 +556,7 @@ fn token_masks(m: usize, p: usize) -> [__mmask16; NR] {
 /// every quad of `x` (`x.len() / 256` of them); `y` addresses a tile whose first `rows` rows
 /// and masked tokens are in bounds and written by no one else meanwhile.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn token_tile(
+pub(super) unsafe fn token_tile(
     w_rows: [*const u8; MR],
     x: &[u8],
     y: *mut i32,

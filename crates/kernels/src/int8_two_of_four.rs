@@ -44,6 +44,9 @@
 //!   positions), its control decoded from the row's 16 index bytes (`vpmovzxwq`,
 //!   `vpmultishiftqb`, `vpternlogd`, shared by the tokens) and applied to each token's 128
 //!   activation bytes; one horizontal sum per (row, token) at the end.
+//! * **Expanded lines** (on Intel, at one token and from 13): `super::int8_expand`, an
+//!   execution copy rebuilt into the dense kernel's lines by `vpexpandb`, run by the dense
+//!   kernel's tiles.
 //! * **Exactness and signedness** as in `int8_vnni`: activations shifted to `x + 128`,
 //!   accumulators started at `-128 · Σ w` (precomputed per row at compression), wrapping i32
 //!   arithmetic, exact for `K ≤ INT8_MAX_K`.
@@ -110,6 +113,9 @@ pub(super) struct TwoOfFourI8 {
     /// The rows-in-lanes copy for 2–12 tokens, built on the first such product (an
     /// execution copy: 1.25 bytes a kept weight more while it lives).
     row_lanes: std::sync::OnceLock<RowLanes>,
+    /// The masked dense lines (`int8_expand`), built on the first product that runs them
+    /// (an execution copy of 0.625 bytes a dense weight).
+    expanded: std::sync::OnceLock<super::int8_expand::ExpandedLines>,
 }
 
 /// The index byte of a group pair that keeps nothing: positions 0 and 1 in both groups (the
@@ -167,6 +173,7 @@ impl TwoOfFourI8 {
             idx,
             bias,
             row_lanes: std::sync::OnceLock::new(),
+            expanded: std::sync::OnceLock::new(),
         })
     }
 
@@ -210,10 +217,17 @@ impl TwoOfFourI8 {
             // 4096², 1.13–1.27 vs 0.63–0.67 at 8 on 11008 × 4096; at one token it lost
             // (1.02–1.11 vs 1.18–1.43 on 11008 × 4096, before its prefetch). One 16-token
             // tile of 16 rows to 16 tokens (against 4 × 4 feature lanes 1.0 vs 1.1 ms on Zen
-            // 5), 8 rows × two tiles beyond (at 32 tokens 1.6 against 1.9–2.3 ms).
+            // 5), 8 rows × two tiles beyond (at 32 tokens 1.6 against 1.9–2.3 ms). On Intel
+            // outside 2–12 tokens the expanded lines instead (`int8_expand::pays` says why),
+            // feature lanes to dense's `FEW_TOKENS`, token lanes beyond, as dense.
+            let expand = super::int8_expand::pays();
             match m {
-                1 => self.few_tokens::<8, 1, 0>(threads, x, y, m, &mut scratch),
                 2..=ROW_LANE_TOKENS => self.row_lanes().spmm(threads, x, y, m, &mut scratch),
+                _ if expand && m <= super::int8_dense::FEW_TOKENS => {
+                    super::int8_dense::feature_lanes(self.expanded(), threads, (x, y, m), &mut scratch)
+                }
+                _ if expand => self.expanded().token_lanes(threads, x, y, m, &mut scratch),
+                1 => self.few_tokens::<8, 1, 0>(threads, x, y, m, &mut scratch),
                 _ if m <= TILE => self.token_lanes::<2, 1>(threads, x, y, m, &mut scratch),
                 _ => self.token_lanes::<1, 2>(threads, x, y, m, &mut scratch),
             }
@@ -221,17 +235,25 @@ impl TwoOfFourI8 {
         SCRATCH.with(|s| *s.borrow_mut() = scratch);
     }
 
+    /// The octet `o` of row `r`: its four kept values and index byte.
+    fn octet(&self, r: usize, o: usize) -> ([i8; 4], u8) {
+        let (c, oo) = (o / CHUNK_OCTETS, o % CHUNK_OCTETS);
+        let at = ((r / RB * self.chunks + c) * RB + r % RB) * CHUNK_OCTETS + oo;
+        let v = &self.values[at * 4..at * 4 + 4];
+        ([v[0], v[1], v[2], v[3]], self.idx[at])
+    }
+
+    /// The masked dense lines (`int8_expand`), built on first use.
+    fn expanded(&self) -> &super::int8_expand::ExpandedLines {
+        self.expanded.get_or_init(|| {
+            super::int8_expand::ExpandedLines::new((self.rows, self.k), |r, o| self.octet(r, o))
+        })
+    }
+
     /// The rows-in-lanes copy (`int8_row_lanes`), built on first use.
     fn row_lanes(&self) -> &RowLanes {
-        self.row_lanes.get_or_init(|| {
-            let octet = |r: usize, o: usize| {
-                let (c, oo) = (o / CHUNK_OCTETS, o % CHUNK_OCTETS);
-                let at = ((r / RB * self.chunks + c) * RB + r % RB) * CHUNK_OCTETS + oo;
-                let v = &self.values[at * 4..at * 4 + 4];
-                ([v[0], v[1], v[2], v[3]], self.idx[at])
-            };
-            RowLanes::new((self.rows, self.k), octet, &self.bias)
-        })
+        self.row_lanes
+            .get_or_init(|| RowLanes::new((self.rows, self.k), |r, o| self.octet(r, o), &self.bias))
     }
 
     /// The token-lane kernel with `B`-block (`B · RB` rows) × `V`-tile register tiles.

@@ -35,6 +35,8 @@ mod int8_blocks;
 #[cfg(target_arch = "x86_64")]
 mod int8_dense;
 #[cfg(target_arch = "x86_64")]
+mod int8_expand;
+#[cfg(target_arch = "x86_64")]
 mod int8_gather;
 #[cfg(target_arch = "x86_64")]
 mod int8_row_lanes;

@@ -2267,6 +2267,20 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(12))]
+        #[test]
+        fn issue_20_int8_two_of_four_expanded_lines_are_bit_exact_across_stages_and_k_blocks(
+            // On Intel the expanded lines' token lanes stage three 16-row blocks × 1024 K
+            // positions: rows cross stages (and end inside one), K crosses K blocks; the
+            // feature lanes' groups of up to twelve tokens end unevenly.
+            (n, k, m, w, x) in two_of_four_product(110, 900..2300, prop_oneof![13usize..=48, 49usize..140]),
+            t in 1usize..3,
+        ) {
+            check_two_of_four((n, k, m), &w, &x, t, (2, 4))?;
+        }
+    }
+
     /// int8 blocks against the naive product, bit for bit: block heights of 1–4 panels (a
     /// tile takes up to three) and one not a panel, widths of 1–6 quads and one not a quad
     /// (both kept entries), every token count of a tile, empty block rows, extreme values.
