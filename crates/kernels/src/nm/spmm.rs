@@ -25,13 +25,17 @@ const PREFETCH_ROWS_AHEAD: usize = 4;
 /// as the 2:4 matrix it is). Measured side by side (`sparsegate bench`, 2 threads, speedup
 /// over dense, token lanes vs feature lanes):
 ///
-/// * **2:4**, 16 tokens from K = 1024, 28 below. At 12 tokens feature lanes lead everywhere
+/// * **2:4**, 24 tokens from K = 1024, 28 below. At 12 tokens feature lanes lead everywhere
 ///   (4096² 1.39× vs 2.02×, 2048² 1.14× vs 1.63×, 1024² 1.04× vs 1.91×, 768×3072 1.15× vs
 ///   1.39×); at 16 on K ≥ 4096 the two are level to within ±0.2 either way (4096² 1.46× vs
 ///   1.43×, 11008×4096 1.50× vs 1.69×, 4096×11008 1.63× vs 1.52×); at 24 token lanes lead
 ///   there (1.51× vs 1.35×, 1.54× vs 1.47×, 1.77× vs 1.53×). On 2048² and 768×3072, 16
 ///   tokens run 1.14× vs 1.11× and 1.12× vs 0.79×. At K = 768, 24 tokens run 1.28× vs 1.40×
-///   (768²) and level (3072×768), 28 run 1.26× vs 1.20× and 1.23× vs 1.10×.
+///   (768²) and level (3072×768), 28 run 1.26× vs 1.20× and 1.23× vs 1.10×. (Zen 4/5.)
+///   On Emerald Rapids (2 threads, alternated) feature lanes lead at 16 on K = 4096 and
+///   11008 (4096² 1.00–1.01× vs 0.84–0.85×, 11008×4096 1.20× vs 1.08×, 4096×11008 1.22× vs
+///   1.13×), so 16 takes them; at 24 the two trade places by shape (0.96–1.16× vs 0.89×,
+///   1.07× vs 1.02×, 1.02× vs 1.08×), at 32 token lanes lead (0.88–0.93× vs 0.73×).
 /// * **Other patterns**, 16 tokens from K = 4096 (4:8, 1:4, 2:8 and 8:16 on 4096²: feature
 ///   lanes ahead by 1.1–1.4× at 8–12 tokens, level at 16, behind from 24); below, 32 for
 ///   patterns that keep at least half (4:8 at 24 tokens: 1.14–1.18× vs 1.20–1.52× on 2048²,
@@ -46,7 +50,7 @@ fn token_lanes_min_cols(k: usize, (n, m): (usize, usize), two_of_four: bool) -> 
     match k {
         _ if two_of_four => {
             if k >= 1024 {
-                16
+                24
             } else {
                 28
             }

@@ -179,6 +179,15 @@ fn issue_3_feature_lanes_cross_every_block_boundary() {
 }
 
 #[test]
+fn issue_20_two_of_four_takes_feature_lanes_to_23_tokens_from_k_1024() {
+    // K = 1200 (the feature lanes' K blocks and the 1024 crossover), 16 and 23 tokens on
+    // feature lanes, 24 on token lanes: all match the oracle.
+    for (cols, seed) in [(16, 31), (23, 32), (24, 33)] {
+        check_against_oracle(40, 300, cols, 2, 4, 2, seed);
+    }
+}
+
+#[test]
 fn issue_3_execution_copy_is_reported_and_metadata_stays_two_bits() {
     let (rows, k, cols) = (20, 64, 9);
     let w = prune_magnitude(&data(rows * k, 5), rows, k, 2, 4);
