@@ -23,7 +23,9 @@
 //!   horizontal sums; the tile is transposed once into `y`'s token-contiguous rows at the
 //!   end of K. Above [`GROUP`] tokens they go in equal groups of at most [`GROUP`] (the
 //!   last one padded by repeating a token), each tile of blocks meeting every group while
-//!   its weights are in L2.
+//!   its weights are in L2. The driver ([`feature_lanes`]) is generic over where the lines
+//!   come from ([`Lines`]): the int8 2:4 kernel of `int8_expand` rebuilds them in registers
+//!   and takes groups of up to 16.
 //! * **Token lanes** (more tokens): a zmm is 16 tokens of one row, as in the sparse kernels;
 //!   the activations are packed per 64-token panel as `[k/4][token][4]` signed bytes, each
 //!   row's weight quad is broadcast from its line, [`MR`] rows × 64 tokens per register tile
@@ -306,7 +308,7 @@ unsafe fn groups<L: Lines>(src: &L, first: usize, xt: &[u8], stride: usize, len:
             match len {
                 // SAFETY: as for this function.
                 $($t => unsafe { tiles::<L, $r, $t>(src, first, xt, stride, out) },)*
-                _ => unreachable!("a feature-lane group holds 1 to GROUP = 8 tokens"),
+                _ => unreachable!("a feature-lane group holds 1 to 16 tokens"),
             }
         };
     }
