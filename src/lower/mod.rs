@@ -212,8 +212,11 @@ fn select(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelPath,
             KernelPath::Sparse,
             if matches!((n, m), (2, 4) | (1, 2)) {
                 format!(
-                    "{n}:{m} as int8 compact 2:4 (i8 values, 2-bit indices) on AVX-512 VNNI+VBMI, \
-                     else kept entries per row (u32 positions); exact i32 sums"
+                    "{n}:{m} as int8 2:4 on AMX tiles (kept values expanded into the tiles a K step \
+                     at a time) from 8 tokens where they are granted; else compact 2:4 (i8 values, \
+                     2-bit indices) on AVX-512 VNNI+VBMI, on Intel rebuilt into the dense VNNI \
+                     kernel's lines by vpexpandb outside 2-12 tokens; else kept entries per row \
+                     (u32 positions); exact i32 sums"
                 )
             } else {
                 format!("{n}:{m} as int8 kept entries per row (i8 values, u32 positions, exact i32 sums)")
