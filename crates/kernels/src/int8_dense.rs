@@ -24,8 +24,7 @@
 //!   end of K. Above [`GROUP`] tokens they go in equal groups of at most [`GROUP`] (the
 //!   last one padded by repeating a token), each tile of blocks meeting every group while
 //!   its weights are in L2. The driver ([`feature_lanes`]) is generic over where the lines
-//!   come from ([`Lines`]): the int8 2:4 kernel of `int8_expand` rebuilds them in registers
-//!   and takes groups of up to 16.
+//!   come from ([`Lines`]): the int8 2:4 kernel of `int8_expand` rebuilds them in registers.
 //! * **Token lanes** (more tokens): a zmm is 16 tokens of one row, as in the sparse kernels;
 //!   the activations are packed per 64-token panel as `[k/4][token][4]` signed bytes, each
 //!   row's weight quad is broadcast from its line, [`MR`] rows × 64 tokens per register tile
@@ -206,10 +205,6 @@ impl DenseBlocks {
 /// `int8_expand` rebuilds them from 2:4 in registers, and so runs at dense's instruction
 /// count on fewer bytes, sharing everything else here (groups, tiles, corrections).
 pub(super) trait Lines: Sync {
-    /// Most tokens a register tile takes at once.
-    fn group(&self) -> usize {
-        GROUP
-    }
     /// Output rows.
     fn rows(&self) -> usize;
     /// K-quads per block, K padded as the source pads it: each token row holds this many.
@@ -279,7 +274,7 @@ pub(super) unsafe fn feature_lanes<L: Lines>(
             .wrapping_mul(-128);
     }
     // Groups of `len` tokens (the last one may hold fewer), at most GROUP each.
-    let len = m.div_ceil(m.div_ceil(src.group()));
+    let len = m.div_ceil(m.div_ceil(GROUP));
     let blocks = n.div_ceil(LANES);
     let r = tile_blocks(len);
     let chunk_blocks = blocks.div_ceil(threads.max(1) * 4).next_multiple_of(r);
@@ -308,11 +303,11 @@ unsafe fn groups<L: Lines>(src: &L, first: usize, xt: &[u8], stride: usize, len:
             match len {
                 // SAFETY: as for this function.
                 $($t => unsafe { tiles::<L, $r, $t>(src, first, xt, stride, out) },)*
-                _ => unreachable!("a feature-lane group holds 1 to 16 tokens"),
+                _ => unreachable!("a feature-lane group holds 1 to GROUP = 8 tokens"),
             }
         };
     }
-    tiles!(1 => 8, 2 => 8, 3 => 6, 4 => 5, 5 => 4, 6 => 4, 7 => 3, 8 => 3, 9 => 2, 10 => 2, 11 => 2, 12 => 2, 13 => 1, 14 => 1, 15 => 1, 16 => 1);
+    tiles!(1 => 8, 2 => 8, 3 => 6, 4 => 5, 5 => 4, 6 => 4, 7 => 3, 8 => 3);
 }
 
 /// `R`-block × `T`-token register tiles over the task's blocks: each tile of blocks meets
@@ -417,9 +412,7 @@ fn tile_blocks(tokens: usize) -> usize {
         3 => 6,
         4 => 5,
         5 | 6 => 4,
-        7 | 8 => 3,
-        9..=12 => 2,
-        _ => 1,
+        _ => 3,
     }
 }
 

@@ -1,7 +1,8 @@
 //! int8 2:4 as the dense comparator's own lines, rebuilt in registers: per 16-row block and
 //! K-quad the 32 kept bytes (`w + 128`) and a 64-bit mask of their lanes, one `vpexpandb`
 //! (VBMI2) per line filling the dropped weights with `0x80` (a zero weight, shifted), then
-//! the dense feature-lane tiles unchanged (`int8_dense::feature_lanes`).
+//! the dense kernel's tiles unchanged: its feature lanes at one token
+//! (`int8_dense::feature_lanes`), its token-lane tile on staged K blocks from 49 tokens.
 //!
 //! Why: without AMX the compact kernels select activations per (row, octet) — `vpermt2b` or
 //! `vpshufb` beside every `vpdpbusd` — and on a Xeon with the tiles withheld ran 2:4 at
@@ -62,13 +63,13 @@ pub(super) fn available() -> bool {
     super::int8_dense::available() && is_x86_feature_detected!("avx512vbmi2")
 }
 
-/// Whether int8 2:4 runs on expanded lines here (outside 2–12 tokens, where the
-/// rows-in-lanes kernel stays ahead): on Intel parts with VBMI2. There `vpermt2b` and
+/// Whether int8 2:4 runs on expanded lines here (at one token and from 49; the rows-in-lanes
+/// kernel, in groups of 12, stays ahead between): on Intel parts with VBMI2. There `vpermt2b` and
 /// `vpshufb` issue on port 5 only, one of the two ports of `vpdpbusd`, so the compact
 /// kernels' selection per `vpdpbusd` halves their rate: on Emerald Rapids with AMX withheld
 /// (2 threads, × int8 dense, 4096²) the compact kernels ran 1.37–1.44 at one token,
-/// 0.49–0.66 at 16–512, the expanded lines 1.47–1.61, 0.83–0.92 at 16–48 and 0.84–1.01 at
-/// 64–512. On Zen 4/5 the compact kernels were measured at 1.03–1.2 at 128–512 tokens and
+/// 0.49–0.66 at 16–512, the expanded lines 1.47–1.61, 0.83–0.92 at 16–48 (feature lanes in
+/// groups of 12) and 0.84–1.05 at 64–512. On Zen 4/5 the compact kernels were measured at 1.03–1.2 at 128–512 tokens and
 /// the expansion has not been, so other vendors keep them.
 pub(super) fn pays() -> bool {
     static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -211,13 +212,6 @@ impl ExpandedLines {
 }
 
 impl Lines for ExpandedLines {
-    /// Twelve: two blocks × 12 tokens is one expansion per 12 `vpdpbusd` where dense's eight
-    /// had one per eight. On Emerald Rapids (AMX withheld, 2 threads, 4096², × int8 dense,
-    /// two alternated rounds) 0.83–0.92 against 0.79–0.84 at 24–48 tokens, level at 16.
-    fn group(&self) -> usize {
-        12
-    }
-
     fn rows(&self) -> usize {
         self.rows
     }

@@ -1,4 +1,4 @@
-//! int8 2:4 at 2–12 tokens with output rows in the lanes: per 16-row panel and octet (eight K
+//! int8 2:4 at 2–12 tokens (more in groups of up to 12) with output rows in the lanes: per 16-row panel and octet (eight K
 //! positions, two groups of four) one zmm holds each row's four kept values as one
 //! `vpdpbusd` dword, and per token one `vpshufb` of the octet's eight activation bytes
 //! (broadcast) hands every row its own four, the control decoded once per panel and octet
@@ -21,7 +21,7 @@ use std::arch::x86_64::*;
 
 /// Rows per panel: the i32 lanes of a zmm.
 pub(super) const PANEL: usize = 16;
-/// Most tokens the kernel takes (its accumulators, one zmm a token). Past 12 the token-lane
+/// Most tokens a group takes (its accumulators, one zmm a token). Past 12 the token-lane
 /// kernel's 16-token tile wins: on Zen 4 (× int8 dense, alternated) rows in lanes ran
 /// 1.11–1.12 against 0.70–0.73 at 10 tokens, 0.93–1.10 against 0.77–0.82 at 12, 0.87–0.89
 /// against 0.91 at 14 and 0.79–0.80 against 1.12 at 16 (4096²).
@@ -92,16 +92,16 @@ impl RowLanes {
         m: usize,
         scratch: &mut Vec<u8>,
     ) {
-        assert!(
-            (1..=MAX_TOKENS).contains(&m),
-            "rows-in-lanes int8 2:4: {m} tokens"
-        );
+        assert!(m >= 1, "rows-in-lanes int8 2:4: no tokens");
         // Token-major `x + 128`, a token's octets contiguous and zero-padded to whole octets.
         let stride = self.octets * 8;
         scratch.resize(m * stride, 0);
         super::int8_vnni::pack_token_major(x, self.k, m, stride, 0x80, &mut scratch[..m * stride]);
         let xp = &scratch[..m * stride];
         let panels = self.rows.div_ceil(PANEL);
+        // Past MAX_TOKENS, equal groups of at most MAX_TOKENS, each panel meeting every group
+        // while its weights are in L1/L2.
+        let len = m.div_ceil(m.div_ceil(MAX_TOKENS));
         // Four tasks a thread, whole panels each, so uneven cores still balance.
         let per_task = panels.div_ceil(threads.max(1) * 4).max(1);
         let task = |(t, y_rows): (usize, &mut [i32])| {
@@ -110,23 +110,27 @@ impl RowLanes {
             for p in 0..rows.div_ceil(PANEL) {
                 let panel = p0 + p;
                 let out = &mut y_rows[p * PANEL * m..((p + 1) * PANEL).min(rows) * m];
-                // SAFETY: the features (contract); the panel's values, indices and biases and
-                // every token's `stride` bytes exist by construction; `out` holds the panel's
-                // valid rows × `m`.
-                unsafe {
-                    match m {
-                        1 => self.panel::<1, 8>(panel, (xp, stride), out),
-                        2 => self.panel::<2, 4>(panel, (xp, stride), out),
-                        3 => self.panel::<3, 2>(panel, (xp, stride), out),
-                        4 => self.panel::<4, 2>(panel, (xp, stride), out),
-                        5 => self.panel::<5, 1>(panel, (xp, stride), out),
-                        6 => self.panel::<6, 1>(panel, (xp, stride), out),
-                        7 => self.panel::<7, 1>(panel, (xp, stride), out),
-                        8 => self.panel::<8, 1>(panel, (xp, stride), out),
-                        9 => self.panel::<9, 1>(panel, (xp, stride), out),
-                        10 => self.panel::<10, 1>(panel, (xp, stride), out),
-                        11 => self.panel::<11, 1>(panel, (xp, stride), out),
-                        _ => self.panel::<12, 1>(panel, (xp, stride), out),
+                for t0 in (0..m).step_by(len) {
+                    let x = (&xp[t0 * stride..], stride);
+                    let out = (&mut *out, m, t0);
+                    // SAFETY: the features (contract); the panel's values, indices and biases
+                    // and every token's `stride` bytes exist by construction; `out` holds the
+                    // panel's valid rows × `m`, the group's columns from `t0`.
+                    unsafe {
+                        match (m - t0).min(len) {
+                            1 => self.panel::<1, 8>(panel, x, out),
+                            2 => self.panel::<2, 4>(panel, x, out),
+                            3 => self.panel::<3, 2>(panel, x, out),
+                            4 => self.panel::<4, 2>(panel, x, out),
+                            5 => self.panel::<5, 1>(panel, x, out),
+                            6 => self.panel::<6, 1>(panel, x, out),
+                            7 => self.panel::<7, 1>(panel, x, out),
+                            8 => self.panel::<8, 1>(panel, x, out),
+                            9 => self.panel::<9, 1>(panel, x, out),
+                            10 => self.panel::<10, 1>(panel, x, out),
+                            11 => self.panel::<11, 1>(panel, x, out),
+                            _ => self.panel::<12, 1>(panel, x, out),
+                        }
                     }
                 }
             }
@@ -146,7 +150,7 @@ impl RowLanes {
         &self,
         panel: usize,
         (xp, stride): (&[u8], usize),
-        out: &mut [i32],
+        (out, ldy, t0): (&mut [i32], usize, usize),
     ) {
         // Output byte `j` of dword `d` of a qword takes the index byte's bits `2j ..` of that
         // dword (`vpmultishiftqb` reads 8 bits at offset `2j + 32d`); its low two bits are the
@@ -193,13 +197,13 @@ impl RowLanes {
         let bias = unsafe { _mm512_loadu_si512(self.bias.as_ptr().add(panel * PANEL).cast()) };
         let acc: [__m512i; M] =
             std::array::from_fn(|t| acc.iter().fold(bias, |s, a| _mm512_add_epi32(s, a[t])));
-        let rows = out.len() / M;
+        let rows = out.len() / ldy;
         for (t, a) in acc.iter().enumerate() {
             let mut lanes = [0i32; PANEL];
             // SAFETY: 16 i32.
             unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), *a) };
             for (r, &v) in lanes[..rows].iter().enumerate() {
-                out[r * M + t] = v;
+                out[r * ldy + t0 + t] = v;
             }
         }
     }

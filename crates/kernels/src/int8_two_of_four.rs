@@ -37,14 +37,15 @@
 //!   valid lines) that gathers each token's four kept bytes into its lane. Register tiles of
 //!   8 rows × 2 tiles (16 rows × 1 tile up to 16 tokens) run over K blocks of [`KC`] chunks,
 //!   the weights streaming past the packed activations, tasks as in the dense kernel.
-//! * **Rows in lanes** (2 to 12 tokens): `super::int8_row_lanes`, on an execution copy laid
-//!   out by 16-row panel and octet, one `vpshufb` per `vpdpbusd`.
+//! * **Rows in lanes** (2 to 12 tokens, on Intel to 48 in groups of up to 12):
+//!   `super::int8_row_lanes`, on an execution copy laid out by 16-row panel and octet, one
+//!   `vpshufb` per `vpdpbusd`.
 //! * **Feature lanes** (one token). Token lanes would be mostly padding, so
 //!   K is in the lanes instead: one zmm is 64 kept values of a row (16 octets, 128 K
 //!   positions), its control decoded from the row's 16 index bytes (`vpmovzxwq`,
 //!   `vpmultishiftqb`, `vpternlogd`, shared by the tokens) and applied to each token's 128
 //!   activation bytes; one horizontal sum per (row, token) at the end.
-//! * **Expanded lines** (on Intel, at one token and from 13): `super::int8_expand`, an
+//! * **Expanded lines** (on Intel, at one token and from 49): `super::int8_expand`, an
 //!   execution copy rebuilt into the dense kernel's lines by `vpexpandb`, run by the dense
 //!   kernel's tiles.
 //! * **Exactness and signedness** as in `int8_vnni`: activations shifted to `x + 128`,
@@ -81,6 +82,14 @@ const KC: usize = 32;
 const MAX_CHUNK_BLOCKS: usize = 32;
 /// Up to this many tokens (from 2) the rows-in-lanes kernel runs.
 const ROW_LANE_TOKENS: usize = super::int8_row_lanes::MAX_TOKENS;
+/// On Intel, up to this many tokens the rows-in-lanes kernel runs in groups of up to
+/// [`ROW_LANE_TOKENS`], each panel's weights meeting every group from L1/L2. On Emerald
+/// Rapids (AMX withheld, 2 threads, × int8 dense, three alternated rounds) against the
+/// expanded lines' feature lanes at 16 / 24 / 48 tokens: 4096² 0.89–0.92 / 0.88–0.97 /
+/// 0.89–0.90 vs 0.85–0.91 / 0.88–0.90 / 0.78–0.87, 4096 × 11008 0.89–0.99 / 0.98–1.00 /
+/// 0.98–1.00 vs 0.92 / 0.94–0.96 / 0.91–0.94, level on 11008 × 4096. Past it the expanded
+/// lines' token lanes (0.84–1.05 at 64–512 tokens).
+const ROW_LANE_GROUPS_TO: usize = 48;
 /// K positions of one chunk.
 const CHUNK: usize = CHUNK_OCTETS * 8;
 
@@ -218,16 +227,19 @@ impl TwoOfFourI8 {
             // (1.02–1.11 vs 1.18–1.43 on 11008 × 4096, before its prefetch). One 16-token
             // tile of 16 rows to 16 tokens (against 4 × 4 feature lanes 1.0 vs 1.1 ms on Zen
             // 5), 8 rows × two tiles beyond (at 32 tokens 1.6 against 1.9–2.3 ms). On Intel
-            // outside 2–12 tokens the expanded lines instead (`int8_expand::pays` says why),
-            // feature lanes to dense's `FEW_TOKENS`, token lanes beyond, as dense.
+            // (`int8_expand::pays` says why) the expanded lines at one token and past
+            // `ROW_LANE_GROUPS_TO`, rows in lanes in groups of up to 12 tokens between.
             let expand = super::int8_expand::pays();
             match m {
-                2..=ROW_LANE_TOKENS => self.row_lanes().spmm(threads, x, y, m, &mut scratch),
-                _ if expand && m <= super::int8_dense::FEW_TOKENS => {
+                1 if expand => {
                     super::int8_dense::feature_lanes(self.expanded(), threads, (x, y, m), &mut scratch)
                 }
-                _ if expand => self.expanded().token_lanes(threads, x, y, m, &mut scratch),
                 1 => self.few_tokens::<8, 1, 0>(threads, x, y, m, &mut scratch),
+                2..=ROW_LANE_TOKENS => self.row_lanes().spmm(threads, x, y, m, &mut scratch),
+                _ if expand && m <= ROW_LANE_GROUPS_TO => {
+                    self.row_lanes().spmm(threads, x, y, m, &mut scratch)
+                }
+                _ if expand => self.expanded().token_lanes(threads, x, y, m, &mut scratch),
                 _ if m <= TILE => self.token_lanes::<2, 1>(threads, x, y, m, &mut scratch),
                 _ => self.token_lanes::<1, 2>(threads, x, y, m, &mut scratch),
             }
@@ -686,6 +698,45 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn issue_20_rows_in_lanes_take_any_token_count_in_groups_of_twelve() {
+        if !available() {
+            return;
+        }
+        // 37 rows (a partial panel), K = 300 (a partial octet), 29 tokens: groups of 10, 10, 9.
+        let (rows, k, m) = (37, 300, 29);
+        let mut seed = 0x2545_f491_u32;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        // Two kept positions per group of four, the values spanning i8.
+        let mut w = vec![0i8; rows * k];
+        for (g, group) in w.chunks_mut(4).enumerate() {
+            let (a, b) = ((g * 7) % 4, (g * 7 + 1 + g % 3) % 4);
+            group[a.min(group.len() - 1)] = next() as i8;
+            group[b.min(group.len() - 1)] = next() as i8;
+        }
+        let x: Vec<i8> = (0..k * m).map(|_| next() as i8).collect();
+        let a = TwoOfFourI8::compress(&w, rows, k).unwrap();
+        for threads in [1, 2] {
+            let mut y = vec![7i32; rows * m];
+            let mut scratch = Vec::new();
+            // SAFETY: the features were detected; the shapes match.
+            unsafe { a.row_lanes().spmm(threads, &x, &mut y, m, &mut scratch) };
+            for r in 0..rows {
+                for t in 0..m {
+                    let want: i32 = (0..k)
+                        .map(|kk| i32::from(w[r * k + kk]) * i32::from(x[kk * m + t]))
+                        .sum();
+                    assert_eq!(y[r * m + t], want, "row {r} token {t} on {threads} threads");
+                }
+            }
+        }
     }
 
     #[test]
