@@ -127,6 +127,11 @@ impl ExpandedLines {
         ExpandedLines { rows, quads, groups }
     }
 
+    /// Bytes held (padding included).
+    pub(super) fn bytes(&self) -> usize {
+        std::mem::size_of_val(self.groups.as_slice())
+    }
+
     /// `y[rows × m] = W · x[k × m]` with 16 tokens of one row per zmm: per task, K block and
     /// stage of [`STAGE_BLOCKS`] blocks, the lines are expanded once into a thread-local
     /// stage and every token panel of the task runs the dense token-lane tile on them, so
@@ -329,6 +334,6 @@ mod tests {
         assert_eq!(&g1.values[2][2..4], &[(-1i8 as u8) ^ 0x80, 4u8 ^ 0x80]);
         // Padding quads past K (quad 3 on) keep the empty pattern.
         assert_eq!(g.masks[3], EMPTY.masks[0]);
-        assert_eq!(std::mem::size_of_val(a.groups.as_slice()), 2 * 320);
+        assert_eq!(a.bytes(), 2 * 320);
     }
 }

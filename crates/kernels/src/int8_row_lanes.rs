@@ -47,6 +47,11 @@ pub(super) struct RowLanes {
 }
 
 impl RowLanes {
+    /// Bytes held: values, index bytes and corrections (padding included).
+    pub(super) fn bytes(&self) -> usize {
+        self.values.len() + self.idx.len() + self.bias.len() * std::mem::size_of::<i32>()
+    }
+
     /// Lay out `rows × k` weights given, per row and octet, as their four kept values (one
     /// little-endian dword) and index byte, with the rows' corrections.
     pub(super) fn new(

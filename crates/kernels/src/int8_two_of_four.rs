@@ -197,6 +197,16 @@ impl TwoOfFourI8 {
         self.idx.len() + self.bias.len() * std::mem::size_of::<i32>()
     }
 
+    /// Bytes of the execution copies built so far (rows in lanes, expanded lines): 0 until
+    /// the first product that needs one.
+    pub(super) fn execution_copy_bytes(&self) -> usize {
+        self.row_lanes.get().map_or(0, RowLanes::bytes)
+            + self
+                .expanded
+                .get()
+                .map_or(0, super::int8_expand::ExpandedLines::bytes)
+    }
+
     /// Block `b`'s values and index bytes from chunk `c` on (rows `RB` apart at 64 and 16
     /// bytes).
     fn block_at(&self, b: usize, c: usize) -> (*const u8, *const u8) {

@@ -1383,6 +1383,18 @@ impl SparseI8 {
         }
     }
 
+    /// Bytes of the compact 2:4 form's execution copies, built on the first product that
+    /// runs them (rows in lanes at 2–12 tokens, on Intel to 48; expanded lines on Intel at
+    /// one token and from 49), 0 before and for the other forms. Reported so the memory they
+    /// cost is not hidden.
+    pub fn execution_copy_bytes(&self) -> usize {
+        match &self.form {
+            #[cfg(target_arch = "x86_64")]
+            SparseForm::TwoOfFour(a) => a.execution_copy_bytes(),
+            _ => 0,
+        }
+    }
+
     /// Bytes of index metadata: row starts and u32 columns for kept entries; 2-bit indices
     /// (one byte per eight K positions) and the per-row `+128` corrections for compact 2:4;
     /// a u32 column per block and the block-row pointers for blocks.
@@ -2473,6 +2485,43 @@ mod tests {
             }
             let _ = a;
         }
+    }
+
+    #[test]
+    fn issue_20_int8_compact_reports_its_execution_copies_once_built() {
+        let (n, k) = (40, 256);
+        let mut w: Vec<i8> = (0..n * k).map(|i| (i % 251) as i8 - 100).collect();
+        for g in w.chunks_mut(4) {
+            g[0] = 0;
+            g[2] = 0;
+        }
+        // Compressed for one token: the AVX-512 compact form, not the AMX tiles.
+        let a = SparseI8::compress_nm_for(&w, n, k, (2, 4), 1).unwrap();
+        assert_eq!(a.execution_copy_bytes(), 0);
+        #[cfg(target_arch = "x86_64")]
+        if !matches!(a.form, SparseForm::TwoOfFour(_)) {
+            return;
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        return;
+        // Rows in lanes (4 tokens): 40 rows in 3 panels of 16, 32 octets; values, index
+        // bytes and one correction a panel row.
+        let rows_in_lanes = 3 * 32 * 16 * 4 + 3 * 32 * 16 + 3 * 16 * 4;
+        let mut y = vec![0i32; n * 4];
+        a.spmm(1, &vec![1i8; k * 4], &mut y, 4).unwrap();
+        assert_eq!(a.execution_copy_bytes(), rows_in_lanes);
+        // One token on Intel adds the expanded lines: 3 blocks × 64 quads of 40 bytes.
+        let mut y = vec![0i32; n];
+        a.spmm(1, &vec![1i8; k], &mut y, 1).unwrap();
+        #[cfg(target_arch = "x86_64")]
+        let expanded = if crate::int8_expand::pays() {
+            3 * 64 * 40
+        } else {
+            0
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let expanded = 0;
+        assert_eq!(a.execution_copy_bytes(), rows_in_lanes + expanded);
     }
 
     #[test]
