@@ -68,8 +68,8 @@ pub(super) fn available() -> bool {
 /// `vpermt2b` and `vpshufb` issue on port 5 only, one of the two ports of `vpdpbusd`, so the
 /// compact kernels' selection per `vpdpbusd` halves their rate: on Emerald Rapids with AMX
 /// withheld (2 threads, × int8 dense, 4096²) the compact kernels ran 1.37–1.44 at one token
-/// and 0.49–0.66 at 16–512, the expanded lines 1.47–1.61, 0.83–0.92 at 16–48 (feature lanes
-/// in groups of 12) and 0.84–1.05 at 64–512. On Zen 4/5 the compact kernels were measured
+/// and 0.49–0.66 at 16–512, the expanded lines 1.47–1.61 and 0.84–1.05 at 64–512 (at 16–48
+/// their feature lanes ran 0.83–0.92, and the rows-in-lanes groups level to 0.1 ahead). On Zen 4/5 the compact kernels were measured
 /// at 1.03–1.2 at 128–512 tokens and the expansion has not been, so other vendors keep them.
 pub(super) fn pays() -> bool {
     static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

@@ -1,5 +1,5 @@
-//! int8 2:4 at 2–12 tokens (more in groups of up to 12) with output rows in the lanes: per 16-row panel and octet (eight K
-//! positions, two groups of four) one zmm holds each row's four kept values as one
+//! int8 2:4 at 2–12 tokens (more in groups of up to 12) with output rows in the lanes: per
+//! 16-row panel and octet (eight K positions, two groups of four) one zmm holds each row's four kept values as one
 //! `vpdpbusd` dword, and per token one `vpshufb` of the octet's eight activation bytes
 //! (broadcast) hands every row its own four, the control decoded once per panel and octet
 //! from the rows' index bytes and shared by the tokens.
@@ -83,8 +83,8 @@ impl RowLanes {
         }
     }
 
-    /// `y[rows × m] = W · x[k × m]` in i32 for `1 ≤ m ≤ MAX_TOKENS`, `scratch` holding the
-    /// packed activations.
+    /// `y[rows × m] = W · x[k × m]` in i32 for any `m ≥ 1` (in groups of up to
+    /// [`MAX_TOKENS`]), `scratch` holding the packed activations.
     ///
     /// # Safety
     /// The compact kernels' features detected (AVX-512F/BW/VL, VNNI, VBMI); `x` holds
