@@ -1,8 +1,8 @@
 //! int8 2:4 at 2–12 tokens (more in groups of up to 12) with output rows in the lanes: per
-//! 16-row panel and octet (eight K positions, two groups of four) one zmm holds each row's four kept values as one
-//! `vpdpbusd` dword, and per token one `vpshufb` of the octet's eight activation bytes
-//! (broadcast) hands every row its own four, the control decoded once per panel and octet
-//! from the rows' index bytes and shared by the tokens.
+//! 16-row panel and octet (eight K positions, two groups of four) one zmm holds each row's four
+//! kept values as one `vpdpbusd` dword, and per token one `vpshufb` of the octet's eight
+//! activation bytes (broadcast) hands every row its own four, the control decoded once per
+//! panel and octet from the rows' index bytes and shared by the tokens.
 //!
 //! Why: the feature-lane kernel (`int8_two_of_four.rs`) selects with `vpermt2b` from 128
 //! bytes of a token, per row, and ran at 0.56–0.65× int8 dense at 4–8 tokens on Zen 4. A
