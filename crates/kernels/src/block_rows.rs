@@ -6,6 +6,7 @@
 //! the instruction and the sums' type, which live in each kernel's tile function.
 
 use super::schedule::TaskGrid;
+use super::scratch::line_aligned;
 use super::shared_output::SharedOutput;
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -167,8 +168,7 @@ pub(crate) unsafe fn product<O: Send + Copy>(
     let tiles = m.div_ceil(TOKENS);
     let tile_len = k_steps * TOKENS;
     let mut packed = scratch.with(|s| std::mem::take(&mut *s.borrow_mut()));
-    packed.resize(tiles * tile_len, 0);
-    let packed_s = &mut packed[..tiles * tile_len];
+    let packed_s = line_aligned(&mut packed, tiles * tile_len);
     if threads > 1 {
         packed_s.par_chunks_mut(tile_len).enumerate().for_each(pack);
     } else {

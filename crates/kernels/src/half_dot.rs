@@ -59,6 +59,7 @@
 /// One 64-byte line: 16 rows' bf16 pairs (or f16 values), as the block kernels store theirs.
 use super::block_rows::Line;
 use super::schedule::TaskGrid;
+use super::scratch::line_aligned;
 use super::shared_output::{SharedOutput, trivial_product};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
@@ -330,8 +331,7 @@ unsafe fn product<L: Packed>(layout: &L, threads: usize, x: &[u16], y: &mut [f32
     let tile_len = steps * TOKENS;
     let parallel = threads > 1;
     let mut packed = L::scratch().with(|s| std::mem::take(&mut *s.borrow_mut()));
-    packed.resize(tiles * tile_len, L::Step::default());
-    let packed_s = &mut packed[..tiles * tile_len];
+    let packed_s = line_aligned(&mut packed, tiles * tile_len);
     let pack = |(t, out): (usize, &mut [L::Step])| L::pack_tile(x, k, m, t, out);
     if parallel {
         packed_s.par_chunks_mut(tile_len).enumerate().for_each(pack);

@@ -32,6 +32,7 @@
 //!   by measurement, see [`KC`]).
 
 use super::schedule::TaskGrid;
+use super::scratch::line_aligned;
 use super::shared_output::{SharedOutput, for_each_chunk, trivial_product};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
@@ -152,8 +153,9 @@ impl DenseBlocks {
         let (n, k, quads) = (self.n, self.k, self.quads);
         let panels = m.div_ceil(TOKENS);
         let panel_bytes = quads * TOKENS * 4;
-        let corrections = pack_token_panels(threads, (x, k, m), quads, scratch);
-        let (xp, corrections) = (&scratch[..panels * panel_bytes], &corrections[..]);
+        let xp = line_aligned(scratch, panels * panel_bytes);
+        let corrections = pack_token_panels(threads, (x, k, m), quads, xp);
+        let (xp, corrections) = (&*xp, &corrections[..]);
 
         let grid = TaskGrid::new(n.div_ceil(MR), panels, threads, MAX_CHUNK_TILES);
         let out = SharedOutput(y.as_mut_ptr());
@@ -359,18 +361,17 @@ unsafe fn tiles<L: Lines, const R: usize, const T: usize>(
 }
 
 /// Pack `x` (`k × m`) into 64-token panels of `quads` quads each (`[panel][k/4][token][4]`,
-/// zero past `k` and `m`) at the start of `scratch`, and return every token's correction
+/// zero past `k` and `m`) into `xp` (exactly that long), and return every token's correction
 /// `-128 · Σ_k x` (zero past `m`), the packing split over `threads` workers.
 pub(super) fn pack_token_panels(
     threads: usize,
     (x, k, m): (&[i8], usize, usize),
     quads: usize,
-    scratch: &mut Vec<u8>,
+    xp: &mut [u8],
 ) -> Vec<i32> {
     let panels = m.div_ceil(TOKENS);
     let panel_bytes = quads * TOKENS * 4;
-    scratch.resize(panels * panel_bytes, 0);
-    let xp = &mut scratch[..panels * panel_bytes];
+    debug_assert_eq!(xp.len(), panels * panel_bytes);
     // -128 · Σ_k x[k, t] per token, zero past m (|Σ x| ≤ 128 · K fits i32).
     let mut corrections = vec![0i32; panels * TOKENS];
     // One run of consecutive panels per worker.

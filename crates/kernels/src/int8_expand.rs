@@ -18,6 +18,7 @@
 //! K is padded to whole groups (all-zero lines), N to whole blocks (padding rows are zero
 //! weights, never stored). The `+128` shift is undone per token, as for dense.
 
+use super::scratch::line_aligned;
 use super::int8_dense::{Line, Lines, MR, TOKENS, pack_token_panels, token_masks, token_tile};
 use super::schedule::TaskGrid;
 use super::shared_output::SharedOutput;
@@ -151,8 +152,9 @@ impl ExpandedLines {
         let (n, quads) = (self.rows, self.quads);
         let panels = m.div_ceil(TOKENS);
         let panel_bytes = quads * TOKENS * 4;
-        let corrections = pack_token_panels(threads, (x, x.len() / m, m), quads, scratch);
-        let (xp, corrections) = (&scratch[..panels * panel_bytes], &corrections[..]);
+        let xp = line_aligned(scratch, panels * panel_bytes);
+        let corrections = pack_token_panels(threads, (x, x.len() / m, m), quads, xp);
+        let (xp, corrections) = (&*xp, &corrections[..]);
         let blocks = n.div_ceil(LANES);
         let grid = TaskGrid::new(blocks.div_ceil(STAGE_BLOCKS), panels, threads, MAX_CHUNK_STAGES);
         let out = SharedOutput(y.as_mut_ptr());

@@ -57,6 +57,7 @@
 
 use super::error::KernelError;
 use super::int8_row_lanes::RowLanes;
+use super::scratch::line_aligned;
 use super::int8_vnni::{Init, pack_token_major, row_correction, start_tile, store_tile};
 use super::schedule::TaskGrid;
 use super::shared_output::{SharedOutput, for_each_chunk, trivial_product};
@@ -296,8 +297,7 @@ impl TwoOfFourI8 {
         // apart put both tiles' blocks in the same L1 sets).
         let panel_bytes = chunks * CHUNK_OCTETS * V * OCTET_BYTES;
         let len = panels * panel_bytes;
-        scratch.resize(len, 0);
-        let xp = &mut scratch[..len];
+        let xp = line_aligned(scratch, len);
         let pack = |(p, out): (usize, &mut [u8])| {
             for v in 0..V {
                 // SAFETY: SSE2 is part of x86-64; `out` is panel `p`, its octets `V · 128`

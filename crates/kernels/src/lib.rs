@@ -55,6 +55,8 @@ pub mod reference;
 mod register_blocks;
 pub mod roofs;
 pub mod schedule;
+#[cfg(target_arch = "x86_64")]
+mod scratch;
 mod shared_output;
 mod sparse_rows;
 #[cfg(test)]
