@@ -19,7 +19,10 @@ fn issue_9_process_runs_come_from_distinct_child_processes_and_merge() {
         "{warmup: 1, min: 5, max: 8, time_budget_s: 0.02, runs: 3, run_mode: process}",
         SPEEDUP,
     ));
-    assert_exit(&sb.gate("pack.yaml", &["-q"]), 0);
+    // What is guarded here is where the runs ran and how they merged, not the verdict: three
+    // runs of a microsecond product can spread past any bound on a loaded runner (3).
+    let out = sb.gate("pack.yaml", &["-q"]);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stdout(&out));
     let slice = &sb.json("out/evidence.json")["slices"][0];
     assert_eq!(slice["run_mode"], "process");
     let runs = slice["runs"].as_array().unwrap();
