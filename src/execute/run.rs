@@ -329,7 +329,7 @@ pub(crate) trait TimedPair: Send {
     /// One pass of the dense comparator.
     fn run_comparator(&mut self) -> Result<(), KernelError>;
     /// After one pass of each: do their outputs agree?
-    fn check(&self) -> Result<(), ExecError>;
+    fn check(&mut self) -> Result<(), ExecError>;
 }
 
 impl TimedPair for Workload {
@@ -339,7 +339,7 @@ impl TimedPair for Workload {
     fn run_comparator(&mut self) -> Result<(), KernelError> {
         Workload::run_comparator(self)
     }
-    fn check(&self) -> Result<(), ExecError> {
+    fn check(&mut self) -> Result<(), ExecError> {
         Workload::check(self)
     }
 }

@@ -21,8 +21,8 @@ use super::error::{ExecError, PrepareError};
 use super::evidence::OpFidelity;
 use super::kernels::dense::{DenseWeights, gemm_f32};
 use super::kernels::precision::{
-    self, BlockBf16, CsrBf16, CsrF16, DenseBf16, DenseF16, DenseI8, Half, HalfBuf, SparseI8, TwoOfFourBf16,
-    TwoOfFourF16,
+    self, BlockBf16, CsrBf16, CsrF16, DenseBf16, DenseF16, DenseI8, Half, HalfBuf, Int8Scales, SparseI8,
+    TwoOfFourBf16, TwoOfFourF16,
 };
 use super::kernels::{KernelError, SparseWeights};
 use crate::domain::{GemmOp, Precision, Sparsity};
@@ -184,8 +184,19 @@ struct Int8Op {
     x_scale: f32,
     /// The kept entries when the op takes the sparse path.
     sparse: Option<SparseI8>,
+    /// The exact sums, taken by the correctness check (the timed products store f32).
     acc_candidate: Vec<i32>,
     acc_comparator: Vec<i32>,
+}
+
+impl Int8Op {
+    /// The scales its products' f32 outputs take.
+    fn scales(&self) -> Int8Scales<'_> {
+        Int8Scales {
+            w_scale: &self.w_scale,
+            x_scale: self.x_scale,
+        }
+    }
 }
 
 impl Workload {
@@ -243,19 +254,12 @@ impl Workload {
             return Ok(());
         };
         let m = p.op.m;
-        if let Some(q) = &mut p.int8 {
-            match &q.sparse {
-                Some(a) => a.spmm(threads, &q.x, &mut q.acc_candidate, m)?,
-                None => q.dense.gemm(threads, &q.x, &mut q.acc_candidate, m)?,
-            }
-            return precision::dequantize(
-                threads,
-                &q.acc_candidate,
-                &q.w_scale,
-                q.x_scale,
-                &mut p.y_candidate,
-                m,
-            );
+        if let Some(q) = &p.int8 {
+            let scales = q.scales();
+            return match &q.sparse {
+                Some(a) => a.spmm_scaled(threads, &q.x, scales, &mut p.y_candidate, m),
+                None => q.dense.gemm_scaled(threads, &q.x, scales, &mut p.y_candidate, m),
+            };
         }
         if let (Some(a), Some(x)) = (&p.sparse_half, &p.x_store) {
             return a.spmm(threads, x, &mut p.y_candidate, m);
@@ -277,16 +281,10 @@ impl Workload {
             return Ok(());
         };
         let m = p.op.m;
-        if let Some(q) = &mut p.int8 {
-            q.dense.gemm(threads, &q.x, &mut q.acc_comparator, m)?;
-            return precision::dequantize(
-                threads,
-                &q.acc_comparator,
-                &q.w_scale,
-                q.x_scale,
-                &mut p.y_comparator,
-                m,
-            );
+        if let Some(q) = &p.int8 {
+            return q
+                .dense
+                .gemm_scaled(threads, &q.x, q.scales(), &mut p.y_comparator, m);
         }
         p.run_dense(threads, false)
     }
@@ -304,10 +302,20 @@ impl Workload {
         self.weight_bytes() + io
     }
 
-    /// Compare the last candidate outputs with the last comparator outputs, op by op.
-    pub(crate) fn check(&self) -> Result<(), ExecError> {
-        for p in &self.ops {
-            if let Some(q) = &p.int8 {
+    /// Compare the last candidate outputs with the last comparator outputs, op by op. An
+    /// int8 op's sums are taken once more, as i32, and must be equal; the last outputs,
+    /// which the kernels scaled as they stored them, must be those sums dequantized, bit
+    /// for bit.
+    pub(crate) fn check(&mut self) -> Result<(), ExecError> {
+        let threads = self.threads;
+        for p in &mut self.ops {
+            let m = p.op.m;
+            if let Some(q) = &mut p.int8 {
+                match &q.sparse {
+                    Some(a) => a.spmm(threads, &q.x, &mut q.acc_candidate, m)?,
+                    None => q.dense.gemm(threads, &q.x, &mut q.acc_candidate, m)?,
+                }
+                q.dense.gemm(threads, &q.x, &mut q.acc_comparator, m)?;
                 if let Some(i) = q
                     .acc_candidate
                     .iter()
@@ -320,6 +328,19 @@ impl Workload {
                         comparator: q.acc_comparator[i],
                         element: i,
                     });
+                }
+                let mut want = vec![0.0f32; q.acc_comparator.len()];
+                precision::dequantize(threads, &q.acc_comparator, &q.w_scale, q.x_scale, &mut want, m)?;
+                for (side, y) in [("candidate", &p.y_candidate), ("comparator", &p.y_comparator)] {
+                    if let Some(i) = y.iter().zip(&want).position(|(a, b)| a.to_bits() != b.to_bits()) {
+                        return Err(ExecError::Int8Scaling {
+                            op: p.op.name.clone(),
+                            side,
+                            element: i,
+                            stored: y[i],
+                            expected: want[i],
+                        });
+                    }
                 }
                 continue;
             }

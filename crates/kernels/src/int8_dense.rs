@@ -31,6 +31,7 @@
 //!   over K blocks of [`KC`] quads (the micro-panel, up to 256 KiB, streamed from L2; chosen
 //!   by measurement, see [`KC`]).
 
+use super::precision::Epilogue;
 use super::schedule::TaskGrid;
 use super::scratch::line_aligned;
 use super::shared_output::{SharedOutput, for_each_chunk, trivial_product};
@@ -123,33 +124,50 @@ impl DenseBlocks {
     }
 
     /// `y[n × m] = W · x[k × m]`, exact in i32, on `threads` workers of the current rayon
-    /// pool (1 runs on the calling thread).
+    /// pool (1 runs on the calling thread), stored through `epilogue`; returns whether it
+    /// was (an empty product leaves zeros, whose bits are 0.0 as well).
     ///
     /// # Safety
     /// [`available`] returned true, `x.len() == k·m`, `y.len() == n·m`, and
     /// `k ≤ INT8_MAX_K` (so the true sums fit in i32).
-    pub(super) unsafe fn gemm(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize) {
+    pub(super) unsafe fn gemm(
+        &self,
+        threads: usize,
+        x: &[i8],
+        y: &mut [i32],
+        m: usize,
+        epilogue: Epilogue<'_>,
+    ) -> bool {
         debug_assert!(x.len() == self.k * m && y.len() == self.n * m);
         if trivial_product(y, self.n, self.k, m) {
-            return;
+            return true;
         }
         let mut scratch = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
         // SAFETY: the caller's contract, passed on.
         unsafe {
             if m <= FEW_TOKENS {
-                feature_lanes(self, threads, (x, y, m), &mut scratch);
+                feature_lanes(self, threads, (x, y, m), &mut scratch, epilogue);
             } else {
-                self.token_lanes(threads, x, y, m, &mut scratch);
+                self.token_lanes(threads, x, y, m, &mut scratch, epilogue);
             }
         }
         SCRATCH.with(|s| *s.borrow_mut() = scratch);
+        true
     }
 
     /// [`Self::gemm`] with 16 tokens of one row per zmm.
     ///
     /// # Safety
     /// As for [`Self::gemm`], and `m ≥ 1`.
-    unsafe fn token_lanes(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize, scratch: &mut Vec<u8>) {
+    unsafe fn token_lanes(
+        &self,
+        threads: usize,
+        x: &[i8],
+        y: &mut [i32],
+        m: usize,
+        scratch: &mut Vec<u8>,
+        epilogue: Epilogue<'_>,
+    ) {
         let (n, k, quads) = (self.n, self.k, self.quads);
         let panels = m.div_ceil(TOKENS);
         let panel_bytes = quads * TOKENS * 4;
@@ -176,6 +194,7 @@ impl DenseBlocks {
                             let line = self.block(row / LANES).wrapping_add(q0);
                             line.cast::<u8>().wrapping_add((row % LANES) * 4)
                         });
+                        let ends = (q1 == quads).then(|| tile_scales(epilogue, row0)).flatten();
                         // SAFETY: the tile (rows row0.., tokens p·TOKENS..) is inside `y` where
                         // `rows` and the masks say so, and only this task writes it; the
                         // weight lines and the panel hold quads q0..q1; features checked.
@@ -183,11 +202,10 @@ impl DenseBlocks {
                             token_tile(
                                 w_rows,
                                 &panel[q0 * TOKENS * 4..q1 * TOKENS * 4],
-                                out.at(row0 * m + p * TOKENS),
-                                m,
+                                (out.at(row0 * m + p * TOKENS), m),
                                 rows,
                                 masks,
-                                (q0 == 0).then_some(corr),
+                                ((q0 == 0).then_some(corr), ends),
                             );
                         }
                     }
@@ -259,6 +277,7 @@ pub(super) unsafe fn feature_lanes<L: Lines>(
     threads: usize,
     (x, y, m): (&[i8], &mut [i32], usize),
     scratch: &mut Vec<u8>,
+    epilogue: Epilogue<'_>,
 ) {
     let (n, stride) = (src.rows(), src.quads() * 4);
     let k = x.len() / m;
@@ -286,6 +305,7 @@ pub(super) unsafe fn feature_lanes<L: Lines>(
             y: y_chunk,
             m,
             correction: &correction[..m],
+            epilogue: epilogue.rows_from(c * chunk_blocks * LANES),
         };
         // SAFETY: the features are the caller's; each token row holds `stride` bytes and
         // each block `quads` lines.
@@ -351,8 +371,9 @@ unsafe fn tiles<L: Lines, const R: usize, const T: usize>(
                 for lane in 0..LANES.min(out.rows - row0) {
                     let y_row = &mut out.y[(row0 + lane) * out.m + t0..][..valid];
                     let correction = &out.correction[t0..t0 + valid];
+                    let scale = out.epilogue.row_scale(row0 + lane);
                     for ((d, l), &c) in y_row.iter_mut().zip(&lanes).zip(correction) {
-                        *d = l[lane].wrapping_add(c);
+                        *d = Epilogue::value(l[lane].wrapping_add(c), scale);
                     }
                 }
             }
@@ -397,12 +418,19 @@ pub(super) fn pack_token_panels(
 }
 
 /// Where a feature-lane task's results go: its rows of `y` (`rows` of `m` tokens), each
-/// token corrected by its `correction`.
+/// token corrected by its `correction`, stored through `epilogue` (from the task's first row).
 struct Out<'a> {
     y: &'a mut [i32],
     rows: usize,
     m: usize,
     correction: &'a [i32],
+    epilogue: Epilogue<'a>,
+}
+
+/// The multipliers of an [`MR`]-row token tile from `row0` (`None` for sums).
+pub(super) fn tile_scales(epilogue: Epilogue<'_>, row0: usize) -> Option<[f32; MR]> {
+    matches!(epilogue, Epilogue::Scaled(_))
+        .then(|| std::array::from_fn(|r| epilogue.row_scale(row0 + r).unwrap_or(1.0)))
 }
 
 /// Blocks per feature-lane register tile for a group of `tokens`: as many as leave the
@@ -545,7 +573,9 @@ pub(super) fn token_masks(m: usize, p: usize) -> [__mmask16; NR] {
 /// One MR × 64-token tile over the quads of `x`: each row's weight quad (unsigned, in its
 /// line at `w_rows[r] + 64 q`) broadcast against 16 tokens' signed quads per zmm. Starts from
 /// the tokens' corrections (`first`: the first K block) or from the partial sums in `y` (row
-/// stride `ldy`), and stores the first `rows` rows under the masks.
+/// stride `ldy`), and stores the first `rows` rows under the masks: the sums, or on the last
+/// K block with `ends` (each row's multiplier) their f32 values `sum · ends[r]` (bit for bit
+/// `Epilogue::value`: `vcvtdq2ps` rounds to nearest as `as f32` does).
 ///
 /// # Safety
 /// AVX-512F/BW/VNNI are available; each of `w_rows` is readable at `64 q .. 64 q + 4` for
@@ -555,11 +585,10 @@ pub(super) fn token_masks(m: usize, p: usize) -> [__mmask16; NR] {
 pub(super) unsafe fn token_tile(
     w_rows: [*const u8; MR],
     x: &[u8],
-    y: *mut i32,
-    ldy: usize,
+    (y, ldy): (*mut i32, usize),
     rows: usize,
     masks: [__mmask16; NR],
-    first: Option<&[i32]>,
+    (first, ends): (Option<&[i32]>, Option<[f32; MR]>),
 ) {
     let quads = x.len() / (TOKENS * 4);
     let mut acc = [[_mm512_setzero_si512(); NR]; MR];
@@ -588,8 +617,17 @@ pub(super) unsafe fn token_tile(
     }
     for (r, acc_row) in acc.iter().enumerate().take(rows) {
         for (c, &a) in acc_row.iter().enumerate() {
+            let at = y.wrapping_add(r * ldy + c * 16);
             // SAFETY: row r < rows and the masked tokens are in bounds (caller).
-            unsafe { _mm512_mask_storeu_epi32(y.wrapping_add(r * ldy + c * 16), masks[c], a) };
+            unsafe {
+                match ends {
+                    None => _mm512_mask_storeu_epi32(at, masks[c], a),
+                    Some(s) => {
+                        let v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), _mm512_set1_ps(s[r]));
+                        _mm512_mask_storeu_ps(at.cast(), masks[c], v)
+                    }
+                }
+            };
         }
     }
 }

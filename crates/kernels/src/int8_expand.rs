@@ -18,9 +18,10 @@
 //! K is padded to whole groups (all-zero lines), N to whole blocks (padding rows are zero
 //! weights, never stored). The `+128` shift is undone per token, as for dense.
 
-use super::scratch::line_aligned;
-use super::int8_dense::{Line, Lines, MR, TOKENS, pack_token_panels, token_masks, token_tile};
+use super::int8_dense::{Line, Lines, MR, TOKENS, pack_token_panels, tile_scales, token_masks, token_tile};
+use super::precision::Epilogue;
 use super::schedule::TaskGrid;
+use super::scratch::line_aligned;
 use super::shared_output::SharedOutput;
 use rayon::prelude::*;
 use std::arch::x86_64::*;
@@ -148,6 +149,7 @@ impl ExpandedLines {
         y: &mut [i32],
         m: usize,
         scratch: &mut Vec<u8>,
+        epilogue: Epilogue<'_>,
     ) {
         let (n, quads) = (self.rows, self.quads);
         let panels = m.div_ceil(TOKENS);
@@ -190,6 +192,9 @@ impl ExpandedLines {
                                     .cast::<u8>()
                                     .wrapping_add((r % LANES) * 4)
                             });
+                            let ends = (q1 == quads)
+                                .then(|| tile_scales(epilogue, row_base + row0))
+                                .flatten();
                             // SAFETY: the tile (rows row_base + row0.., tokens p·64..) is inside
                             // `y` where `rows` and the masks say so, and only this task writes
                             // it; each staged block holds lines q0..q1; features detected.
@@ -197,11 +202,10 @@ impl ExpandedLines {
                                 token_tile(
                                     w_rows,
                                     panel,
-                                    out.at((row_base + row0) * m + p * TOKENS),
-                                    m,
+                                    (out.at((row_base + row0) * m + p * TOKENS), m),
                                     rows,
                                     masks,
-                                    (q0 == 0).then_some(corr),
+                                    ((q0 == 0).then_some(corr), ends),
                                 );
                             }
                         }

@@ -57,9 +57,10 @@
 
 use super::error::KernelError;
 use super::int8_row_lanes::RowLanes;
-use super::scratch::line_aligned;
 use super::int8_vnni::{Init, pack_token_major, row_correction, start_tile, store_tile};
+use super::precision::Epilogue;
 use super::schedule::TaskGrid;
+use super::scratch::line_aligned;
 use super::shared_output::{SharedOutput, for_each_chunk, trivial_product};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
@@ -216,15 +217,23 @@ impl TwoOfFourI8 {
     }
 
     /// `y[rows × m] = W · x[k × m]`, exact in i32, on `threads` workers of the current rayon
-    /// pool (1 = the calling thread).
+    /// pool (1 = the calling thread), stored through `epilogue` where the path taken can
+    /// (the expanded lines'); returns whether it was.
     ///
     /// # Safety
     /// [`available`] returned true; `x.len() == k·m` and `y.len() == rows·m` for the `k` and
     /// `rows` this was built with; `k ≤ INT8_MAX_K`.
-    pub(super) unsafe fn spmm(&self, threads: usize, x: &[i8], y: &mut [i32], m: usize) {
+    pub(super) unsafe fn spmm(
+        &self,
+        threads: usize,
+        x: &[i8],
+        y: &mut [i32],
+        m: usize,
+        epilogue: Epilogue<'_>,
+    ) -> bool {
         debug_assert!(x.len() == self.k * m && y.len() == self.rows * m);
         if trivial_product(y, self.rows, self.k, m) {
-            return;
+            return true;
         }
         let mut scratch = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
         // SAFETY: the caller's contract, passed on.
@@ -241,21 +250,37 @@ impl TwoOfFourI8 {
             // (`int8_expand::pays` says why) the expanded lines at one token and past
             // `ROW_LANE_GROUPS_TO`, rows in lanes in groups of up to 12 tokens between.
             let expand = super::int8_expand::pays();
-            match m {
+            let fused = match m {
                 1 if expand => {
-                    super::int8_dense::feature_lanes(self.expanded(), threads, (x, y, m), &mut scratch)
+                    let lines = self.expanded();
+                    super::int8_dense::feature_lanes(lines, threads, (x, y, m), &mut scratch, epilogue);
+                    true
                 }
-                1 => self.few_tokens::<8, 1, 0>(threads, x, y, m, &mut scratch),
-                2..=ROW_LANE_TOKENS => self.row_lanes().spmm(threads, x, y, m, &mut scratch),
-                _ if expand && m <= ROW_LANE_GROUPS_TO => {
-                    self.row_lanes().spmm(threads, x, y, m, &mut scratch)
+                _ if expand && m > ROW_LANE_GROUPS_TO => {
+                    self.expanded()
+                        .token_lanes(threads, x, y, m, &mut scratch, epilogue);
+                    true
                 }
-                _ if expand => self.expanded().token_lanes(threads, x, y, m, &mut scratch),
-                _ if m <= TILE => self.token_lanes::<2, 1>(threads, x, y, m, &mut scratch),
-                _ => self.token_lanes::<1, 2>(threads, x, y, m, &mut scratch),
-            }
+                1 => {
+                    self.few_tokens::<8, 1, 0>(threads, x, y, m, &mut scratch);
+                    false
+                }
+                _ if m <= ROW_LANE_TOKENS || expand => {
+                    self.row_lanes().spmm(threads, x, y, m, &mut scratch);
+                    false
+                }
+                _ if m <= TILE => {
+                    self.token_lanes::<2, 1>(threads, x, y, m, &mut scratch);
+                    false
+                }
+                _ => {
+                    self.token_lanes::<1, 2>(threads, x, y, m, &mut scratch);
+                    false
+                }
+            };
+            SCRATCH.with(|s| *s.borrow_mut() = scratch);
+            fused
         }
-        SCRATCH.with(|s| *s.borrow_mut() = scratch);
     }
 
     /// The octet `o` of row `r`: its four kept values and index byte.

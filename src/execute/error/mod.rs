@@ -67,6 +67,24 @@ pub enum ExecError {
         /// The first element that differs.
         element: usize,
     },
+    /// An int8 op's output, scaled by its kernel as it was stored, is not its exact sum
+    /// dequantized.
+    #[error(
+        "op `{op}`: the int8 {side}'s output {stored:e} at element {element} is not its sum dequantized \
+         ({expected:e}); the kernel's scaling store is wrong"
+    )]
+    Int8Scaling {
+        /// The op's name.
+        op: String,
+        /// Which product: candidate or comparator.
+        side: &'static str,
+        /// The first element that differs.
+        element: usize,
+        /// What the product stored.
+        stored: f32,
+        /// Its sum, dequantized.
+        expected: f32,
+    },
     /// An op's candidate output is further from the dense comparator's than f32 rounding
     /// explains.
     #[error(
@@ -348,6 +366,17 @@ mod tests {
                 },
                 "op `p`: int8 candidate sum 5 differs from the dense comparator's 6 at element 7 (int8 products \
                  are exact in i32)",
+            ),
+            (
+                ExecError::Int8Scaling {
+                    op: "p".into(),
+                    side: "candidate",
+                    element: 3,
+                    stored: 0.5,
+                    expected: 0.25,
+                },
+                "op `p`: the int8 candidate's output 5e-1 at element 3 is not its sum dequantized (2.5e-1); the \
+                 kernel's scaling store is wrong",
             ),
             (
                 ExecError::OutputMismatch {

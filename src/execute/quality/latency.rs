@@ -213,7 +213,7 @@ impl TimedPair for InferencePair {
         self.comparator.run(self.threads, &self.x)
     }
 
-    fn check(&self) -> Result<(), ExecError> {
+    fn check(&mut self) -> Result<(), ExecError> {
         if !self.same_model {
             return Ok(());
         }
