@@ -18,7 +18,9 @@
 //! K is padded to whole groups (all-zero lines), N to whole blocks (padding rows are zero
 //! weights, never stored). The `+128` shift is undone per token, as for dense.
 
-use super::int8_dense::{Line, Lines, MR, TOKENS, pack_token_panels, tile_scales, token_masks, token_tile};
+use super::int8_dense::{
+    Line, Lines, MR, TOKENS, pack_token_panels, prefetch_tile_output, tile_scales, token_masks, token_tile,
+};
 use super::precision::Epilogue;
 use super::schedule::TaskGrid;
 use super::scratch::line_aligned;
@@ -195,6 +197,8 @@ impl ExpandedLines {
                             let ends = (q1 == quads)
                                 .then(|| tile_scales(epilogue, row_base + row0))
                                 .flatten();
+                            let at = out.at((row_base + row0) * m + p * TOKENS);
+                            prefetch_tile_output(at, m, rows);
                             // SAFETY: the tile (rows row_base + row0.., tokens p·64..) is inside
                             // `y` where `rows` and the masks say so, and only this task writes
                             // it; each staged block holds lines q0..q1; features detected.
@@ -202,7 +206,7 @@ impl ExpandedLines {
                                 token_tile(
                                     w_rows,
                                     panel,
-                                    (out.at((row_base + row0) * m + p * TOKENS), m),
+                                    (at, m),
                                     rows,
                                     masks,
                                     ((q0 == 0).then_some(corr), ends),
