@@ -15,6 +15,7 @@
 //! product): `[panel][octet][16 rows][4]` values and `[panel][octet][16 rows]` index bytes,
 //! padding rows zero; the `+128` corrections per row as the compact form's.
 
+use super::precision::Epilogue;
 use super::shared_output::for_each_chunk;
 use super::sparse_rows::prefetch;
 use std::arch::x86_64::*;
@@ -84,7 +85,7 @@ impl RowLanes {
     }
 
     /// `y[rows × m] = W · x[k × m]` in i32 for any `m ≥ 1` (in groups of up to
-    /// [`MAX_TOKENS`]), `scratch` holding the packed activations.
+    /// [`MAX_TOKENS`]), `scratch` holding the packed activations, stored through `epilogue`.
     ///
     /// # Safety
     /// The compact kernels' features detected (AVX-512F/BW/VL, VNNI, VBMI); `x` holds
@@ -96,6 +97,7 @@ impl RowLanes {
         y: &mut [i32],
         m: usize,
         scratch: &mut Vec<u8>,
+        epilogue: Epilogue<'_>,
     ) {
         assert!(m >= 1, "rows-in-lanes int8 2:4: no tokens");
         // Token-major `x + 128`, a token's octets contiguous and zero-padded to whole octets.
@@ -115,9 +117,10 @@ impl RowLanes {
             for p in 0..rows.div_ceil(PANEL) {
                 let panel = p0 + p;
                 let out = &mut y_rows[p * PANEL * m..((p + 1) * PANEL).min(rows) * m];
+                let epilogue = epilogue.rows_from(panel * PANEL);
                 for t0 in (0..m).step_by(len) {
                     let x = (&xp[t0 * stride..], stride);
-                    let out = (&mut *out, m, t0);
+                    let out = (&mut *out, m, t0, epilogue);
                     // SAFETY: the features (contract); the panel's values, indices and biases
                     // and every token's `stride` bytes exist by construction; `out` holds the
                     // panel's valid rows × `m`, the group's columns from `t0`.
@@ -143,7 +146,8 @@ impl RowLanes {
         for_each_chunk(y, per_task * PANEL * m, threads > 1, task);
     }
 
-    /// One panel's rows for `M` tokens into `out` (its valid rows × `M`, row-major), the
+    /// One panel's rows for `M` tokens into `out` (its valid rows × `M`, row-major, stored
+    /// through the epilogue from the panel's first row), the
     /// octets dealt round-robin to `U` sets of accumulators so that few tokens still keep
     /// `U · M` sums in flight (one chain a token waited on `vpdpbusd`'s latency).
     ///
@@ -155,7 +159,7 @@ impl RowLanes {
         &self,
         panel: usize,
         (xp, stride): (&[u8], usize),
-        (out, ldy, t0): (&mut [i32], usize, usize),
+        (out, ldy, t0, epilogue): (&mut [i32], usize, usize, Epilogue<'_>),
     ) {
         // Output byte `j` of dword `d` of a qword takes the index byte's bits `2j ..` of that
         // dword (`vpmultishiftqb` reads 8 bits at offset `2j + 32d`); its low two bits are the
@@ -208,7 +212,7 @@ impl RowLanes {
             // SAFETY: 16 i32.
             unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), *a) };
             for (r, &v) in lanes[..rows].iter().enumerate() {
-                out[r * ldy + t0 + t] = v;
+                out[r * ldy + t0 + t] = Epilogue::value(v, epilogue.row_scale(r));
             }
         }
     }

@@ -218,7 +218,7 @@ impl TwoOfFourI8 {
 
     /// `y[rows × m] = W · x[k × m]`, exact in i32, on `threads` workers of the current rayon
     /// pool (1 = the calling thread), stored through `epilogue` where the path taken can
-    /// (the expanded lines'); returns whether it was.
+    /// (the expanded lines and rows in lanes); returns whether it was.
     ///
     /// # Safety
     /// [`available`] returned true; `x.len() == k·m` and `y.len() == rows·m` for the `k` and
@@ -266,8 +266,8 @@ impl TwoOfFourI8 {
                     false
                 }
                 _ if m <= ROW_LANE_TOKENS || expand => {
-                    self.row_lanes().spmm(threads, x, y, m, &mut scratch);
-                    false
+                    self.row_lanes().spmm(threads, x, y, m, &mut scratch, epilogue);
+                    true
                 }
                 _ if m <= TILE => {
                     self.token_lanes::<2, 1>(threads, x, y, m, &mut scratch);
@@ -762,7 +762,10 @@ mod tests {
             let mut y = vec![7i32; rows * m];
             let mut scratch = Vec::new();
             // SAFETY: the features were detected; the shapes match.
-            unsafe { a.row_lanes().spmm(threads, &x, &mut y, m, &mut scratch) };
+            unsafe {
+                a.row_lanes()
+                    .spmm(threads, &x, &mut y, m, &mut scratch, Epilogue::Sums)
+            };
             for r in 0..rows {
                 for t in 0..m {
                     let want: i32 = (0..k)
