@@ -914,10 +914,21 @@ fn dequantize_in_place(threads: usize, y: &mut [f32], scales: Int8Scales<'_>, co
     super::shared_output::for_each_chunk(y, rows_per_task * cols, threads > 1, task);
 }
 
-/// Check an f32 int8 product's scales and output against `rows × m`.
-fn check_scaled(scales: Int8Scales<'_>, y: &[f32], rows: usize, m: usize) -> Result<(), KernelError> {
+/// An int8 product with f32 outputs in `y` (`rows × m`): `product(slots, epilogue)` runs the
+/// kernel on `y`'s slots and says whether it scaled as it stored; where it did not, a pass
+/// scales the sums in place.
+fn scaled(
+    threads: usize,
+    scales: Int8Scales<'_>,
+    (y, rows, m): (&mut [f32], usize, usize),
+    product: impl FnOnce(&mut [i32], Epilogue<'_>) -> Result<bool, KernelError>,
+) -> Result<(), KernelError> {
     check_len("w_scale", scales.w_scale.len(), rows, 1)?;
-    check_len("y", y.len(), rows, m)
+    check_len("y", y.len(), rows, m)?;
+    if !product(sum_slots(y), Epilogue::Scaled(scales))? {
+        dequantize_in_place(threads, y, scales, m);
+    }
+    Ok(())
 }
 
 /// One output row: `y_row = Σ w · x[k, ..]` over the `(k, w)` entries, widened in i32
@@ -1096,11 +1107,9 @@ impl DenseI8 {
         y: &mut [f32],
         m: usize,
     ) -> Result<(), KernelError> {
-        check_scaled(scales, y, self.n, m)?;
-        if !self.gemm_with(threads, x, sum_slots(y), m, Epilogue::Scaled(scales))? {
-            dequantize_in_place(threads, y, scales, m);
-        }
-        Ok(())
+        scaled(threads, scales, (y, self.n, m), |sums, epilogue| {
+            self.gemm_with(threads, x, sums, m, epilogue)
+        })
     }
 
     /// The product with `epilogue`; says whether the kernel applied it (else `y` holds
@@ -1409,11 +1418,9 @@ impl SparseI8 {
         y: &mut [f32],
         m: usize,
     ) -> Result<(), KernelError> {
-        check_scaled(scales, y, self.rows, m)?;
-        if !self.spmm_with(threads, x, sum_slots(y), m, Epilogue::Scaled(scales))? {
-            dequantize_in_place(threads, y, scales, m);
-        }
-        Ok(())
+        scaled(threads, scales, (y, self.rows, m), |sums, epilogue| {
+            self.spmm_with(threads, x, sums, m, epilogue)
+        })
     }
 
     /// The product with `epilogue`; says whether the kernel applied it (else `y` holds
