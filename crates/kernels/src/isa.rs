@@ -332,7 +332,10 @@ pub fn isa_path(operands: Operands, form: Form) -> IsaPath {
 /// The path a product of `tokens` tokens takes: dense bf16 and int8 on AMX tiles where
 /// Linux grants them, 2:4 on them from the token count where they pay; bf16 otherwise on
 /// `vdpbf16ps` below [`BF16_DOT_BELOW_TOKENS`](crate::precision::BF16_DOT_BELOW_TOKENS)
-/// tokens wherever the CPU has it, and past that on the kernel the process measured faster.
+/// tokens wherever the CPU has it, and past that on the kernel the process measured faster;
+/// f16 without the tiles widened in registers below
+/// [`F16_WIDENS_FROM_TOKENS`](crate::precision::F16_WIDENS_FROM_TOKENS) tokens, and from it
+/// widened to f32 once.
 pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
     match (operands, form) {
         (Operands::Bf16, Form::Dense) if tiles_granted(operands) => IsaPath::AmxBf16,
@@ -385,7 +388,9 @@ pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
             IsaPath::AmxBf16x3
         }
         #[cfg(target_arch = "x86_64")]
-        (Operands::F16, Form::Dense | Form::TwoOfFour) if super::half_dot::f16_available() => {
+        (Operands::F16, Form::Dense | Form::TwoOfFour)
+            if super::half_dot::f16_available() && tokens < crate::precision::F16_WIDENS_FROM_TOKENS =>
+        {
             IsaPath::Avx512F16Widen
         }
         // `CsrHalf`: 16-bit values widened in registers wherever it is built.
@@ -550,33 +555,40 @@ mod tests {
             assert_eq!(isa_path_at(Operands::I8, Form::Dense, from), dense_i8);
             let few = if int8_vector() { i8 } else { dense_i8 };
             assert_eq!(isa_path_at(Operands::I8, Form::Dense, from - 1), few);
-            let f16 = if crate::half_dot::f16_available() {
-                IsaPath::Avx512F16Widen
-            } else {
-                IsaPath::WidenF32
-            };
-            // f16 takes the bf16 tiles (three products) from the token count where they pay.
-            let at = |form, tokens| isa_path_at(Operands::F16, form, tokens);
-            let many = if tiles_granted(Operands::F16) {
-                IsaPath::AmxBf16x3
-            } else {
-                f16
-            };
-            let from = crate::precision::F16_TILES_FROM_TOKENS;
-            assert_eq!(isa_path(Operands::F16, Form::Dense), many);
-            assert_eq!(at(Form::Dense, from), many);
-            assert_eq!(at(Form::Dense, from - 1), f16);
-            assert_eq!(at(Form::Dense, 1), f16);
-            let from = crate::precision::F16_TWO_OF_FOUR_TILES_FROM_TOKENS;
-            let many =
-                if crate::amx::SparseTiles::available(crate::amx::Op::Bf16) && tiles_granted(Operands::F16) {
-                    IsaPath::AmxBf16x3
+            // f16 takes the bf16 tiles (three products) from the token count where they pay;
+            // without them it widens in registers below F16_WIDENS_FROM_TOKENS and to f32
+            // once from it.
+            let widens = crate::precision::F16_WIDENS_FROM_TOKENS;
+            let f16 = |tokens: usize| {
+                if crate::half_dot::f16_available() && tokens < widens {
+                    IsaPath::Avx512F16Widen
                 } else {
-                    f16
-                };
-            assert_eq!(isa_path(Operands::F16, Form::TwoOfFour), many);
-            assert_eq!(at(Form::TwoOfFour, from), many);
-            assert_eq!(at(Form::TwoOfFour, from - 1), f16);
+                    IsaPath::WidenF32
+                }
+            };
+            let at = |form, tokens| isa_path_at(Operands::F16, form, tokens);
+            let tiles = tiles_granted(Operands::F16);
+            let tiles_or = |tiles: bool, tokens| if tiles { IsaPath::AmxBf16x3 } else { f16(tokens) };
+            let from = crate::precision::F16_TILES_FROM_TOKENS;
+            assert_eq!(isa_path(Operands::F16, Form::Dense), tiles_or(tiles, usize::MAX));
+            assert_eq!(at(Form::Dense, from), tiles_or(tiles, from));
+            assert_eq!(at(Form::Dense, from - 1), f16(from - 1));
+            assert_eq!(at(Form::Dense, 1), f16(1));
+            assert_eq!(
+                at(Form::Dense, widens - 1),
+                tiles_or(tiles && widens > from, widens - 1)
+            );
+            assert_eq!(at(Form::Dense, widens), tiles_or(tiles, widens));
+            assert_eq!(f16(widens), IsaPath::WidenF32);
+            let from = crate::precision::F16_TWO_OF_FOUR_TILES_FROM_TOKENS;
+            let sparse_tiles = crate::amx::SparseTiles::available(crate::amx::Op::Bf16) && tiles;
+            assert_eq!(
+                isa_path(Operands::F16, Form::TwoOfFour),
+                tiles_or(sparse_tiles, usize::MAX)
+            );
+            assert_eq!(at(Form::TwoOfFour, from), tiles_or(sparse_tiles, from));
+            assert_eq!(at(Form::TwoOfFour, from - 1), f16(from - 1));
+            assert_eq!(at(Form::TwoOfFour, widens), tiles_or(sparse_tiles, widens));
         }
         assert_eq!(isa_path(Operands::Bf16, Form::OtherSparse), IsaPath::WidenF32);
         assert_eq!(IsaPath::Avx512Bf16.to_string(), "avx512-bf16");

@@ -277,6 +277,17 @@ pub const BF16_DOT_BELOW_TOKENS: usize = 8;
 /// 32, 16.2 / 16.4 at 48, 22.2 / 17.8 at 64, 43.6 / 26.4 at 128.
 pub const F16_TILES_FROM_TOKENS: usize = 64;
 
+/// The fewest tokens from which an f16 product (dense or 2:4) without the bf16 tiles widens
+/// its weights to f32 once and runs the f32 kernels, rather than widening every weight
+/// vector in registers at every use: past a few token tiles the conversions cost more than
+/// the f32 weights' extra bytes. Measured on a 2-vCPU Emerald Rapids without AMX (4096²,
+/// 2 threads, ms, in registers / widened once, alternated in one process): 2.75 / 3.34 at 16
+/// tokens, 8.11 / 7.30 at 64, 14.8 / 13.8 at 128, 29.5 / 27.6 at 256, 66.1 / 55.3 at 512; MKL
+/// converts and runs its f32 GEMM too (its f16 GEMM ran 0.90× ours at 2048³ before). The f32
+/// 2:4 kernel then runs 1.29–1.33× the f32 dense there, where the f16 2:4 kernel ran
+/// 0.99–1.04× the f16 dense.
+pub const F16_WIDENS_FROM_TOKENS: usize = 64;
+
 /// The fewest tokens at which a 2:4 f16 product runs on the bf16 tiles (three products, the
 /// 2:4 weights expanded a step at a time) rather than the compact kernel widened in
 /// registers: earlier than dense, because 2:4 on the tiles streams about half of dense's
@@ -297,7 +308,9 @@ impl HalfKernel {
             }
             Half::Bf16 if super::half_dot::bf16_widens() => return HalfKernel::Registers,
             Half::Bf16 if super::half_dot::available() => return HalfKernel::Dot,
-            Half::F16 if super::half_dot::f16_available() => return HalfKernel::Registers,
+            Half::F16 if super::half_dot::f16_available() && tokens < F16_WIDENS_FROM_TOKENS => {
+                return HalfKernel::Registers;
+            }
             _ => {}
         }
         let _ = (kind, tokens);
