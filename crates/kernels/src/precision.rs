@@ -826,22 +826,39 @@ pub fn dequantize(
 ) -> Result<(), KernelError> {
     check_len("acc", acc.len(), w_scale.len(), cols)?;
     check_len("y", y.len(), w_scale.len(), cols)?;
+    let scales = Int8Scales { w_scale, x_scale };
+    scale_rows(threads, y, scales, cols, |r, yr, s| {
+        let ar = &acc[r * cols..(r + 1) * cols];
+        yr.iter_mut().zip(ar).for_each(|(o, &a)| *o = a as f32 * s);
+    });
+    Ok(())
+}
+
+/// Runs `row(r, y_row, w_scale[r] · x_scale)` for every row of `y` (`cols` wide), rows split
+/// over `threads` workers of the current rayon pool (four tasks a worker): the one loop of
+/// [`dequantize`] and of the in-place pass behind [`DenseI8::gemm_scaled`].
+fn scale_rows(
+    threads: usize,
+    y: &mut [f32],
+    scales: Int8Scales<'_>,
+    cols: usize,
+    row: impl Fn(usize, &mut [f32], f32) + Sync,
+) {
     if cols == 0 {
-        return Ok(());
+        return;
     }
-    let rows_per_task = w_scale.len().div_ceil(threads.max(1) * 4).max(1);
+    let rows_per_task = scales.w_scale.len().div_ceil(threads.max(1) * 4).max(1);
     let task = |(i, yc): (usize, &mut [f32])| {
         let first = i * rows_per_task;
-        let rows = yc
+        for (j, (yr, &s)) in yc
             .chunks_exact_mut(cols)
-            .zip(acc[first * cols..].chunks_exact(cols));
-        for ((yr, ar), &s) in rows.zip(&w_scale[first..]) {
-            let s = s * x_scale;
-            yr.iter_mut().zip(ar).for_each(|(o, &a)| *o = a as f32 * s);
+            .zip(&scales.w_scale[first..])
+            .enumerate()
+        {
+            row(first + j, yr, s * scales.x_scale);
         }
     };
     super::shared_output::for_each_chunk(y, rows_per_task * cols, threads > 1, task);
-    Ok(())
 }
 
 /// The scales of an int8 product whose outputs are wanted in f32: `y[r, c] = Σ · w_scale[r]
@@ -913,18 +930,9 @@ fn sum_slots(y: &mut [f32]) -> &mut [i32] {
 /// [`dequantize`] would into another buffer: the epilogue of the kernels that cannot store
 /// f32 from their register tiles.
 fn dequantize_in_place(threads: usize, y: &mut [f32], scales: Int8Scales<'_>, cols: usize) {
-    if cols == 0 {
-        return;
-    }
-    let rows_per_task = scales.w_scale.len().div_ceil(threads.max(1) * 4).max(1);
-    let task = |(i, yc): (usize, &mut [f32])| {
-        let first = i * rows_per_task;
-        for (yr, &s) in yc.chunks_exact_mut(cols).zip(&scales.w_scale[first..]) {
-            let s = s * scales.x_scale;
-            yr.iter_mut().for_each(|o| *o = o.to_bits() as i32 as f32 * s);
-        }
-    };
-    super::shared_output::for_each_chunk(y, rows_per_task * cols, threads > 1, task);
+    scale_rows(threads, y, scales, cols, |_, yr, s| {
+        yr.iter_mut().for_each(|o| *o = o.to_bits() as i32 as f32 * s);
+    });
 }
 
 /// An int8 product with f32 outputs in `y` (`rows × m`): `product(slots, epilogue)` runs the
