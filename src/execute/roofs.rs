@@ -34,7 +34,10 @@ pub fn measure_roofs(threads: usize) -> MachineRoofs {
     // bf16 and int8 have roofs of their own where their dense comparators run on AMX tiles
     // or the AVX-512 dot products, f16 where it runs on the bf16 tiles (three products each);
     // kernels that widen in registers multiply on the f32 FMA, and that is their roof.
-    let bf16_widens = isa_path(Operands::Bf16, Form::Dense) == IsaPath::Avx512Bf16Widen;
+    let bf16_widens = matches!(
+        isa_path(Operands::Bf16, Form::Dense),
+        IsaPath::Avx512Bf16Widen | IsaPath::WidenF32
+    );
     let precision_peaks = [
         (Precision::Bf16, Operands::Bf16),
         (Precision::Fp16, Operands::F16),

@@ -20,7 +20,8 @@ pub const BF16_KERNEL_ENV: &str = isa::BF16_KERNEL_ENV;
 pub enum Bf16Kernel {
     /// `vdpbf16ps` on bf16 pairs (AVX-512 BF16), path `avx512-bf16`.
     Dot,
-    /// bf16 widened to f32 in registers for f32 FMA, path `avx512-bf16-shift`.
+    /// bf16 widened to f32 in registers for f32 FMA, path `avx512-bf16-shift`; from
+    /// a few dozen tokens the weights widened to f32 once, path `widen-f32`.
     Widen,
 }
 
@@ -54,6 +55,24 @@ impl Bf16Kernel {
     pub fn path_name(self) -> &'static str {
         self.isa().path().name()
     }
+
+    /// The path its products of many tokens take, as the environment's `kernel_paths`
+    /// records it: `avx512-bf16` for `dot`, `widen-f32` for `widen` (weights widened once).
+    pub fn many_tokens_path(self) -> &'static str {
+        self.isa().path_at(isa::Form::Dense, usize::MAX).name()
+    }
+}
+
+/// The bf16 kernel that a `kernel_paths` bf16 entry shows, given the pick recorded beside
+/// it: `avx512-bf16` is `dot`, `avx512-bf16-shift` (recorded before widening once) and
+/// `widen-f32` under a `widen` pick are `widen`. `None` for the path of another CPU family:
+/// the AMX tiles (which run whichever kernel is picked), or `widen-f32` without a pick (no
+/// AVX-512: the portable path).
+pub fn kernel_of_path(path: &str, pick: Option<&Bf16Pick>) -> Option<Bf16Kernel> {
+    Bf16Kernel::from_path_name(path).or_else(|| {
+        pick.filter(|p| p.kernel.many_tokens_path() == path)
+            .map(|p| p.kernel)
+    })
 }
 
 impl std::fmt::Display for Bf16Kernel {

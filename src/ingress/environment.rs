@@ -196,7 +196,7 @@ impl Environment {
             .iter()
             .map(|(k, v)| {
                 let offered = k == "bf16"
-                    && v == "avx512-bf16-shift"
+                    && super::bf16_pick::kernel_of_path(v, self.bf16_pick.as_ref()).is_some()
                     && self.cpu_features.iter().any(|f| f == "avx512bf16");
                 format!("{k}={}", if offered { "avx512-bf16" } else { v })
             })
@@ -520,7 +520,7 @@ fn kernel_paths_offered() -> Vec<(String, String)> {
     } else {
         super::bf16_pick::offered()
             .first()
-            .map_or(IsaPath::WidenF32.name(), |k| k.path_name())
+            .map_or(IsaPath::WidenF32.name(), |k| k.many_tokens_path())
     };
     vec![
         (
@@ -717,6 +717,25 @@ mod tests {
         let mut c = b.clone();
         c.cpu_features = vec!["avx512f".into()];
         assert_ne!(b.runner_class(), c.runner_class());
+        // Widening picked, the weights widen once at many tokens (`widen-f32`): the same
+        // class, and a lock difference for bf16 only.
+        use super::super::bf16_pick::{Bf16Kernel, Bf16Pick, Bf16Source};
+        let mut d = a.clone();
+        d.kernel_paths.insert("bf16".into(), "widen-f32".into());
+        d.bf16_pick = Some(Bf16Pick {
+            kernel: Bf16Kernel::Widen,
+            source: Bf16Source::Measured,
+            offered: vec![Bf16Kernel::Dot, Bf16Kernel::Widen],
+        });
+        assert_eq!(a.runner_class(), d.runner_class());
+        assert_eq!(a.lock_diff_on(&d, KernelPathsUsed::One(Precision::Bf16)).len(), 1);
+        assert!(
+            a.lock_diff_on(&d, KernelPathsUsed::One(Precision::Fp32))
+                .is_empty()
+        );
+        // `widen-f32` without a pick is the portable path of a CPU without AVX-512.
+        d.bf16_pick = None;
+        assert_ne!(a.runner_class(), d.runner_class());
         // A different fp32 path is drift for an fp32 slice, not for a command.
         b.kernel_paths.insert("fp32".into(), "avx2-f32".into());
         assert_eq!(a.lock_diff_on(&b, KernelPathsUsed::One(Precision::Fp32)).len(), 1);

@@ -181,9 +181,10 @@ fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelP
 
 /// How the bf16 kernels multiply, which lowering cannot know for the machine that will run
 /// them: the kernels measure whether `vdpbf16ps` outruns f32 FMA there (it ran at half the
-/// FMA's FLOPs on an Emerald Rapids part), and the evidence records the path taken.
-const BF16_KERNEL: &str = "vdpbf16ps where the CPU has AVX-512 BF16 and it outruns f32 FMA, else bf16 streamed \
-     and widened in registers for f32 FMA where the CPU has AVX-512, else widened to f32 panels";
+/// FMA's FLOPs on an Emerald Rapids part), and the evidence records the path taken. Where
+/// widening wins, from a few dozen tokens it widens the weights once (`bf16_widens_once`).
+const BF16_KERNEL: &str = "vdpbf16ps where the CPU has AVX-512 BF16 and it outruns f32 FMA, else below 32 tokens \
+     (2:4: 64) bf16 streamed and widened in registers for f32 FMA where the CPU has AVX-512, else widened to f32 panels once";
 /// How the f16 kernels multiply: no x86 instruction but AMX-FP16 multiplies f16 into f32
 /// sums, so where the CPU has AMX-BF16 a product of enough tokens runs as three bf16 tile
 /// products (each f16 split exactly into a bf16 `hi` and `lo`), otherwise the weights

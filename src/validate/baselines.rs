@@ -3,7 +3,7 @@
 //! (or, where drift is allowed, the drift is returned for the memo to call out).
 
 use super::golden::{self, Baselines, GoldenError};
-use crate::ingress::bf16_pick::{Bf16Kernel, Bf16Pick, Bf16Source};
+use crate::ingress::bf16_pick::{Bf16Kernel, Bf16Pick, Bf16Source, kernel_of_path};
 use crate::ingress::environment::BF16_KERNEL_FIELD;
 use crate::ingress::{Environment, FieldDiff, LoadedPack, Slice, SliceBackend};
 use std::path::{Path, PathBuf};
@@ -263,11 +263,8 @@ fn bf16_mismatch(
     fields: &[FieldDiff],
 ) -> Option<Bf16Mismatch> {
     let recorded = if fields.iter().any(|d| d.field == "kernel_paths") {
-        baseline
-            .environment
-            .kernel_paths
-            .get("bf16")
-            .and_then(|p| Bf16Kernel::from_path_name(p))?
+        let path = baseline.environment.kernel_paths.get("bf16")?;
+        kernel_of_path(path, baseline.environment.bf16_pick.as_ref())?
     } else if fields.iter().any(|d| d.field == BF16_KERNEL_FIELD) {
         baseline.environment.bf16_pick.as_ref()?.kernel
     } else {
@@ -310,7 +307,8 @@ pub fn recorded_bf16_paths(packs: &[LoadedPack], golden_dir: &Path, class: &str)
 }
 
 /// The bf16 kernel's path a baseline's environment recorded: its `kernel_paths.bf16`, or,
-/// where that names the AMX tiles (which run whichever kernel the probe picks), the pick's.
+/// where that names the AMX tiles (which run whichever kernel the probe picks) or weights
+/// widened once (`widen-f32`, which the `widen` pick does at many tokens), the pick's.
 fn recorded_bf16_path(environment: &Environment) -> Option<String> {
     let path = environment.kernel_paths.get("bf16")?;
     if Bf16Kernel::from_path_name(path).is_some() {
@@ -413,6 +411,54 @@ mod tests {
             offered: vec![Bf16Kernel::Dot, Bf16Kernel::Widen],
         });
         assert_eq!(pin(&env).as_deref(), Some("avx512-bf16-shift"));
+        env.kernel_paths.insert("bf16".into(), "widen-f32".into());
+        assert_eq!(pin(&env).as_deref(), Some("avx512-bf16-shift"));
+        env.bf16_pick = None;
+        assert_eq!(pin(&env), None, "no AVX-512: nothing to pin");
+    }
+
+    /// Issue 20: a baseline blessed on the `widen` pick records `widen-f32` at many tokens;
+    /// a gate on the `dot` pick is refused as a bf16 kernel mismatch (which says how to
+    /// run like for like), not as plain drift. Across CPU families it stays drift.
+    #[test]
+    fn a_baseline_widening_once_is_a_bf16_kernel_mismatch_with_the_dot_pick() {
+        let pick = |kernel| {
+            Some(Bf16Pick {
+                kernel,
+                source: Bf16Source::Measured,
+                offered: vec![Bf16Kernel::Dot, Bf16Kernel::Widen],
+            })
+        };
+        let mut blessed = crate::validate::tests::env();
+        blessed.kernel_paths.insert("bf16".into(), "widen-f32".into());
+        blessed.bf16_pick = pick(Bf16Kernel::Widen);
+        let mut now = blessed.clone();
+        now.kernel_paths.insert("bf16".into(), "avx512-bf16".into());
+        now.bf16_pick = pick(Bf16Kernel::Dot);
+        let baseline = golden::Baseline {
+            schema_version: 1,
+            pack: "p".into(),
+            slice: "s".into(),
+            pack_digest: String::new(),
+            blessed_at: String::new(),
+            blessed_by: String::new(),
+            environment: blessed.clone(),
+            metrics: Default::default(),
+            counters: Default::default(),
+            expires_at: None,
+            artifacts: Vec::new(),
+            digest: String::new(),
+            session_drift: None,
+            runner_class: None,
+        };
+        let fields = now.lock_diff_on(&blessed, crate::ingress::KernelPathsUsed::All);
+        let path = Path::new("golden/p/s.json");
+        let m = bf16_mismatch(path, &now, &baseline, &fields).expect("a bf16 kernel mismatch");
+        assert_eq!((m.recorded, m.now.kernel), (Bf16Kernel::Widen, Bf16Kernel::Dot));
+        // The portable path (no pick) is another CPU family: drift.
+        let mut portable = baseline.clone();
+        portable.environment.bf16_pick = None;
+        assert!(bf16_mismatch(path, &now, &portable, &fields).is_none());
     }
 
     /// Issue 22: a bf16 baseline the gate cannot run like for like is refused saying what

@@ -54,6 +54,17 @@ impl Bf16Kernel {
         }
     }
 
+    /// The path the kernel's products of `tokens` tokens on `form` weights take: `widen`
+    /// widens dense and 2:4 weights to f32 once from a token count
+    /// ([`bf16_widens_once`](crate::precision::bf16_widens_once)): path `widen-f32`, as
+    /// the environment lock records it at many tokens.
+    pub fn path_at(self, form: Form, tokens: usize) -> IsaPath {
+        match self {
+            Bf16Kernel::Widen if crate::precision::bf16_widens_once(form, tokens) => IsaPath::WidenF32,
+            _ => self.path(),
+        }
+    }
+
     /// The kernel behind a recorded path name (`avx512-bf16`, `avx512-bf16-shift`); `None`
     /// for a path that is neither (no AVX-512: bf16 widens to a portable f32 path).
     pub fn from_path_name(name: &str) -> Option<Bf16Kernel> {
@@ -332,8 +343,9 @@ pub fn isa_path(operands: Operands, form: Form) -> IsaPath {
 /// The path a product of `tokens` tokens takes: dense bf16 and int8 on AMX tiles where
 /// Linux grants them, 2:4 on them from the token count where they pay; bf16 otherwise on
 /// `vdpbf16ps` below [`BF16_DOT_BELOW_TOKENS`](crate::precision::BF16_DOT_BELOW_TOKENS)
-/// tokens wherever the CPU has it, and past that on the kernel the process measured faster;
-/// f16 without the tiles widened in registers below
+/// tokens wherever the CPU has it, and past that on the kernel the process measured faster
+/// (where that widens, to f32 once from the token counts of
+/// [`bf16_widens_once`](crate::precision::bf16_widens_once)); f16 without the tiles widened in registers below
 /// [`F16_WIDENS_FROM_TOKENS`](crate::precision::F16_WIDENS_FROM_TOKENS) tokens, and from it
 /// widened to f32 once.
 pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
@@ -372,12 +384,13 @@ pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
         (Operands::Bf16, Form::Dense | Form::TwoOfFour)
             if super::half_dot::available() || super::half_dot::f16_available() =>
         {
-            bf16_vector_path(tokens)
+            bf16_vector_path(form, tokens)
         }
         // Block bf16 takes `vdpbf16ps` wherever the vector kernels do (`BlockBf16`).
         #[cfg(target_arch = "x86_64")]
         (Operands::Bf16, Form::Block { rows, cols })
-            if super::half_dot::blocks_fit(rows, cols) && bf16_vector_path(tokens) == IsaPath::Avx512Bf16 =>
+            if super::half_dot::blocks_fit(rows, cols)
+                && bf16_vector_path(form, tokens) == IsaPath::Avx512Bf16 =>
         {
             IsaPath::Avx512Bf16
         }
@@ -415,14 +428,16 @@ fn int8_vector() -> bool {
 
 /// The AVX-512 bf16 kernels' path (with AVX-512 BF16 or the widening kernels' features):
 /// `vdpbf16ps` below [`BF16_DOT_BELOW_TOKENS`](crate::precision::BF16_DOT_BELOW_TOKENS)
-/// tokens, past that the kernel the process measured faster.
+/// tokens, past that the kernel the process measured faster (widening dense and 2:4 weights
+/// to f32 once from the token counts of
+/// [`bf16_widens_once`](crate::precision::bf16_widens_once)).
 #[cfg(target_arch = "x86_64")]
-fn bf16_vector_path(tokens: usize) -> IsaPath {
+fn bf16_vector_path(form: Form, tokens: usize) -> IsaPath {
     let dot = super::half_dot::available();
     if dot && tokens < crate::precision::BF16_DOT_BELOW_TOKENS {
         IsaPath::Avx512Bf16
     } else if super::half_dot::bf16_widens() {
-        IsaPath::Avx512Bf16Widen
+        Bf16Kernel::Widen.path_at(form, tokens)
     } else if dot {
         IsaPath::Avx512Bf16
     } else {
@@ -463,9 +478,8 @@ mod tests {
         assert_eq!(isa_path(Operands::F16, Form::OtherSparse), IsaPath::WidenF32);
         #[cfg(target_arch = "x86_64")]
         {
-            let bf16 = if crate::half_dot::bf16_widens() {
-                IsaPath::Avx512Bf16Widen
-            } else if crate::half_dot::available() {
+            // At many tokens a process that picked widening widens the weights once.
+            let bf16 = if !crate::half_dot::bf16_widens() && crate::half_dot::available() {
                 IsaPath::Avx512Bf16
             } else {
                 IsaPath::WidenF32
@@ -485,6 +499,18 @@ mod tests {
                 bf16
             };
             assert_eq!(isa_path(Operands::Bf16, Form::TwoOfFour), two_of_four_bf16);
+            // Without the tiles, widening runs in registers below the count bf16_widens_once sets
+            // and on the weights widened to f32 once from it, dense and 2:4 alike.
+            if crate::half_dot::bf16_widens() && !tiles_granted(Operands::Bf16) {
+                for form in [Form::Dense, Form::TwoOfFour] {
+                    let widens = (1..=512)
+                        .find(|&t| crate::precision::bf16_widens_once(form, t))
+                        .unwrap();
+                    let at = |tokens| isa_path_at(Operands::Bf16, form, tokens);
+                    assert_eq!(at(widens - 1), IsaPath::Avx512Bf16Widen, "{form:?}");
+                    assert_eq!(at(widens), IsaPath::WidenF32, "{form:?}");
+                }
+            }
             // Blocks of whole panels and 16s of K run on the tiles where they are granted;
             // else blocks of whole panels and pairs run on the dot product with the
             // comparator; other block shapes widen.
@@ -647,6 +673,23 @@ mod tests {
             Some(Bf16Kernel::Widen)
         );
         assert_eq!(Bf16Kernel::from_path_name("widen-f32"), None);
+        // Widening widens the weights once from a token count; the dot product never.
+        for form in [Form::Dense, Form::TwoOfFour] {
+            let widens = (1..=512)
+                .find(|&t| crate::precision::bf16_widens_once(form, t))
+                .unwrap();
+            assert_eq!(
+                Bf16Kernel::Widen.path_at(form, widens - 1),
+                IsaPath::Avx512Bf16Widen
+            );
+            assert_eq!(Bf16Kernel::Widen.path_at(form, widens), IsaPath::WidenF32);
+            assert_eq!(Bf16Kernel::Dot.path_at(form, usize::MAX), IsaPath::Avx512Bf16);
+        }
+        let block = Form::Block { rows: 32, cols: 16 };
+        assert_eq!(
+            Bf16Kernel::Widen.path_at(block, usize::MAX),
+            IsaPath::Avx512Bf16Widen
+        );
         assert_eq!(Bf16Kernel::from_name("fast"), None);
         assert!(offered_text(&[]).contains("neither"));
         assert_eq!(

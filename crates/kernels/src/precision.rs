@@ -42,7 +42,7 @@
 pub use super::csr_half::{CsrBf16, CsrF16, CsrHalf};
 use super::dense::DenseWeights;
 use super::error::{KernelError, check_gemm, check_len};
-use super::isa::IsaPath;
+use super::isa::{Form, IsaPath};
 use super::nm::NmMatrix;
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
@@ -288,6 +288,36 @@ pub const F16_TILES_FROM_TOKENS: usize = 64;
 /// 0.99–1.04× the f16 dense.
 pub const F16_WIDENS_FROM_TOKENS: usize = 64;
 
+/// The fewest tokens from which a dense bf16 product whose process picked widening over
+/// `vdpbf16ps` (`half_dot::bf16_widens`) widens its weights to f32 once and runs the f32
+/// kernel, as f16 does from [`F16_WIDENS_FROM_TOKENS`]: the shift costs less than f16's
+/// conversion, but past a few token tiles it still costs more than the f32 weights' extra
+/// bytes. Where `vdpbf16ps` won the probe it stays: it multiplies twice the pairs an FMA
+/// does. Measured on a 2-vCPU Emerald Rapids without AMX (4096², 2 threads, ms, widened in
+/// registers / widened once, 4 alternated rounds): 3.5–5.4 / 3.4–5.4 at 24 tokens (level),
+/// 4.6–6.7 / 3.7–5.8 at 32, 6.8–7.9 / 5.3–7.2 at 40 (11.3 once, in a slow phase), 8.8–9.1 / 7.4–7.6 at 48 (3 rounds),
+/// 7.99 / 6.96 at 64, 66.5 / 54.6 at 512.
+pub const BF16_DENSE_WIDENS_FROM_TOKENS: usize = 32;
+
+/// [`BF16_DENSE_WIDENS_FROM_TOKENS`] for 2:4 bf16: later, because the compact kernel
+/// widens only the kept half of the weights in registers and the f32 2:4 kernel is weaker
+/// than the f32 dense one at a few token tiles. Measured as there (ms, in registers /
+/// widened once): 3.5–4.3 / 3.8–5.9 at 24 tokens, 4.5–5.7 / 3.8–6.9 at 32, 6.6–6.9 /
+/// 5.5–10.1 at 40, 8.0–8.2 / 8.5–10.0 at 48; widened once 1.19–1.36× the widened dense from
+/// 64 to 256 tokens, where the compact kernel ran 0.99–1.03× the dense kernel in registers.
+pub const BF16_TWO_OF_FOUR_WIDENS_FROM_TOKENS: usize = 64;
+
+/// Whether a bf16 product of `tokens` tokens on `form` weights, where the process picked
+/// widening, widens the weights to f32 once: dense and 2:4 from the token counts measured
+/// above; other forms never (blocks keep their own kernels, the rest widens to f32 anyway).
+pub fn bf16_widens_once(form: Form, tokens: usize) -> bool {
+    match form {
+        Form::Dense => tokens >= BF16_DENSE_WIDENS_FROM_TOKENS,
+        Form::TwoOfFour => tokens >= BF16_TWO_OF_FOUR_WIDENS_FROM_TOKENS,
+        _ => false,
+    }
+}
+
 /// The fewest tokens at which a 2:4 f16 product runs on the bf16 tiles (three products, the
 /// 2:4 weights expanded a step at a time) rather than the compact kernel widened in
 /// registers: earlier than dense, because 2:4 on the tiles streams about half of dense's
@@ -300,20 +330,26 @@ pub const F16_TWO_OF_FOUR_TILES_FROM_TOKENS: usize = 20;
 impl HalfKernel {
     /// The fastest kernel for `kind` on this CPU at `tokens` (for bf16 past a few tokens,
     /// measured once per process: `half_dot::bf16_widens`).
-    fn chosen(kind: Half, tokens: usize) -> HalfKernel {
+    fn chosen(kind: Half, form: Form, tokens: usize) -> HalfKernel {
         #[cfg(target_arch = "x86_64")]
         match kind {
             Half::Bf16 if tokens < BF16_DOT_BELOW_TOKENS && super::half_dot::available() => {
                 return HalfKernel::Dot;
             }
-            Half::Bf16 if super::half_dot::bf16_widens() => return HalfKernel::Registers,
+            Half::Bf16 if super::half_dot::bf16_widens() => {
+                return if bf16_widens_once(form, tokens) {
+                    HalfKernel::F32
+                } else {
+                    HalfKernel::Registers
+                };
+            }
             Half::Bf16 if super::half_dot::available() => return HalfKernel::Dot,
             Half::F16 if super::half_dot::f16_available() && tokens < F16_WIDENS_FROM_TOKENS => {
                 return HalfKernel::Registers;
             }
             _ => {}
         }
-        let _ = (kind, tokens);
+        let _ = (kind, form, tokens);
         HalfKernel::F32
     }
 
@@ -327,7 +363,7 @@ impl HalfKernel {
         {
             return HalfKernel::Tiles;
         }
-        HalfKernel::chosen(kind, tokens)
+        HalfKernel::chosen(kind, Form::Dense, tokens)
     }
 
     /// The 2:4 kernel: [`Self::chosen`], or the tiles (2:4 expanded per K block) for bf16
@@ -340,7 +376,7 @@ impl HalfKernel {
         {
             return HalfKernel::Tiles;
         }
-        HalfKernel::chosen(kind, tokens)
+        HalfKernel::chosen(kind, Form::TwoOfFour, tokens)
     }
 
     /// Every kernel this CPU runs for `kind`, so that tests check each on one machine.
@@ -714,7 +750,8 @@ impl BlockBf16 {
                 });
             }
             if !super::half_dot::blocks_fit(br, bc)
-                || HalfKernel::chosen(Half::Bf16, tokens) != HalfKernel::Dot
+                || HalfKernel::chosen(Half::Bf16, Form::Block { rows: br, cols: bc }, tokens)
+                    != HalfKernel::Dot
             {
                 return None;
             }
@@ -1820,7 +1857,8 @@ mod tests {
         let Some(b) = BlockBf16::from_bsr(&a, m) else {
             // Only a CPU whose bf16 kernel is not the dot product says no.
             #[cfg(target_arch = "x86_64")]
-            prop_assert!(HalfKernel::chosen(Half::Bf16, m) != HalfKernel::Dot);
+            let block = Form::Block { rows: br, cols: bc };
+            prop_assert!(HalfKernel::chosen(Half::Bf16, block, m) != HalfKernel::Dot);
             return Ok(());
         };
         if b.isa_path() == IsaPath::AmxBf16 {
@@ -2653,7 +2691,7 @@ mod tests {
         // Built for a token or two: VNNI where the CPU has it (even beside AMX), exact at
         // any token count all the same.
         let few = DenseI8::for_tokens(&w, n, k, 1).unwrap();
-        let path = crate::isa::isa_path_at(crate::isa::Operands::I8, crate::isa::Form::Dense, 1);
+        let path = crate::isa::isa_path_at(crate::isa::Operands::I8, Form::Dense, 1);
         assert_eq!(few.isa_path(), path);
         for m in [1, 2, 3, 17] {
             let x: Vec<i8> = (0..k * m).map(|i| ((i * 104729 + 7) % 256) as u8 as i8).collect();
