@@ -188,11 +188,11 @@ const BF16_KERNEL: &str = "vdpbf16ps where the CPU has AVX-512 BF16 and it outru
 /// How the f16 kernels multiply: no x86 instruction but AMX-FP16 multiplies f16 into f32
 /// sums, so where the CPU has AMX-BF16 a product of enough tokens runs as three bf16 tile
 /// products (each f16 split exactly into a bf16 `hi` and `lo`), otherwise the weights
-/// stream as f16 and widen in registers below `F16_WIDENS_FROM_TOKENS`, and past it widen
-/// to f32 once.
+/// stream as f16 and widen in registers, and from a few dozen tokens widen to f32 once
+/// (`widens_once`).
 const F16_KERNEL: &str = "three bf16 products on AMX tiles (each f16 split into bf16 hi + lo) from 64 \
-     tokens (2:4 from 20) where the CPU has AMX-BF16, else below 64 tokens f16 streamed and widened in registers for \
-     f32 FMA where the CPU has AVX-512, else widened to f32 panels once";
+     tokens (2:4 from 20) where the CPU has AMX-BF16, else below 48 tokens (2:4: 64) f16 streamed and widened in \
+     registers for f32 FMA where the CPU has AVX-512, else widened to f32 panels once";
 
 /// The dense kernel a precision runs on.
 fn dense_kernel(precision: Precision) -> String {

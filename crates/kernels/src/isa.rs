@@ -56,11 +56,15 @@ impl Bf16Kernel {
 
     /// The path the kernel's products of `tokens` tokens on `form` weights take: `widen`
     /// widens dense and 2:4 weights to f32 once from a token count
-    /// ([`bf16_widens_once`](crate::precision::bf16_widens_once)): path `widen-f32`, as
+    /// ([`widens_once`](crate::precision::widens_once)): path `widen-f32`, as
     /// the environment lock records it at many tokens.
     pub fn path_at(self, form: Form, tokens: usize) -> IsaPath {
         match self {
-            Bf16Kernel::Widen if crate::precision::bf16_widens_once(form, tokens) => IsaPath::WidenF32,
+            Bf16Kernel::Widen
+                if crate::precision::widens_once(crate::precision::Half::Bf16, form, tokens) =>
+            {
+                IsaPath::WidenF32
+            }
             _ => self.path(),
         }
     }
@@ -344,10 +348,9 @@ pub fn isa_path(operands: Operands, form: Form) -> IsaPath {
 /// Linux grants them, 2:4 on them from the token count where they pay; bf16 otherwise on
 /// `vdpbf16ps` below [`BF16_DOT_BELOW_TOKENS`](crate::precision::BF16_DOT_BELOW_TOKENS)
 /// tokens wherever the CPU has it, and past that on the kernel the process measured faster
-/// (where that widens, to f32 once from the token counts of
-/// [`bf16_widens_once`](crate::precision::bf16_widens_once)); f16 without the tiles widened in registers below
-/// [`F16_WIDENS_FROM_TOKENS`](crate::precision::F16_WIDENS_FROM_TOKENS) tokens, and from it
-/// widened to f32 once.
+/// (where that widens, to f32 once from a token count); f16 without the tiles widened in
+/// registers, and from a token count widened to f32 once (both counts:
+/// [`widens_once`](crate::precision::widens_once)).
 pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
     match (operands, form) {
         (Operands::Bf16, Form::Dense) if tiles_granted(operands) => IsaPath::AmxBf16,
@@ -402,7 +405,8 @@ pub fn isa_path_at(operands: Operands, form: Form, tokens: usize) -> IsaPath {
         }
         #[cfg(target_arch = "x86_64")]
         (Operands::F16, Form::Dense | Form::TwoOfFour)
-            if super::half_dot::f16_available() && tokens < crate::precision::F16_WIDENS_FROM_TOKENS =>
+            if super::half_dot::f16_available()
+                && !crate::precision::widens_once(crate::precision::Half::F16, form, tokens) =>
         {
             IsaPath::Avx512F16Widen
         }
@@ -430,7 +434,7 @@ fn int8_vector() -> bool {
 /// `vdpbf16ps` below [`BF16_DOT_BELOW_TOKENS`](crate::precision::BF16_DOT_BELOW_TOKENS)
 /// tokens, past that the kernel the process measured faster (widening dense and 2:4 weights
 /// to f32 once from the token counts of
-/// [`bf16_widens_once`](crate::precision::bf16_widens_once)).
+/// [`widens_once`](crate::precision::widens_once)).
 #[cfg(target_arch = "x86_64")]
 fn bf16_vector_path(form: Form, tokens: usize) -> IsaPath {
     let dot = super::half_dot::available();
@@ -499,12 +503,12 @@ mod tests {
                 bf16
             };
             assert_eq!(isa_path(Operands::Bf16, Form::TwoOfFour), two_of_four_bf16);
-            // Without the tiles, widening runs in registers below the count bf16_widens_once sets
+            // Without the tiles, widening runs in registers below the count widens_once sets
             // and on the weights widened to f32 once from it, dense and 2:4 alike.
             if crate::half_dot::bf16_widens() && !tiles_granted(Operands::Bf16) {
                 for form in [Form::Dense, Form::TwoOfFour] {
                     let widens = (1..=512)
-                        .find(|&t| crate::precision::bf16_widens_once(form, t))
+                        .find(|&t| crate::precision::widens_once(crate::precision::Half::Bf16, form, t))
                         .unwrap();
                     let at = |tokens| isa_path_at(Operands::Bf16, form, tokens);
                     assert_eq!(at(widens - 1), IsaPath::Avx512Bf16Widen, "{form:?}");
@@ -581,40 +585,45 @@ mod tests {
             assert_eq!(isa_path_at(Operands::I8, Form::Dense, from), dense_i8);
             let few = if int8_vector() { i8 } else { dense_i8 };
             assert_eq!(isa_path_at(Operands::I8, Form::Dense, from - 1), few);
-            // f16 takes the bf16 tiles (three products) from the token count where they pay;
-            // without them it widens in registers below F16_WIDENS_FROM_TOKENS and to f32
-            // once from it.
-            let widens = crate::precision::F16_WIDENS_FROM_TOKENS;
-            let f16 = |tokens: usize| {
-                if crate::half_dot::f16_available() && tokens < widens {
+            // f16 takes the bf16 tiles (three products) from the token count where they pay
+            // (2:4 earlier, where the CPU expands it); without them it widens in registers,
+            // and to f32 once from the count `widens_once` sets per form.
+            let widens_from = |form| {
+                (1..=512)
+                    .find(|&t| crate::precision::widens_once(crate::precision::Half::F16, form, t))
+                    .unwrap()
+            };
+            let f16 = |form, tokens: usize| {
+                if crate::half_dot::f16_available() && tokens < widens_from(form) {
                     IsaPath::Avx512F16Widen
                 } else {
                     IsaPath::WidenF32
                 }
             };
-            let at = |form, tokens| isa_path_at(Operands::F16, form, tokens);
             let tiles = tiles_granted(Operands::F16);
-            let tiles_or = |tiles: bool, tokens| if tiles { IsaPath::AmxBf16x3 } else { f16(tokens) };
-            let from = crate::precision::F16_TILES_FROM_TOKENS;
-            assert_eq!(isa_path(Operands::F16, Form::Dense), tiles_or(tiles, usize::MAX));
-            assert_eq!(at(Form::Dense, from), tiles_or(tiles, from));
-            assert_eq!(at(Form::Dense, from - 1), f16(from - 1));
-            assert_eq!(at(Form::Dense, 1), f16(1));
-            assert_eq!(
-                at(Form::Dense, widens - 1),
-                tiles_or(tiles && widens > from, widens - 1)
-            );
-            assert_eq!(at(Form::Dense, widens), tiles_or(tiles, widens));
-            assert_eq!(f16(widens), IsaPath::WidenF32);
-            let from = crate::precision::F16_TWO_OF_FOUR_TILES_FROM_TOKENS;
             let sparse_tiles = crate::amx::SparseTiles::available(crate::amx::Op::Bf16) && tiles;
-            assert_eq!(
-                isa_path(Operands::F16, Form::TwoOfFour),
-                tiles_or(sparse_tiles, usize::MAX)
-            );
-            assert_eq!(at(Form::TwoOfFour, from), tiles_or(sparse_tiles, from));
-            assert_eq!(at(Form::TwoOfFour, from - 1), f16(from - 1));
-            assert_eq!(at(Form::TwoOfFour, widens), tiles_or(sparse_tiles, widens));
+            for (form, tiles, from) in [
+                (Form::Dense, tiles, crate::precision::F16_TILES_FROM_TOKENS),
+                (
+                    Form::TwoOfFour,
+                    sparse_tiles,
+                    crate::precision::F16_TWO_OF_FOUR_TILES_FROM_TOKENS,
+                ),
+            ] {
+                let expected = |tokens| {
+                    if tiles && tokens >= from {
+                        IsaPath::AmxBf16x3
+                    } else {
+                        f16(form, tokens)
+                    }
+                };
+                let widens = widens_from(form);
+                for tokens in [1, from - 1, from, widens - 1, widens, usize::MAX] {
+                    let path = isa_path_at(Operands::F16, form, tokens);
+                    assert_eq!(path, expected(tokens), "{form:?} at {tokens}");
+                }
+                assert_eq!(f16(form, widens), IsaPath::WidenF32);
+            }
         }
         assert_eq!(isa_path(Operands::Bf16, Form::OtherSparse), IsaPath::WidenF32);
         assert_eq!(IsaPath::Avx512Bf16.to_string(), "avx512-bf16");
@@ -676,7 +685,7 @@ mod tests {
         // Widening widens the weights once from a token count; the dot product never.
         for form in [Form::Dense, Form::TwoOfFour] {
             let widens = (1..=512)
-                .find(|&t| crate::precision::bf16_widens_once(form, t))
+                .find(|&t| crate::precision::widens_once(crate::precision::Half::Bf16, form, t))
                 .unwrap();
             assert_eq!(
                 Bf16Kernel::Widen.path_at(form, widens - 1),

@@ -277,26 +277,28 @@ pub const BF16_DOT_BELOW_TOKENS: usize = 8;
 /// 32, 16.2 / 16.4 at 48, 22.2 / 17.8 at 64, 43.6 / 26.4 at 128.
 pub const F16_TILES_FROM_TOKENS: usize = 64;
 
-/// The fewest tokens from which an f16 product (dense or 2:4) without the bf16 tiles widens
-/// its weights to f32 once and runs the f32 kernels, rather than widening every weight
-/// vector in registers at every use: past a few token tiles the conversions cost more than
-/// the f32 weights' extra bytes. Measured on a 2-vCPU Emerald Rapids without AMX (4096²,
-/// 2 threads, ms, in registers / widened once, alternated in one process): 2.75 / 3.34 at 16
-/// tokens, 8.11 / 7.30 at 64, 14.8 / 13.8 at 128, 29.5 / 27.6 at 256, 66.1 / 55.3 at 512; MKL
-/// converts and runs its f32 GEMM too (its f16 GEMM ran 0.90× ours at 2048³ before). The f32
-/// 2:4 kernel then runs 1.29–1.33× the f32 dense there, where the f16 2:4 kernel ran
-/// 0.99–1.04× the f16 dense.
-pub const F16_WIDENS_FROM_TOKENS: usize = 64;
+/// The fewest tokens from which a dense f16 product without the bf16 tiles widens its
+/// weights to f32 once and runs the f32 kernel, rather than widening every weight vector in
+/// registers at every use: past a few token tiles the conversions cost more than the f32
+/// weights' extra bytes. MKL converts and runs its f32 GEMM too (its f16 GEMM ran 0.90× ours
+/// at 2048³ before). Measured on a 2-vCPU Emerald Rapids without AMX (4096², 2 threads, ms,
+/// in registers / widened once, 4 alternated rounds): 3.4–4.5 / 3.4–5.6 at 24 tokens,
+/// 4.2–5.1 / 3.4–5.7 at 32 (each ahead twice), 6.1–9.6 / 5.0–7.4 at 48 (widened ahead in
+/// all four); 8.11 / 7.30 at 64, 14.8 / 13.8 at 128, 66.1 / 55.3 at 512.
+pub const F16_DENSE_WIDENS_FROM_TOKENS: usize = 48;
+
+/// [`F16_DENSE_WIDENS_FROM_TOKENS`] for 2:4 f16: 2.75 / 3.34 ms at 16 tokens, 6.2–8.1 /
+/// 5.2–10.0 at 48 (widened ahead in three rounds of four), and from 64 the f32 2:4 kernel
+/// runs 1.29–1.33× the f32 dense, where the f16 2:4 kernel ran 0.99–1.04× the f16 dense.
+pub const F16_TWO_OF_FOUR_WIDENS_FROM_TOKENS: usize = 64;
 
 /// The fewest tokens from which a dense bf16 product whose process picked widening over
 /// `vdpbf16ps` (`half_dot::bf16_widens`) widens its weights to f32 once and runs the f32
-/// kernel, as f16 does from [`F16_WIDENS_FROM_TOKENS`]: the shift costs less than f16's
-/// conversion, but past a few token tiles it still costs more than the f32 weights' extra
-/// bytes. Where `vdpbf16ps` won the probe it stays: it multiplies twice the pairs an FMA
-/// does. Measured on a 2-vCPU Emerald Rapids without AMX (4096², 2 threads, ms, widened in
-/// registers / widened once, 4 alternated rounds): 3.5–5.4 / 3.4–5.4 at 24 tokens (level),
-/// 4.6–6.7 / 3.7–5.8 at 32, 6.8–7.9 / 5.3–7.2 at 40 (11.3 once, in a slow phase), 8.8–9.1 / 7.4–7.6 at 48 (3 rounds),
-/// 7.99 / 6.96 at 64, 66.5 / 54.6 at 512.
+/// kernel, as f16 does from [`F16_DENSE_WIDENS_FROM_TOKENS`]. Where `vdpbf16ps` won the
+/// probe it stays: it multiplies twice the pairs an FMA does. Measured as there (ms, in
+/// registers / widened once): 3.5–5.4 / 3.4–5.4 at 24 tokens (level), 4.6–6.7 / 3.7–5.8 at
+/// 32, 6.8–7.9 / 5.3–7.2 at 40 (11.3 once, in a slow phase), 8.8–9.1 / 7.4–7.6 at 48 (3
+/// rounds), 7.99 / 6.96 at 64, 66.5 / 54.6 at 512.
 pub const BF16_DENSE_WIDENS_FROM_TOKENS: usize = 32;
 
 /// [`BF16_DENSE_WIDENS_FROM_TOKENS`] for 2:4 bf16: later, because the compact kernel
@@ -307,15 +309,19 @@ pub const BF16_DENSE_WIDENS_FROM_TOKENS: usize = 32;
 /// 64 to 256 tokens, where the compact kernel ran 0.99–1.03× the dense kernel in registers.
 pub const BF16_TWO_OF_FOUR_WIDENS_FROM_TOKENS: usize = 64;
 
-/// Whether a bf16 product of `tokens` tokens on `form` weights, where the process picked
-/// widening, widens the weights to f32 once: dense and 2:4 from the token counts measured
-/// above; other forms never (blocks keep their own kernels, the rest widens to f32 anyway).
-pub fn bf16_widens_once(form: Form, tokens: usize) -> bool {
-    match form {
-        Form::Dense => tokens >= BF16_DENSE_WIDENS_FROM_TOKENS,
-        Form::TwoOfFour => tokens >= BF16_TWO_OF_FOUR_WIDENS_FROM_TOKENS,
-        _ => false,
-    }
+/// Whether a 16-bit product of `tokens` tokens on `form` weights that would widen in
+/// registers (f16 without the tiles; bf16 where the process picked widening) widens the
+/// weights to f32 once instead: dense and 2:4 from the token counts measured above; other
+/// forms never (blocks keep their own kernels, the rest widens to f32 anyway).
+pub fn widens_once(kind: Half, form: Form, tokens: usize) -> bool {
+    let from = match (kind, form) {
+        (Half::F16, Form::Dense) => F16_DENSE_WIDENS_FROM_TOKENS,
+        (Half::F16, Form::TwoOfFour) => F16_TWO_OF_FOUR_WIDENS_FROM_TOKENS,
+        (Half::Bf16, Form::Dense) => BF16_DENSE_WIDENS_FROM_TOKENS,
+        (Half::Bf16, Form::TwoOfFour) => BF16_TWO_OF_FOUR_WIDENS_FROM_TOKENS,
+        _ => return false,
+    };
+    tokens >= from
 }
 
 /// The fewest tokens at which a 2:4 f16 product runs on the bf16 tiles (three products, the
@@ -337,14 +343,14 @@ impl HalfKernel {
                 return HalfKernel::Dot;
             }
             Half::Bf16 if super::half_dot::bf16_widens() => {
-                return if bf16_widens_once(form, tokens) {
+                return if widens_once(kind, form, tokens) {
                     HalfKernel::F32
                 } else {
                     HalfKernel::Registers
                 };
             }
             Half::Bf16 if super::half_dot::available() => return HalfKernel::Dot,
-            Half::F16 if super::half_dot::f16_available() && tokens < F16_WIDENS_FROM_TOKENS => {
+            Half::F16 if super::half_dot::f16_available() && !widens_once(kind, form, tokens) => {
                 return HalfKernel::Registers;
             }
             _ => {}
