@@ -14,6 +14,7 @@ pub mod eligibility;
 mod error;
 mod evidence;
 mod import;
+mod linger;
 mod load;
 mod numbers;
 mod paired;

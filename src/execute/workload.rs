@@ -247,8 +247,16 @@ impl Workload {
         Some(OpFidelity::of(&p.y_candidate, &p.reference))
     }
 
-    /// Run op `index` on its planned path (an index past the last op does nothing).
+    /// Run op `index` on its planned path (an index past the last op does nothing), the
+    /// other workers kept awake for the next product ([`super::linger`]).
     pub(crate) fn run_candidate_op(&mut self, index: usize) -> Result<(), KernelError> {
+        super::linger::product_starts();
+        let done = self.candidate_op(index);
+        super::linger::product_done(self.threads);
+        done
+    }
+
+    fn candidate_op(&mut self, index: usize) -> Result<(), KernelError> {
         let threads = self.threads;
         let Some(p) = self.ops.get_mut(index) else {
             return Ok(());
@@ -274,8 +282,16 @@ impl Workload {
         }
     }
 
-    /// Run op `index` on the dense kernel (an index past the last op does nothing).
+    /// Run op `index` on the dense kernel (an index past the last op does nothing), the
+    /// other workers kept awake for the next product ([`super::linger`]).
     pub(crate) fn run_comparator_op(&mut self, index: usize) -> Result<(), KernelError> {
+        super::linger::product_starts();
+        let done = self.comparator_op(index);
+        super::linger::product_done(self.threads);
+        done
+    }
+
+    fn comparator_op(&mut self, index: usize) -> Result<(), KernelError> {
         let threads = self.threads;
         let Some(p) = self.ops.get_mut(index) else {
             return Ok(());
