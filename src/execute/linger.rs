@@ -1,9 +1,10 @@
 //! Kernel workers kept awake between products, as OpenMP runtimes keep theirs (issue 20).
 //!
 //! Rayon parks a worker that finds no work within microseconds. On a VM a parked vCPU
-//! halts, and waking it for the next product cost 30–100 µs on a 2-vCPU Emerald Rapids: a
-//! one-token int8 4096² product ran 285–295 µs with the worker kept awake and 287–394 µs
-//! (median of 400, three rounds) without, where it takes 290 µs of work. MKL's OpenMP
+//! halts, and waking it lands on the next product's clock: on a 2-vCPU Emerald Rapids a
+//! one-token int8 4096² product in a 2-thread pool ran 287–394 µs (median of 400, in each
+//! of three rounds) with the worker parked between products, 285–295 µs with it kept
+//! awake. MKL's OpenMP
 //! threads spin for 200 ms after a parallel region by default (`KMP_BLOCKTIME`), so a
 //! dense comparator measured against it must not pay the wake-up either. After each
 //! product the other workers spin until the next product starts or [`LINGER`] passes:
