@@ -507,9 +507,8 @@ mod tests {
             // and on the weights widened to f32 once from it, dense and 2:4 alike.
             if crate::half_dot::bf16_widens() && !tiles_granted(Operands::Bf16) {
                 for form in [Form::Dense, Form::TwoOfFour] {
-                    let widens = (1..=512)
-                        .find(|&t| crate::precision::widens_once(crate::precision::Half::Bf16, form, t))
-                        .unwrap();
+                    let widens =
+                        crate::precision::widens_once_from(crate::precision::Half::Bf16, form).unwrap();
                     let at = |tokens| isa_path_at(Operands::Bf16, form, tokens);
                     assert_eq!(at(widens - 1), IsaPath::Avx512Bf16Widen, "{form:?}");
                     assert_eq!(at(widens), IsaPath::WidenF32, "{form:?}");
@@ -588,11 +587,8 @@ mod tests {
             // f16 takes the bf16 tiles (three products) from the token count where they pay
             // (2:4 earlier, where the CPU expands it); without them it widens in registers,
             // and to f32 once from the count `widens_once` sets per form.
-            let widens_from = |form| {
-                (1..=512)
-                    .find(|&t| crate::precision::widens_once(crate::precision::Half::F16, form, t))
-                    .unwrap()
-            };
+            let widens_from =
+                |form| crate::precision::widens_once_from(crate::precision::Half::F16, form).unwrap();
             let f16 = |form, tokens: usize| {
                 if crate::half_dot::f16_available() && tokens < widens_from(form) {
                     IsaPath::Avx512F16Widen
@@ -684,9 +680,7 @@ mod tests {
         assert_eq!(Bf16Kernel::from_path_name("widen-f32"), None);
         // Widening widens the weights once from a token count; the dot product never.
         for form in [Form::Dense, Form::TwoOfFour] {
-            let widens = (1..=512)
-                .find(|&t| crate::precision::widens_once(crate::precision::Half::Bf16, form, t))
-                .unwrap();
+            let widens = crate::precision::widens_once_from(crate::precision::Half::Bf16, form).unwrap();
             assert_eq!(
                 Bf16Kernel::Widen.path_at(form, widens - 1),
                 IsaPath::Avx512Bf16Widen

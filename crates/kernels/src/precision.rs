@@ -309,19 +309,23 @@ pub const BF16_DENSE_WIDENS_FROM_TOKENS: usize = 32;
 /// 64 to 256 tokens, where the compact kernel ran 0.99–1.03× the dense kernel in registers.
 pub const BF16_TWO_OF_FOUR_WIDENS_FROM_TOKENS: usize = 64;
 
-/// Whether a 16-bit product of `tokens` tokens on `form` weights that would widen in
+/// The fewest tokens from which a 16-bit product on `form` weights that would widen in
 /// registers (f16 without the tiles; bf16 where the process picked widening) widens the
-/// weights to f32 once instead: dense and 2:4 from the token counts measured above; other
-/// forms never (blocks keep their own kernels, the rest widens to f32 anyway).
+/// weights to f32 once instead: dense and 2:4 as measured above; other forms never (`None`:
+/// blocks keep their own kernels, the rest widens to f32 anyway).
+pub fn widens_once_from(kind: Half, form: Form) -> Option<usize> {
+    match (kind, form) {
+        (Half::F16, Form::Dense) => Some(F16_DENSE_WIDENS_FROM_TOKENS),
+        (Half::F16, Form::TwoOfFour) => Some(F16_TWO_OF_FOUR_WIDENS_FROM_TOKENS),
+        (Half::Bf16, Form::Dense) => Some(BF16_DENSE_WIDENS_FROM_TOKENS),
+        (Half::Bf16, Form::TwoOfFour) => Some(BF16_TWO_OF_FOUR_WIDENS_FROM_TOKENS),
+        _ => None,
+    }
+}
+
+/// Whether a product of `tokens` tokens widens once ([`widens_once_from`]).
 pub fn widens_once(kind: Half, form: Form, tokens: usize) -> bool {
-    let from = match (kind, form) {
-        (Half::F16, Form::Dense) => F16_DENSE_WIDENS_FROM_TOKENS,
-        (Half::F16, Form::TwoOfFour) => F16_TWO_OF_FOUR_WIDENS_FROM_TOKENS,
-        (Half::Bf16, Form::Dense) => BF16_DENSE_WIDENS_FROM_TOKENS,
-        (Half::Bf16, Form::TwoOfFour) => BF16_TWO_OF_FOUR_WIDENS_FROM_TOKENS,
-        _ => return false,
-    };
-    tokens >= from
+    widens_once_from(kind, form).is_some_and(|from| tokens >= from)
 }
 
 /// The fewest tokens at which a 2:4 f16 product runs on the bf16 tiles (three products, the
