@@ -76,12 +76,7 @@ pub(super) fn available() -> bool {
 /// their feature lanes ran 0.83–0.92, and the rows-in-lanes groups level to 0.1 ahead). On Zen 4/5 the compact kernels were measured
 /// at 1.03–1.2 at 128–512 tokens and the expansion has not been, so other vendors keep them.
 pub(super) fn pays() -> bool {
-    static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    available()
-        && *INTEL.get_or_init(|| {
-            let id = __cpuid(0);
-            [id.ebx, id.edx, id.ecx] == [0x756e_6547, 0x4965_6e69, 0x6c65_746e]
-        })
+    available() && crate::cpu::intel()
 }
 
 /// 2:4 int8 weights as masked dense lines (see the module doc).

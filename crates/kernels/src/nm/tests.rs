@@ -48,9 +48,17 @@ fn check_against_oracle(
             assert_eq!(close(&y), None, "feature lanes {n}:{m}");
         }
         if super::token_lanes::TokenLayout::supports(m) {
-            let mut y = vec![f32::NAN; rows * cols];
-            super::token_lanes::spmm(a.token_layout(), threads, (&x, cols), &mut y, cols);
-            assert_eq!(close(&y), None, "token lanes {n}:{m}");
+            // Both weight loads (broadcast, spread by shuffles), whichever this CPU takes.
+            for shuffles_apart in [false, true] {
+                let mut y = vec![f32::NAN; rows * cols];
+                let layout = a.token_layout();
+                super::token_lanes::spmm_spreading(layout, threads, (&x, cols), &mut y, cols, shuffles_apart);
+                assert_eq!(
+                    close(&y),
+                    None,
+                    "token lanes {n}:{m}, shuffles apart {shuffles_apart}"
+                );
+            }
         }
     }
 }

@@ -56,9 +56,10 @@ const ROWS: usize = 2;
 const PREFETCH_PAIRS_AHEAD: usize = 12;
 
 /// How many of every four kept weights a strip of `v` vectors spreads by shuffles rather
-/// than one broadcast load each (see `four_weights`): shuffles run beside the FMAs and free
-/// the load ports for the activations, but cost more than they save outside a middle range.
-/// Measured side by side (`sparsegate bench`, 2 threads, against the broadcast loads):
+/// than one broadcast load each (see `four_weights`), on a CPU where shuffles run beside the
+/// FMAs (`shuffles_apart`): there they free the load ports for the activations, but cost
+/// more than they save outside a middle range. Measured side by side on Zen 4/5
+/// (`sparsegate bench`, 2 threads, against the broadcast loads):
 ///
 /// * all four at 2–5 vectors: 2:4 15–17% faster at 32 tokens (4096² 1.36–1.38× → 1.55–1.59×
 ///   dense, 3072×768 1.04–1.07× → 1.23×, 768×3072 1.15–1.16× → 1.30–1.33×), 7–10% at 64
@@ -68,8 +69,14 @@ const PREFETCH_PAIRS_AHEAD: usize = 12;
 /// * none at one vector (2:4 at 16 tokens on 4096²: 1.49–1.51× dense → 1.22×) nor at 8 (the
 ///   LLaMA FFN shapes, whose weights stream from memory, lose 3–5% with half spread and
 ///   7–10% with all; 2048³ is level).
-const fn spread_weights(v: usize) -> usize {
+///
+/// On Intel's AVX-512 cores a 512-bit shuffle issues on port 5, one of the two FMA ports, so
+/// each one takes an FMA's slot: on Emerald Rapids (1 thread, 1024², kernel time, four
+/// alternated rounds) broadcasting every weight was 4–5% faster at 32, 48 and 96 tokens,
+/// 3% at 80 and 112, level at 64. There `shuffles_apart` is false and nothing is spread.
+const fn spread_weights(v: usize, shuffles_apart: bool) -> usize {
     match v {
+        _ if !shuffles_apart => 0,
         2..=5 => 4,
         6..=7 => 2,
         _ => 0,
@@ -214,7 +221,20 @@ impl TokenLayout {
 ///
 /// Panics unless AVX-512F was detected (the caller dispatches on `Isa::Avx512`) or the
 /// buffers are shorter than the shapes (`lane_kernel_prologue`).
-pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y: &mut [f32], cols: usize) {
+pub(crate) fn spmm(l: &TokenLayout, threads: usize, x: (&[f32], usize), y: &mut [f32], cols: usize) {
+    spmm_spreading(l, threads, x, y, cols, crate::cpu::shuffles_beside_fmas());
+}
+
+/// [`spmm`], spreading weights by shuffles where [`spread_weights`] says so for a CPU whose
+/// shuffles run beside its FMAs (`shuffles_apart`) or not: the tests run both on any CPU.
+pub(super) fn spmm_spreading(
+    l: &TokenLayout,
+    threads: usize,
+    (x, xs): (&[f32], usize),
+    y: &mut [f32],
+    cols: usize,
+    shuffles_apart: bool,
+) {
     if !lane_kernel_prologue("token-lane kernel", (l.rows, l.k), (x, xs), y, cols) {
         return;
     }
@@ -224,7 +244,14 @@ pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y:
     let strips = strip_plan(cols, (MAX_STRIP, LANES));
     let per_task = l.rows_padded.div_ceil(threads.max(1)).div_ceil(ROWS) * ROWS;
     let task = |(t, y_rows): (usize, &mut [f32])| {
-        rows_task(l, t * per_task, per_task, (x, xs), &strips, y_rows, cols)
+        rows_task(
+            l,
+            (t * per_task, per_task),
+            (x, xs),
+            &strips,
+            (y_rows, cols),
+            shuffles_apart,
+        )
     };
     for_each_chunk(y, per_task * cols, threads > 1, task);
 }
@@ -233,12 +260,11 @@ pub(crate) fn spmm(l: &TokenLayout, threads: usize, (x, xs): (&[f32], usize), y:
 /// are `y_rows` (`rows × cols`), over every strip of tokens and K block of `x`.
 fn rows_task(
     l: &TokenLayout,
-    row0: usize,
-    per_task: usize,
+    (row0, per_task): (usize, usize),
     x: (&[f32], usize),
     strips: &[(usize, usize)],
-    y_rows: &mut [f32],
-    cols: usize,
+    (y_rows, cols): (&mut [f32], usize),
+    shuffles_apart: bool,
 ) {
     let real = y_rows.len() / cols;
     let tile_rows = per_task.min(l.rows_padded - row0);
@@ -276,9 +302,11 @@ fn rows_task(
             // column `c0` (`real` rows of `cols ≥ c0 + width`), as `BlockPass` requires.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                match l.meta {
-                    Meta::TwoBit => block_pass_for_width::<true>(&pass),
-                    Meta::Rows => block_pass_for_width::<false>(&pass),
+                match (l.meta, shuffles_apart) {
+                    (Meta::TwoBit, true) => block_pass_for_width::<true, true>(&pass),
+                    (Meta::TwoBit, false) => block_pass_for_width::<true, false>(&pass),
+                    (Meta::Rows, true) => block_pass_for_width::<false, true>(&pass),
+                    (Meta::Rows, false) => block_pass_for_width::<false, false>(&pass),
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]
@@ -294,23 +322,24 @@ fn rows_task(
     }
 }
 
-/// [`avx512::block_pass`] compiled for the strip's width: `V` = 1–8 vectors of tokens.
+/// [`avx512::block_pass`] compiled for the strip's width (`V` = 1–8 vectors of tokens) and
+/// for a CPU whose shuffles run beside its FMAs (`SHUFFLES_APART`, [`spread_weights`]) or not.
 ///
 /// # Safety
 /// As [`avx512::block_pass`]; `pass.width` is a multiple of 16 up to [`MAX_STRIP`].
 #[cfg(target_arch = "x86_64")]
-unsafe fn block_pass_for_width<const TWO_BIT: bool>(pass: &BlockPass<'_>) {
+unsafe fn block_pass_for_width<const TWO_BIT: bool, const SHUFFLES_APART: bool>(pass: &BlockPass<'_>) {
     // SAFETY: the caller's contract.
     unsafe {
         match pass.width / LANES {
-            1 => avx512::block_pass::<1, TWO_BIT>(pass),
-            2 => avx512::block_pass::<2, TWO_BIT>(pass),
-            3 => avx512::block_pass::<3, TWO_BIT>(pass),
-            4 => avx512::block_pass::<4, TWO_BIT>(pass),
-            5 => avx512::block_pass::<5, TWO_BIT>(pass),
-            6 => avx512::block_pass::<6, TWO_BIT>(pass),
-            7 => avx512::block_pass::<7, TWO_BIT>(pass),
-            _ => avx512::block_pass::<8, TWO_BIT>(pass),
+            1 => avx512::block_pass::<1, TWO_BIT, SHUFFLES_APART>(pass),
+            2 => avx512::block_pass::<2, TWO_BIT, SHUFFLES_APART>(pass),
+            3 => avx512::block_pass::<3, TWO_BIT, SHUFFLES_APART>(pass),
+            4 => avx512::block_pass::<4, TWO_BIT, SHUFFLES_APART>(pass),
+            5 => avx512::block_pass::<5, TWO_BIT, SHUFFLES_APART>(pass),
+            6 => avx512::block_pass::<6, TWO_BIT, SHUFFLES_APART>(pass),
+            7 => avx512::block_pass::<7, TWO_BIT, SHUFFLES_APART>(pass),
+            _ => avx512::block_pass::<8, TWO_BIT, SHUFFLES_APART>(pass),
         }
     }
 }
@@ -360,7 +389,9 @@ mod avx512 {
     /// # Safety
     /// AVX-512F; the invariants of [`BlockPass`].
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn block_pass<const V: usize, const TWO_BIT: bool>(b: &BlockPass<'_>) {
+    pub(super) unsafe fn block_pass<const V: usize, const TWO_BIT: bool, const SPREAD: bool>(
+        b: &BlockPass<'_>,
+    ) {
         let (kept, meta, width) = (b.kept, b.meta, b.width);
         for r in (0..b.tile_rows).step_by(ROWS) {
             let row = b.row0 + r;
@@ -386,9 +417,9 @@ mod avx512 {
             // SAFETY: the invariants of `BlockPass` (the caller's contract) for rows `r, r + 1`.
             unsafe {
                 if TWO_BIT {
-                    two_bit::<V>(&pair, b.tile, from, to)
+                    two_bit::<V, SPREAD>(&pair, b.tile, from, to)
                 } else {
-                    row_bytes::<V>(&pair, b.tile, from, to)
+                    row_bytes::<V, SPREAD>(&pair, b.tile, from, to)
                 }
             }
         }
@@ -405,7 +436,7 @@ mod avx512 {
     /// pair's metadata names; `from[r]` 64-byte aligned and readable, `to[r]` writable, for
     /// `16·V` floats.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn two_bit<const V: usize>(
+    pub(super) unsafe fn two_bit<const V: usize, const SPREAD: bool>(
         p: &Pair,
         tile: *const f32,
         from: [*const f32; ROWS],
@@ -416,7 +447,7 @@ mod avx512 {
         if p.count == FULL_BLOCK_BYTES {
             let mut chains = Chains::<V>::new(acc);
             // SAFETY: a full block: 8 index bytes and 32 values a row (the caller's contract).
-            unsafe { two_bit_block::<V>(&mut chains, p, tile) };
+            unsafe { two_bit_block::<V, SPREAD>(&mut chains, p, tile) };
             acc = chains.sum();
         } else {
             let width = LANES * V;
@@ -452,7 +483,11 @@ mod avx512 {
     /// [`two_bit`], with 64 K rows.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn two_bit_block<const V: usize>(chains: &mut Chains<V>, p: &Pair, tile: *const f32) {
+    unsafe fn two_bit_block<const V: usize, const SPREAD: bool>(
+        chains: &mut Chains<V>,
+        p: &Pair,
+        tile: *const f32,
+    ) {
         let width = LANES * V;
         // SAFETY: 8 index bytes a row (contract).
         let bits: [u64; ROWS] = std::array::from_fn(|r| unsafe { p.idx[r].cast::<u64>().read_unaligned() });
@@ -462,7 +497,7 @@ mod avx512 {
             for (r, (bits, values)) in bits.into_iter().zip(p.values).enumerate() {
                 let rows = decode((bits >> (8 * j)) as usize & 0xFF);
                 // SAFETY: values `4j .. 4j + 4 <= 32` of the row.
-                let weights = unsafe { four_weights::<V>(values.add(4 * j)) };
+                let weights = unsafe { four_weights::<V, SPREAD>(values.add(4 * j)) };
                 for (t, (w, k)) in weights.into_iter().zip(rows).enumerate() {
                     // SAFETY: K row `8j + k < 64` of the tile.
                     unsafe { kept_weight(chains.row(t, r), w, base.add(k * width)) };
@@ -520,7 +555,7 @@ mod avx512 {
     /// # Safety
     /// As [`two_bit`].
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn row_bytes<const V: usize>(
+    pub(super) unsafe fn row_bytes<const V: usize, const SPREAD: bool>(
         p: &Pair,
         tile: *const f32,
         from: [*const f32; ROWS],
@@ -538,7 +573,7 @@ mod avx512 {
             for half in 0..2 {
                 for (r, (bytes, values)) in bytes.into_iter().zip(p.values).enumerate() {
                     // SAFETY: entries `e0 + 4·half .. + 4 <= count` of the row.
-                    let weights = unsafe { four_weights::<V>(values.add(e0 + 4 * half)) };
+                    let weights = unsafe { four_weights::<V, SPREAD>(values.add(e0 + 4 * half)) };
                     for (e, w) in (4 * half..).zip(weights) {
                         let k = (bytes >> (8 * e)) as usize & 0xFF;
                         // SAFETY: entry `e0 + e < count` of the row; its K row is inside the tile.
@@ -562,8 +597,9 @@ mod avx512 {
 
     /// Four consecutive kept weights of a row, each in every lane of a register.
     ///
-    /// Strips of 2–7 vectors ([`super::spread_weights`]) load the four once into each 128-bit
-    /// lane and spread all or every other one with an in-lane shuffle; the rest, and every
+    /// Strips of 2–7 vectors on a CPU whose shuffles run beside its FMAs (`SPREAD`,
+    /// [`super::spread_weights`]) load the four once into each 128-bit lane and spread all or
+    /// every other one with an in-lane shuffle; the rest, and every
     /// weight at other widths, take one broadcast load each. The load is written as `asm!`
     /// because LLVM otherwise folds load and shuffles back into four broadcast loads.
     ///
@@ -571,10 +607,10 @@ mod avx512 {
     /// AVX-512F; `w` is readable for 4 floats.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn four_weights<const V: usize>(w: *const f32) -> [__m512; 4] {
+    unsafe fn four_weights<const V: usize, const SPREAD: bool>(w: *const f32) -> [__m512; 4] {
         // SAFETY: 4 readable floats at `w` (contract).
         let broadcast = |t: usize| _mm512_set1_ps(unsafe { *w.add(t) });
-        let spread = super::spread_weights(V);
+        let spread = super::spread_weights(V, SPREAD);
         if spread == 0 {
             return std::array::from_fn(broadcast);
         }
@@ -672,14 +708,17 @@ mod tests {
         let layout = TokenLayout::new((rows, k), (2, 4), a.values(), (a.indices(), k.div_ceil(8), 2));
         let mut want = vec![0.0; rows * cols];
         gemm_naive(&w, &dense_x, &mut want, rows, k, cols);
-        let mut got = vec![f32::NAN; rows * cols];
-        spmm(&layout, threads, (&x, xs), &mut got, cols);
-        assert_close(
-            &got,
-            &want,
-            k,
-            &format!("{rows}×{k}×{cols} (xs {xs}, {threads} threads)"),
-        );
+        // Both weight loads (broadcast, spread by shuffles), whichever this CPU takes.
+        for shuffles_apart in [false, true] {
+            let mut got = vec![f32::NAN; rows * cols];
+            spmm_spreading(&layout, threads, (&x, xs), &mut got, cols, shuffles_apart);
+            assert_close(
+                &got,
+                &want,
+                k,
+                &format!("{rows}×{k}×{cols} (xs {xs}, {threads} threads, shuffles apart {shuffles_apart})"),
+            );
+        }
     }
 
     proptest! {
