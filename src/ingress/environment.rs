@@ -2,6 +2,7 @@
 //! for two measurements to be comparable (DESIGN.md §2).
 
 use serde::{Deserialize, Serialize};
+use sparsegate_kernels::cpu::{self, IsaLevel};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -16,7 +17,8 @@ pub struct Environment {
     pub kernel_libs: BTreeMap<String, String>,
     /// CPU model name.
     pub cpu_model: String,
-    /// SIMD features the kernels may dispatch on, as detected at run time.
+    /// SIMD features the kernels may dispatch on, as detected at run time, less those
+    /// `SPARSEGATE_MAX_ISA` withholds: a run capped at AVX2 is another class of runner.
     pub cpu_features: Vec<String>,
     /// The dense comparator's instruction-set path per precision (`bf16` →
     /// `avx512-bf16-shift`, …). Locked for the precision a slice runs: the features do not
@@ -539,6 +541,28 @@ fn kernel_paths_offered() -> Vec<(String, String)> {
     ]
 }
 
+/// Refuse a variable that chooses kernels but names none (`SPARSEGATE_MAX_ISA`,
+/// `SPARSEGATE_BF16_KERNEL`): ignoring it would measure kernels the user ruled out.
+pub fn check_kernel_variables() -> crate::Result<()> {
+    if let Err(e) = cpu::max_isa() {
+        return Err(crate::Error::Usage {
+            message: e.to_string(),
+            hint: format!(
+                "set {}=avx2 to run as an AVX2-only CPU would, or unset it to use all this CPU has",
+                cpu::MAX_ISA_ENV
+            ),
+        });
+    }
+    let bf16 = sparsegate_kernels::isa::BF16_KERNEL_ENV;
+    match std::env::var(bf16) {
+        Ok(v) if sparsegate_kernels::isa::Bf16Kernel::from_name(&v).is_none() => Err(crate::Error::Usage {
+            message: format!("{bf16}={v:?} names no bf16 kernel; expected `dot` or `widen`"),
+            hint: format!("unset {bf16} to let the probe choose"),
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -597,6 +621,7 @@ fn cpu_features() -> Vec<String> {
         }
         probe!("neon", "fp16", "sve", "sve2", "bf16", "i8mm");
     }
+    found.retain(|f| cpu::allows(IsaLevel::of_feature(f)));
     found
 }
 

@@ -28,7 +28,9 @@ mod trigger;
 
 pub use applicability::NotApplicable;
 pub use diagnostic::{Location, PackDiagnostic, PackError};
-pub use environment::{Environment, FieldDiff, GitInfo, KernelPathsUsed, MachineRoofs, PrecisionPeak};
+pub use environment::{
+    Environment, FieldDiff, GitInfo, KernelPathsUsed, MachineRoofs, PrecisionPeak, check_kernel_variables,
+};
 crate::of_slice!(Slice: pack, id);
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ mod forgery;
 mod history;
 mod hostile;
 mod import;
+mod isa_cap;
 mod load;
 mod malformed;
 mod memo;

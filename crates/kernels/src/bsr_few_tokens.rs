@@ -82,9 +82,9 @@ pub(crate) fn spmm(
     );
     #[cfg(target_arch = "x86_64")]
     assert!(
-        is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && (cols <= YMM_TOKENS || is_x86_feature_detected!("avx512f")),
+        crate::cpu::has!("avx2")
+            && crate::cpu::has!("fma")
+            && (cols <= YMM_TOKENS || crate::cpu::has!("avx512f")),
         "the BSR few-token kernel needs AVX2 and FMA, and AVX-512F past 8 tokens"
     );
     let block_rows = b.block_ptr.len() - 1;

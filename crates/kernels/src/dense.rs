@@ -101,6 +101,12 @@ pub fn gemm_f32(
         Parallelism::Rayon(threads)
     };
     let (k_stride, m_stride) = (stride(k)?, stride(m)?);
+    #[cfg(target_arch = "x86_64")]
+    if !crate::cpu::allows(crate::cpu::IsaLevel::Avx512) {
+        // SAFETY: as below.
+        unsafe { capped::gemm(y, w, x, (n, k, m), (k_stride, m_stride), parallelism) };
+        return Ok(());
+    }
     // SAFETY: the three lengths were checked above, so every element the strides address
     // (row-major, unit column stride) lies inside its slice; `y` is borrowed mutably, so it
     // aliases neither input. `read_dst = false` means `y` is only written, and with gemm's
@@ -129,6 +135,100 @@ pub fn gemm_f32(
         );
     }
     Ok(())
+}
+
+/// The `gemm` crate's kernels below AVX-512, for a process capped there (`cpu`): what its
+/// dispatch runs on a CPU without AVX-512 (the AVX2+FMA kernel, or the scalar one without
+/// them), which it would not pick on this one. The same call as `gemm::gemm` makes for
+/// f32, with its operand swap for a row-major output.
+#[cfg(target_arch = "x86_64")]
+mod capped {
+    use gemm::Parallelism;
+    use gemm_common::gemm::gemm_basic_generic;
+    use gemm_common::simd::{MixedSimd, Scalar, V3};
+
+    /// `y = w · x` as [`super::gemm_f32`] describes, strides `(k, m)` in floats.
+    ///
+    /// # Safety
+    /// `w` holds `n × k`, `x` `k × m` and `y` `n × m` floats at those row strides.
+    pub(super) unsafe fn gemm(
+        y: &mut [f32],
+        w: &[f32],
+        x: &[f32],
+        (n, k, m): (usize, usize, usize),
+        (k_stride, m_stride): (isize, isize),
+        parallelism: Parallelism,
+    ) {
+        // `gemm::gemm` transposes a problem whose output runs along rows (unit column
+        // stride) into the column-major one its kernels compute: yᵀ = xᵀ · wᵀ.
+        let (rows, cols, (dst_cs, dst_rs), (lhs, lhs_cs, lhs_rs), (rhs, rhs_cs, rhs_rs)) = if 1 < m_stride {
+            (
+                m,
+                n,
+                (m_stride, 1),
+                (x.as_ptr(), m_stride, 1),
+                (w.as_ptr(), k_stride, 1),
+            )
+        } else {
+            (
+                n,
+                m,
+                (1, m_stride),
+                (w.as_ptr(), 1, k_stride),
+                (x.as_ptr(), 1, m_stride),
+            )
+        };
+        let dst = y.as_mut_ptr();
+        macro_rules! run {
+            ($simd:expr, $kernels:path, $lanes:expr) => {{
+                use $kernels as k;
+                // SAFETY: the caller's contract; the strides address exactly the three
+                // buffers, as in `gemm::gemm`'s own call.
+                unsafe {
+                    gemm_basic_generic::<
+                        _,
+                        f32,
+                        { $lanes },
+                        { k::MR_DIV_N * $lanes },
+                        { k::NR },
+                        { k::MR_DIV_N },
+                        { k::H_M },
+                        { k::H_N },
+                    >(
+                        $simd,
+                        rows,
+                        cols,
+                        k,
+                        dst,
+                        dst_cs,
+                        dst_rs,
+                        false,
+                        lhs,
+                        lhs_cs,
+                        lhs_rs,
+                        rhs,
+                        rhs_cs,
+                        rhs_rs,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        |a, b, c| a * b + c,
+                        &k::UKR,
+                        &k::H_UKR,
+                        false,
+                        parallelism,
+                    )
+                }
+            }};
+        }
+        let avx2 = crate::cpu::has!("avx2") && crate::cpu::has!("fma");
+        match <V3 as MixedSimd<f32, f32, f32, f32>>::try_new() {
+            Some(v3) if avx2 => run!(v3, gemm_f32::microkernel::fma::f32, 8),
+            _ => run!(Scalar, gemm_f32::microkernel::scalar::f32, 1),
+        }
+    }
 }
 
 fn stride(len: usize) -> Result<isize, KernelError> {

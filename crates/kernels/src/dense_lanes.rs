@@ -131,7 +131,7 @@ pub(crate) fn takes(rows: usize, k: usize, cols: usize) -> bool {
 /// Whether this CPU runs the kernel (AVX-512F, detected at run time).
 pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return is_x86_feature_detected!("avx512f");
+    return crate::cpu::has!("avx512f");
     #[cfg(not(target_arch = "x86_64"))]
     false
 }

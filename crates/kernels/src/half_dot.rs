@@ -98,10 +98,10 @@ thread_local! {
 /// Whether this CPU runs the kernels: AVX-512F, BW, BF16 and VBMI (`vpmultishiftqb`, for the
 /// 2:4 controls), detected at run time.
 pub(super) fn available() -> bool {
-    is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512bf16")
-        && is_x86_feature_detected!("avx512vbmi")
+    crate::cpu::has!("avx512f")
+        && crate::cpu::has!("avx512bw")
+        && crate::cpu::has!("avx512bf16")
+        && crate::cpu::has!("avx512vbmi")
 }
 
 /// Two bf16 (their bits) as one pair, `lo` in the even half as `vdpbf16ps` pairs them.

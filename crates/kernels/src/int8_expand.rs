@@ -64,7 +64,7 @@ const EMPTY: Group = Group {
 
 /// Whether this CPU runs the expansion: the VNNI kernels' features and VBMI2 (`vpexpandb`).
 pub(super) fn available() -> bool {
-    super::int8_dense::available() && is_x86_feature_detected!("avx512vbmi2")
+    super::int8_dense::available() && crate::cpu::has!("avx512vbmi2")
 }
 
 /// Whether int8 2:4 runs on expanded lines here (at one token and from 49; the rows-in-lanes

@@ -103,9 +103,7 @@ thread_local! {
 /// Whether this CPU runs the compact kernels: AVX-512F/BW/VL, VNNI and VBMI (`vpermt2b`,
 /// `vpmultishiftqb`), detected at run time. (Cascade Lake has VNNI but not VBMI.)
 pub(super) fn available() -> bool {
-    super::int8_vnni::available()
-        && is_x86_feature_detected!("avx512vl")
-        && is_x86_feature_detected!("avx512vbmi")
+    super::int8_vnni::available() && crate::cpu::has!("avx512vl") && crate::cpu::has!("avx512vbmi")
 }
 
 /// int8 weights in the compact 2:4 form, stored in blocks (see the module doc).

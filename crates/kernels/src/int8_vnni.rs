@@ -33,9 +33,7 @@ thread_local! {
 
 /// Whether this CPU runs the VNNI kernels: AVX-512F, BW and VNNI, detected at run time.
 pub(super) fn available() -> bool {
-    is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512vnni")
+    crate::cpu::has!("avx512f") && crate::cpu::has!("avx512bw") && crate::cpu::has!("avx512vnni")
 }
 
 /// Token-major copy of `x` (`k × m`) for the feature-lane kernels: row `t` of `out` (`stride`
@@ -233,7 +231,7 @@ impl SparseQuads {
     /// 2 tokens the gathers stay (0.36–0.49 vs 0.36–0.42, and 0.56–0.76 vs 0.68–0.78 on 11008
     /// × 4096).
     pub(super) fn takes_narrow(&self, m: usize) -> bool {
-        (3..=NARROW_TOKENS).contains(&m) && is_x86_feature_detected!("avx512vbmi")
+        (3..=NARROW_TOKENS).contains(&m) && crate::cpu::has!("avx512vbmi")
     }
 
     /// [`Self::spmm`] for up to [`NARROW_TOKENS`] tokens: one 16-lane tile, `x + 128` laid

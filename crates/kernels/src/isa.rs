@@ -454,10 +454,10 @@ fn bf16_vector_path(form: Form, tokens: usize) -> IsaPath {
 fn f32_path() -> IsaPath {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx512f") {
+        if crate::cpu::has!("avx512f") {
             return IsaPath::Avx512F32;
         }
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        if crate::cpu::has!("avx2") && crate::cpu::has!("fma") {
             return IsaPath::Avx2F32;
         }
     }

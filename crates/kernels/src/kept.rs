@@ -15,10 +15,10 @@ use std::arch::x86_64::*;
 /// BW and VL (the 16-bit masked loads) and F16C (one f16 widened), detected at run time.
 pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512vl")
-        && is_x86_feature_detected!("f16c");
+    return crate::cpu::has!("avx512f")
+        && crate::cpu::has!("avx512bw")
+        && crate::cpu::has!("avx512vl")
+        && crate::cpu::has!("f16c");
     #[cfg(not(target_arch = "x86_64"))]
     false
 }

@@ -20,7 +20,7 @@ mod amx;
 mod block_rows;
 pub mod bsr;
 mod bsr_few_tokens;
-mod cpu;
+pub mod cpu;
 pub mod csr;
 mod csr_blocks;
 mod csr_gather;

@@ -1030,10 +1030,10 @@ impl IntIsa {
     fn detect() -> IntIsa {
         #[cfg(target_arch = "x86_64")]
         {
-            if is_x86_feature_detected!("avx512bw") {
+            if crate::cpu::has!("avx512bw") {
                 return IntIsa::Avx512;
             }
-            if is_x86_feature_detected!("avx2") {
+            if crate::cpu::has!("avx2") {
                 return IntIsa::Avx2;
             }
         }

@@ -77,7 +77,7 @@ impl DotPeak {
 pub fn dot_peak(kind: DotPeak, threads: usize, trials: usize) -> Option<(f64, &'static str)> {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::is_x86_feature_detected as has;
+        use crate::cpu::has;
         let (run, products, name): (fn() -> f32, usize, &str) = match kind {
             DotPeak::Bf16 if has!("avx512f") && has!("avx512bf16") => {
                 (x86::bf16_dots_checked, 32, "vdpbf16ps")
@@ -142,10 +142,10 @@ fn tile_peak(kind: DotPeak, threads: usize, trials: usize) -> Option<(f64, &'sta
 fn fma_lanes() -> (usize, &'static str) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if crate::cpu::has!("avx512f") {
             return (16, "avx512f");
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        if crate::cpu::has!("avx2") && crate::cpu::has!("fma") {
             return (8, "avx2+fma");
         }
     }
@@ -156,11 +156,11 @@ fn fma_lanes() -> (usize, &'static str) {
 fn fma_chains() -> f32 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if crate::cpu::has!("avx512f") {
             // SAFETY: AVX-512F was detected just above.
             return unsafe { x86::avx512() };
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        if crate::cpu::has!("avx2") && crate::cpu::has!("fma") {
             // SAFETY: AVX2 and FMA were detected just above.
             return unsafe { x86::avx2() };
         }
@@ -369,7 +369,7 @@ mod tests {
     fn dot_peaks_follow_the_detected_instructions() {
         #[cfg(target_arch = "x86_64")]
         {
-            use std::arch::is_x86_feature_detected as has;
+            use crate::cpu::has;
             let bf16 = dot_peak(DotPeak::Bf16, 1, 1);
             assert_eq!(bf16.is_some(), has!("avx512f") && has!("avx512bf16"));
             let int8 = dot_peak(DotPeak::Int8, 1, 1);

@@ -255,7 +255,7 @@ pub(crate) fn lane_kernel_prologue(
     cols: usize,
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    assert!(is_x86_feature_detected!("avx512f"), "{kernel} needs AVX-512F");
+    assert!(crate::cpu::has!("avx512f"), "{kernel} needs AVX-512F");
     assert!(
         xs >= cols && (k == 0 || (k - 1) * xs + cols <= x.len()),
         "{kernel}: x too short"

@@ -38,7 +38,7 @@ pub(crate) fn assert_close(got: &[f32], want: &[f32], k: usize, what: &str) {
 /// Whether this CPU has AVX-512F: tests of AVX-512-only kernels skip without it.
 pub(crate) fn has_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return is_x86_feature_detected!("avx512f");
+    return crate::cpu::has!("avx512f");
     #[cfg(not(target_arch = "x86_64"))]
     false
 }

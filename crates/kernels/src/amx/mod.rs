@@ -160,9 +160,11 @@ pub(super) fn available(op: Op) -> bool {
 fn detect() -> (bool, bool) {
     #[cfg(target_os = "linux")]
     {
-        let avx512 = is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512vl");
+        if !crate::cpu::allows(crate::cpu::IsaLevel::Amx) {
+            return (false, false);
+        }
+        let avx512 =
+            crate::cpu::has!("avx512f") && crate::cpu::has!("avx512bw") && crate::cpu::has!("avx512vl");
         // CPUID.(EAX=7,ECX=0):EDX bit 24 AMX-TILE, 22 AMX-BF16, 25 AMX-INT8.
         let leaf7 = __cpuid_count(7, 0).edx;
         let (tile, bf16, int8) = (leaf7 >> 24 & 1 == 1, leaf7 >> 22 & 1 == 1, leaf7 >> 25 & 1 == 1);
@@ -859,7 +861,7 @@ pub(super) struct SparseTiles {
 impl SparseTiles {
     /// Whether the CPU expands 2:4 weights for `op`'s tiles: [`available`] and AVX-512 VBMI2.
     pub(super) fn available(op: Op) -> bool {
-        available(op) && is_x86_feature_detected!("avx512vbmi2")
+        available(op) && crate::cpu::has!("avx512vbmi2")
     }
 
     /// Whether a 2:4 product of `tokens` tokens runs on the tiles: [`Self::available`] and

@@ -32,7 +32,7 @@ thread_local! {
 /// Whether this process runs the f16 tiles: AMX-BF16 granted ([`available`]) and AVX-512
 /// BF16 and F16C (the split's conversions).
 pub(crate) fn f16_available() -> bool {
-    available(super::Op::Bf16) && is_x86_feature_detected!("avx512bf16") && is_x86_feature_detected!("f16c")
+    available(super::Op::Bf16) && crate::cpu::has!("avx512bf16") && crate::cpu::has!("f16c")
 }
 
 /// f16 weights as `[wh | wh | wl]` bf16 along a K three times as long (each third `seg`

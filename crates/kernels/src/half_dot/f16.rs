@@ -58,9 +58,7 @@ thread_local! {
 /// Whether this CPU runs the kernels: AVX-512F (with F16C's conversions) and VBMI
 /// (`vpmultishiftqb`, for the 2:4 controls), detected at run time.
 pub(in crate::half_dot) fn available() -> bool {
-    is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("f16c")
-        && is_x86_feature_detected!("avx512vbmi")
+    crate::cpu::has!("avx512f") && crate::cpu::has!("f16c") && crate::cpu::has!("avx512vbmi")
 }
 
 /// How a 16-bit storage format becomes f32 in registers.

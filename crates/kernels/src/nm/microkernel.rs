@@ -71,7 +71,7 @@ impl Isa {
         let mut all = vec![Isa::Portable];
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            if crate::cpu::has!("avx2") && crate::cpu::has!("fma") {
                 all.insert(0, Isa::Avx2Fma);
             }
             if Isa::detect() == Isa::Avx512 {
@@ -83,14 +83,11 @@ impl Isa {
 
     pub(crate) fn detect() -> Isa {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
+        if crate::cpu::has!("avx512f") && crate::cpu::has!("avx2") && crate::cpu::has!("fma") {
             return Isa::Avx512;
         }
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        if crate::cpu::has!("avx2") && crate::cpu::has!("fma") {
             return Isa::Avx2Fma;
         }
         Isa::Portable
