@@ -541,28 +541,6 @@ fn kernel_paths_offered() -> Vec<(String, String)> {
     ]
 }
 
-/// Refuse a variable that chooses kernels but names none (`SPARSEGATE_MAX_ISA`,
-/// `SPARSEGATE_BF16_KERNEL`): ignoring it would measure kernels the user ruled out.
-pub fn check_kernel_variables() -> crate::Result<()> {
-    if let Err(e) = cpu::max_isa() {
-        return Err(crate::Error::Usage {
-            message: e.to_string(),
-            hint: format!(
-                "set {}=avx2 to run as an AVX2-only CPU would, or unset it to use all this CPU has",
-                cpu::MAX_ISA_ENV
-            ),
-        });
-    }
-    let bf16 = sparsegate_kernels::isa::BF16_KERNEL_ENV;
-    match std::env::var(bf16) {
-        Ok(v) if sparsegate_kernels::isa::Bf16Kernel::from_name(&v).is_none() => Err(crate::Error::Usage {
-            message: format!("{bf16}={v:?} names no bf16 kernel; expected `dot` or `widen`"),
-            hint: format!("unset {bf16} to let the probe choose"),
-        }),
-        _ => Ok(()),
-    }
-}
-
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()

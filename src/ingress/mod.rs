@@ -28,9 +28,7 @@ mod trigger;
 
 pub use applicability::NotApplicable;
 pub use diagnostic::{Location, PackDiagnostic, PackError};
-pub use environment::{
-    Environment, FieldDiff, GitInfo, KernelPathsUsed, MachineRoofs, PrecisionPeak, check_kernel_variables,
-};
+pub use environment::{Environment, FieldDiff, GitInfo, KernelPathsUsed, MachineRoofs, PrecisionPeak};
 crate::of_slice!(Slice: pack, id);
 
 #[cfg(test)]

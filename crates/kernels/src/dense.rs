@@ -181,7 +181,7 @@ mod capped {
         let dst = y.as_mut_ptr();
         macro_rules! run {
             ($simd:expr, $kernels:path, $lanes:expr) => {{
-                use $kernels as k;
+                use $kernels as kernels;
                 // SAFETY: the caller's contract; the strides address exactly the three
                 // buffers, as in `gemm::gemm`'s own call.
                 unsafe {
@@ -189,11 +189,11 @@ mod capped {
                         _,
                         f32,
                         { $lanes },
-                        { k::MR_DIV_N * $lanes },
-                        { k::NR },
-                        { k::MR_DIV_N },
-                        { k::H_M },
-                        { k::H_N },
+                        { kernels::MR_DIV_N * $lanes },
+                        { kernels::NR },
+                        { kernels::MR_DIV_N },
+                        { kernels::H_M },
+                        { kernels::H_N },
                     >(
                         $simd,
                         rows,
@@ -215,8 +215,8 @@ mod capped {
                         false,
                         false,
                         |a, b, c| a * b + c,
-                        &k::UKR,
-                        &k::H_UKR,
+                        &kernels::UKR,
+                        &kernels::H_UKR,
                         false,
                         parallelism,
                     )

@@ -6,7 +6,7 @@ use sparsegate::release::ExitCode;
 
 /// Run the verb `cli` names; `Ok` carries the exit code of a command that reached a result.
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
-    sparsegate::ingress::check_kernel_variables()?;
+    crate::options::check_kernel_variables()?;
     match cli.command {
         Command::Validate { packs, json } => crate::validate::run(&packs, json),
         Command::RunSlice => crate::run_slice::run(),

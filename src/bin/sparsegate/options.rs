@@ -1,6 +1,7 @@
 //! Library settings from the command line and the process: the working directory, the
 //! history database (flag, else `SPARSEGATE_HISTORY`, else the default), the launcher
-//! of `process`-mode runs, and the supervisor of `command` invocations.
+//! of `process`-mode runs, the supervisor of `command` invocations, and the variables that
+//! choose kernels.
 
 use crate::cli::{DecideArgs, RecordArgs, RunArgs};
 use sparsegate::app::{self, Options};
@@ -9,6 +10,31 @@ use sparsegate::release::MemoLink;
 use sparsegate::release::history::{HISTORY_ENV, HistoryLocation};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Refuse a variable that chooses kernels but names none (`SPARSEGATE_MAX_ISA`,
+/// `SPARSEGATE_BF16_KERNEL`): ignoring it would measure kernels the user ruled out.
+pub fn check_kernel_variables() -> sparsegate::Result<()> {
+    use sparsegate_kernels::{cpu, isa};
+    if let Err(e) = cpu::max_isa() {
+        return Err(sparsegate::Error::Usage {
+            message: e.to_string(),
+            hint: format!(
+                "set {}=avx2 to run as an AVX2-only CPU would, or unset it to use all this CPU has",
+                cpu::MAX_ISA_ENV
+            ),
+        });
+    }
+    match std::env::var(isa::BF16_KERNEL_ENV) {
+        Ok(v) if isa::Bf16Kernel::from_name(&v).is_none() => Err(sparsegate::Error::Usage {
+            message: format!(
+                "{}={v:?} names no bf16 kernel; expected `dot` or `widen`",
+                isa::BF16_KERNEL_ENV
+            ),
+            hint: format!("unset {} to let the probe choose", isa::BF16_KERNEL_ENV),
+        }),
+        _ => Ok(()),
+    }
+}
 
 /// The current directory, else `.`.
 pub fn work_dir() -> PathBuf {
