@@ -7,7 +7,8 @@ mod graph;
 pub use graph::{NodePath, NodePlan};
 
 use crate::domain::{GemmOp, Precision, Sparsity};
-use sparsegate_kernels::isa::{Operands, blocks_fit};
+use sparsegate_kernels::isa::{Form, Operands, blocks_fit};
+use sparsegate_kernels::precision::{F16_TILES_FROM_TOKENS, Half, widens_once_from};
 
 use crate::ingress::Slice;
 use serde::{Deserialize, Serialize};
@@ -137,11 +138,17 @@ fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelP
     match precision {
         Precision::Bf16 if path == KernelPath::Sparse && sparsity == (Sparsity::NOfM { n: 2, m: 4 }) => (
             path,
-            format!("{reason}; bf16 2:4 compact kernel (bf16 values, 2-bit indices; {BF16_KERNEL})"),
+            format!(
+                "{reason}; bf16 2:4 compact kernel (bf16 values, 2-bit indices; {})",
+                bf16_kernel()
+            ),
         ),
         Precision::Fp16 if path == KernelPath::Sparse && sparsity == (Sparsity::NOfM { n: 2, m: 4 }) => (
             path,
-            format!("{reason}; fp16 2:4 compact kernel (f16 values, 2-bit indices; {F16_KERNEL})"),
+            format!(
+                "{reason}; fp16 2:4 compact kernel (f16 values, 2-bit indices; {})",
+                f16_kernel()
+            ),
         ),
         Precision::Bf16
             if path == KernelPath::Sparse
@@ -182,24 +189,42 @@ fn select_cpu(precision: Precision, sparsity: Sparsity, op: &GemmOp) -> (KernelP
 /// How the bf16 kernels multiply, which lowering cannot know for the machine that will run
 /// them: the kernels measure whether `vdpbf16ps` outruns f32 FMA there (it ran at half the
 /// FMA's FLOPs on an Emerald Rapids part), and the evidence records the path taken. Where
-/// widening wins, from a few dozen tokens it widens the weights once (`bf16_widens_once`).
-const BF16_KERNEL: &str = "vdpbf16ps where the CPU has AVX-512 BF16 and it outruns f32 FMA, else below 32 tokens \
-     (2:4: 64) bf16 streamed and widened in registers for f32 FMA where the CPU has AVX-512, else widened to f32 panels once";
+/// widening wins, from a few dozen tokens it widens the weights once (`widens_once_from`).
+fn bf16_kernel() -> String {
+    let (dense, two_four) = widen_once_counts(Half::Bf16);
+    format!(
+        "vdpbf16ps where the CPU has AVX-512 BF16 and it outruns f32 FMA, else below {dense} tokens \
+         (2:4: {two_four}) bf16 streamed and widened in registers for f32 FMA where the CPU has AVX-512, else \
+         widened to f32 panels once"
+    )
+}
+
 /// How the f16 kernels multiply: no x86 instruction but AMX-FP16 multiplies f16 into f32
 /// sums, so where the CPU has AMX-BF16 a product of enough tokens runs as three bf16 tile
 /// products (each f16 split exactly into a bf16 `hi` and `lo`), otherwise the weights
 /// stream as f16 and widen in registers, and from a few dozen tokens widen to f32 once
-/// (`widens_once`).
-const F16_KERNEL: &str = "three bf16 products on AMX tiles (each f16 split into bf16 hi + lo) from 64 \
-     tokens (2:4 from 20) where the CPU has AMX-BF16, else below 48 tokens (2:4: 64) f16 streamed and widened in \
-     registers for f32 FMA where the CPU has AVX-512, else widened to f32 panels once";
+/// (`widens_once_from`).
+fn f16_kernel() -> String {
+    let (dense, two_four) = widen_once_counts(Half::F16);
+    format!(
+        "three bf16 products on AMX tiles (each f16 split into bf16 hi + lo) from {F16_TILES_FROM_TOKENS} \
+         tokens (2:4 from 20) where the CPU has AMX-BF16, else below {dense} tokens (2:4: {two_four}) f16 streamed \
+         and widened in registers for f32 FMA where the CPU has AVX-512, else widened to f32 panels once"
+    )
+}
+
+/// The token counts from which dense and 2:4 `kind` products widen their weights once.
+fn widen_once_counts(kind: Half) -> (usize, usize) {
+    let from = |form| widens_once_from(kind, form).expect("dense and 2:4 16-bit products widen once");
+    (from(Form::Dense), from(Form::TwoOfFour))
+}
 
 /// The dense kernel a precision runs on.
 fn dense_kernel(precision: Precision) -> String {
     match precision {
         Precision::Fp32 => "dense f32 GEMM".into(),
-        Precision::Fp16 => format!("dense fp16 GEMM ({F16_KERNEL})"),
-        Precision::Bf16 => format!("dense bf16 GEMM ({BF16_KERNEL})"),
+        Precision::Fp16 => format!("dense fp16 GEMM ({})", f16_kernel()),
+        Precision::Bf16 => format!("dense bf16 GEMM ({})", bf16_kernel()),
         Precision::Int8 => "dense int8 GEMM into i32".into(),
     }
 }

@@ -7,7 +7,9 @@
 //! `MKL_ENABLE_INSTRUCTIONS` do for theirs. It is how a runner reproduces what an AVX2-only
 //! CI machine measures, and how the tests check the AVX2 and portable paths on a CPU with
 //! AVX-512. The `gemm` crate, which takes dense f32 products below AVX-512 and one-off ones,
-//! dispatches on its own and is not capped.
+//! dispatches on its own (AVX-512 wherever the CPU has it), so under a cap below AVX-512
+//! `dense::gemm_f32` calls its AVX2 or scalar kernel itself. The cap is x86's: other
+//! architectures' kernels are portable here.
 
 /// The variable that caps the instruction sets the kernels use: `portable`, `avx2`,
 /// `avx512` (everything but the AMX tiles) or `amx` (everything, as when unset).

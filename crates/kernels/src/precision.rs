@@ -287,10 +287,15 @@ pub const F16_TILES_FROM_TOKENS: usize = 64;
 /// all four); 8.11 / 7.30 at 64, 14.8 / 13.8 at 128, 66.1 / 55.3 at 512.
 pub const F16_DENSE_WIDENS_FROM_TOKENS: usize = 48;
 
-/// [`F16_DENSE_WIDENS_FROM_TOKENS`] for 2:4 f16: 2.75 / 3.34 ms at 16 tokens, 6.2–8.1 /
-/// 5.2–10.0 at 48 (widened ahead in three rounds of four), and from 64 the f32 2:4 kernel
-/// runs 1.29–1.33× the f32 dense, where the f16 2:4 kernel ran 0.99–1.04× the f16 dense.
-pub const F16_TWO_OF_FOUR_WIDENS_FROM_TOKENS: usize = 64;
+/// [`F16_DENSE_WIDENS_FROM_TOKENS`] for 2:4 f16 (and [`BF16_TWO_OF_FOUR_WIDENS_FROM_TOKENS`]
+/// for bf16): from 32 tokens, where the f32 2:4 kernel's token lanes fill two vectors.
+/// Measured as there once the token lanes broadcast every weight on Intel (3 alternated
+/// rounds, ms of the 2:4 product, in registers / widened once): 4096² 2.35–2.63 / 2.55–3.21
+/// at 16 tokens, 3.38–3.81 / 3.87–4.08 at 24 (11008×4096 8.85–8.94 / 9.57–10.1), 4.27–4.59
+/// / 3.62–3.69 at 32, 6.23–6.37 / 4.98–5.39 at 48 (11008×4096 16.9–17.1 / 13.2–13.5); from
+/// 64 the f32 2:4 kernel runs 1.29–1.33× the f32 dense, where the f16 2:4 kernel ran
+/// 0.99–1.04× the f16 dense. (Before that change the two were level at 48.)
+pub const F16_TWO_OF_FOUR_WIDENS_FROM_TOKENS: usize = 32;
 
 /// The fewest tokens from which a dense bf16 product whose process picked widening over
 /// `vdpbf16ps` (`half_dot::bf16_widens`) widens its weights to f32 once and runs the f32
@@ -301,13 +306,15 @@ pub const F16_TWO_OF_FOUR_WIDENS_FROM_TOKENS: usize = 64;
 /// rounds), 7.99 / 6.96 at 64, 66.5 / 54.6 at 512.
 pub const BF16_DENSE_WIDENS_FROM_TOKENS: usize = 32;
 
-/// [`BF16_DENSE_WIDENS_FROM_TOKENS`] for 2:4 bf16: later, because the compact kernel
-/// widens only the kept half of the weights in registers and the f32 2:4 kernel is weaker
-/// than the f32 dense one at a few token tiles. Measured as there (ms, in registers /
-/// widened once): 3.5–4.3 / 3.8–5.9 at 24 tokens, 4.5–5.7 / 3.8–6.9 at 32, 6.6–6.9 /
-/// 5.5–10.1 at 40, 8.0–8.2 / 8.5–10.0 at 48; widened once 1.19–1.36× the widened dense from
-/// 64 to 256 tokens, where the compact kernel ran 0.99–1.03× the dense kernel in registers.
-pub const BF16_TWO_OF_FOUR_WIDENS_FROM_TOKENS: usize = 64;
+/// [`BF16_DENSE_WIDENS_FROM_TOKENS`] for 2:4 bf16, as f16's
+/// ([`F16_TWO_OF_FOUR_WIDENS_FROM_TOKENS`]). Measured as there (3 alternated rounds, ms of
+/// the 2:4 product, in registers / widened once): 4096² 2.38–2.55 / 2.48–2.70 at 16 tokens,
+/// 3.35–3.40 / 3.61–3.96 at 24 (11008×4096 8.87–8.91 / 9.6–15.1), 4.39–4.67 / 3.58–4.24
+/// at 32, 6.25–6.34 / 5.01–5.41 at 48 (11008×4096 17.0–17.8 / 13.2–13.3); widened once
+/// 1.19–1.36× the widened dense from 64 to 256 tokens, where the compact kernel ran
+/// 0.99–1.03× the dense kernel in registers. (Before the token lanes stopped spreading
+/// weights by shuffles on Intel, widening lost at 24–48 and this count was 64.)
+pub const BF16_TWO_OF_FOUR_WIDENS_FROM_TOKENS: usize = 32;
 
 /// The fewest tokens from which a 16-bit product on `form` weights that would widen in
 /// registers (f16 without the tiles; bf16 where the process picked widening) widens the
