@@ -389,7 +389,7 @@ mod avx512 {
     /// # Safety
     /// AVX-512F; the invariants of [`BlockPass`].
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn block_pass<const V: usize, const TWO_BIT: bool, const SPREAD: bool>(
+    pub(super) unsafe fn block_pass<const V: usize, const TWO_BIT: bool, const SHUFFLES_APART: bool>(
         b: &BlockPass<'_>,
     ) {
         let (kept, meta, width) = (b.kept, b.meta, b.width);
@@ -417,9 +417,9 @@ mod avx512 {
             // SAFETY: the invariants of `BlockPass` (the caller's contract) for rows `r, r + 1`.
             unsafe {
                 if TWO_BIT {
-                    two_bit::<V, SPREAD>(&pair, b.tile, from, to)
+                    two_bit::<V, SHUFFLES_APART>(&pair, b.tile, from, to)
                 } else {
-                    row_bytes::<V, SPREAD>(&pair, b.tile, from, to)
+                    row_bytes::<V, SHUFFLES_APART>(&pair, b.tile, from, to)
                 }
             }
         }
@@ -436,7 +436,7 @@ mod avx512 {
     /// pair's metadata names; `from[r]` 64-byte aligned and readable, `to[r]` writable, for
     /// `16·V` floats.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn two_bit<const V: usize, const SPREAD: bool>(
+    pub(super) unsafe fn two_bit<const V: usize, const SHUFFLES_APART: bool>(
         p: &Pair,
         tile: *const f32,
         from: [*const f32; ROWS],
@@ -447,7 +447,7 @@ mod avx512 {
         if p.count == FULL_BLOCK_BYTES {
             let mut chains = Chains::<V>::new(acc);
             // SAFETY: a full block: 8 index bytes and 32 values a row (the caller's contract).
-            unsafe { two_bit_block::<V, SPREAD>(&mut chains, p, tile) };
+            unsafe { two_bit_block::<V, SHUFFLES_APART>(&mut chains, p, tile) };
             acc = chains.sum();
         } else {
             let width = LANES * V;
@@ -483,7 +483,7 @@ mod avx512 {
     /// [`two_bit`], with 64 K rows.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn two_bit_block<const V: usize, const SPREAD: bool>(
+    unsafe fn two_bit_block<const V: usize, const SHUFFLES_APART: bool>(
         chains: &mut Chains<V>,
         p: &Pair,
         tile: *const f32,
@@ -497,7 +497,7 @@ mod avx512 {
             for (r, (bits, values)) in bits.into_iter().zip(p.values).enumerate() {
                 let rows = decode((bits >> (8 * j)) as usize & 0xFF);
                 // SAFETY: values `4j .. 4j + 4 <= 32` of the row.
-                let weights = unsafe { four_weights::<V, SPREAD>(values.add(4 * j)) };
+                let weights = unsafe { four_weights::<V, SHUFFLES_APART>(values.add(4 * j)) };
                 for (t, (w, k)) in weights.into_iter().zip(rows).enumerate() {
                     // SAFETY: K row `8j + k < 64` of the tile.
                     unsafe { kept_weight(chains.row(t, r), w, base.add(k * width)) };
@@ -555,7 +555,7 @@ mod avx512 {
     /// # Safety
     /// As [`two_bit`].
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn row_bytes<const V: usize, const SPREAD: bool>(
+    pub(super) unsafe fn row_bytes<const V: usize, const SHUFFLES_APART: bool>(
         p: &Pair,
         tile: *const f32,
         from: [*const f32; ROWS],
@@ -573,7 +573,7 @@ mod avx512 {
             for half in 0..2 {
                 for (r, (bytes, values)) in bytes.into_iter().zip(p.values).enumerate() {
                     // SAFETY: entries `e0 + 4·half .. + 4 <= count` of the row.
-                    let weights = unsafe { four_weights::<V, SPREAD>(values.add(e0 + 4 * half)) };
+                    let weights = unsafe { four_weights::<V, SHUFFLES_APART>(values.add(e0 + 4 * half)) };
                     for (e, w) in (4 * half..).zip(weights) {
                         let k = (bytes >> (8 * e)) as usize & 0xFF;
                         // SAFETY: entry `e0 + e < count` of the row; its K row is inside the tile.
@@ -597,7 +597,7 @@ mod avx512 {
 
     /// Four consecutive kept weights of a row, each in every lane of a register.
     ///
-    /// Strips of 2–7 vectors on a CPU whose shuffles run beside its FMAs (`SPREAD`,
+    /// Strips of 2–7 vectors on a CPU whose shuffles run beside its FMAs (`SHUFFLES_APART`,
     /// [`super::spread_weights`]) load the four once into each 128-bit lane and spread all or
     /// every other one with an in-lane shuffle; the rest, and every
     /// weight at other widths, take one broadcast load each. The load is written as `asm!`
@@ -607,10 +607,10 @@ mod avx512 {
     /// AVX-512F; `w` is readable for 4 floats.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn four_weights<const V: usize, const SPREAD: bool>(w: *const f32) -> [__m512; 4] {
+    unsafe fn four_weights<const V: usize, const SHUFFLES_APART: bool>(w: *const f32) -> [__m512; 4] {
         // SAFETY: 4 readable floats at `w` (contract).
         let broadcast = |t: usize| _mm512_set1_ps(unsafe { *w.add(t) });
-        let spread = super::spread_weights(V, SPREAD);
+        let spread = super::spread_weights(V, SHUFFLES_APART);
         if spread == 0 {
             return std::array::from_fn(broadcast);
         }
