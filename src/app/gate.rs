@@ -92,8 +92,9 @@ pub fn gate(
 /// refused although this CPU runs the baseline's kernel. Where the user chose with
 /// `SPARSEGATE_BF16_KERNEL`, the CPU lacks the kernel, or the baselines disagree, nothing
 /// is pinned and loading the baselines refuses the mismatch, saying which it is. The
-/// environment then records the pick and how it was made.
-fn pin_baselines_bf16_kernel(packs: &[LoadedPack], golden_dir: &Path) {
+/// environment then records the pick and how it was made. `run` pins the same way, so the
+/// shards a `merge` later compares with the baselines ran their kernel too.
+pub(super) fn pin_baselines_bf16_kernel(packs: &[LoadedPack], golden_dir: &Path) {
     let threads = packs.first().map_or(1, |p| crate::ingress::pack_threads(&p.file));
     let class = Environment::runner_class_here(threads);
     let recorded = recorded_bf16_paths(packs, golden_dir, &class);

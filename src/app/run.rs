@@ -17,12 +17,16 @@ use crate::validate::{RunPlan, interim_look};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-/// Run every slice of `packs` (the `run` command): lower, execute, collect evidence.
+/// Run every slice of `packs` (the `run` command): lower, execute, collect evidence. The
+/// bf16 kernel is pinned to the golden baselines' first, as `gate` pins it: a shard is
+/// merged and compared with them later, and a per-process pick that flipped was refused
+/// there as a kernel mismatch.
 pub fn run(
     packs: &[LoadedPack],
     options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Evidence> {
+    super::gate::pin_baselines_bf16_kernel(packs, &options.golden_dir);
     let environment = capture_environment(packs, &options.work_dir)?;
     Ok(run_under(packs, environment, None, &[], options, progress))
 }

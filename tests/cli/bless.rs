@@ -316,6 +316,34 @@ fn both_bf16_kernels() -> bool {
     sparsegate::ingress::bf16_pick::offered().len() == 2
 }
 
+/// The same for `run` (a shard): `merge` compares it with the baselines later, so it runs
+/// the kernel they were blessed on, and says how it was chosen.
+#[test]
+fn a_run_takes_the_bf16_kernel_its_golden_baseline_was_blessed_on() {
+    if !both_bf16_kernels() {
+        eprintln!("skipped: this CPU does not run both bf16 kernels (no AVX-512 BF16)");
+        return;
+    }
+    for blessed in ["dot", "widen"] {
+        let sb = Sandbox::with_pack(&bf16_pack(1));
+        let out = sb
+            .cmd(&["bless", "pack.yaml", "-q"])
+            .env("SPARSEGATE_BF16_KERNEL", blessed)
+            .output()
+            .unwrap();
+        assert_exit(&out, 0);
+        let out = sb
+            .cmd(&["run", "pack.yaml", "--out", "shard", "--shard", "1/1", "-q"])
+            .env_remove("SPARSEGATE_BF16_KERNEL")
+            .output()
+            .unwrap();
+        assert_exit(&out, 0);
+        let env = &sb.json("shard/evidence.json")["environment"];
+        assert_eq!(env["bf16_pick"]["kernel"], blessed, "{env}");
+        assert_eq!(env["bf16_pick"]["source"], "baseline", "{env}");
+    }
+}
+
 /// Issue 22: the bf16 kernel is picked per process by a timing probe, and on a loaded
 /// runner bless and gate picked differently, so a bf16 slice gated against its golden
 /// baseline was refused (exit 2) although this CPU runs the baseline's kernel. The gate
