@@ -3,18 +3,17 @@
 
 use super::history::{CommandHistory, HistoryOutcome, recording};
 use super::outputs::{check_out_dir, write_output_set};
-use super::run::{planned_slice, run_under};
+use super::run::{pin_baselines_bf16_kernel, planned_slice, run_under};
 use super::{Options, PrCommentTarget, Progress, all_slices, capture_environment, load_packs, refusals};
 use crate::error::Result;
 use crate::execute::Evidence;
 use crate::files::{to_json, write_atomic};
-use crate::ingress::bf16_pick::{PinOutcome, pin_from_baselines};
 use crate::ingress::{Environment, LoadedPack, Slice};
 use crate::release::calendar::now_rfc3339;
 use crate::release::history::{History, HistoryLocation};
 use crate::release::memo_trends::memo_trends;
 use crate::release::{Decision, DriftNote, Memo, MemoLink, decide, render_junit};
-use crate::validate::baselines::{MeasuredOn, load_required_baselines, recorded_bf16_paths};
+use crate::validate::baselines::{MeasuredOn, load_required_baselines};
 use crate::validate::golden::Baselines;
 use crate::validate::session_drift::SessionDrift;
 use crate::validate::{RunPlan, assess, plan_runs, power_check};
@@ -84,23 +83,6 @@ pub fn gate(
     let evidence = run_under(&packs, environment, Some(&baselines), &plans, options, progress);
     let decided = (&baselines, drift);
     decide_and_write("gate", &packs, evidence, decided, out_dir, options, &mut history)
-}
-
-/// Pin this process's bf16 kernel (and so its child runs') to the one the golden baselines
-/// of the packs' bf16 slices were blessed on (issue 22): a timing probe picks per process,
-/// and on a loaded runner it picked differently at bless and at gate, so a bf16 slice was
-/// refused although this CPU runs the baseline's kernel. Where the user chose with
-/// `SPARSEGATE_BF16_KERNEL`, the CPU lacks the kernel, or the baselines disagree, nothing
-/// is pinned and loading the baselines refuses the mismatch, saying which it is. The
-/// environment then records the pick and how it was made. `run` pins the same way, so the
-/// shards a `merge` later compares with the baselines ran their kernel too.
-pub(super) fn pin_baselines_bf16_kernel(packs: &[LoadedPack], golden_dir: &Path) {
-    let threads = packs.first().map_or(1, |p| crate::ingress::pack_threads(&p.file));
-    let class = Environment::runner_class_here(threads);
-    let recorded = recorded_bf16_paths(packs, golden_dir, &class);
-    // The outcome shows in the environment's `bf16_pick`; a kernel not pinned is refused,
-    // with the reason, where a baseline needs it.
-    let _: PinOutcome = pin_from_baselines(recorded.iter().map(String::as_str));
 }
 
 /// The baselines `packs` need under `environment`, with the drift the memo must call out

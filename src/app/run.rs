@@ -9,9 +9,11 @@ use crate::execute::children::{launch_baseline_run, launch_child_run};
 use crate::execute::dispatch::{pack_evidence, place_roofs};
 use crate::execute::{BaselineLaunch, Evidence, LaunchRun, RunProgress, SliceEvidence, execute_slice_on};
 use crate::files::to_json;
+use crate::ingress::bf16_pick::{PinOutcome, pin_from_baselines};
 use crate::ingress::pack::SamplePolicy;
 use crate::ingress::{Environment, LoadedPack, Slice};
 use crate::lower::lower;
+use crate::validate::baselines::recorded_bf16_paths;
 use crate::validate::golden::Baselines;
 use crate::validate::{RunPlan, interim_look};
 use std::borrow::Cow;
@@ -26,7 +28,7 @@ pub fn run(
     options: &Options,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Evidence> {
-    super::gate::pin_baselines_bf16_kernel(packs, &options.golden_dir);
+    pin_baselines_bf16_kernel(packs, &options.golden_dir);
     let environment = capture_environment(packs, &options.work_dir)?;
     Ok(run_under(packs, environment, None, &[], options, progress))
 }
@@ -36,6 +38,23 @@ pub fn run(
 pub fn write_evidence(evidence: &Evidence, out_dir: &Path) -> Result<PathBuf> {
     let mut paths = write_output_set(out_dir, &[("evidence.json", to_json(evidence))])?;
     Ok(paths.swap_remove(0))
+}
+
+/// Pin this process's bf16 kernel (and so its child runs') to the one the golden baselines
+/// of the packs' bf16 slices were blessed on (issue 22): a timing probe picks per process,
+/// and on a loaded runner it picked differently at bless and at gate, so a bf16 slice was
+/// refused although this CPU runs the baseline's kernel. Where the user chose with
+/// `SPARSEGATE_BF16_KERNEL`, the CPU lacks the kernel, or the baselines disagree, nothing
+/// is pinned and loading the baselines refuses the mismatch, saying which it is. The
+/// environment then records the pick and how it was made. `run` pins the same way, so the
+/// shards a `merge` later compares with the baselines ran their kernel too.
+pub(super) fn pin_baselines_bf16_kernel(packs: &[LoadedPack], golden_dir: &Path) {
+    let threads = packs.first().map_or(1, |p| crate::ingress::pack_threads(&p.file));
+    let class = Environment::runner_class_here(threads);
+    let recorded = recorded_bf16_paths(packs, golden_dir, &class);
+    // The outcome shows in the environment's `bf16_pick`; a kernel not pinned is refused,
+    // with the reason, where a baseline needs it.
+    let _: PinOutcome = pin_from_baselines(recorded.iter().map(String::as_str));
 }
 
 /// `slice` with the run count validate planned for it, if it planned one.

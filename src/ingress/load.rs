@@ -120,6 +120,7 @@ pub fn parse_pack(path: &Path, source: String) -> Result<LoadedPack, PackError> 
                 slices,
                 trigger,
                 warnings,
+                left_out: Default::default(),
             })
         }
         Err(mut diagnostics) => {

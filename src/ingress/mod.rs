@@ -77,6 +77,9 @@ pub struct LoadedPack {
     /// Located problems that do not stop the pack: `validate` and `gate` print them
     /// (issue 24: a margin the runs are unlikely to resolve, a slice that gates nothing).
     pub warnings: Vec<PackDiagnostic>,
+    /// Guardrail ids that only the slices `gate --slice` left out carry: the release stage
+    /// does not hold a rollback trigger undecided for want of them. Empty unless narrowed.
+    pub left_out: std::collections::BTreeSet<String>,
 }
 
 /// One workload cell after matrix expansion: what to run and what must hold.

@@ -119,6 +119,16 @@ pub fn focus(packs: &mut [LoadedPack], focus: &Focus) -> Result<()> {
     }
     for pack in packs.iter_mut() {
         if !focus.slices.is_empty() {
+            let ids = |kept: bool| -> std::collections::BTreeSet<String> {
+                let slices = pack
+                    .slices
+                    .iter()
+                    .filter(|s| focus.slices.contains(&s.id) == kept);
+                slices
+                    .flat_map(|s| s.guardrails.iter().filter_map(|g| g.id.clone()))
+                    .collect()
+            };
+            pack.left_out = ids(false).difference(&ids(true)).cloned().collect();
             pack.slices.retain(|s| focus.slices.contains(&s.id));
         }
         if let Some(runs) = focus.runs {

@@ -96,7 +96,8 @@ pub enum TriggerState {
     NotFired,
     /// Undecided guardrails could make it either: the gate cannot pass.
     Undecided,
-    /// The pack has no `rollback.when`: its trigger is free text, not checked.
+    /// The pack has no `rollback.when` (its trigger is free text), or it names guardrails
+    /// of slices `gate --slice` left out and what ran does not decide it: not checked.
     Unchecked,
 }
 
@@ -160,9 +161,15 @@ pub(crate) fn rollback_states(packs: &[LoadedPack], outcomes: &[GuardrailOutcome
                 Some(expr) => {
                     let mut ids: Vec<&str> = expr.ids();
                     ids.dedup();
+                    // Undecided only for want of slices `gate --slice` left out: not checked
+                    // here (the full gate checks it), rather than holding the narrowed gate
+                    // inconclusive.
+                    let left_out = |id: &str| p.left_out.contains(id) && of(id).is_empty();
+                    let open_here = ids.iter().any(|&id| !left_out(id) && atom(id).is_none());
                     let state = match expr.eval(&atom) {
                         Some(true) => TriggerState::Fired,
                         Some(false) => TriggerState::NotFired,
+                        None if !open_here => TriggerState::Unchecked,
                         None => TriggerState::Undecided,
                     };
                     let mut parts = Vec::new();
@@ -173,6 +180,8 @@ pub(crate) fn rollback_states(packs: &[LoadedPack], outcomes: &[GuardrailOutcome
                         let open: Vec<&&GuardrailOutcome> = os.iter().filter(|o| o.failed().is_none()).collect();
                         parts.push(if let Some(f) = failed.first() {
                             format!("{id} failed ({})", outcome_sentence(f))
+                        } else if left_out(id) {
+                            format!("{id} was not run here (its slices are outside --slice)")
                         } else if os.is_empty() {
                             format!("{id} applies to no slice that was judged")
                         } else if let Some(u) = open.first() {
@@ -433,12 +442,16 @@ fn headline(
                 "Ship: all {blocking} blocking guardrail{} passed",
                 plural(blocking)
             );
-            let unchecked: Vec<&str> = rollback
-                .iter()
-                .filter(|r| r.state == TriggerState::Unchecked)
-                .map(|r| r.pack.as_str())
-                .collect();
-            if unchecked.len() < rollback.len() {
+            // Not checked: free text (no `when`), or needing slices `--slice` left out.
+            let unchecked = |expression: bool| -> Vec<&str> {
+                rollback
+                    .iter()
+                    .filter(|r| r.state == TriggerState::Unchecked && r.when.is_some() == expression)
+                    .map(|r| r.pack.as_str())
+                    .collect()
+            };
+            let (free_text, left_out) = (unchecked(false), unchecked(true));
+            if free_text.len() + left_out.len() < rollback.len() {
                 s.push_str(" and no rollback trigger fired");
             }
             if advisory > 0 {
@@ -447,10 +460,16 @@ fn headline(
                     plural(advisory)
                 ));
             }
-            if !unchecked.is_empty() {
+            if !free_text.is_empty() {
                 s.push_str(&format!(
                     "; the rollback trigger of {} is free text and was not checked",
-                    unchecked.join(", ")
+                    free_text.join(", ")
+                ));
+            }
+            if !left_out.is_empty() {
+                s.push_str(&format!(
+                    "; the rollback trigger of {} needs slices outside --slice and was not checked here",
+                    left_out.join(", ")
                 ));
             }
             s.push('.');
@@ -639,6 +658,60 @@ slices:
             d.brief.headline
         );
         assert!(d.brief.act.is_empty());
+    }
+
+    /// Issue 22: `gate --slice` left out the only slice of a guardrail the trigger names. The
+    /// narrowed gate does not hold the trigger undecided for it (the full gate checks it) and
+    /// says so; what ran still fires it, and an open guardrail that ran still leaves it open.
+    #[test]
+    fn a_trigger_needing_slices_outside_the_focus_is_not_checked_there() {
+        let narrowed = |outcomes: Vec<GuardrailOutcome>| {
+            let mut p = pack(PACK);
+            p.left_out.insert("speedup".into());
+            let assessment = Assessment {
+                outcomes,
+                diagnoses: vec![],
+                contradictions: vec![],
+                quality: vec![],
+                under_burst: vec![],
+            };
+            decide(&[p], &assessment, vec![])
+        };
+        let fallback = |finding| {
+            vec![outcome(
+                "no-fallback",
+                Metric::FallbackRate,
+                finding,
+                Severity::Block,
+            )]
+        };
+        let d = narrowed(fallback(Verdict::Pass));
+        assert_eq!(d.verdict, Verdict::Pass);
+        assert_eq!(d.brief.rollback[0].state, TriggerState::Unchecked);
+        assert!(
+            d.brief.rollback[0]
+                .why
+                .contains("speedup was not run here (its slices are outside --slice)"),
+            "{}",
+            d.brief.rollback[0].why
+        );
+        assert!(
+            d.brief.headline.ends_with(
+                "the rollback trigger of p needs slices outside --slice and was not checked here."
+            ),
+            "{}",
+            d.brief.headline
+        );
+        assert_eq!(
+            narrowed(fallback(Verdict::Fail)).brief.rollback[0].state,
+            TriggerState::Fired
+        );
+        let open = narrowed(fallback(Verdict::Inconclusive));
+        assert_eq!(open.brief.rollback[0].state, TriggerState::Undecided);
+        // Unnarrowed, a guardrail no slice judged still leaves the trigger undecided.
+        let d = decide_on(PACK, fallback(Verdict::Pass));
+        assert_eq!(d.verdict, Verdict::Inconclusive);
+        assert_eq!(d.brief.rollback[0].state, TriggerState::Undecided);
     }
 
     /// Issue 24: with nobody holding the concern's conventional role, the pack owner acts.

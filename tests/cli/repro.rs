@@ -112,3 +112,45 @@ fn issue_22_a_repro_command_refuses_a_pack_that_changed() {
         "no pack has a slice `tiny` (slices: tiny-2of4-fp32, tiny-dense-fp32)",
     );
 }
+
+/// A narrowed gate whose pack's `rollback.when` names a guardrail of a slice `--slice` left
+/// out: the trigger is not checked there (the full gate checks it) instead of holding an
+/// all-pass reproduction inconclusive (exit 3), and the memo says why.
+#[test]
+fn a_slice_gate_does_not_hold_a_trigger_on_slices_it_left_out_undecided() {
+    let pack = "schema_version: 1
+name: focus
+owners:
+  - {name: Test Owner, email: owner@example.com, role: owner}
+rollback:
+  trigger: a layer falls back
+  when: fallback-a or fallback-b
+samples: {warmup: 1, min: 8, max: 12, time_budget_s: 0.05}
+slices:
+  - id: a
+    workload: {ops: [{gemm: {name: proj, m: 16, n: 32, k: 32}}]}
+    sparsity: [\"2:4\"]
+    guardrails:
+      - {id: fallback-a, metric: fallback_rate, at_most: 0}
+  - id: b
+    workload: {ops: [{gemm: {name: proj, m: 16, n: 32, k: 64}}]}
+    sparsity: [\"2:4\"]
+    guardrails:
+      - {id: fallback-b, metric: fallback_rate, at_most: 0}
+";
+    let sb = Sandbox::with_pack(pack);
+    let out = sb.gate("pack.yaml", &["--slice", "a-2of4-fp32", "-q", "--no-history"]);
+    assert_exit(&out, 0);
+    let verdict = sb.json("out/verdict.json");
+    assert_eq!(verdict["brief"]["rollback"][0]["state"], "unchecked", "{verdict}");
+    assert_contains(
+        &sb.read("out/memo.md"),
+        "fallback-b was not run here (its slices are outside --slice)",
+    );
+    let out = sb.output(&["gate", "pack.yaml", "--out", "full", "-q", "--no-history"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        sb.json("full/verdict.json")["brief"]["rollback"][0]["state"],
+        "not_fired"
+    );
+}
