@@ -561,6 +561,11 @@ slices:
     }
 
     fn decide_on(text: &str, outcomes: Vec<GuardrailOutcome>) -> crate::release::Decision {
+        decide_loaded(pack(text), outcomes)
+    }
+
+    /// `p` decided on `outcomes` alone.
+    fn decide_loaded(p: LoadedPack, outcomes: Vec<GuardrailOutcome>) -> crate::release::Decision {
         let assessment = Assessment {
             outcomes,
             diagnoses: vec![],
@@ -568,7 +573,7 @@ slices:
             quality: vec![],
             under_burst: vec![],
         };
-        decide(&[pack(text)], &assessment, vec![])
+        decide(&[p], &assessment, vec![])
     }
 
     /// Issue 24: a trigger over an advisory guardrail that failed fires and fails the gate,
@@ -668,14 +673,7 @@ slices:
         let narrowed = |outcomes: Vec<GuardrailOutcome>| {
             let mut p = pack(PACK);
             p.left_out.insert("speedup".into());
-            let assessment = Assessment {
-                outcomes,
-                diagnoses: vec![],
-                contradictions: vec![],
-                quality: vec![],
-                under_burst: vec![],
-            };
-            decide(&[p], &assessment, vec![])
+            decide_loaded(p, outcomes)
         };
         let fallback = |finding| {
             vec![outcome(

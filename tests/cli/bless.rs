@@ -310,6 +310,18 @@ fn bf16_pack(runs: u32) -> String {
     )
 }
 
+/// `bless pack.yaml` on the bf16 kernel `kernel` (`dot` or `widen`), forced with
+/// `SPARSEGATE_BF16_KERNEL`.
+#[track_caller]
+fn bless_on_bf16_kernel(sb: &Sandbox, kernel: &str) {
+    let out = sb
+        .cmd(&["bless", "pack.yaml", "-q"])
+        .env("SPARSEGATE_BF16_KERNEL", kernel)
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+}
+
 /// Whether this CPU runs both bf16 kernels (AVX-512 BF16 and the widening kernels): the
 /// only CPUs where the per-process pick exists, so where pinning it can be seen.
 fn both_bf16_kernels() -> bool {
@@ -326,12 +338,7 @@ fn a_run_takes_the_bf16_kernel_its_golden_baseline_was_blessed_on() {
     }
     for blessed in ["dot", "widen"] {
         let sb = Sandbox::with_pack(&bf16_pack(1));
-        let out = sb
-            .cmd(&["bless", "pack.yaml", "-q"])
-            .env("SPARSEGATE_BF16_KERNEL", blessed)
-            .output()
-            .unwrap();
-        assert_exit(&out, 0);
+        bless_on_bf16_kernel(&sb, blessed);
         let out = sb
             .cmd(&["run", "pack.yaml", "--out", "shard", "--shard", "1/1", "-q"])
             .env_remove("SPARSEGATE_BF16_KERNEL")
@@ -361,12 +368,7 @@ fn a_gate_runs_the_bf16_kernel_its_golden_baseline_was_blessed_on() {
     // `kernel_paths` holds the path at many tokens: widening widens the weights once there.
     for (blessed, path) in [("dot", "avx512-bf16"), ("widen", "widen-f32")] {
         let sb = Sandbox::with_pack(&bf16_pack(2));
-        let out = sb
-            .cmd(&["bless", "pack.yaml", "-q"])
-            .env("SPARSEGATE_BF16_KERNEL", blessed)
-            .output()
-            .unwrap();
-        assert_exit(&out, 0);
+        bless_on_bf16_kernel(&sb, blessed);
         let baseline = sb.json("golden/bf16-pin/tiny-2of4-bf16.json");
         // Where AMX-BF16 is granted the comparator runs on tiles whatever the pick (issue 20).
         let comparator = baseline["environment"]["kernel_paths"]["bf16"].clone();
