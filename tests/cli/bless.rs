@@ -38,12 +38,15 @@ fn bless_then_gate_compares_against_the_baseline() {
     assert_stdout_matches_schema(&out, "verdict.schema.json");
     let verdict = stdout_json(&out);
     let g = &verdict["guardrails"][0];
-    // A finding that session drift could explain leaves the Holm family and has no p-value:
-    // on a loaded runner (the tests beside this one) the tiny slice can run twice as slow.
+    // A finding that session drift or the two sessions' CPU contention could explain leaves
+    // the Holm family and has no p-value: on a loaded runner (the tests beside this one) the
+    // tiny slice can run twice as slow, and bless and gate get different shares of the cores.
     assert!(
         g["baseline"].is_number()
             && g["ci_low"].is_number()
-            && (g["p_value"].is_number() || g["undecided_by"] == "session_drift"),
+            && (g["p_value"].is_number()
+                || g["undecided_by"] == "session_drift"
+                || g["undecided_by"] == "contention"),
         "{g}"
     );
     assert!(
