@@ -597,7 +597,7 @@ pub(super) fn token_masks(m: usize, p: usize) -> [__mmask16; NR] {
     })
 }
 
-/// One MR × 64-token tile over the quads of `x`: each row's weight quad (unsigned, in its
+/// One MR × (up to) 64-token tile over the quads of `x`: each row's weight quad (unsigned, in its
 /// line at `w_rows[r] + 64 q`) broadcast against 16 tokens' signed quads per zmm. Starts from
 /// the tokens' corrections (`first`: the first K block) or from the partial sums in `y` (row
 /// stride `ldy`), and stores the first `rows` rows under the masks: the sums, or on the last
@@ -618,8 +618,38 @@ pub(super) unsafe fn token_tile(
     masks: [__mmask16; NR],
     (first, ends): (Option<&[i32]>, Option<TileScales<'_>>),
 ) {
+    // A panel's last groups of 16 tokens past `m` hold no token: the tile skips them, so a
+    // product of 72 tokens costs five vectors of work, not the eight of two full panels.
+    let args = (w_rows, x, (y, ldy), rows, masks, (first, ends));
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        match masks.iter().take_while(|&&mask| mask != 0).count() {
+            1 => token_tile_of::<1>(args),
+            2 => token_tile_of::<2>(args),
+            3 => token_tile_of::<3>(args),
+            _ => token_tile_of::<4>(args),
+        }
+    }
+}
+
+/// Arguments of [`token_tile`], passed on whole.
+type TileArgs<'a> = (
+    [*const u8; MR],
+    &'a [u8],
+    (*mut i32, usize),
+    usize,
+    [__mmask16; NR],
+    (Option<&'a [i32]>, Option<TileScales<'a>>),
+);
+
+/// [`token_tile`] over the first `V` of the panel's four groups of 16 tokens.
+///
+/// # Safety
+/// As for [`token_tile`], and the groups from `V` on are masked off.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn token_tile_of<const V: usize>((w_rows, x, (y, ldy), rows, masks, (first, ends)): TileArgs<'_>) {
     let quads = x.len() / (TOKENS * 4);
-    let mut acc = [[_mm512_setzero_si512(); NR]; MR];
+    let mut acc = [[_mm512_setzero_si512(); V]; MR];
     for (r, acc_row) in acc.iter_mut().enumerate().take(rows) {
         for (c, a) in acc_row.iter_mut().enumerate() {
             *a = match first {
@@ -633,7 +663,7 @@ pub(super) unsafe fn token_tile(
     let xq = x.as_ptr();
     for q in 0..quads {
         // SAFETY: quad q < quads is inside the panel slice.
-        let xv: [__m512i; NR] =
+        let xv: [__m512i; V] =
             std::array::from_fn(|c| unsafe { _mm512_loadu_si512(xq.add((q * TOKENS + c * 16) * 4).cast()) });
         for (r, acc_row) in acc.iter_mut().enumerate() {
             // SAFETY: the row's quad q is in its line (caller).
