@@ -82,15 +82,20 @@ const KC: usize = 32;
 /// Most row blocks per token-lane task, so a task's weights for one K block (≤ 256 rows ×
 /// 2.5 KiB) stay in L2 while it walks its token panels.
 const MAX_CHUNK_BLOCKS: usize = 32;
-/// Up to this many tokens (from 2) the rows-in-lanes kernel runs.
-const ROW_LANE_TOKENS: usize = super::int8_row_lanes::MAX_TOKENS;
-/// On Intel, up to this many tokens the rows-in-lanes kernel runs in groups of up to
-/// [`ROW_LANE_TOKENS`], each panel's weights meeting every group from L1/L2. On Emerald
-/// Rapids (AMX withheld, 2 threads, × int8 dense, three alternated rounds) against the
-/// expanded lines' feature lanes at 16 / 24 / 48 tokens: 4096² 0.89–0.92 / 0.88–0.97 /
-/// 0.89–0.90 vs 0.85–0.91 / 0.88–0.90 / 0.78–0.87, 4096 × 11008 0.89–0.99 / 0.98–1.00 /
-/// 0.98–1.00 vs 0.92 / 0.94–0.96 / 0.91–0.94, level on 11008 × 4096. Past it the expanded
-/// lines' token lanes (0.84–1.05 at 64–512 tokens).
+/// From 2 up to this many tokens the rows-in-lanes kernel runs, past its own
+/// `int8_row_lanes::MAX_TOKENS` in groups of that many, each panel's weights meeting every
+/// group from L1/L2. Against the compact token lanes (×  int8 dense, 2 threads, alternated):
+/// on Zen 5 (AMD EPYC family 26, 2026-12-07, 2–3 rounds) at 16 / 24 / 40 / 48 tokens 4096²
+/// level / 0.96–1.08 vs 0.84 / 0.94–1.00 vs 0.71–0.73 / 0.89–1.07 vs 0.85–0.92, 11008 × 4096
+/// 0.96–1.07 vs 0.77–0.79 / 1.01–1.04 vs 0.71–0.75 / 0.98–1.06 vs 0.60–0.65 / 1.06–1.07 vs
+/// 0.73–0.76, 4096 × 11008 0.95–1.00 vs 0.77–0.78 / 1.03–1.08 vs 0.67 / 1.01–1.03 vs
+/// 0.61–0.62 / 1.02–1.05 vs 0.73–0.74; groups up to 128 tokens lost to the token lanes at
+/// 56–128 on 4096² (0.92–1.09 vs 1.16–1.25 at 56–64). On Emerald Rapids (AMX withheld, three
+/// rounds) against the expanded lines' feature lanes at 16 / 24 / 48 tokens: 4096²
+/// 0.89–0.92 / 0.88–0.97 / 0.89–0.90 vs 0.85–0.91 / 0.88–0.90 / 0.78–0.87, 4096 × 11008
+/// 0.89–0.99 / 0.98–1.00 / 0.98–1.00 vs 0.92 / 0.94–0.96 / 0.91–0.94, level on 11008 × 4096.
+/// Past it the token lanes: the expanded lines' on Intel (0.84–1.05 at 64–512 tokens), the
+/// compact ones elsewhere.
 const ROW_LANE_GROUPS_TO: usize = 48;
 /// K positions of one chunk.
 const CHUNK: usize = CHUNK_OCTETS * 8;
@@ -242,11 +247,10 @@ impl TwoOfFourI8 {
             // dense, against the feature lanes' 8 × 2 and 4 × 4 tiles) 1.08–1.19 vs
             // 0.74–0.84 at 2 tokens, 0.96–1.13 vs 0.56–0.72 at 4, 1.08–1.21 vs 0.57 at 8 on
             // 4096², 1.13–1.27 vs 0.63–0.67 at 8 on 11008 × 4096; at one token it lost
-            // (1.02–1.11 vs 1.18–1.43 on 11008 × 4096, before its prefetch). One 16-token
-            // tile of 16 rows to 16 tokens (against 4 × 4 feature lanes 1.0 vs 1.1 ms on Zen
-            // 5), 8 rows × two tiles beyond (at 32 tokens 1.6 against 1.9–2.3 ms). On Intel
-            // (`int8_expand::pays` says why) the expanded lines at one token and past
-            // `ROW_LANE_GROUPS_TO`, rows in lanes in groups of up to 12 tokens between.
+            // (1.02–1.11 vs 1.18–1.43 on 11008 × 4096, before its prefetch). In groups of 12
+            // up to `ROW_LANE_GROUPS_TO`, then token lanes of 8 rows × two 16-token tiles.
+            // On Intel (`int8_expand::pays` says why) the expanded lines at one token and
+            // past `ROW_LANE_GROUPS_TO`.
             let expand = super::int8_expand::pays();
             let fused = match m {
                 1 if expand => {
@@ -263,13 +267,9 @@ impl TwoOfFourI8 {
                     self.few_tokens::<8, 1, 0>(threads, x, y, m, &mut scratch);
                     false
                 }
-                _ if m <= ROW_LANE_TOKENS || expand => {
+                _ if m <= ROW_LANE_GROUPS_TO => {
                     self.row_lanes().spmm(threads, x, y, m, &mut scratch, epilogue);
                     true
-                }
-                _ if m <= TILE => {
-                    self.token_lanes::<2, 1>(threads, x, y, m, &mut scratch);
-                    false
                 }
                 _ => {
                     self.token_lanes::<1, 2>(threads, x, y, m, &mut scratch);
@@ -321,11 +321,25 @@ impl TwoOfFourI8 {
         let panel_bytes = chunks * CHUNK_OCTETS * V * OCTET_BYTES;
         let len = panels * panel_bytes;
         let xp = line_aligned(scratch, len);
+        // The tiles of panel `p` that hold tokens: the last panel may have fewer than `V`,
+        // and is packed and run with as many (72 tokens cost five tiles of work, not six).
+        let tiles_of = |p: usize| (m - p * V * TILE).div_ceil(TILE).min(V);
         let pack = |(p, out): (usize, &mut [u8])| {
-            for v in 0..V {
-                // SAFETY: SSE2 is part of x86-64; `out` is panel `p`, its octets `V · 128`
-                // bytes apart; shapes checked by the caller.
-                unsafe { pack_octets(x, k, m, p * V + v, &mut out[v * OCTET_BYTES..], V * OCTET_BYTES) }
+            let tiles = tiles_of(p);
+            let out = &mut out[..panel_bytes / V * tiles];
+            for v in 0..tiles {
+                // SAFETY: SSE2 is part of x86-64; `out` is panel `p`, its octets
+                // `tiles · 128` bytes apart; shapes checked by the caller.
+                unsafe {
+                    pack_octets(
+                        x,
+                        k,
+                        m,
+                        p * V + v,
+                        &mut out[v * OCTET_BYTES..],
+                        tiles * OCTET_BYTES,
+                    )
+                }
             }
         };
         for_each_chunk(xp, panel_bytes, threads > 1, pack);
@@ -343,9 +357,10 @@ impl TwoOfFourI8 {
                     let valid = m.saturating_sub((p * V + v) * TILE).min(TILE);
                     ((1u32 << valid) - 1) as __mmask16
                 });
+                let tiles = tiles_of(p);
                 for c0 in (0..chunks).step_by(KC) {
                     let c1 = (c0 + KC).min(chunks);
-                    let panel_at = xp[p * panel_bytes + c0 * CHUNK_OCTETS * V * OCTET_BYTES..].as_ptr();
+                    let panel_at = xp[p * panel_bytes + c0 * CHUNK_OCTETS * tiles * OCTET_BYTES..].as_ptr();
                     for b in block_range.clone() {
                         let live = (rows - b * r_tile).min(r_tile);
                         // A tile's second block past the last stored one repeats that one
@@ -363,7 +378,12 @@ impl TwoOfFourI8 {
                         // as many packed chunks; the features were checked by the caller.
                         unsafe {
                             let y_tile = out.at(b * r_tile * m + p * V * TILE);
-                            token_tile::<B, V>(stored, panel_at, c1 - c0, (y_tile, m), live, masks, init);
+                            let (y_tile, chunks) = ((y_tile, m), c1 - c0);
+                            if tiles == V {
+                                token_tile::<B, V>(stored, panel_at, chunks, y_tile, live, masks, init);
+                            } else {
+                                token_tile::<B, 1>(stored, panel_at, chunks, y_tile, live, [masks[0]], init);
+                            }
                         }
                     }
                 }
