@@ -32,6 +32,11 @@ VNNI path), and bf16 with 8-16 tokens took 0.2-0.4 s a call. MKL's OpenMP thread
 between calls, which a machine shared with other work punishes: read its ranges with that in
 mind. Whatever is set is printed with the table.
 
+Cache state: `bench --sparsity dense` alternates two copies of the weights, so each of our
+dense products follows the other copy's; each vendor call likewise follows an untimed read
+of as many bytes (`--vendor-warm` turns that off). Weights that fit in the last-level cache
+would otherwise stay there for the vendor's back-to-back calls and not for ours.
+
 Convention: GEMM M×N×K = M tokens, N output features, K input features; the weight W is
 N×K, the activations X are K×M, the output W·X is N×M (what our kernels compute). MKL's int8
 GEMM multiplies unsigned by signed bytes (A u8, B s8), so it computes the transposed
@@ -76,17 +81,36 @@ def gflops(gemm, secs):
     return 2.0 * m * n * k / secs / 1e9
 
 
-def timed(f, budget, warmup=2, min_reps=5, max_reps=200):
-    """Median seconds of `f` over repeated calls for about `budget` seconds."""
+def timed(f, budget, warmup=2, min_reps=5, max_reps=200, between=None):
+    """Median seconds of `f` over repeated calls for about `budget` seconds; `between`, if
+    given, runs untimed before each call."""
     for _ in range(warmup):
+        if between:
+            between()
         f()
     times = []
     start = time.perf_counter()
     while len(times) < min_reps or (time.perf_counter() - start < budget and len(times) < max_reps):
+        if between:
+            between()
         t = time.perf_counter()
         f()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+WEIGHT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "int8": 1}
+
+
+def reader(nbytes):
+    """An untimed step that reads `nbytes` of another buffer, as the other weight copy's
+    product does between two of our dense products (`bench --sparsity dense` interleaves
+    two copies): timed back to back instead, a vendor's weights that fit in the last-level
+    cache stay there, ours do not, and the ratio measures the cache, not the kernel (on a
+    32 MiB-L3 Zen 5, oneDNN's bf16 1×4096² ran 0.33-0.47 ms back to back, 0.49-0.75 after
+    reading 18 MiB)."""
+    buf = np.ones(max(nbytes // 8, 1), np.uint64)
+    return lambda: buf.sum()
 
 
 class Mkl:
@@ -351,6 +375,9 @@ def main():
     ap.add_argument("--vendor", choices=("mkl", "onednn"), default="mkl",
                     help="the yardstick: MKL's cblas GEMMs, or oneDNN's matmul (ISA-dispatched: the one to use on AMD)")
     ap.add_argument("--json", default=None, help="also write every round's numbers to this file")
+    ap.add_argument("--vendor-warm", action="store_true",
+                    help="time the vendor's calls back to back (default: each after reading as many bytes as the weights, "
+                         "as each of our dense products follows the other dense copy's)")
     args = ap.parse_args()
     if not os.path.exists(BIN):
         sys.exit(f"{BIN} not found: run `cargo build --release` first")
@@ -383,6 +410,12 @@ def main():
             print(f"# {var}={os.environ.get(var, '(unset)')}")
     print(f"# threads: {args.threads} (ours --threads, the vendor's threads, dynamic off); "
           f"{args.rounds} rounds; {args.budget:.1f} s per timing")
+    if args.vendor_warm:
+        print("# the vendor's calls back to back (--vendor-warm): weights that fit in the last-level cache stay "
+              "there for it and not for ours, which alternates two copies")
+    else:
+        print("# each vendor call follows an untimed read of as many bytes as the weights, as each of our dense "
+              "products follows the other dense copy's")
 
     if args.quick:
         shapes = ["64x256x256", "8x512x256", "8x256x512"]
@@ -408,10 +441,12 @@ def main():
         print(header)
         for gemm in shapes:
             run, bufs = mkl.product(precision, gemm)
+            _, n, k = dims(gemm)
+            between = None if args.vendor_warm else reader(n * k * WEIGHT_BYTES[precision])
             rounds = []
             for _ in range(args.rounds):
                 dense = ours(gemm, "dense", precision, args.budget, args.threads)
-                t_mkl = timed(run, args.budget)
+                t_mkl = timed(run, args.budget, between=between)
                 sparse = ours(gemm, "2:4", precision, args.budget, args.threads)
                 rounds.append({
                     "ours_s": dense["kernel_s"]["estimate"],
@@ -421,7 +456,7 @@ def main():
                     "two_of_four_path": sparse["path"],
                     "two_of_four_isa": sparse["isa"]["candidate"],
                 })
-            del run, bufs
+            del run, bufs, between
             t = statistics.median(r["ours_s"] for r in rounds)
             t_mkl = statistics.median(r["mkl_s"] for r in rounds)
             t_24 = statistics.median(r["two_of_four_s"] for r in rounds)
