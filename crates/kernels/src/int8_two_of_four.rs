@@ -84,7 +84,7 @@ const KC: usize = 32;
 const MAX_CHUNK_BLOCKS: usize = 32;
 /// From 2 up to this many tokens the rows-in-lanes kernel runs, past its own
 /// `int8_row_lanes::MAX_TOKENS` in groups of that many, each panel's weights meeting every
-/// group from L1/L2. Against the compact token lanes (×  int8 dense, 2 threads, alternated):
+/// group from L1/L2. Against the compact token lanes (× int8 dense, 2 threads, alternated):
 /// on Zen 5 (AMD EPYC family 26, 2026-12-07, 2–3 rounds) at 16 / 24 / 40 / 48 tokens 4096²
 /// level / 0.96–1.08 vs 0.84 / 0.94–1.00 vs 0.71–0.73 / 0.89–1.07 vs 0.85–0.92, 11008 × 4096
 /// 0.96–1.07 vs 0.77–0.79 / 1.01–1.04 vs 0.71–0.75 / 0.98–1.06 vs 0.60–0.65 / 1.06–1.07 vs
