@@ -272,7 +272,7 @@ impl TwoOfFourI8 {
                     true
                 }
                 _ => {
-                    self.token_lanes::<1, 2>(threads, x, y, m, &mut scratch);
+                    self.token_lanes::<2>(threads, x, y, m, &mut scratch);
                     false
                 }
             };
@@ -302,11 +302,13 @@ impl TwoOfFourI8 {
             .get_or_init(|| RowLanes::new((self.rows, self.k), |r, o| self.octet(r, o), &self.bias))
     }
 
-    /// The token-lane kernel with `B`-block (`B · RB` rows) × `V`-tile register tiles.
+    /// The token-lane kernel with one block (`RB` rows) × `V`-tile register tiles. Two blocks
+    /// × one tile (16 rows) ran 0.71–0.91× int8 dense at 64–2048 tokens on Zen 5 where these
+    /// ran 0.84–1.20 (2 threads, alternated).
     ///
     /// # Safety
     /// As for [`Self::spmm`].
-    unsafe fn token_lanes<const B: usize, const V: usize>(
+    unsafe fn token_lanes<const V: usize>(
         &self,
         threads: usize,
         x: &[i8],
@@ -345,9 +347,7 @@ impl TwoOfFourI8 {
         for_each_chunk(xp, panel_bytes, threads > 1, pack);
         let xp = &*xp;
 
-        let r_tile = B * RB;
-        let grid = TaskGrid::new(rows.div_ceil(r_tile), panels, threads, MAX_CHUNK_BLOCKS);
-        let stored_blocks = rows.div_ceil(RB);
+        let grid = TaskGrid::new(rows.div_ceil(RB), panels, threads, MAX_CHUNK_BLOCKS);
         // Each task writes its own row chunk × panel group; the tasks join before returning.
         let out = SharedOutput(y.as_mut_ptr());
         let task = |t: usize| {
@@ -362,27 +362,24 @@ impl TwoOfFourI8 {
                     let c1 = (c0 + KC).min(chunks);
                     let panel_at = xp[p * panel_bytes + c0 * CHUNK_OCTETS * tiles * OCTET_BYTES..].as_ptr();
                     for b in block_range.clone() {
-                        let live = (rows - b * r_tile).min(r_tile);
-                        // A tile's second block past the last stored one repeats that one
-                        // (its rows are never stored).
-                        let stored: [(*const u8, *const u8); 2] =
-                            std::array::from_fn(|j| self.block_at((b * B + j).min(stored_blocks - 1), c0));
+                        let live = (rows - b * RB).min(RB);
+                        let stored = self.block_at(b, c0);
                         let init = if c0 == 0 {
-                            Init::Bias(&self.bias[b * r_tile..b * r_tile + live])
+                            Init::Bias(&self.bias[b * RB..b * RB + live])
                         } else {
                             Init::Load
                         };
-                        // SAFETY: the tile (rows b·B·RB.., tokens p·V·16..) is inside `y`
-                        // where `live` and the masks say so, and only this task writes it;
-                        // each block pointer has `c1 - c0` chunks from `c0`, the panel pointer
-                        // as many packed chunks; the features were checked by the caller.
+                        // SAFETY: the tile (rows b·RB.., tokens p·V·16..) is inside `y` where
+                        // `live` and the masks say so, and only this task writes it; the block
+                        // pointers have `c1 - c0` chunks from `c0`, the panel pointer as many
+                        // packed chunks; the features were checked by the caller.
                         unsafe {
-                            let y_tile = out.at(b * r_tile * m + p * V * TILE);
-                            let (y_tile, chunks) = ((y_tile, m), c1 - c0);
+                            let y_tile = (out.at(b * RB * m + p * V * TILE), m);
+                            let chunks = c1 - c0;
                             if tiles == V {
-                                token_tile::<B, V>(stored, panel_at, chunks, y_tile, live, masks, init);
+                                token_tile::<V>(stored, panel_at, chunks, y_tile, live, masks, init);
                             } else {
-                                token_tile::<B, 1>(stored, panel_at, chunks, y_tile, live, [masks[0]], init);
+                                token_tile::<1>(stored, panel_at, chunks, y_tile, live, [masks[0]], init);
                             }
                         }
                     }
@@ -540,22 +537,18 @@ unsafe fn pack_octets(x: &[i8], k: usize, m: usize, t: usize, out: &mut [u8], st
     }
 }
 
-/// One `B`-block (`B · RB` rows) × `V`-tile register tile over `chunks` chunks: per octet, the
-/// `V` tiles' activations once, then per row its control (by index byte) and broadcast
-/// weights, one `vpermt2b` and one `vpdpbusd` per tile; stored into `y` (row stride `ldy`)
-/// for the first `rows` rows and the masked tokens.
-///
-/// Each block's rows are a separate accumulator array stepped by [`block_step`]: one loop
-/// over 16 rows was left rolled by the compiler, its accumulators on the stack.
+/// One block (`RB` rows) × `V`-tile register tile over `chunks` chunks: per octet, the `V`
+/// tiles' activations once, then per row its control (by index byte) and broadcast weights,
+/// one `vpermt2b` and one `vpdpbusd` per tile; stored into `y` (row stride `ldy`) for the
+/// first `rows` rows and the masked tokens.
 ///
 /// # Safety
-/// AVX-512F/BW/VNNI/VBMI are available; `B` is 1 or 2; each used block pointer pair has
-/// `chunks` chunks, the panel pointer `chunks · 16 · V · 128` packed bytes; `y` addresses a tile
-/// whose first `rows` rows and masked tokens are in bounds and written by no one else
-/// meanwhile.
+/// AVX-512F/BW/VNNI/VBMI are available; the block pointer pair has `chunks` chunks, the panel
+/// pointer `chunks · 16 · V · 128` packed bytes; `y` addresses a tile whose first `rows` rows
+/// and masked tokens are in bounds and written by no one else meanwhile.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
-unsafe fn token_tile<const B: usize, const V: usize>(
-    blocks: [(*const u8, *const u8); 2],
+unsafe fn token_tile<const V: usize>(
+    block: (*const u8, *const u8),
     x: *const u8,
     chunks: usize,
     (y, ldy): (*mut i32, usize),
@@ -563,20 +556,8 @@ unsafe fn token_tile<const B: usize, const V: usize>(
     masks: [__mmask16; V],
     init: Init<'_>,
 ) {
-    // Block 1 exists for B = 2 only; its rows follow block 0's in `y` and in `init`.
-    let rows1 = rows.saturating_sub(RB).min((B - 1) * RB);
-    let init1 = match init {
-        Init::Bias(bias) => Init::Bias(&bias[rows.min(RB)..]),
-        Init::Load => Init::Load,
-    };
-    let y1 = y.wrapping_add(RB * ldy);
     // SAFETY: the tile's first `rows` rows and masked tokens are in bounds (caller).
-    let (mut acc0, mut acc1): ([[__m512i; V]; RB], [[__m512i; V]; RB]) = unsafe {
-        (
-            start_tile(y, ldy, rows.min(RB), masks, init),
-            start_tile(y1, ldy, rows1, masks, init1),
-        )
-    };
+    let mut acc: [[__m512i; V]; RB] = unsafe { start_tile(y, ldy, rows.min(RB), masks, init) };
     for c in 0..chunks {
         for oo in 0..CHUNK_OCTETS {
             let o = c * CHUNK_OCTETS + oo;
@@ -588,20 +569,12 @@ unsafe fn token_tile<const B: usize, const V: usize>(
                     _mm512_loadu_si512(at.add(64).cast()),
                 )
             });
-            // SAFETY: chunk c and octet oo are inside the used blocks (caller).
-            unsafe {
-                block_step(&mut acc0, &xs, blocks[0], c, oo);
-                if B == 2 {
-                    block_step(&mut acc1, &xs, blocks[1], c, oo);
-                }
-            }
+            // SAFETY: chunk c and octet oo are inside the block (caller).
+            unsafe { block_step(&mut acc, &xs, block, c, oo) };
         }
     }
     // SAFETY: as for the start.
-    unsafe {
-        store_tile(&acc0, y, ldy, rows.min(RB), masks);
-        store_tile(&acc1, y1, ldy, rows1, masks);
-    }
+    unsafe { store_tile(&acc, y, ldy, rows.min(RB), masks) };
 }
 
 /// One octet of one stored block's `RB` rows against `V` tiles' activations (see
