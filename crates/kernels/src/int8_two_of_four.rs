@@ -30,14 +30,14 @@
 //!   token-lane loop runs at ~1.0 cycle a pair, 1.03–1.2× dense at 128–512 tokens.
 //!   (`vpmultishiftqb`, which selects bytes within a qword, issues on the `vpdpbusd` pipes:
 //!   0.98 a pair. Folding the weight broadcast into `vpdpbusd`'s memory operand did not help.)
-//! * **Token lanes** (more than 12 tokens). The activations are packed per
+//! * **Token lanes** (more than 48 tokens). The activations are packed per
 //!   panel of `V` 16-token tiles as `[octet][tile][token][8]` bytes of `x + 128`, so two zmm
 //!   hold one octet of 16 tokens and a panel's K block is contiguous; the index byte picks a
 //!   precomputed `vpermt2b` control ([`CONTROLS`], 16 KiB of which a matrix touches the ≤ 36
 //!   valid lines) that gathers each token's four kept bytes into its lane. Register tiles of
-//!   8 rows × 2 tiles (16 rows × 1 tile up to 16 tokens) run over K blocks of [`KC`] chunks,
-//!   the weights streaming past the packed activations, tasks as in the dense kernel.
-//! * **Rows in lanes** (2 to 12 tokens, on Intel to 48 in groups of up to 12):
+//!   8 rows × 2 tiles (× 1 in a last panel of up to 16 tokens) run over K blocks of [`KC`]
+//!   chunks, the weights streaming past the packed activations, tasks as in the dense kernel.
+//! * **Rows in lanes** (2 to 48 tokens, in groups of up to 12):
 //!   `super::int8_row_lanes`, on an execution copy laid out by 16-row panel and octet, one
 //!   `vpshufb` per `vpdpbusd`.
 //! * **Feature lanes** (one token). Token lanes would be mostly padding, so
@@ -371,7 +371,7 @@ impl TwoOfFourI8 {
                         };
                         // SAFETY: the tile (rows b·RB.., tokens p·V·16..) is inside `y` where
                         // `live` and the masks say so, and only this task writes it; the block
-                        // pointers have `c1 - c0` chunks from `c0`, the panel pointer as many
+                        // pair has `c1 - c0` chunks from `c0`, the panel pointer as many
                         // packed chunks; the features were checked by the caller.
                         unsafe {
                             let y_tile = (out.at(b * RB * m + p * V * TILE), m);
