@@ -66,11 +66,49 @@ pub enum HalfBuf {
     Bf16(Vec<half::bf16>),
 }
 
+/// Whether `half`'s f16 conversions may use F16C. The crate detects F16C itself, which
+/// `SPARSEGATE_MAX_ISA` does not reach, so under a cap below it (`portable`) the conversions
+/// here run `half`'s software ones instead, as on a CPU without F16C: a capped run times what
+/// such a CPU would. Both round to nearest even, so the values are the same bit for bit
+/// (`the_software_f16_conversions_match_the_detected_ones`).
+fn f16c_allowed() -> bool {
+    super::cpu::allows(super::cpu::IsaLevel::of_feature("f16c"))
+}
+
+/// `v` rounded to f16 (see [`f16c_allowed`]).
+fn f16_from_f32(v: f32) -> half::f16 {
+    if f16c_allowed() {
+        half::f16::from_f32(v)
+    } else {
+        half::f16::from_f32_const(v)
+    }
+}
+
+/// `v` widened (see [`f16c_allowed`]).
+fn f16_to_f32(v: half::f16) -> f32 {
+    if f16c_allowed() {
+        v.to_f32()
+    } else {
+        v.to_f32_const()
+    }
+}
+
+/// `v` widened into `out`, of the same length (see [`f16c_allowed`]).
+fn f16_widen(v: &[half::f16], out: &mut [f32]) {
+    if f16c_allowed() {
+        v.convert_to_f32_slice(out)
+    } else {
+        for (o, &e) in out.iter_mut().zip(v) {
+            *o = e.to_f32_const();
+        }
+    }
+}
+
 impl HalfBuf {
     /// Round `v` to the storage type (round to nearest even).
     pub fn from_f32(kind: Half, v: &[f32]) -> HalfBuf {
         match kind {
-            Half::F16 => HalfBuf::F16(v.iter().map(|&e| half::f16::from_f32(e)).collect()),
+            Half::F16 => HalfBuf::F16(v.iter().map(|&e| f16_from_f32(e)).collect()),
             Half::Bf16 => HalfBuf::Bf16(v.iter().map(|&e| half::bf16::from_f32(e)).collect()),
         }
     }
@@ -91,9 +129,8 @@ impl HalfBuf {
     /// Widen into the f32 panel `out` (exact: every 16-bit value is an f32).
     pub fn to_f32_into(&self, out: &mut [f32]) -> Result<(), KernelError> {
         check_len("panel", out.len(), 1, self.len())?;
-        // The slice conversions use F16C when the CPU has it (runtime detection, `std`).
         match self {
-            HalfBuf::F16(v) => v.convert_to_f32_slice(out),
+            HalfBuf::F16(v) => f16_widen(v, out),
             HalfBuf::Bf16(v) => v.convert_to_f32_slice(out),
         }
         Ok(())
@@ -187,27 +224,32 @@ pub trait Storage16: Copy + Send + Sync + 'static + sealed::Sealed {
 }
 
 macro_rules! storage16 {
-    ($t:ty, $kind:expr) => {
+    ($t:ty, $kind:expr, $from:expr, $to:expr, $widen:expr) => {
         impl Storage16 for $t {
             const KIND: Half = $kind;
             fn from_f32(v: f32) -> Self {
-                <$t>::from_f32(v)
+                $from(v)
             }
             fn to_f32(self) -> f32 {
-                <$t>::to_f32(self)
+                $to(self)
             }
             fn bits(v: &[Self]) -> &[u16] {
                 v.reinterpret_cast()
             }
             fn widen(v: &[Self], out: &mut [f32]) {
-                // The slice conversions use F16C when the CPU has it (runtime detection).
-                v.convert_to_f32_slice(out)
+                $widen(v, out)
             }
         }
     };
 }
-storage16!(half::bf16, Half::Bf16);
-storage16!(half::f16, Half::F16);
+storage16!(
+    half::bf16,
+    Half::Bf16,
+    half::bf16::from_f32,
+    half::bf16::to_f32,
+    <[half::bf16]>::convert_to_f32_slice
+);
+storage16!(half::f16, Half::F16, f16_from_f32, f16_to_f32, f16_widen);
 
 /// Dense `n × k` 16-bit weights laid out once for repeated products (weight-stationary): the
 /// dense comparator of a bf16 or f16 slice.
@@ -1667,6 +1709,41 @@ mod tests {
     use crate::reference::{gemm_i8_naive, gemm_naive};
     use crate::testing::hashed as data;
     use proptest::prelude::*;
+
+    /// Under `SPARSEGATE_MAX_ISA=portable` the f16 conversions run `half`'s software ones
+    /// ([`f16c_allowed`]); they must give the values the detected (F16C) ones give.
+    #[test]
+    fn the_software_f16_conversions_match_the_detected_ones() {
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for bits in 0..=u16::MAX {
+            let h = half::f16::from_bits(bits);
+            assert!(same(h.to_f32(), h.to_f32_const()), "widening {bits:#06x}");
+        }
+        // Every f16 value, the midpoints between neighbours (ties round to even), and
+        // pseudo-random f32 bit patterns (subnormal, overflowing, NaN among them).
+        let mut values: Vec<f32> = (0..=u16::MAX).map(|b| half::f16::from_bits(b).to_f32()).collect();
+        let mids: Vec<f32> = values
+            .windows(2)
+            .filter(|p| p[0].is_finite() && p[1].is_finite())
+            .map(|p| ((f64::from(p[0]) + f64::from(p[1])) / 2.0) as f32)
+            .collect();
+        values.extend(mids);
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        values.extend((0..1 << 20).map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            f32::from_bits((state >> 32) as u32)
+        }));
+        for v in values {
+            let (a, b) = (half::f16::from_f32(v), half::f16::from_f32_const(v));
+            assert!(
+                same(a.to_f32(), b.to_f32()),
+                "rounding {v:e} ({:#010x})",
+                v.to_bits()
+            );
+        }
+    }
 
     /// `y` equals the exact sums `want`, element for element.
     #[track_caller]
