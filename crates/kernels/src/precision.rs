@@ -108,8 +108,8 @@ impl HalfBuf {
     /// Round `v` to the storage type (round to nearest even).
     pub fn from_f32(kind: Half, v: &[f32]) -> HalfBuf {
         match kind {
-            Half::F16 => HalfBuf::F16(v.iter().map(|&e| f16_from_f32(e)).collect()),
-            Half::Bf16 => HalfBuf::Bf16(v.iter().map(|&e| half::bf16::from_f32(e)).collect()),
+            Half::F16 => HalfBuf::F16(v.iter().map(|&e| Storage16::from_f32(e)).collect()),
+            Half::Bf16 => HalfBuf::Bf16(v.iter().map(|&e| Storage16::from_f32(e)).collect()),
         }
     }
 
@@ -130,8 +130,8 @@ impl HalfBuf {
     pub fn to_f32_into(&self, out: &mut [f32]) -> Result<(), KernelError> {
         check_len("panel", out.len(), 1, self.len())?;
         match self {
-            HalfBuf::F16(v) => f16_widen(v, out),
-            HalfBuf::Bf16(v) => v.convert_to_f32_slice(out),
+            HalfBuf::F16(v) => Storage16::widen(v, out),
+            HalfBuf::Bf16(v) => Storage16::widen(v, out),
         }
         Ok(())
     }
