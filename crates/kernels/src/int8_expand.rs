@@ -35,13 +35,17 @@ const LANES: usize = 16;
 const GROUP_QUADS: usize = 8;
 /// Groups ahead the tile prefetches each block's stream (five lines a group).
 const PREFETCH_GROUPS: usize = 2;
-/// Blocks the token-lane kernel expands together: 48 rows, eight register tiles of [`MR`].
-const STAGE_BLOCKS: usize = 3;
-/// K-quads per K block of the token-lane kernel: the staged lines (`STAGE_BLOCKS · KC`
-/// lines, 48 KiB) stay in L1/L2 while every token panel of the task passes over them.
-const KC: usize = 256;
-/// Most stages (of [`STAGE_BLOCKS`] blocks) per token-lane task.
-const MAX_CHUNK_STAGES: usize = 12;
+/// Most blocks of a token-lane task, all expanded together for one K block: 192 rows, as
+/// dense's `MAX_CHUNK_TILES` (32 tiles of [`MR`]), so the task walks its token panels over
+/// staged lines as dense walks them over its weights. Stages of 48 rows, each walking every
+/// panel, re-read the whole activation per stage: on Emerald Rapids (2 threads, × int8
+/// dense, two alternated rounds) 2:4 at 2048³ went 0.87–0.92 → 0.96–0.99, 128 × 4096²
+/// 0.86–0.90 → 0.90–0.91, level at 512 tokens and on the FFN shapes.
+const STAGE_BLOCKS: usize = 12;
+/// K-quads per K block of the token-lane kernel, dense's `KC`: the staged lines
+/// (`STAGE_BLOCKS · KC` lines, 768 KiB) stay in L2 while every token panel of the task
+/// passes over them.
+const KC: usize = 1024;
 
 thread_local! {
     /// The token-lane kernel's expanded lines, reused across calls on the same thread.
@@ -131,8 +135,8 @@ impl ExpandedLines {
         std::mem::size_of_val(self.groups.as_slice())
     }
 
-    /// `y[rows × m] = W · x[k × m]` with 16 tokens of one row per zmm: per task, K block and
-    /// stage of [`STAGE_BLOCKS`] blocks, the lines are expanded once into a thread-local
+    /// `y[rows × m] = W · x[k × m]` with 16 tokens of one row per zmm: per task (up to
+    /// [`STAGE_BLOCKS`] blocks) and K block, the lines are expanded once into a thread-local
     /// stage and every token panel of the task runs the dense token-lane tile on them, so
     /// one expansion serves `m` `vpdpbusd` (per line, at one token a tile it served eight).
     ///
@@ -155,58 +159,54 @@ impl ExpandedLines {
         let corrections = pack_token_panels(threads, (x, x.len() / m, m), quads, xp);
         let (xp, corrections) = (&*xp, &corrections[..]);
         let blocks = n.div_ceil(LANES);
-        let grid = TaskGrid::new(blocks.div_ceil(STAGE_BLOCKS), panels, threads, MAX_CHUNK_STAGES);
+        let grid = TaskGrid::new(blocks, panels, threads, STAGE_BLOCKS);
         let out = SharedOutput(y.as_mut_ptr());
         let task = |t: usize| {
-            let (stage_range, panel_range) = grid.task(t);
+            let (block_range, panel_range) = grid.task(t);
             let mut stage = STAGE.with(|s| std::mem::take(&mut *s.borrow_mut()));
             stage.resize(STAGE_BLOCKS * KC, Line([0; 64]));
+            let row_base = block_range.start * LANES;
+            let stage_rows = (n - row_base).min(block_range.len() * LANES);
             for q0 in (0..quads).step_by(KC) {
                 let q1 = (q0 + KC).min(quads);
-                for g in stage_range.clone() {
-                    let b0 = g * STAGE_BLOCKS;
-                    let staged = (blocks - b0).min(STAGE_BLOCKS);
-                    for j in 0..staged {
-                        let lines = &mut stage[j * KC..j * KC + (q1 - q0)];
-                        // SAFETY: the features were detected (caller); block b0 + j exists
-                        // and holds quads q0..q1 (q0 a multiple of 8).
-                        unsafe { expand_lines(self.block_at(b0 + j).cast(), q0, lines) };
-                    }
-                    let row_base = b0 * LANES;
-                    let stage_rows = (n - row_base).min(staged * LANES);
-                    for p in panel_range.clone() {
-                        let masks = token_masks(m, p);
-                        let panel = &xp[p * panel_bytes + q0 * TOKENS * 4..p * panel_bytes + q1 * TOKENS * 4];
-                        let corr = &corrections[p * TOKENS..(p + 1) * TOKENS];
-                        for row0 in (0..stage_rows).step_by(MR) {
-                            let rows = (stage_rows - row0).min(MR);
-                            // Row r's quad q is the i32 at lane (r % 16) of its block's line q;
-                            // rows past `rows` repeat the last (computed, never stored).
-                            let w_rows: [*const u8; MR] = std::array::from_fn(|r| {
-                                let r = row0 + r.min(rows - 1);
-                                stage[(r / LANES) * KC..]
-                                    .as_ptr()
-                                    .cast::<u8>()
-                                    .wrapping_add((r % LANES) * 4)
-                            });
-                            let ends = (q1 == quads)
-                                .then(|| tile_scales(epilogue, row_base + row0))
-                                .flatten();
-                            let at = out.at((row_base + row0) * m + p * TOKENS);
-                            prefetch_tile_output(at, m, rows);
-                            // SAFETY: the tile (rows row_base + row0.., tokens p·64..) is inside
-                            // `y` where `rows` and the masks say so, and only this task writes
-                            // it; each staged block holds lines q0..q1; features detected.
-                            unsafe {
-                                token_tile(
-                                    w_rows,
-                                    panel,
-                                    (at, m),
-                                    rows,
-                                    masks,
-                                    ((q0 == 0).then_some(corr), ends),
-                                );
-                            }
+                for (j, b) in block_range.clone().enumerate() {
+                    let lines = &mut stage[j * KC..j * KC + (q1 - q0)];
+                    // SAFETY: the features were detected (caller); block b exists and holds
+                    // quads q0..q1 (q0 a multiple of 8).
+                    unsafe { expand_lines(self.block_at(b).cast(), q0, lines) };
+                }
+                for p in panel_range.clone() {
+                    let masks = token_masks(m, p);
+                    let panel = &xp[p * panel_bytes + q0 * TOKENS * 4..p * panel_bytes + q1 * TOKENS * 4];
+                    let corr = &corrections[p * TOKENS..(p + 1) * TOKENS];
+                    for row0 in (0..stage_rows).step_by(MR) {
+                        let rows = (stage_rows - row0).min(MR);
+                        // Row r's quad q is the i32 at lane (r % 16) of its block's line q;
+                        // rows past `rows` repeat the last (computed, never stored).
+                        let w_rows: [*const u8; MR] = std::array::from_fn(|r| {
+                            let r = row0 + r.min(rows - 1);
+                            stage[(r / LANES) * KC..]
+                                .as_ptr()
+                                .cast::<u8>()
+                                .wrapping_add((r % LANES) * 4)
+                        });
+                        let ends = (q1 == quads)
+                            .then(|| tile_scales(epilogue, row_base + row0))
+                            .flatten();
+                        let at = out.at((row_base + row0) * m + p * TOKENS);
+                        prefetch_tile_output(at, m, rows);
+                        // SAFETY: the tile (rows row_base + row0.., tokens p·64..) is inside
+                        // `y` where `rows` and the masks say so, and only this task writes
+                        // it; each staged block holds lines q0..q1; features detected.
+                        unsafe {
+                            token_tile(
+                                w_rows,
+                                panel,
+                                (at, m),
+                                rows,
+                                masks,
+                                ((q0 == 0).then_some(corr), ends),
+                            );
                         }
                     }
                 }

@@ -2633,10 +2633,11 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(12))]
         #[test]
         fn issue_20_int8_two_of_four_expanded_lines_are_bit_exact_across_stages_and_k_blocks(
-            // On Intel the expanded lines' token lanes stage three 16-row blocks × 1024 K
-            // positions: rows cross stages (and end inside one), K crosses K blocks; below
-            // 49 tokens the rows-in-lanes groups of up to twelve end unevenly.
-            (n, k, m, w, x) in two_of_four_product(110, 900..2300, prop_oneof![13usize..=48, 49usize..140]),
+            // On Intel the expanded lines' token lanes stage a task's blocks (up to twelve of
+            // 16 rows) × 4096 K positions: rows cross tasks (and end inside a block), K
+            // crosses K blocks; below 49 tokens the rows-in-lanes groups of up to twelve end
+            // unevenly.
+            (n, k, m, w, x) in two_of_four_product(230, 3800..4500, prop_oneof![13usize..=48, 49usize..140]),
             t in 1usize..3,
         ) {
             check_two_of_four((n, k, m), &w, &x, t, (2, 4))?;
