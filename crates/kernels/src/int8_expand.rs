@@ -164,13 +164,15 @@ impl ExpandedLines {
         let task = |t: usize| {
             let (block_range, panel_range) = grid.task(t);
             let mut stage = STAGE.with(|s| std::mem::take(&mut *s.borrow_mut()));
-            stage.resize(STAGE_BLOCKS * KC, Line([0; 64]));
+            // A K block's lines per staged block: `KC`, or all of a shorter K.
+            let kc = KC.min(quads);
+            stage.resize(block_range.len() * kc, Line([0; 64]));
             let row_base = block_range.start * LANES;
             let stage_rows = (n - row_base).min(block_range.len() * LANES);
-            for q0 in (0..quads).step_by(KC) {
-                let q1 = (q0 + KC).min(quads);
+            for q0 in (0..quads).step_by(kc) {
+                let q1 = (q0 + kc).min(quads);
                 for (j, b) in block_range.clone().enumerate() {
-                    let lines = &mut stage[j * KC..j * KC + (q1 - q0)];
+                    let lines = &mut stage[j * kc..j * kc + (q1 - q0)];
                     // SAFETY: the features were detected (caller); block b exists and holds
                     // quads q0..q1 (q0 a multiple of 8).
                     unsafe { expand_lines(self.block_at(b).cast(), q0, lines) };
@@ -185,7 +187,7 @@ impl ExpandedLines {
                         // rows past `rows` repeat the last (computed, never stored).
                         let w_rows: [*const u8; MR] = std::array::from_fn(|r| {
                             let r = row0 + r.min(rows - 1);
-                            stage[(r / LANES) * KC..]
+                            stage[(r / LANES) * kc..]
                                 .as_ptr()
                                 .cast::<u8>()
                                 .wrapping_add((r % LANES) * 4)
