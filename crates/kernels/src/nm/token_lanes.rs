@@ -478,6 +478,15 @@ mod avx512 {
     /// four takes the broadcasts off the load ports: 0.93 on the lone tile, but in the
     /// product it only pays at 2–7 vectors of tokens ([`four_weights`]).
     ///
+    /// Where nothing is spread (`!SHUFFLES_APART`), each weight is broadcast inside the loop
+    /// that uses it: given the four broadcasts up front, LLVM ordered the FMAs accumulator by
+    /// accumulator, each sum's four FMAs one dependent chain back to back, where this order
+    /// (a weight's `V` independent FMAs, then the next weight's) is the lone tile's. On
+    /// Emerald Rapids (2 threads, × fp32 dense, alternated) 2:4 at 2048³ went 1.12–1.29 →
+    /// 1.36–1.37, 512 × 4096² 1.13–1.29 → 1.43–1.47, 128 × 4096² 1.28–1.31 → 1.43–1.44,
+    /// 512 × 11008 × 4096 1.28 → 1.45, level at 32 and 64 tokens. Zen's spreading order is
+    /// unchanged (not measured there).
+    ///
     /// # Safety
     /// AVX-512F; each row's `idx` holds 8 bytes and `values` 32 floats; `tile` as for
     /// [`two_bit`], with 64 K rows.
@@ -496,6 +505,16 @@ mod avx512 {
             let base = unsafe { tile.add(8 * j * width) };
             for (r, (bits, values)) in bits.into_iter().zip(p.values).enumerate() {
                 let rows = decode((bits >> (8 * j)) as usize & 0xFF);
+                if !SHUFFLES_APART {
+                    // One broadcast where its FMAs use it (see `two_bit_block`'s doc).
+                    for (t, k) in rows.into_iter().enumerate() {
+                        // SAFETY: value `4j + t < 32` of the row.
+                        let w = _mm512_set1_ps(unsafe { *values.add(4 * j + t) });
+                        // SAFETY: K row `8j + k < 64` of the tile.
+                        unsafe { kept_weight(chains.row(t, r), w, base.add(k * width)) };
+                    }
+                    continue;
+                }
                 // SAFETY: values `4j .. 4j + 4 <= 32` of the row.
                 let weights = unsafe { four_weights::<V, SHUFFLES_APART>(values.add(4 * j)) };
                 for (t, (w, k)) in weights.into_iter().zip(rows).enumerate() {
