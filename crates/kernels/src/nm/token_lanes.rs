@@ -484,8 +484,9 @@ mod avx512 {
     /// (a weight's `V` independent FMAs, then the next weight's) is the lone tile's. On
     /// Emerald Rapids (2 threads, × fp32 dense, alternated) 2:4 at 2048³ went 1.12–1.29 →
     /// 1.36–1.37, 512 × 4096² 1.13–1.29 → 1.43–1.47, 128 × 4096² 1.28–1.31 → 1.43–1.44,
-    /// 512 × 11008 × 4096 1.28 → 1.45, level at 32 and 64 tokens. Zen's spreading order is
-    /// unchanged (not measured there).
+    /// 512 × 11008 × 4096 1.28 → 1.45, level at 32 and 64 tokens; the row-byte patterns
+    /// likewise (4:8 at 512 × 4096² 1.08–1.20 → 1.30, level at 128). Zen's spreading order
+    /// is unchanged (not measured there).
     ///
     /// # Safety
     /// AVX-512F; each row's `idx` holds 8 bytes and `values` 32 floats; `tile` as for
@@ -591,6 +592,19 @@ mod avx512 {
                 std::array::from_fn(|r| unsafe { p.idx[r].add(e0).cast::<u64>().read_unaligned() });
             for half in 0..2 {
                 for (r, (bytes, values)) in bytes.into_iter().zip(p.values).enumerate() {
+                    if !SHUFFLES_APART {
+                        // One broadcast where its FMAs use it (see `two_bit_block`).
+                        for e in 4 * half..4 * half + 4 {
+                            let k = (bytes >> (8 * e)) as usize & 0xFF;
+                            // SAFETY: entry `e0 + e < count` of the row; its K row is inside
+                            // the tile.
+                            unsafe {
+                                let w = _mm512_set1_ps(*values.add(e0 + e));
+                                kept_weight(chains.row(e, r), w, tile.add(k * width));
+                            }
+                        }
+                        continue;
+                    }
                     // SAFETY: entries `e0 + 4·half .. + 4 <= count` of the row.
                     let weights = unsafe { four_weights::<V, SHUFFLES_APART>(values.add(e0 + 4 * half)) };
                     for (e, w) in (4 * half..).zip(weights) {
