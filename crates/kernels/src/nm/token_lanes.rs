@@ -506,19 +506,14 @@ mod avx512 {
             let base = unsafe { tile.add(8 * j * width) };
             for (r, (bits, values)) in bits.into_iter().zip(p.values).enumerate() {
                 let rows = decode((bits >> (8 * j)) as usize & 0xFF);
-                if !SHUFFLES_APART {
-                    // One broadcast where its FMAs use it (see `two_bit_block`'s doc).
-                    for (t, k) in rows.into_iter().enumerate() {
-                        // SAFETY: value `4j + t < 32` of the row.
-                        let w = _mm512_set1_ps(unsafe { *values.add(4 * j + t) });
-                        // SAFETY: K row `8j + k < 64` of the tile.
-                        unsafe { kept_weight(chains.row(t, r), w, base.add(k * width)) };
-                    }
-                    continue;
-                }
+                // Broadcast where its FMAs use it unless spread (see the doc above).
                 // SAFETY: values `4j .. 4j + 4 <= 32` of the row.
-                let weights = unsafe { four_weights::<V, SHUFFLES_APART>(values.add(4 * j)) };
-                for (t, (w, k)) in weights.into_iter().zip(rows).enumerate() {
+                let spread =
+                    SHUFFLES_APART.then(|| unsafe { four_weights::<V, SHUFFLES_APART>(values.add(4 * j)) });
+                for (t, k) in rows.into_iter().enumerate() {
+                    // SAFETY: value `4j + t < 32` of the row.
+                    let w =
+                        spread.map_or_else(|| _mm512_set1_ps(unsafe { *values.add(4 * j + t) }), |w| w[t]);
                     // SAFETY: K row `8j + k < 64` of the tile.
                     unsafe { kept_weight(chains.row(t, r), w, base.add(k * width)) };
                 }
@@ -592,24 +587,18 @@ mod avx512 {
                 std::array::from_fn(|r| unsafe { p.idx[r].add(e0).cast::<u64>().read_unaligned() });
             for half in 0..2 {
                 for (r, (bytes, values)) in bytes.into_iter().zip(p.values).enumerate() {
-                    if !SHUFFLES_APART {
-                        // One broadcast where its FMAs use it (see `two_bit_block`).
-                        for e in 4 * half..4 * half + 4 {
-                            let k = (bytes >> (8 * e)) as usize & 0xFF;
-                            // SAFETY: entry `e0 + e < count` of the row; its K row is inside
-                            // the tile.
-                            unsafe {
-                                let w = _mm512_set1_ps(*values.add(e0 + e));
-                                kept_weight(chains.row(e, r), w, tile.add(k * width));
-                            }
-                        }
-                        continue;
-                    }
+                    // Broadcast where its FMAs use it unless spread (see `two_bit_block`).
                     // SAFETY: entries `e0 + 4·half .. + 4 <= count` of the row.
-                    let weights = unsafe { four_weights::<V, SHUFFLES_APART>(values.add(e0 + 4 * half)) };
-                    for (e, w) in (4 * half..).zip(weights) {
+                    let spread = SHUFFLES_APART
+                        .then(|| unsafe { four_weights::<V, SHUFFLES_APART>(values.add(e0 + 4 * half)) });
+                    for e in 4 * half..4 * half + 4 {
                         let k = (bytes >> (8 * e)) as usize & 0xFF;
-                        // SAFETY: entry `e0 + e < count` of the row; its K row is inside the tile.
+                        // SAFETY: entry `e0 + e < count` of the row.
+                        let w = spread.map_or_else(
+                            || _mm512_set1_ps(unsafe { *values.add(e0 + e) }),
+                            |w| w[e - 4 * half],
+                        );
+                        // SAFETY: its K row is inside the tile.
                         unsafe { kept_weight(chains.row(e, r), w, tile.add(k * width)) };
                     }
                 }
